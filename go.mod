@@ -1,0 +1,3 @@
+module chatmem
+
+go 1.26

@@ -1,0 +1,147 @@
+package chatmem
+
+import (
+	"context"
+	"time"
+)
+
+// Conversation describes one stored conversation.
+type Conversation struct {
+	Key Key `json:"-"`
+	// Tokenizer names the Counter whose counts the stored messages carry.
+	// It is set by the first append and never changes (see Memory.Recount).
+	Tokenizer string `json:"tokenizer"`
+	// LastSeq is the sequence number of the newest message; sequence numbers
+	// are dense, so it is also the message count.
+	LastSeq int64 `json:"last_seq"`
+	// Tokens is the running total of the non-system messages' tokens;
+	// SystemTokens that of the system messages.
+	Tokens       int64     `json:"tokens"`
+	SystemTokens int64     `json:"system_tokens"`
+	Turns        int64     `json:"turns"` // user messages so far
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	// ExpiresAt is when the conversation expires (zero: never). Expired
+	// conversations are not found, whether or not they are swept yet.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// AppendOptions qualify one append.
+type AppendOptions struct {
+	// ExpectedLastSeq, if set, makes the append fail with ErrConflict unless
+	// the conversation's LastSeq equals *ExpectedLastSeq (0 for a
+	// conversation that does not exist yet).
+	ExpectedLastSeq *int64
+	// IdempotencyKey, if set, makes a retried append a no-op: an append whose
+	// key was already applied to this conversation writes nothing and returns
+	// the original messages with Replayed set. Keys are scoped to the
+	// conversation and deleted with it.
+	IdempotencyKey string
+	// Tokenizer is recorded when the append creates the conversation.
+	Tokenizer string
+	// TTL, if positive, sets the conversation to expire TTL after this
+	// append (each append with a TTL pushes the expiry forward).
+	TTL time.Duration
+	// Now is the time the append happens; stores use it for CreatedAt of
+	// messages that have none, UpdatedAt and expiry. Zero means time.Now().
+	Now time.Time
+}
+
+// AppendResult is what an append stored.
+type AppendResult struct {
+	// Messages are the appended messages with Seq (and CreatedAt) set.
+	Messages []Message
+	// Conversation is the conversation after the append.
+	Conversation Conversation
+	// Replayed is true when an idempotency key matched an earlier append.
+	Replayed bool
+}
+
+// TailQuery selects the newest messages of a conversation. With both fields
+// set it selects the shorter of the two runs; with both zero, nothing.
+type TailQuery struct {
+	// Tokens, if positive, selects the longest run of newest messages whose
+	// non-system tokens sum to at most Tokens. System messages inside that
+	// run are returned too, but do not count.
+	Tokens int
+	// Turns, if positive, selects the messages from the Turns-th newest user
+	// message onwards (all messages if there are fewer user messages).
+	Turns int
+}
+
+// PageRequest asks for one page of a listing ordered by conversation ID.
+type PageRequest struct {
+	After string // return IDs greater than this (the previous page's Next)
+	Limit int    // 1..1000; 0 means 50
+}
+
+// Page is one page of conversations, in ID order. Next is the cursor for
+// the following page, empty on the last one.
+type Page struct {
+	Conversations []Conversation
+	Next          string
+}
+
+// Store keeps conversations and their messages. Every method is safe for
+// concurrent use, by many goroutines and (for the sqlite, redis and postgres
+// stores) many processes. Every method validates its Key and wraps
+// ErrInvalid for a bad one, and returns ErrNotFound for a conversation that
+// does not exist (or has expired) for the key's tenant.
+//
+// The conformance suite in package storetest is the executable form of this
+// contract.
+type Store interface {
+	// Append stores msgs at the end of the conversation, creating it if it
+	// does not exist. Messages arrive validated and counted (Tokens set);
+	// the store assigns each the next sequence number atomically, so
+	// concurrent appends from any number of clients all land, densely
+	// numbered, in one order every reader sees. An empty batch wraps
+	// ErrInvalid. See AppendOptions for ErrConflict and idempotency.
+	// Nothing is written when an error is returned.
+	Append(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (AppendResult, error)
+
+	// Conversation returns the conversation's metadata.
+	Conversation(ctx context.Context, key Key) (Conversation, error)
+
+	// List returns the tenant's conversations ordered by ID, one page at a
+	// time. An unknown tenant has an empty list.
+	List(ctx context.Context, tenant string, page PageRequest) (Page, error)
+
+	// Delete removes the conversation and every message, key and row of it,
+	// including idempotency keys. The ID may be used again afterwards.
+	Delete(ctx context.Context, key Key) error
+
+	// Tail returns the newest messages selected by q, oldest first. It is one
+	// bounded read: its cost depends on the size of the result, not on the
+	// length of the conversation.
+	Tail(ctx context.Context, key Key, q TailQuery) ([]Message, error)
+
+	// Range returns up to limit messages with Seq > after, oldest first
+	// (limit <= 0: all of them).
+	Range(ctx context.Context, key Key, after int64, limit int) ([]Message, error)
+
+	// System returns the conversation's system messages, oldest first. They
+	// are pinned into every window, so stores index them.
+	System(ctx context.Context, key Key) ([]Message, error)
+
+	// Ping reports whether the backend is reachable (wrapping
+	// ErrUnavailable if not).
+	Ping(ctx context.Context) error
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Sweeper is implemented by stores whose expiry is not enforced by the
+// backend itself (SQL stores). Sweep deletes conversations that expired
+// before now and returns how many it deleted.
+type Sweeper interface {
+	Sweep(ctx context.Context, now time.Time) (int, error)
+}
+
+// Purger deletes conversations not updated since before, and returns how
+// many it deleted: the documented way to purge by age. An empty tenant means
+// every tenant (an operator's purge).
+type Purger interface {
+	PurgeInactive(ctx context.Context, tenant string, before time.Time) (int, error)
+}
