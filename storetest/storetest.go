@@ -1,0 +1,83 @@
+// Package storetest is the conformance suite every chatmem.Store passes. It
+// is the executable form of the contract documented on chatmem.Store: each
+// store's test file calls Run with a Harness that opens fresh stores, and its
+// benchmark file calls BenchmarkTail.
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, storetest.Harness{
+//			New: func(t *testing.T) chatmem.Store { return memory.New() },
+//		})
+//	}
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"chatmem"
+)
+
+// Harness opens stores for the suite.
+type Harness struct {
+	// New returns a store over fresh, empty state (its own database schema,
+	// key prefix, or instance). Called once per subtest; the harness
+	// registers cleanup with t.Cleanup.
+	New func(t *testing.T) chatmem.Store
+	// Reopen returns another store over the same data as s, as a second
+	// process would have. Nil if the store cannot (memory); the suite then
+	// uses s itself.
+	Reopen func(t *testing.T, s chatmem.Store) chatmem.Store
+}
+
+// reopen returns a second store over s's data, or s itself when the harness
+// cannot open one.
+func (h Harness) reopen(t *testing.T, s chatmem.Store) chatmem.Store {
+	t.Helper()
+	if h.Reopen == nil {
+		return s
+	}
+	return h.Reopen(t, s)
+}
+
+// Run runs the conformance suite against the stores h opens, one subtest per
+// behaviour of the chatmem.Store contract.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil {
+		t.Fatal("storetest.Run: Harness.New is nil")
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+	}
+}
+
+// tests lists the subtests in the order Run runs them.
+var tests = []struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}{}
+
+// BenchmarkTail fills one conversation of s per size (user and assistant
+// messages of 20 tokens each) and measures Tail{Tokens: 4000} on it, one
+// sub-benchmark per size named "messages=N". Stores call it from their own
+// BenchmarkTail; the time per operation should not grow with the size.
+func BenchmarkTail(b *testing.B, s chatmem.Store, sizes []int) {
+	ctx := context.Background()
+	for _, n := range sizes {
+		key := chatmem.Key{Tenant: randomTenant(), ID: fmt.Sprintf("bench-%d", n)}
+		fill(b, ctx, s, key, n)
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				msgs, err := s.Tail(ctx, key, chatmem.TailQuery{Tokens: 4000})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(msgs) == 0 {
+					b.Fatal("Tail returned no messages")
+				}
+			}
+		})
+	}
+}
