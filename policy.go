@@ -92,41 +92,32 @@ type unit struct {
 	valid      bool // sendable: not a call missing results, nor a result missing its call
 }
 
-// units splits the non-system messages ns into units, in order. It walks
-// from the end, as a tool result can only be matched to its call from there.
-func units(ns []Message) []unit {
-	var out []unit
-	for i := len(ns) - 1; i >= 0; {
-		m := ns[i]
-		switch {
-		case m.Role == RoleTool:
-			j := i
-			for j >= 0 && ns[j].Role == RoleTool {
-				j--
-			}
-			if j >= 0 && len(ns[j].ToolCalls) > 0 {
-				out = append(out, unit{start: j, end: i + 1, valid: answersAll(ns[j], ns[j+1:i+1])})
-				i = j - 1
-			} else {
-				out = append(out, unit{start: j + 1, end: i + 1}) // results whose call is gone
-				i = j
-			}
-		case len(m.ToolCalls) > 0:
-			out = append(out, unit{start: i, end: i + 1}) // calls with no results
-			i--
-		default:
-			out = append(out, unit{start: i, end: i + 1, valid: true, user: m.Role == RoleUser})
-			i--
+// prevUnit returns the unit of ns that ends just before end. Units are found
+// from the end because a tool result can only be matched to its call from
+// there: walking back over tool messages leads to the call they answer.
+func prevUnit(ns []Message, end int) unit {
+	i := end - 1
+	var u unit
+	switch m := ns[i]; {
+	case m.Role == RoleTool:
+		j := i
+		for j >= 0 && ns[j].Role == RoleTool {
+			j--
 		}
-		u := &out[len(out)-1]
-		for _, m := range ns[u.start:u.end] {
-			u.tokens += m.Tokens
+		if j >= 0 && len(ns[j].ToolCalls) > 0 {
+			u = unit{start: j, end: end, valid: answersAll(ns[j], ns[j+1:end])}
+		} else {
+			u = unit{start: j + 1, end: end} // results whose call is gone
 		}
+	case len(m.ToolCalls) > 0:
+		u = unit{start: i, end: end} // calls with no results
+	default:
+		u = unit{start: i, end: end, valid: true, user: m.Role == RoleUser}
 	}
-	for l, r := 0, len(out)-1; l < r; l, r = l+1, r-1 {
-		out[l], out[r] = out[r], out[l]
+	for _, m := range ns[u.start:u.end] {
+		u.tokens += m.Tokens
 	}
-	return out
+	return u
 }
 
 // answersAll reports whether results answer every call of call exactly once
@@ -149,33 +140,47 @@ func answersAll(call Message, results []Message) bool {
 }
 
 // Apply runs policy p over msgs, a conversation's messages in order with
-// their Tokens set (or the newest part of them, as a Store's Tail returns).
-//
-// System messages are pinned: all of them are sent first, in order, and
-// counted against the budget. The rest is cut into units (a message, or an
-// assistant tool-call message with all its results); units that cannot be
-// sent (a call missing results, a result missing its call) are never sent.
-// For PolicyTokenBudget, Apply keeps the longest contiguous run of newest
-// units that fits the budget left after the pinned messages and overhead,
-// stopping at the first unit that does not fit, then drops leading units
-// until the window starts with a user message.
-//
-// If msgs has a user message but no window starting with one fits, Apply
-// returns ErrBudgetTooSmall. Window.Dropped is counted over msgs; Memory
-// corrects it to the whole conversation.
+// their Tokens set. It separates the system messages (one pass over msgs)
+// and calls Select; Window.Dropped is counted over msgs.
 func Apply(p Policy, msgs []Message) (Window, error) {
-	if err := p.Validate(); err != nil {
-		return Window{}, err
-	}
-	var pinned, ns []Message
-	var w Window
+	var pinned, recent []Message
 	for _, m := range msgs {
 		if m.Role == RoleSystem {
 			pinned = append(pinned, m)
-			w.Parts.System += m.Tokens
 		} else {
-			ns = append(ns, m)
+			recent = append(recent, m)
 		}
+	}
+	return Select(p, pinned, recent)
+}
+
+// Select runs policy p over a conversation's system messages (pinned) and
+// its other messages (recent: all of them, or the newest part of them, as a
+// Store's Tail returns), both in order with their Tokens set. System
+// messages found in recent are skipped.
+//
+// The pinned messages are all sent first, in order, and counted against the
+// budget. The rest is cut into units (a message, or an assistant tool-call
+// message with all its results), walking back from the newest; a unit that
+// cannot be sent (a call missing results, a result missing its call) is never
+// sent. For PolicyTokenBudget, Select keeps the longest contiguous run of
+// newest units that fits the budget left after the pinned messages and the
+// overhead, stopping at the first unit that does not fit, then drops leading
+// units until the window starts with a user message. PolicyLastTurns stops
+// after the Turns-th user message (and at the budget, if one is given).
+// The walk goes back only as far as the window reaches, so a policy costs
+// O(window), not O(history); PolicyAll walks everything.
+//
+// If recent has a user message but no window starting with one fits, Select
+// returns ErrBudgetTooSmall. Window.Dropped counts the messages of pinned and
+// recent not sent; Memory corrects it to the whole conversation.
+func Select(p Policy, pinned, recent []Message) (Window, error) {
+	if err := p.Validate(); err != nil {
+		return Window{}, err
+	}
+	var w Window
+	for _, m := range pinned {
+		w.Parts.System += m.Tokens
 	}
 	w.Parts.Overhead = p.Overhead
 	avail := -1 // no token limit
@@ -186,68 +191,75 @@ func Apply(p Policy, msgs []Message) (Window, error) {
 		}
 	}
 
-	us := units(ns)
-	first := 0 // index of the oldest candidate unit
-	if p.Kind == PolicyLastTurns {
-		first = len(us)
-		for turns := 0; first > 0 && turns < p.Turns; {
-			first--
-			if us[first].valid && us[first].user {
-				turns++
-			}
+	// Walk back from the newest unit while it fits, newest first.
+	var walked []unit
+	used, turns := 0, 0
+	for pos := len(recent); pos > 0; {
+		if recent[pos-1].Role == RoleSystem {
+			pos--
+			continue
 		}
-	}
-	// Walk back from the newest unit while it fits.
-	start, used := len(us), 0
-	for start > first {
-		u := us[start-1]
+		u := prevUnit(recent, pos)
 		if u.valid {
 			if avail >= 0 && used+u.tokens > avail {
 				break
 			}
 			used += u.tokens
 		}
-		start--
-	}
-	// The window starts with a user message (PolicyAll sends as stored).
-	if p.Kind != PolicyAll {
-		for start < len(us) && !(us[start].valid && us[start].user) {
-			if us[start].valid {
-				used -= us[start].tokens
+		walked = append(walked, u)
+		pos = u.start
+		if p.Kind == PolicyLastTurns && u.valid && u.user {
+			if turns++; turns == p.Turns {
+				break
 			}
-			start++
 		}
 	}
-	if start == len(us) && p.Kind != PolicyAll {
-		if need, ok := newestUserTokens(us); ok {
-			return Window{}, fmt.Errorf("%w: budget %d leaves %d tokens after the pinned system messages and overhead, and the newest user message with what follows needs %d", ErrBudgetTooSmall, p.Budget, avail, need)
+	// The window starts with a user message (PolicyAll sends as stored).
+	first := len(walked) - 1 // oldest walked unit
+	if p.Kind != PolicyAll {
+		for ; first >= 0 && !(walked[first].valid && walked[first].user); first-- {
+			if walked[first].valid {
+				used -= walked[first].tokens
+			}
+		}
+		if first < 0 {
+			if need, ok := newestUserNeed(recent); ok {
+				return Window{}, fmt.Errorf("%w: budget %d leaves %d tokens after the pinned system messages and overhead, and the newest user message with what follows needs %d", ErrBudgetTooSmall, p.Budget, avail, need)
+			}
 		}
 	}
 
-	w.Messages = make([]Message, 0, len(pinned)+len(ns))
+	w.Messages = make([]Message, 0, len(pinned)+len(walked))
 	w.Messages = append(w.Messages, pinned...)
-	for _, u := range us[start:] {
-		if u.valid {
-			w.Messages = append(w.Messages, ns[u.start:u.end]...)
+	for i := first; i >= 0; i-- {
+		if u := walked[i]; u.valid {
+			w.Messages = append(w.Messages, recent[u.start:u.end]...)
 		}
 	}
 	w.Parts.Recent = used
 	w.Tokens = w.Parts.System + w.Parts.Recent + w.Parts.Overhead
-	w.Dropped = len(msgs) - len(w.Messages)
+	w.Dropped = len(pinned) + len(recent) - len(w.Messages)
 	return w, nil
 }
 
-// newestUserTokens returns the tokens from the newest valid user unit to the
-// end, the least a window can hold.
-func newestUserTokens(us []unit) (int, bool) {
-	need := 0
-	for i := len(us) - 1; i >= 0; i-- {
-		if us[i].valid {
-			need += us[i].tokens
-			if us[i].user {
+// newestUserNeed returns the tokens from the newest sendable user message to
+// the end of recent: the least a window can hold. ok is false when recent has
+// no user message. It is only called once a window came out empty, so its
+// walk (to the newest user message) is on the error path.
+func newestUserNeed(recent []Message) (need int, ok bool) {
+	for pos := len(recent); pos > 0; {
+		if recent[pos-1].Role == RoleSystem {
+			pos--
+			continue
+		}
+		u := prevUnit(recent, pos)
+		if u.valid {
+			need += u.tokens
+			if u.user {
 				return need, true
 			}
 		}
+		pos = u.start
 	}
 	return 0, false
 }
