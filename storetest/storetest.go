@@ -56,7 +56,29 @@ func Run(t *testing.T, h Harness) {
 var tests = []struct {
 	name string
 	fn   func(t *testing.T, h Harness)
-}{}
+}{
+	{"Ping", testPing},
+	{"AppendOrder", testAppendOrder},
+	{"NotFound", testNotFound},
+	{"EmptyBatch", testEmptyBatch},
+	{"InvalidKeys", testInvalidKeys},
+	{"Idempotency", testIdempotency},
+	{"Conflict", testConflict},
+	{"ConcurrentAppends", testConcurrentAppends},
+	{"TenantIsolation", testTenantIsolation},
+	{"Delete", testDelete},
+	{"TTL", testTTL},
+	{"PurgeInactive", testPurgeInactive},
+	{"List", testList},
+	{"ConversationMetadata", testConversationMetadata},
+	{"TailTokens", testTailTokens},
+	{"TailTurns", testTailTurns},
+	{"System", testSystem},
+	{"Range", testRange},
+	{"Content", testContent},
+	{"ContextCanceled", testContextCanceled},
+	{"LongTail", testLongTail},
+}
 
 // BenchmarkTail fills one conversation of s per size (user and assistant
 // messages of 20 tokens each) and measures Tail{Tokens: 4000} on it, one

@@ -1,0 +1,421 @@
+// Package memory is an in-process chatmem.Store: conversations live in a map
+// guarded by one mutex and vanish with the process. It suits tests, demos and
+// single-process bots that need no persistence.
+//
+// Each conversation keeps a running total of its non-system tokens and a
+// running count of its user messages beside the messages, so Tail is a binary
+// search plus a copy of the result: its cost follows the window, not the
+// history.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"chatmem"
+)
+
+var (
+	_ chatmem.Store   = (*Store)(nil)
+	_ chatmem.Sweeper = (*Store)(nil)
+	_ chatmem.Purger  = (*Store)(nil)
+)
+
+// Store is an in-process chatmem.Store. It is safe for concurrent use; every
+// message goes in and comes out as a deep copy, so callers never share memory
+// with it. The zero value is not usable; call New.
+type Store struct {
+	mu      sync.RWMutex
+	tenants map[string]*tenant
+}
+
+// tenant holds one tenant's conversations, with their IDs kept sorted for
+// List.
+type tenant struct {
+	convs map[string]*conversation
+	ids   []string // sorted
+}
+
+// conversation is one conversation's metadata, messages and indexes.
+type conversation struct {
+	meta chatmem.Conversation
+	msgs []chatmem.Message // msgs[i].Seq == i+1
+	// cum[i] is the sum of the non-system tokens of msgs[:i], so it has one
+	// entry more than msgs and cum[len(msgs)] == meta.Tokens.
+	cum []int64
+	// users[i] is the number of user messages in msgs[:i+1].
+	users []int64
+	// system holds the indexes into msgs of the system messages.
+	system []int
+	// idem maps an idempotency key to the messages its append stored.
+	idem map[string]applied
+}
+
+// applied records which messages one idempotent append stored.
+type applied struct {
+	first int64 // Seq of the first message
+	count int
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{tenants: make(map[string]*tenant)}
+}
+
+// expired reports whether c has expired at now.
+func (c *conversation) expired(now time.Time) bool {
+	return !c.meta.ExpiresAt.IsZero() && !now.Before(c.meta.ExpiresAt)
+}
+
+// lookup returns the live conversation at key, or nil. The caller holds
+// s.mu.
+func (s *Store) lookup(key chatmem.Key, now time.Time) *conversation {
+	tn := s.tenants[key.Tenant]
+	if tn == nil {
+		return nil
+	}
+	c := tn.convs[key.ID]
+	if c == nil || c.expired(now) {
+		return nil
+	}
+	return c
+}
+
+// get validates key and ctx and returns the live conversation at key under
+// the read lock, which the caller releases with s.mu.RUnlock when err is
+// nil.
+func (s *Store) get(ctx context.Context, key chatmem.Key) (*conversation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	c := s.lookup(key, time.Now())
+	if c == nil {
+		s.mu.RUnlock()
+		return nil, notFound(key)
+	}
+	return c, nil
+}
+
+func notFound(key chatmem.Key) error {
+	return fmt.Errorf("%w: conversation %s", chatmem.ErrNotFound, key)
+}
+
+// Append stores msgs at the end of the conversation; see chatmem.Store. An
+// idempotency key that matched is answered before ExpectedLastSeq is
+// checked, so the retry of an append that succeeded is a replay, not a
+// conflict.
+func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	if err := ctx.Err(); err != nil {
+		return chatmem.AppendResult{}, err
+	}
+	if err := key.Validate(); err != nil {
+		return chatmem.AppendResult{}, err
+	}
+	if len(msgs) == 0 {
+		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	// Copy before taking the lock: the caller's messages are never shared.
+	in := make([]chatmem.Message, len(msgs))
+	for i, m := range msgs {
+		m = m.Clone()
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		in[i] = m
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.lookup(key, time.Now())
+	if c != nil && opts.IdempotencyKey != "" {
+		if a, ok := c.idem[opts.IdempotencyKey]; ok {
+			return chatmem.AppendResult{
+				Messages:     cloneAll(c.msgs[a.first-1 : a.first-1+int64(a.count)]),
+				Conversation: c.meta,
+				Replayed:     true,
+			}, nil
+		}
+	}
+	var last int64
+	if c != nil {
+		last = c.meta.LastSeq
+	}
+	if opts.ExpectedLastSeq != nil && *opts.ExpectedLastSeq != last {
+		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, *opts.ExpectedLastSeq)
+	}
+	if c == nil {
+		c = s.create(key, opts.Tokenizer, now)
+	}
+	first := c.meta.LastSeq + 1
+	for _, m := range in {
+		c.add(m)
+	}
+	c.meta.UpdatedAt = now
+	if opts.TTL > 0 {
+		c.meta.ExpiresAt = now.Add(opts.TTL)
+	}
+	if opts.IdempotencyKey != "" {
+		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(in)}
+	}
+	return chatmem.AppendResult{Messages: cloneAll(c.msgs[first-1:]), Conversation: c.meta}, nil
+}
+
+// create makes an empty conversation at key, replacing an expired one. The
+// caller holds the write lock.
+func (s *Store) create(key chatmem.Key, tokenizer string, now time.Time) *conversation {
+	tn := s.tenants[key.Tenant]
+	if tn == nil {
+		tn = &tenant{convs: make(map[string]*conversation)}
+		s.tenants[key.Tenant] = tn
+	}
+	if i, found := slices.BinarySearch(tn.ids, key.ID); !found {
+		tn.ids = slices.Insert(tn.ids, i, key.ID)
+	}
+	c := &conversation{
+		meta: chatmem.Conversation{Key: key, Tokenizer: tokenizer, CreatedAt: now},
+		cum:  []int64{0},
+		idem: make(map[string]applied),
+	}
+	tn.convs[key.ID] = c
+	return c
+}
+
+// add appends m, which the store owns, and updates the indexes and totals.
+func (c *conversation) add(m chatmem.Message) {
+	c.meta.LastSeq++
+	m.Seq = c.meta.LastSeq
+	total := c.cum[len(c.cum)-1]
+	switch m.Role {
+	case chatmem.RoleSystem:
+		c.system = append(c.system, len(c.msgs))
+		c.meta.SystemTokens += int64(m.Tokens)
+	default:
+		total += int64(m.Tokens)
+		c.meta.Tokens += int64(m.Tokens)
+	}
+	turns := c.meta.Turns
+	if m.Role == chatmem.RoleUser {
+		turns++
+		c.meta.Turns = turns
+	}
+	c.msgs = append(c.msgs, m)
+	c.cum = append(c.cum, total)
+	c.users = append(c.users, turns)
+}
+
+// remove deletes the conversation at key. The caller holds the write lock.
+func (s *Store) remove(key chatmem.Key) {
+	tn := s.tenants[key.Tenant]
+	if tn == nil {
+		return
+	}
+	delete(tn.convs, key.ID)
+	if i, found := slices.BinarySearch(tn.ids, key.ID); found {
+		tn.ids = slices.Delete(tn.ids, i, i+1)
+	}
+	if len(tn.convs) == 0 {
+		delete(s.tenants, key.Tenant)
+	}
+}
+
+// Conversation returns the conversation's metadata; see chatmem.Store.
+func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conversation, error) {
+	c, err := s.get(ctx, key)
+	if err != nil {
+		return chatmem.Conversation{}, err
+	}
+	defer s.mu.RUnlock()
+	return c.meta, nil
+}
+
+// List returns one page of the tenant's live conversations in ID order; see
+// chatmem.Store. Finding the page start is a binary search over the
+// tenant's sorted IDs.
+func (s *Store) List(ctx context.Context, tenantName string, page chatmem.PageRequest) (chatmem.Page, error) {
+	if err := ctx.Err(); err != nil {
+		return chatmem.Page{}, err
+	}
+	if err := chatmem.ValidateID(tenantName); err != nil {
+		return chatmem.Page{}, fmt.Errorf("tenant: %w", err)
+	}
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 0 || limit > 1000:
+		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is not within 1..1000", chatmem.ErrInvalid, limit)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	tn := s.tenants[tenantName]
+	if tn == nil {
+		return chatmem.Page{}, nil
+	}
+	now := time.Now()
+	i := sort.SearchStrings(tn.ids, page.After)
+	if i < len(tn.ids) && tn.ids[i] == page.After {
+		i++
+	}
+	var out chatmem.Page
+	for ; i < len(tn.ids); i++ {
+		c := tn.convs[tn.ids[i]]
+		if c.expired(now) {
+			continue
+		}
+		if len(out.Conversations) == limit {
+			out.Next = out.Conversations[limit-1].Key.ID
+			break
+		}
+		out.Conversations = append(out.Conversations, c.meta)
+	}
+	return out, nil
+}
+
+// Delete removes the conversation with its messages and idempotency keys;
+// see chatmem.Store.
+func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lookup(key, time.Now()) == nil {
+		return notFound(key)
+	}
+	s.remove(key)
+	return nil
+}
+
+// Tail returns the newest messages selected by q, oldest first; see
+// chatmem.Store. Both limits are binary searches over the running totals, so
+// the cost is O(log n) plus copying the result.
+func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
+	c, err := s.get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return nil, nil
+	}
+	n := len(c.msgs)
+	start := 0
+	if q.Tokens > 0 {
+		// The run msgs[j:] costs cum[n]-cum[j]; the longest that fits starts
+		// at the first j with cum[j] >= cum[n]-Tokens.
+		need := c.cum[n] - int64(q.Tokens)
+		start = max(start, sort.Search(n+1, func(j int) bool { return c.cum[j] >= need }))
+	}
+	if q.Turns > 0 && int64(q.Turns) <= c.meta.Turns {
+		// The Turns-th newest user message is user number Turns-from-the-end;
+		// users[] steps up exactly at each user message.
+		nth := c.meta.Turns - int64(q.Turns) + 1
+		start = max(start, sort.Search(n, func(i int) bool { return c.users[i] >= nth }))
+	}
+	return cloneAll(c.msgs[start:]), nil
+}
+
+// Range returns up to limit messages with Seq > after, oldest first; see
+// chatmem.Store.
+func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.Message, error) {
+	c, err := s.get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	start := int(min(max(after, 0), int64(len(c.msgs))))
+	end := len(c.msgs)
+	if limit > 0 {
+		end = min(end, start+limit)
+	}
+	return cloneAll(c.msgs[start:end]), nil
+}
+
+// System returns the conversation's system messages, oldest first; see
+// chatmem.Store.
+func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message, error) {
+	c, err := s.get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	out := make([]chatmem.Message, len(c.system))
+	for i, j := range c.system {
+		out[i] = c.msgs[j].Clone()
+	}
+	return out, nil
+}
+
+// Sweep deletes the conversations that expired by now and returns how many
+// it deleted. Expired conversations are not found whether swept or not;
+// sweeping frees their memory.
+func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
+	return s.deleteWhere(ctx, "", func(c *conversation) bool { return c.expired(now) })
+}
+
+// PurgeInactive deletes the conversations of tenant (every tenant if empty)
+// not updated since before, and returns how many it deleted.
+func (s *Store) PurgeInactive(ctx context.Context, tenantName string, before time.Time) (int, error) {
+	if tenantName != "" {
+		if err := chatmem.ValidateID(tenantName); err != nil {
+			return 0, fmt.Errorf("tenant: %w", err)
+		}
+	}
+	return s.deleteWhere(ctx, tenantName, func(c *conversation) bool { return c.meta.UpdatedAt.Before(before) })
+}
+
+// deleteWhere deletes the conversations of tenant (every tenant if empty)
+// for which drop is true, and returns how many it deleted.
+func (s *Store) deleteWhere(ctx context.Context, tenantName string, drop func(*conversation) bool) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var doomed []chatmem.Key
+	for name, tn := range s.tenants {
+		if tenantName != "" && name != tenantName {
+			continue
+		}
+		for _, c := range tn.convs {
+			if drop(c) {
+				doomed = append(doomed, c.meta.Key)
+			}
+		}
+	}
+	for _, key := range doomed {
+		s.remove(key)
+	}
+	return len(doomed), nil
+}
+
+// Ping reports nil: an in-process store is always reachable.
+func (s *Store) Ping(ctx context.Context) error { return ctx.Err() }
+
+// Close does nothing; the store's memory is freed when it is no longer
+// referenced.
+func (s *Store) Close() error { return nil }
+
+// cloneAll returns deep copies of msgs.
+func cloneAll(msgs []chatmem.Message) []chatmem.Message {
+	out := make([]chatmem.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Clone()
+	}
+	return out
+}
