@@ -223,6 +223,24 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err != nil {
 		return Window{}, err
 	}
+	if p.Kind != PolicyAll && conv.Turns > 0 && w.Parts.Recent == 0 {
+		// The bounded tail held no user message that fits, so the newest
+		// one is too big: read the last turn to say how big.
+		last, err := m.store.Tail(ctx, key, TailQuery{Turns: 1})
+		if err != nil {
+			return Window{}, fmt.Errorf("context of %s: %w", key, err)
+		}
+		if recount {
+			if err := recountAll(ctx, counter, last); err != nil {
+				return Window{}, err
+			}
+		}
+		pinned, _ := splitPinned(msgs)
+		_, recent := splitPinned(last)
+		if _, err := Select(p, pinned, recent); err != nil {
+			return Window{}, err
+		}
+	}
 	w.Dropped = int(conv.LastSeq) - len(w.Messages)
 	return w, nil
 }

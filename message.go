@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -199,6 +200,11 @@ func (m Message) Validate(l Limits) error {
 	if !utf8.ValidString(m.Content) || !utf8.ValidString(m.Name) {
 		return fmt.Errorf("%w: %s message is not valid UTF-8", ErrInvalid, m.Role)
 	}
+	// NUL has no place in chat text, and PostgreSQL text cannot hold it:
+	// refusing it here makes every store behave the same.
+	if strings.ContainsRune(m.Content, 0) || strings.ContainsRune(m.Name, 0) {
+		return fmt.Errorf("%w: %s message contains a NUL character", ErrInvalid, m.Role)
+	}
 	if over(len(m.Content), l.MaxContentBytes) {
 		return fmt.Errorf("%w: %s message content is %d bytes, over the limit of %d", ErrTooLarge, m.Role, len(m.Content), l.MaxContentBytes)
 	}
@@ -207,6 +213,11 @@ func (m Message) Validate(l Limits) error {
 	}
 	if over(len(m.Metadata), l.MaxMetadata) {
 		return fmt.Errorf("%w: %d metadata entries, over the limit of %d", ErrTooLarge, len(m.Metadata), l.MaxMetadata)
+	}
+	for k, v := range m.Metadata {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) || strings.ContainsRune(k+v, 0) {
+			return fmt.Errorf("%w: metadata %q is not valid UTF-8 or contains a NUL character", ErrInvalid, k)
+		}
 	}
 	if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
 		return fmt.Errorf("%w: only assistant messages carry tool_calls, not %s", ErrInvalid, m.Role)
@@ -229,8 +240,10 @@ func (m Message) Validate(l Limits) error {
 			return fmt.Errorf("%w: tool call id %q repeated in one message", ErrInvalid, c.ID)
 		}
 		seen[c.ID] = true
-		if !utf8.ValidString(c.Function.Arguments) || !utf8.ValidString(c.Function.Name) || !utf8.ValidString(c.ID) {
-			return fmt.Errorf("%w: tool call %d is not valid UTF-8", ErrInvalid, i)
+		for _, f := range []string{c.ID, c.Function.Name, c.Function.Arguments} {
+			if !utf8.ValidString(f) || strings.ContainsRune(f, 0) {
+				return fmt.Errorf("%w: tool call %d is not valid UTF-8 or contains a NUL character", ErrInvalid, i)
+			}
 		}
 	}
 	return nil

@@ -143,7 +143,12 @@ func answersAll(call Message, results []Message) bool {
 // their Tokens set. It separates the system messages (one pass over msgs)
 // and calls Select; Window.Dropped is counted over msgs.
 func Apply(p Policy, msgs []Message) (Window, error) {
-	var pinned, recent []Message
+	pinned, recent := splitPinned(msgs)
+	return Select(p, pinned, recent)
+}
+
+// splitPinned returns the system messages of msgs and the others, in order.
+func splitPinned(msgs []Message) (pinned, recent []Message) {
 	for _, m := range msgs {
 		if m.Role == RoleSystem {
 			pinned = append(pinned, m)
@@ -151,7 +156,7 @@ func Apply(p Policy, msgs []Message) (Window, error) {
 			recent = append(recent, m)
 		}
 	}
-	return Select(p, pinned, recent)
+	return pinned, recent
 }
 
 // Select runs policy p over a conversation's system messages (pinned) and

@@ -7,6 +7,7 @@ import (
 
 // Conversation describes one stored conversation.
 type Conversation struct {
+	// Key is filled in by every store method that returns a Conversation.
 	Key Key `json:"-"`
 	// Tokenizer names the Counter whose counts the stored messages carry.
 	// It is set by the first append and never changes (see Memory.Recount).
@@ -34,13 +35,17 @@ type AppendOptions struct {
 	ExpectedLastSeq *int64
 	// IdempotencyKey, if set, makes a retried append a no-op: an append whose
 	// key was already applied to this conversation writes nothing and returns
-	// the original messages with Replayed set. Keys are scoped to the
-	// conversation and deleted with it.
+	// the original messages with Replayed set, whatever messages the retry
+	// carries. The key is checked before ExpectedLastSeq, so the retry of a
+	// successful conditional append replays rather than conflicts. Keys are
+	// scoped to the conversation and deleted with it.
 	IdempotencyKey string
 	// Tokenizer is recorded when the append creates the conversation.
 	Tokenizer string
-	// TTL, if positive, sets the conversation to expire TTL after this
-	// append (each append with a TTL pushes the expiry forward).
+	// TTL, if positive, sets the conversation to expire TTL after Now (each
+	// append with a TTL pushes the expiry forward; an append without one
+	// leaves the expiry as it was). Whether a conversation has expired is
+	// judged by the store's clock.
 	TTL time.Duration
 	// Now is the time the append happens; stores use it for CreatedAt of
 	// messages that have none, UpdatedAt and expiry. Zero means time.Now().
@@ -51,7 +56,8 @@ type AppendOptions struct {
 type AppendResult struct {
 	// Messages are the appended messages with Seq (and CreatedAt) set.
 	Messages []Message
-	// Conversation is the conversation after the append.
+	// Conversation is the conversation after the append (on a replay, as it
+	// is now).
 	Conversation Conversation
 	// Replayed is true when an idempotency key matched an earlier append.
 	Replayed bool
@@ -62,7 +68,8 @@ type AppendResult struct {
 type TailQuery struct {
 	// Tokens, if positive, selects the longest run of newest messages whose
 	// non-system tokens sum to at most Tokens. System messages inside that
-	// run are returned too, but do not count.
+	// run, or just before it, are returned too, but do not count (callers
+	// take system messages from System).
 	Tokens int
 	// Turns, if positive, selects the messages from the Turns-th newest user
 	// message onwards (all messages if there are fewer user messages).
@@ -75,7 +82,8 @@ type PageRequest struct {
 	Limit int    // 1..1000; 0 means 50
 }
 
-// Page is one page of conversations, in ID order. Next is the cursor for
+// Page is one page of conversations, in byte order of ID (Go string
+// comparison; SQL stores use the C collation). Next is the cursor for
 // the following page, empty on the last one.
 type Page struct {
 	Conversations []Conversation
@@ -104,7 +112,8 @@ type Store interface {
 	Conversation(ctx context.Context, key Key) (Conversation, error)
 
 	// List returns the tenant's conversations ordered by ID, one page at a
-	// time. An unknown tenant has an empty list.
+	// time. An unknown tenant has an empty list; an invalid tenant or a
+	// Limit outside 0..1000 wraps ErrInvalid.
 	List(ctx context.Context, tenant string, page PageRequest) (Page, error)
 
 	// Delete removes the conversation and every message, key and row of it,

@@ -1,0 +1,116 @@
+// Command chatmem is the command-line client of the chatmem library: it
+// replays the seed (demo), applies a policy to a JSON transcript (window) and
+// measures stores (bench).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one subcommand. run gets the arguments after the command's
+// name; it returns a *exitError for a specific exit code.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"demo", "replay the seed's conversation and print its three lines", runDemo},
+		{"window", "apply a policy to a JSON array of chat messages", runWindow},
+	}
+}
+
+// exitError carries the process exit code for an error: 2 for bad input
+// (usage, invalid JSON or messages), 1 for everything else.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode prints err (if any) as one line and returns the exit code.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	}
+	fmt.Fprintln(stderr, "chatmem:", err)
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return 1
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printUsage(stdout)
+		if len(args) == 0 {
+			return usageErr("no command given")
+		}
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdin, stdout, stderr)
+		}
+	}
+	printUsage(stderr)
+	return usageErr("unknown command %q", args[0])
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "chatmem: conversation memory for LLM chatbots\n\nUsage: chatmem <command> [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's flags and an example.")
+}
+
+// newFlagSet returns a flag set whose --help prints the usage line, the
+// flags and an example, and whose parse errors exit 2.
+func newFlagSet(name, usage, example string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: chatmem %s\n\nFlags:\n", usage)
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nExample:\n  %s\n", example)
+	}
+	return fs
+}
+
+// parse parses args, mapping flag errors to exit code 2 and --help to
+// flag.ErrHelp (exit 0).
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("%s: %v", fs.Name(), err)
+	}
+	return nil
+}

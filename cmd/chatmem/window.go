@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"chatmem"
+)
+
+// windowOutput is what `chatmem window` prints.
+type windowOutput struct {
+	Messages []chatmem.Message `json:"messages"`
+	Tokens   int               `json:"tokens"`
+	Dropped  int               `json:"dropped"`
+}
+
+func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("window",
+		"window [--policy token_budget|last_turns|all] [--budget B] [--turns N] [--tokenizer NAME] [FILE|-]\n\n"+
+			"Reads a JSON array of OpenAI-style chat messages (role, content, name, tool_calls,\n"+
+			"tool_call_id) from FILE or standard input, counts them and prints the window the\n"+
+			`policy sends: {"messages":[...],"tokens":N,"dropped":N}. Bad input exits 2; a budget`+"\n"+
+			"too small for the newest user message exits 1.",
+		`echo '[{"role":"user","content":"Hi, I'"'"'m Kavya."}]' | chatmem window --budget 40 -`, stderr)
+	policy := fs.String("policy", string(chatmem.PolicyTokenBudget), "policy: "+strings.Join(policyNames(), ", "))
+	budget := fs.Int("budget", 0, "token budget for the whole request (required for token_budget; caps last_turns)")
+	turns := fs.Int("turns", 0, "turns to keep (last_turns)")
+	tok := fs.String("tokenizer", "estimate", "tokenizer: "+strings.Join(tokenizerNames(), ", "))
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
+	if err := p.Validate(); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	counter, err := newCounter(*tok)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if o, ok := counter.(chatmem.RequestOverhead); ok {
+		p.Overhead = o.RequestOverhead()
+	}
+
+	in := stdin
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		if name := fs.Arg(0); name != "-" {
+			f, err := os.Open(name)
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			defer f.Close()
+			in = f
+		}
+	default:
+		return usageErr("window takes at most one file")
+	}
+	msgs, err := decodeMessages(in)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	for i := range msgs {
+		if msgs[i].Tokens, err = counter.Count(ctx, msgs[i]); err != nil {
+			return fmt.Errorf("count message %d: %w", i, err)
+		}
+	}
+	w, err := chatmem.Apply(p, msgs)
+	if err != nil {
+		if errors.Is(err, chatmem.ErrInvalid) {
+			return &exitError{code: 2, err: err}
+		}
+		return err
+	}
+	out := windowOutput{Messages: make([]chatmem.Message, len(w.Messages)), Tokens: w.Tokens, Dropped: w.Dropped}
+	for i, m := range w.Messages {
+		m.Tokens = 0 // print the messages as they came in
+		out.Messages[i] = m
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(out)
+}
+
+// decodeMessages reads one JSON array of messages and validates it as a
+// history (known roles, content, tool results after their calls).
+func decodeMessages(r io.Reader) ([]chatmem.Message, error) {
+	dec := json.NewDecoder(r)
+	var msgs []chatmem.Message
+	if err := dec.Decode(&msgs); err != nil {
+		return nil, fmt.Errorf("input is not a JSON array of chat messages: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("input has more than one JSON value")
+	}
+	if err := chatmem.ValidateHistory(nil, msgs, chatmem.Limits{MaxBatch: -1}); err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}
+
+func policyNames() []string {
+	var s []string
+	for _, k := range chatmem.Policies {
+		s = append(s, string(k))
+	}
+	return s
+}
