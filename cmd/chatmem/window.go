@@ -26,7 +26,7 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			"tool_call_id) from FILE or standard input, counts them and prints the window the\n"+
 			`policy sends: {"messages":[...],"tokens":N,"dropped":N}. Bad input exits 2; a budget`+"\n"+
 			"too small for the newest user message exits 1.",
-		`echo '[{"role":"user","content":"Hi, I'"'"'m Kavya."}]' | chatmem window --budget 40 -`, stderr)
+		"chatmem window --policy token_budget --budget 40 --tokenizer o200k_base chat.json", stderr)
 	policy := fs.String("policy", string(chatmem.PolicyTokenBudget), "policy: "+strings.Join(policyNames(), ", "))
 	budget := fs.Int("budget", 0, "token budget for the whole request (required for token_budget; caps last_turns)")
 	turns := fs.Int("turns", 0, "turns to keep (last_turns)")
