@@ -1,0 +1,142 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"chatmem"
+)
+
+// Append stores msgs at the end of the conversation in one transaction (see
+// chatmem.Store). It locks the conversation's row, creating it if missing,
+// and then, in this order: starts an expired conversation afresh (its
+// messages and keys deleted), replays an idempotency key already applied,
+// checks ExpectedLastSeq, and writes the batch with one INSERT.
+//
+// A retried append therefore replays even if its ExpectedLastSeq no longer
+// matches (the first attempt moved LastSeq on): the retry is the same
+// request, and it gets the first attempt's answer.
+func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	op := "postgres: append to " + key.String()
+	if err := key.Validate(); err != nil {
+		return chatmem.AppendResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	if len(msgs) == 0 {
+		return chatmem.AppendResult{}, fmt.Errorf("%s: %w: no messages to append", op, chatmem.ErrInvalid)
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = s.now()
+	}
+	now = dbTime(now)
+	batch, err := encodeBatch(msgs, now)
+	if err != nil {
+		return chatmem.AppendResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return chatmem.AppendResult{}, wrap(ctx, op, err)
+	}
+	defer tx.Rollback(ctx) // after Commit, a no-op
+	res, write, err := s.append(ctx, tx, key, batch, opts, now)
+	if err != nil {
+		return chatmem.AppendResult{}, wrap(ctx, op, err)
+	}
+	if write {
+		if err := tx.Commit(ctx); err != nil {
+			return chatmem.AppendResult{}, wrap(ctx, op, err)
+		}
+	}
+	return res, nil
+}
+
+// append does Append's work inside tx. write reports whether tx holds
+// changes to commit; a replay holds none (the row lock is all it took).
+func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch, opts chatmem.AppendOptions, now time.Time) (_ chatmem.AppendResult, write bool, _ error) {
+	conv := chatmem.Conversation{Key: key}
+	var expires *time.Time
+	err := tx.QueryRow(ctx, s.q.lockConversation, key.Tenant, key.ID, opts.Tokenizer, now).Scan(
+		&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
+		&conv.CreatedAt, &conv.UpdatedAt, &expires)
+	if err != nil {
+		return chatmem.AppendResult{}, false, err
+	}
+	if expires != nil {
+		conv.ExpiresAt = *expires
+	}
+	if expires != nil && !expires.After(now) {
+		// Expired: readers no longer see it. Delete what is left and start
+		// the conversation afresh with this append.
+		if _, err := tx.Exec(ctx, s.q.deleteMessages, key.Tenant, key.ID); err != nil {
+			return chatmem.AppendResult{}, false, err
+		}
+		if _, err := tx.Exec(ctx, s.q.deleteIdempotency, key.Tenant, key.ID); err != nil {
+			return chatmem.AppendResult{}, false, err
+		}
+		conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, CreatedAt: now, UpdatedAt: now}
+	}
+
+	var keyHash []byte
+	if opts.IdempotencyKey != "" {
+		h := sha256.Sum256([]byte(opts.IdempotencyKey))
+		keyHash = h[:]
+		var first, count int64
+		err := tx.QueryRow(ctx, s.q.idempotencyKey, key.Tenant, key.ID, keyHash).Scan(&first, &count)
+		switch {
+		case err == nil:
+			rows, err := tx.Query(ctx, s.q.replayMessages, key.Tenant, key.ID, first, count)
+			if err != nil {
+				return chatmem.AppendResult{}, false, err
+			}
+			msgs, err := scanMessages(rows)
+			if err != nil {
+				return chatmem.AppendResult{}, false, err
+			}
+			return chatmem.AppendResult{Messages: msgs, Conversation: utcConversation(conv), Replayed: true}, false, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return chatmem.AppendResult{}, false, err
+		}
+	}
+
+	if opts.ExpectedLastSeq != nil && *opts.ExpectedLastSeq != conv.LastSeq {
+		return chatmem.AppendResult{}, false, fmt.Errorf("%w: expected last seq %d, conversation is at %d",
+			chatmem.ErrConflict, *opts.ExpectedLastSeq, conv.LastSeq)
+	}
+
+	if conv.Tokenizer == "" {
+		conv.Tokenizer = opts.Tokenizer
+	}
+	first := conv.LastSeq + 1
+	stored := b.number(&conv)
+	conv.UpdatedAt = now
+	if opts.TTL > 0 {
+		conv.ExpiresAt = dbTime(now.Add(opts.TTL))
+	}
+	var expiresAt *time.Time
+	if !conv.ExpiresAt.IsZero() {
+		expiresAt = &conv.ExpiresAt
+	}
+
+	if _, err := tx.Exec(ctx, s.q.insertMessages, key.Tenant, key.ID,
+		b.seq, b.role, b.content, b.name, b.toolCalls, b.toolCallID,
+		b.tokens, b.cum, b.turn, b.createdAt, b.metadata); err != nil {
+		return chatmem.AppendResult{}, false, err
+	}
+	if _, err := tx.Exec(ctx, s.q.updateConversation, key.Tenant, key.ID, conv.Tokenizer,
+		conv.LastSeq, conv.Tokens, conv.SystemTokens, conv.Turns,
+		conv.CreatedAt, conv.UpdatedAt, expiresAt); err != nil {
+		return chatmem.AppendResult{}, false, err
+	}
+	if keyHash != nil {
+		if _, err := tx.Exec(ctx, s.q.insertIdempotency, key.Tenant, key.ID, keyHash, first, len(stored), now); err != nil {
+			return chatmem.AppendResult{}, false, err
+		}
+	}
+	return chatmem.AppendResult{Messages: stored, Conversation: utcConversation(conv)}, true, nil
+}

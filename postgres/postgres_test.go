@@ -1,0 +1,273 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"chatmem"
+	"chatmem/postgres"
+	"chatmem/storetest"
+)
+
+// testURL is the database the tests use: CHATMEM_POSTGRES_URL, or a local
+// PostgreSQL with trust authentication.
+func testURL() string {
+	if u := os.Getenv("CHATMEM_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+var (
+	adminOnce sync.Once
+	admin     *pgxpool.Pool
+	adminErr  error
+)
+
+// adminPool returns a pool for dropping test schemas, skipping the test if
+// PostgreSQL cannot be reached (failing it in CI, where it must be).
+func adminPool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	adminOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		admin, adminErr = pgxpool.New(ctx, testURL())
+		if adminErr == nil {
+			adminErr = admin.Ping(ctx)
+		}
+	})
+	if adminErr != nil {
+		msg := fmt.Sprintf("PostgreSQL at %s is unreachable (set CHATMEM_POSTGRES_URL): %v", testURL(), adminErr)
+		if os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	return admin
+}
+
+// newSchema returns a fresh schema name and drops the schema when tb ends.
+func newSchema(tb testing.TB) string {
+	tb.Helper()
+	pool := adminPool(tb)
+	schema := "chatmem_test_" + strings.ToLower(rand.Text()[:10])
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			tb.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+// open opens a store over schema and closes it when tb ends (before the
+// schema is dropped, as cleanups run last-registered first).
+func open(tb testing.TB, schema string) *postgres.Store {
+	tb.Helper()
+	s, err := postgres.Open(context.Background(), testURL(), postgres.Options{Schema: schema})
+	if err != nil {
+		tb.Fatalf("Open(schema %s): %v", schema, err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) chatmem.Store { return open(t, newSchema(t)) },
+		Reopen: func(t *testing.T, s chatmem.Store) chatmem.Store {
+			return open(t, s.(*postgres.Store).Schema())
+		},
+	})
+}
+
+// TestConcurrentOpen opens one new schema from several pools at once, as
+// several processes starting together would: the migration lock makes them
+// all succeed, and the migrations are applied once.
+func TestConcurrentOpen(t *testing.T) {
+	schema := newSchema(t)
+	const n = 6
+	var wg sync.WaitGroup
+	stores := make([]*postgres.Store, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			stores[i], errs[i] = postgres.Open(t.Context(), testURL(), postgres.Options{Schema: schema})
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("Open %d: %v", i, errs[i])
+			continue
+		}
+		defer stores[i].Close()
+	}
+	if t.Failed() {
+		return
+	}
+	var applied int
+	if err := adminPool(t).QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 1 {
+		t.Errorf("schema_migrations has %d rows, want 1 (one migration, applied once)", applied)
+	}
+	// Every store works over the shared schema.
+	key := chatmem.Key{Tenant: "t", ID: "c"}
+	for i, s := range stores {
+		res, err := s.Append(t.Context(), key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi", Tokens: 1}}, chatmem.AppendOptions{})
+		if err != nil {
+			t.Fatalf("store %d: Append: %v", i, err)
+		}
+		if got := res.Messages[0].Seq; got != int64(i+1) {
+			t.Errorf("store %d: Append seq = %d, want %d", i, got, i+1)
+		}
+	}
+}
+
+// TestOpenErrors checks the errors of Open: a bad schema name is invalid, an
+// unreachable server unavailable, and a cancelled context cancelled.
+func TestOpenErrors(t *testing.T) {
+	ctx := t.Context()
+	for _, schema := range []string{"Upper", "1abc", "a-b", `a"b`, strings.Repeat("a", 64)} {
+		_, err := postgres.Open(ctx, testURL(), postgres.Options{Schema: schema})
+		if !errors.Is(err, chatmem.ErrInvalid) {
+			t.Errorf("Open(schema %q) error = %v, want ErrInvalid", schema, err)
+		}
+	}
+	_, err := postgres.Open(ctx, "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", postgres.Options{})
+	if !errors.Is(err, chatmem.ErrUnavailable) {
+		t.Errorf("Open(closed port) error = %v, want ErrUnavailable", err)
+	}
+	_, err = postgres.Open(ctx, "not a url ://", postgres.Options{})
+	if !errors.Is(err, chatmem.ErrInvalid) {
+		t.Errorf("Open(bad URL) error = %v, want ErrInvalid", err)
+	}
+
+	s := open(t, newSchema(t))
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	key := chatmem.Key{Tenant: "t", ID: "c"}
+	if _, err := s.Tail(cancelled, key, chatmem.TailQuery{Tokens: 10}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Tail(cancelled) error = %v, want context.Canceled", err)
+	}
+	if err := s.Ping(cancelled); !errors.Is(err, context.Canceled) {
+		t.Errorf("Ping(cancelled) error = %v, want context.Canceled", err)
+	}
+	s.Close()
+	if _, err := s.Conversation(ctx, key); !errors.Is(err, chatmem.ErrUnavailable) {
+		t.Errorf("Conversation after Close error = %v, want ErrUnavailable", err)
+	}
+}
+
+// TestNew checks that a store over a caller's pool leaves the pool open.
+func TestNew(t *testing.T) {
+	schema := newSchema(t)
+	pool, err := pgxpool.New(t.Context(), testURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s, err := postgres.New(t.Context(), pool, postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	s.Close()
+	if err := pool.Ping(t.Context()); err != nil {
+		t.Errorf("pool after Store.Close: Ping = %v, want nil (the caller owns it)", err)
+	}
+}
+
+// TestTailPlan checks that the tail read is index scans only on a large
+// conversation, with custom and generic plans alike (pgx prepares the
+// statement, and PostgreSQL switches to a generic plan after five runs).
+func TestTailPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills 50,000 messages")
+	}
+	schema := newSchema(t)
+	s := open(t, schema)
+	key := chatmem.Key{Tenant: "plan", ID: "big"}
+	fill(t, s, key, 50000)
+	// A second conversation, so the table is not all one key.
+	fill(t, s, chatmem.Key{Tenant: "plan", ID: "small"}, 100)
+	pool := adminPool(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, "messages"}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, q := range []chatmem.TailQuery{{Tokens: 4000}, {Turns: 3}, {Tokens: 4000, Turns: 50}} {
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			plan := explainTail(t, pool, schema, key, q, mode)
+			if strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Sort") || !strings.Contains(plan, "messages_pkey") {
+				t.Errorf("Tail(%+v) plan with %s is not index range reads:\n%s", q, mode, plan)
+			}
+			if testing.Verbose() {
+				t.Logf("Tail(%+v), %s:\n%s", q, mode, plan)
+			}
+		}
+	}
+}
+
+// explainTail returns EXPLAIN ANALYZE of the store's tail statement for q,
+// prepared on one connection under plan_cache_mode mode.
+func explainTail(t *testing.T, pool *pgxpool.Pool, schema string, key chatmem.Key, q chatmem.TailQuery, mode string) string {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	sql := postgres.TailSQL(schema)
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), "RESET plan_cache_mode; DEALLOCATE tail_plan")
+	if _, err := conn.Exec(ctx, "PREPARE tail_plan AS "+sql); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE tail_plan('%s', '%s', now(), %d, %d)",
+		key.Tenant, key.ID, q.Tokens, q.Turns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// fill appends n alternating user and assistant messages of 20 tokens each,
+// in batches of 1000, as storetest's fill does.
+func fill(tb testing.TB, s chatmem.Store, key chatmem.Key, n int) {
+	tb.Helper()
+	for done := 0; done < n; {
+		msgs := make([]chatmem.Message, min(1000, n-done))
+		for i := range msgs {
+			role := chatmem.RoleUser
+			if (done+i)%2 == 1 {
+				role = chatmem.RoleAssistant
+			}
+			msgs[i] = chatmem.Message{Role: role, Content: fmt.Sprintf("message %d", done+i+1), Tokens: 20}
+		}
+		if _, err := s.Append(context.Background(), key, msgs, chatmem.AppendOptions{}); err != nil {
+			tb.Fatalf("fill %s at %d: %v", key, done, err)
+		}
+		done += len(msgs)
+	}
+}

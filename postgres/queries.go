@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// queries holds the store's SQL with the schema filled in. Values are always
+// parameters; only the schema name, validated and quoted, is spliced in.
+type queries struct {
+	lockConversation, updateConversation, conversation, list string
+
+	insertMessages, replayMessages, deleteMessages, deleteMessagesOf string
+	tail, rangeAfter, system                                         string
+
+	idempotencyKey, insertIdempotency, deleteIdempotency, deleteIdempotencyOf string
+
+	deleteConversation, sweep, purge string
+}
+
+func buildQueries(schema string) queries {
+	s := pgx.Identifier{schema}.Sanitize()
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", s) }
+	return queries{
+		// The upsert creates the conversation or locks its row: either way
+		// the row is this transaction's until it ends, which is what
+		// serializes appends. The no-op SET is what takes the lock.
+		lockConversation: q(`
+INSERT INTO {s}.conversations AS c (tenant, id, tokenizer, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $4)
+ON CONFLICT (tenant, id) DO UPDATE SET last_seq = c.last_seq
+RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at`),
+
+		updateConversation: q(`
+UPDATE {s}.conversations
+SET tokenizer = $3, last_seq = $4, tokens = $5, system_tokens = $6, turns = $7,
+    created_at = $8, updated_at = $9, expires_at = $10
+WHERE tenant = $1 AND id = $2`),
+
+		conversation: q(`
+SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at
+FROM {s}.conversations
+WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
+
+		list: q(`
+SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at
+FROM {s}.conversations
+WHERE tenant = $1 AND id > $2 AND (expires_at IS NULL OR expires_at > $3)
+ORDER BY id
+LIMIT $4`),
+
+		// One statement for the whole batch: the arrays are unnested into
+		// rows. Empty strings stand for NULL JSON (JSON text is never empty).
+		insertMessages: q(`
+INSERT INTO {s}.messages
+    (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
+SELECT $1, $2, u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb, u.tool_call_id,
+       u.tokens, u.cum, u.turn, u.created_at, NULLIF(u.metadata, '')::jsonb
+FROM unnest($3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::text[], $8::text[],
+            $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[], $13::text[])
+     AS u (seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)`),
+
+		replayMessages: q(`
+SELECT ` + messageColumns + `
+FROM {s}.messages m
+WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq >= $3 AND m.seq < $3 + $4
+ORDER BY m.seq`),
+
+		deleteMessages: q(`DELETE FROM {s}.messages WHERE tenant = $1 AND conv_id = $2`),
+		deleteMessagesOf: q(`
+DELETE FROM {s}.messages m
+USING unnest($1::text[], $2::text[]) AS g (tenant, id)
+WHERE m.tenant = g.tenant AND m.conv_id = g.id`),
+
+		// tail reads the window as one primary-key range, seq > start. start
+		// comes from the conversation row and at most two index probes:
+		//   - tokens ($4 > 0): the window is every message after q, the
+		//     first message whose cum reaches total - $4 (the messages
+		//     after it sum to at most $4; from q on, they would not);
+		//   - turns ($5 > 0): every message from the user message that
+		//     starts turn (turns - $5 + 1), all of them if there are fewer
+		//     turns.
+		// With both, the later start (the shorter window) wins. If the
+		// conversation is missing or expired, start is NULL and nothing is
+		// returned; the caller then tells "missing" from "empty window".
+		tail: q(`
+SELECT ` + messageColumns + `
+FROM {s}.messages m
+WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq > (
+    SELECT GREATEST(
+        CASE WHEN $4::bigint <= 0 OR c.tokens <= $4::bigint THEN 0
+             ELSE COALESCE((SELECT q.seq FROM {s}.messages q
+                            WHERE q.tenant = $1 AND q.conv_id = $2 AND q.cum >= c.tokens - $4::bigint
+                            ORDER BY q.cum, q.seq LIMIT 1), c.last_seq) END,
+        CASE WHEN $5::bigint <= 0 OR c.turns < $5::bigint THEN 0
+             ELSE COALESCE((SELECT u.seq - 1 FROM {s}.messages u
+                            WHERE u.tenant = $1 AND u.conv_id = $2 AND u.role = 'user'
+                              AND u.turn = c.turns - $5::bigint + 1), 0) END)
+    FROM {s}.conversations c
+    WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
+ORDER BY m.seq`),
+
+		rangeAfter: q(`
+SELECT ` + messageColumns + `
+FROM {s}.messages m
+WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq > $4
+  AND EXISTS (SELECT 1 FROM {s}.conversations c
+              WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
+ORDER BY m.seq
+LIMIT $5`),
+
+		system: q(`
+SELECT ` + messageColumns + `
+FROM {s}.messages m
+WHERE m.tenant = $1 AND m.conv_id = $2 AND m.role = 'system'
+  AND EXISTS (SELECT 1 FROM {s}.conversations c
+              WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
+ORDER BY m.seq`),
+
+		idempotencyKey: q(`
+SELECT first_seq, count FROM {s}.idempotency
+WHERE tenant = $1 AND conv_id = $2 AND key_hash = $3`),
+		insertIdempotency: q(`
+INSERT INTO {s}.idempotency (tenant, conv_id, key_hash, first_seq, count, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)`),
+		deleteIdempotency: q(`DELETE FROM {s}.idempotency WHERE tenant = $1 AND conv_id = $2`),
+		deleteIdempotencyOf: q(`
+DELETE FROM {s}.idempotency k
+USING unnest($1::text[], $2::text[]) AS g (tenant, id)
+WHERE k.tenant = g.tenant AND k.conv_id = g.id`),
+
+		deleteConversation: q(`
+DELETE FROM {s}.conversations
+WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
+
+		// sweep and purge delete up to $2 (or $3) conversation rows per
+		// call, skipping rows an append holds: such a conversation is in
+		// use, and if it is still due the next call takes it.
+		sweep: q(`
+DELETE FROM {s}.conversations c
+WHERE (c.tenant, c.id) IN (SELECT tenant, id FROM {s}.conversations
+                           WHERE expires_at <= $1
+                           ORDER BY expires_at LIMIT $2
+                           FOR UPDATE SKIP LOCKED)
+  AND c.expires_at <= $1
+RETURNING c.tenant, c.id`),
+		purge: q(`
+DELETE FROM {s}.conversations c
+WHERE (c.tenant, c.id) IN (SELECT tenant, id FROM {s}.conversations
+                           WHERE updated_at < $1 AND ($2 = '' OR tenant = $2)
+                           ORDER BY updated_at LIMIT $3
+                           FOR UPDATE SKIP LOCKED)
+  AND c.updated_at < $1
+RETURNING c.tenant, c.id`),
+	}
+}
+
+// messageColumns are the columns scanMessages reads, in its order.
+const messageColumns = `m.seq, m.role, m.content, m.name, m.tool_calls, m.tool_call_id, m.tokens, m.created_at, m.metadata`

@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"chatmem"
+)
+
+// Conversation returns the conversation's metadata, or wraps
+// chatmem.ErrNotFound if it does not exist or has expired.
+func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conversation, error) {
+	op := "postgres: conversation " + key.String()
+	if err := key.Validate(); err != nil {
+		return chatmem.Conversation{}, fmt.Errorf("%s: %w", op, err)
+	}
+	c := chatmem.Conversation{Key: key}
+	var expires *time.Time
+	err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(
+		&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires)
+	if err != nil {
+		return chatmem.Conversation{}, wrap(ctx, op, err)
+	}
+	if expires != nil {
+		c.ExpiresAt = *expires
+	}
+	return utcConversation(c), nil
+}
+
+// List returns the tenant's live conversations ordered by ID (byte order),
+// one page at a time. It wraps chatmem.ErrInvalid for a bad tenant or a
+// limit outside 0..1000.
+func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.Page, error) {
+	op := "postgres: list " + tenant
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return chatmem.Page{}, fmt.Errorf("%s: tenant: %w", op, err)
+	}
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 0 || limit > 1000:
+		return chatmem.Page{}, fmt.Errorf("%s: %w: page limit %d, want 1 to 1000", op, chatmem.ErrInvalid, limit)
+	}
+	rows, err := s.pool.Query(ctx, s.q.list, tenant, page.After, s.now(), limit+1)
+	if err != nil {
+		return chatmem.Page{}, wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	var out chatmem.Page
+	for rows.Next() {
+		c := chatmem.Conversation{Key: chatmem.Key{Tenant: tenant}}
+		var expires *time.Time
+		if err := rows.Scan(&c.Key.ID, &c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns,
+			&c.CreatedAt, &c.UpdatedAt, &expires); err != nil {
+			return chatmem.Page{}, wrap(ctx, op, err)
+		}
+		if expires != nil {
+			c.ExpiresAt = *expires
+		}
+		out.Conversations = append(out.Conversations, utcConversation(c))
+	}
+	if err := rows.Err(); err != nil {
+		return chatmem.Page{}, wrap(ctx, op, err)
+	}
+	if len(out.Conversations) > limit {
+		out.Conversations = out.Conversations[:limit]
+		out.Next = out.Conversations[limit-1].Key.ID
+	}
+	return out, nil
+}
+
+// Tail returns the newest messages selected by q, oldest first, with one
+// statement: a primary-key range read whose start comes from at most two
+// index probes (see the tail query). Its cost follows the window, not the
+// conversation.
+func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
+	op := "postgres: tail of " + key.String()
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return s.none(ctx, op, key)
+	}
+	return s.read(ctx, op, key, s.q.tail, key.Tenant, key.ID, s.now(), max(q.Tokens, 0), max(q.Turns, 0))
+}
+
+// Range returns up to limit messages with Seq > after, oldest first
+// (limit <= 0: all of them).
+func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.Message, error) {
+	op := "postgres: range of " + key.String()
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	var lim *int // NULL: no limit
+	if limit > 0 {
+		lim = &limit
+	}
+	return s.read(ctx, op, key, s.q.rangeAfter, key.Tenant, key.ID, s.now(), after, lim)
+}
+
+// System returns the conversation's system messages, oldest first, from
+// the partial index on them.
+func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message, error) {
+	op := "postgres: system messages of " + key.String()
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return s.read(ctx, op, key, s.q.system, key.Tenant, key.ID, s.now())
+}
+
+// read runs a message query that returns nothing for a missing or expired
+// conversation. Only when it returns nothing does read ask which it was, so
+// the common case is one statement.
+func (s *Store) read(ctx context.Context, op string, key chatmem.Key, sql string, args ...any) ([]chatmem.Message, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	msgs, err := scanMessages(rows)
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	if len(msgs) == 0 {
+		return s.none(ctx, op, key)
+	}
+	return msgs, nil
+}
+
+// none returns an empty result if the conversation exists, and wraps
+// chatmem.ErrNotFound otherwise.
+func (s *Store) none(ctx context.Context, op string, key chatmem.Key) ([]chatmem.Message, error) {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(nil, &seq, nil, nil, nil, nil, nil, nil); err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	return []chatmem.Message{}, nil
+}

@@ -1,0 +1,184 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"chatmem"
+)
+
+// batch is an append's messages as the column arrays insertMessages
+// unnests, plus the messages as Append returns them.
+type batch struct {
+	msgs                                        []chatmem.Message
+	seq, tokens, cum, turn                      []int64
+	role, name, toolCalls, toolCallID, metadata []string
+	content                                     [][]byte
+	createdAt                                   []time.Time
+}
+
+// encodeBatch checks that msgs can be stored as they are and encodes them.
+// Sequence numbers and running totals are filled in by number, once the
+// conversation's row is locked. A message that PostgreSQL cannot hold wraps
+// chatmem.ErrInvalid.
+func encodeBatch(msgs []chatmem.Message, now time.Time) (*batch, error) {
+	n := len(msgs)
+	b := &batch{
+		msgs: make([]chatmem.Message, n),
+		seq:  make([]int64, n), tokens: make([]int64, n), cum: make([]int64, n), turn: make([]int64, n),
+		role: make([]string, n), name: make([]string, n), toolCalls: make([]string, n),
+		toolCallID: make([]string, n), metadata: make([]string, n),
+		content: make([][]byte, n), createdAt: make([]time.Time, n),
+	}
+	for i, m := range msgs {
+		if err := storable(m); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		m = m.Clone()
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		m.CreatedAt = dbTime(m.CreatedAt)
+		b.msgs[i] = m
+		b.role[i], b.name[i], b.toolCallID[i] = string(m.Role), m.Name, m.ToolCallID
+		b.content[i] = []byte(m.Content)
+		b.tokens[i] = int64(m.Tokens)
+		b.createdAt[i] = m.CreatedAt
+		if m.ToolCalls != nil {
+			j, err := json.Marshal(m.ToolCalls)
+			if err != nil {
+				return nil, fmt.Errorf("message %d: tool calls: %w", i, err)
+			}
+			b.toolCalls[i] = string(j)
+		}
+		if m.Metadata != nil {
+			j, err := json.Marshal(m.Metadata)
+			if err != nil {
+				return nil, fmt.Errorf("message %d: metadata: %w", i, err)
+			}
+			b.metadata[i] = string(j)
+		}
+	}
+	return b, nil
+}
+
+// storable reports what the columns cannot hold: an unknown role (the
+// indexes key on it), negative tokens (the running total must not go
+// back), and NUL or invalid UTF-8 outside content (text and jsonb refuse
+// them; encoding/json would silently replace invalid UTF-8).
+func storable(m chatmem.Message) error {
+	if !m.Role.Valid() {
+		return fmt.Errorf("%w: unknown role %q", chatmem.ErrInvalid, m.Role)
+	}
+	if m.Tokens < 0 {
+		return fmt.Errorf("%w: negative token count %d", chatmem.ErrInvalid, m.Tokens)
+	}
+	text := func(field, s string) error {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%w: %s is not valid UTF-8", chatmem.ErrInvalid, field)
+		}
+		if strings.IndexByte(s, 0) >= 0 {
+			return fmt.Errorf("%w: %s contains a NUL character, which PostgreSQL cannot store outside message content", chatmem.ErrInvalid, field)
+		}
+		return nil
+	}
+	if err := text("name", m.Name); err != nil {
+		return err
+	}
+	if err := text("tool_call_id", m.ToolCallID); err != nil {
+		return err
+	}
+	for _, c := range m.ToolCalls {
+		for _, f := range []string{c.ID, c.Type, c.Function.Name, c.Function.Arguments} {
+			if err := text("a tool call", f); err != nil {
+				return err
+			}
+		}
+	}
+	for k, v := range m.Metadata {
+		if err := text("a metadata key", k); err != nil {
+			return err
+		}
+		if err := text("a metadata value", v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// number assigns the batch the sequence numbers after conv.LastSeq, with
+// the running totals, and advances conv's totals past it. It returns the
+// messages as stored.
+func (b *batch) number(conv *chatmem.Conversation) []chatmem.Message {
+	for i := range b.msgs {
+		m := &b.msgs[i]
+		conv.LastSeq++
+		m.Seq = conv.LastSeq
+		switch m.Role {
+		case chatmem.RoleSystem:
+			conv.SystemTokens += int64(m.Tokens)
+		case chatmem.RoleUser:
+			conv.Turns++
+			conv.Tokens += int64(m.Tokens)
+		default:
+			conv.Tokens += int64(m.Tokens)
+		}
+		b.seq[i], b.cum[i], b.turn[i] = m.Seq, conv.Tokens, conv.Turns
+	}
+	return b.msgs
+}
+
+// scanMessages reads rows of messageColumns.
+func scanMessages(rows pgx.Rows) ([]chatmem.Message, error) {
+	defer rows.Close()
+	var msgs []chatmem.Message
+	// Scan targets live outside the loop so that each row costs no
+	// allocation beyond its own strings.
+	var (
+		m                            chatmem.Message
+		tokens                       int64
+		content, toolCalls, metadata []byte
+	)
+	dest := []any{&m.Seq, &m.Role, &content, &m.Name, &toolCalls, &m.ToolCallID, &tokens, &m.CreatedAt, &metadata}
+	for rows.Next() {
+		m = chatmem.Message{}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		m.Content = string(content)
+		m.Tokens = int(tokens)
+		m.CreatedAt = m.CreatedAt.UTC()
+		if toolCalls != nil {
+			if err := json.Unmarshal(toolCalls, &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("message %d: tool calls: %w", m.Seq, err)
+			}
+		}
+		if metadata != nil {
+			if err := json.Unmarshal(metadata, &m.Metadata); err != nil {
+				return nil, fmt.Errorf("message %d: metadata: %w", m.Seq, err)
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, rows.Err()
+}
+
+// dbTime is t as PostgreSQL keeps it: microseconds, in UTC, with no
+// monotonic clock reading.
+func dbTime(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// utcConversation returns c with its times in UTC, as reads return them.
+func utcConversation(c chatmem.Conversation) chatmem.Conversation {
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+	if !c.ExpiresAt.IsZero() {
+		c.ExpiresAt = c.ExpiresAt.UTC()
+	}
+	return c
+}
