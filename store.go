@@ -154,3 +154,44 @@ type Sweeper interface {
 type Purger interface {
 	PurgeInactive(ctx context.Context, tenant string, before time.Time) (int, error)
 }
+
+// SummaryStore keeps each conversation's rolling summary. Every store in
+// this module implements it; Memory finds it by a type assertion. Deleting
+// the conversation deletes its summary.
+type SummaryStore interface {
+	// Summary returns the conversation's summary. It returns ErrNotFound if
+	// the conversation does not exist or has no summary yet.
+	Summary(ctx context.Context, key Key) (Summary, error)
+
+	// PutSummary stores s as the conversation's summary if the stored one
+	// covers exactly prev (0: none stored yet): a compare-and-set on the
+	// covered sequence number, so two summarizers racing cannot move it
+	// backwards or overwrite each other. It fails with ErrConflict if the
+	// stored summary covers something else, with ErrInvalid if s.Text is
+	// empty or s.CoversSeq is not in prev+1..LastSeq, and with ErrNotFound
+	// if the conversation does not exist. Nothing is written on error.
+	PutSummary(ctx context.Context, key Key, s Summary, prev int64) error
+}
+
+// FactStore keeps typed facts per conversation. Setting a key again makes
+// the new value current and keeps the old ones as history. Deleting the
+// conversation deletes its facts.
+type FactStore interface {
+	// Facts returns the current value of every key, ordered by key. A
+	// conversation without facts has none (no error); a missing
+	// conversation is ErrNotFound.
+	Facts(ctx context.Context, key Key) ([]Fact, error)
+
+	// FactHistory returns every value the named fact has had, oldest first
+	// (ErrNotFound if it never had one).
+	FactHistory(ctx context.Context, key Key, name string) ([]Fact, error)
+
+	// SetFacts records facts in order, atomically; for each key the last of
+	// them becomes current. Each fact must pass Fact.Validate (ErrInvalid);
+	// the conversation must exist (ErrNotFound). Nothing is written on error.
+	SetFacts(ctx context.Context, key Key, facts []Fact) error
+
+	// DeleteFact removes the named fact and its history (ErrNotFound if
+	// there is none).
+	DeleteFact(ctx context.Context, key Key, name string) error
+}

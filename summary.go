@@ -2,7 +2,10 @@ package chatmem
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Summary is a conversation's rolling summary: a text that stands for every
@@ -53,4 +56,51 @@ type Extractor interface {
 	// Extract returns the facts stated in msgs, each with SourceSeq set to
 	// the message it came from. Later facts for the same key come later.
 	Extract(ctx context.Context, msgs []Message) ([]Fact, error)
+}
+
+// MaxFactValueLen is the longest fact value accepted, in bytes.
+const MaxFactValueLen = 4 << 10
+
+// Validate checks a fact before it is stored: a key of 1 to 64 characters
+// from [a-z0-9_.-] starting with a letter, a non-empty valid UTF-8 value of
+// at most MaxFactValueLen bytes without NUL, a non-empty SetBy, and a
+// confidence in [0, 1]. It wraps ErrInvalid.
+func (f Fact) Validate() error {
+	if err := ValidateFactKey(f.Key); err != nil {
+		return err
+	}
+	switch {
+	case f.Value == "":
+		return fmt.Errorf("%w: fact %q has an empty value", ErrInvalid, f.Key)
+	case len(f.Value) > MaxFactValueLen:
+		return fmt.Errorf("%w: fact %q value is %d bytes, over %d", ErrInvalid, f.Key, len(f.Value), MaxFactValueLen)
+	case !utf8.ValidString(f.Value) || strings.ContainsRune(f.Value, 0):
+		return fmt.Errorf("%w: fact %q value is not valid UTF-8 or contains NUL", ErrInvalid, f.Key)
+	case f.SetBy == "":
+		return fmt.Errorf("%w: fact %q has no set_by", ErrInvalid, f.Key)
+	case f.Confidence < 0 || f.Confidence > 1:
+		return fmt.Errorf("%w: fact %q confidence %v is outside [0, 1]", ErrInvalid, f.Key, f.Confidence)
+	case f.SourceSeq < 0:
+		return fmt.Errorf("%w: fact %q has a negative source_seq", ErrInvalid, f.Key)
+	}
+	return nil
+}
+
+// ValidateFactKey accepts 1 to 64 characters from [a-z0-9_.-] starting with
+// a letter ("name", "order_id", "shipping.city"). It wraps ErrInvalid.
+func ValidateFactKey(k string) error {
+	if k == "" || len(k) > 64 {
+		return fmt.Errorf("%w: fact key must be 1 to 64 characters, got %d", ErrInvalid, len(k))
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		letter := c >= 'a' && c <= 'z'
+		if i == 0 && !letter {
+			return fmt.Errorf("%w: fact key %q must start with a lowercase letter", ErrInvalid, k)
+		}
+		if !letter && !(c >= '0' && c <= '9') && c != '_' && c != '.' && c != '-' {
+			return fmt.Errorf("%w: fact key %q has character %q; allowed are a-z 0-9 _ . -", ErrInvalid, k, c)
+		}
+	}
+	return nil
 }
