@@ -24,18 +24,76 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives what Memory logs. Nil: slog.DiscardHandler.
 	Logger *slog.Logger
+
+	// Summarizer writes the rolling summaries PolicySummaryBuffer sends.
+	// Nil: no summaries are written, and summary_buffer sends a plain
+	// token window. Needs a store that implements SummaryStore.
+	Summarizer Summarizer
+	// Extractors find facts in appended messages. Needs a store that
+	// implements FactStore.
+	Extractors []Extractor
+	// Summary tunes when summaries are written.
+	Summary SummaryOptions
+	// Sync runs summarization and fact extraction inside Append (and a lagging
+	// summary's catch-up inside Context) instead of in the worker that Start
+	// runs. Off by default: the worker keeps that work off the request path.
+	Sync bool
+	// QueueSize bounds the worker's queue of conversations with work
+	// pending. Zero means 1024. When it is full, new work is dropped and
+	// logged; the conversation's next append queues it again.
+	QueueSize int
+}
+
+// SummaryOptions tune the rolling summary. The zero value means the
+// defaults. Summaries are written with hysteresis, so the summarizer is not
+// called every turn: once the messages after the summary hold more than
+// Trigger tokens, the summary is extended until about Target tokens remain
+// unsummarized.
+type SummaryOptions struct {
+	Trigger int // default 2000
+	Target  int // default Trigger/2
+	// Timeout bounds one summarizer or extractor call; default 60s.
+	Timeout time.Duration
+	// Retries is how often a failed call is retried, with exponential
+	// backoff from Backoff (default 3 retries from 500ms).
+	Retries int
+	Backoff time.Duration
+}
+
+func (o SummaryOptions) withDefaults() SummaryOptions {
+	if o.Trigger <= 0 {
+		o.Trigger = 2000
+	}
+	if o.Target <= 0 || o.Target >= o.Trigger {
+		o.Target = o.Trigger / 2
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.Retries <= 0 {
+		o.Retries = 3
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 500 * time.Millisecond
+	}
+	return o
 }
 
 // Memory is conversation memory: it validates and counts messages once as
 // they are appended, and assembles each turn's context under a Policy with
 // one bounded read from the Store. It is safe for concurrent use.
 type Memory struct {
-	store    Store
-	counter  Counter
-	counters func(string) (Counter, error)
-	limits   Limits
-	now      func() time.Time
-	log      *slog.Logger
+	store      Store
+	counter    Counter
+	counters   func(string) (Counter, error)
+	limits     Limits
+	now        func() time.Time
+	log        *slog.Logger
+	summarizer Summarizer
+	extractors []Extractor
+	sumOpts    SummaryOptions
+	sync       bool
+	worker     worker
 }
 
 // New returns a Memory over store.
@@ -43,7 +101,17 @@ func New(store Store, opts Options) (*Memory, error) {
 	if store == nil || opts.Counter == nil {
 		return nil, fmt.Errorf("%w: chatmem.New needs a store and a counter", ErrInvalid)
 	}
-	m := &Memory{store: store, counter: opts.Counter, counters: opts.Counters, limits: opts.Limits, now: opts.Now, log: opts.Logger}
+	m := &Memory{
+		store: store, counter: opts.Counter, counters: opts.Counters, limits: opts.Limits, now: opts.Now, log: opts.Logger,
+		summarizer: opts.Summarizer, extractors: opts.Extractors, sumOpts: opts.Summary.withDefaults(), sync: opts.Sync,
+	}
+	if _, ok := store.(SummaryStore); opts.Summarizer != nil && !ok {
+		return nil, fmt.Errorf("%w: a summarizer needs a store that keeps summaries", ErrInvalid)
+	}
+	if _, ok := store.(FactStore); len(opts.Extractors) > 0 && !ok {
+		return nil, fmt.Errorf("%w: extractors need a store that keeps facts", ErrInvalid)
+	}
+	m.worker.init(max(opts.QueueSize, 0))
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -161,6 +229,9 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 	if err != nil {
 		return AppendResult{}, retry && errors.Is(err, ErrConflict), fmt.Errorf("append to %s: %w", key, err)
 	}
+	if !res.Replayed && len(res.Messages) > 0 {
+		m.afterAppend(ctx, key, res.Messages)
+	}
 	return res, false, nil
 }
 
@@ -168,168 +239,4 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 // answer calls stored before the batch.
 func needsPrior(msgs []Message) bool {
 	return len(msgs) > 0 && msgs[0].Role == RoleTool
-}
-
-// ContextOptions qualify one context read.
-type ContextOptions struct {
-	// Tokenizer, if set and not the conversation's own, counts the window
-	// with that tokenizer instead of the stored counts. That costs counting
-	// every message read on each call (the stored running totals no longer
-	// apply), so it suits inspection more than the per-turn path.
-	Tokenizer string
-}
-
-// Context assembles what to send for the conversation under p: pinned system
-// messages and the policy's window, with Dropped counted over the whole
-// conversation. It reads the conversation's metadata, its system messages and
-// one bounded tail, so its cost follows the window, not the history (except
-// PolicyAll, which sends the history). It wraps ErrInvalid for a bad policy,
-// ErrNotFound and ErrBudgetTooSmall.
-func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOptions) (Window, error) {
-	if err := key.Validate(); err != nil {
-		return Window{}, err
-	}
-	if err := p.Validate(); err != nil {
-		return Window{}, err
-	}
-	conv, err := m.store.Conversation(ctx, key)
-	if err != nil {
-		return Window{}, fmt.Errorf("context of %s: %w", key, err)
-	}
-	counter, err := m.Counter(conv.Tokenizer)
-	if err != nil {
-		return Window{}, err
-	}
-	recount := opts.Tokenizer != "" && opts.Tokenizer != counter.Name()
-	if recount {
-		if counter, err = m.Counter(opts.Tokenizer); err != nil {
-			return Window{}, err
-		}
-	}
-	if o, ok := counter.(RequestOverhead); ok {
-		p.Overhead = o.RequestOverhead()
-	}
-
-	var msgs []Message
-	if recount {
-		msgs, err = m.recountedTail(ctx, key, conv, p, counter)
-	} else {
-		msgs, err = m.tail(ctx, key, conv, p)
-	}
-	if err != nil {
-		return Window{}, fmt.Errorf("context of %s: %w", key, err)
-	}
-	w, err := Apply(p, msgs)
-	if err != nil {
-		return Window{}, err
-	}
-	if p.Kind != PolicyAll && conv.Turns > 0 && w.Parts.Recent == 0 {
-		// The bounded tail held no user message that fits, so the newest
-		// one is too big: read the last turn to say how big.
-		last, err := m.store.Tail(ctx, key, TailQuery{Turns: 1})
-		if err != nil {
-			return Window{}, fmt.Errorf("context of %s: %w", key, err)
-		}
-		if recount {
-			if err := recountAll(ctx, counter, last); err != nil {
-				return Window{}, err
-			}
-		}
-		pinned, _ := splitPinned(msgs)
-		_, recent := splitPinned(last)
-		if _, err := Select(p, pinned, recent); err != nil {
-			return Window{}, err
-		}
-	}
-	w.Dropped = int(conv.LastSeq) - len(w.Messages)
-	return w, nil
-}
-
-// tail reads the pinned system messages and the newest messages the policy
-// can use, with the stored counts.
-func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, p Policy) ([]Message, error) {
-	if p.Kind == PolicyAll {
-		return m.store.Range(ctx, key, 0, 0)
-	}
-	var sys []Message
-	if conv.SystemTokens > 0 {
-		var err error
-		if sys, err = m.store.System(ctx, key); err != nil {
-			return nil, err
-		}
-	}
-	q := TailQuery{Turns: p.Turns}
-	if p.Budget > 0 {
-		q.Tokens = max(p.Budget-int(conv.SystemTokens)-p.Overhead, 0)
-		if q.Tokens == 0 {
-			return sys, nil // Apply reports the budget as too small
-		}
-	}
-	recent, err := m.store.Tail(ctx, key, q)
-	if err != nil {
-		return nil, err
-	}
-	return mergePinned(sys, recent), nil
-}
-
-// recountedTail reads ever larger tails (doubling) until the recounted
-// messages exceed what the policy can use or the history is exhausted.
-func (m *Memory) recountedTail(ctx context.Context, key Key, conv Conversation, p Policy, c Counter) ([]Message, error) {
-	if p.Kind == PolicyAll || p.Budget == 0 {
-		msgs, err := m.store.Range(ctx, key, 0, 0)
-		if err != nil {
-			return nil, err
-		}
-		return msgs, recountAll(ctx, c, msgs)
-	}
-	sys, err := m.store.System(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if err := recountAll(ctx, c, sys); err != nil {
-		return nil, err
-	}
-	for guess := max(p.Budget, 256); ; guess *= 2 {
-		recent, err := m.store.Tail(ctx, key, TailQuery{Tokens: guess, Turns: p.Turns})
-		if err != nil {
-			return nil, err
-		}
-		if err := recountAll(ctx, c, recent); err != nil {
-			return nil, err
-		}
-		total := 0
-		for _, msg := range recent {
-			if msg.Role != RoleSystem {
-				total += msg.Tokens
-			}
-		}
-		exhausted := len(recent) == 0 || recent[0].Seq == 1 || int64(guess) >= conv.Tokens
-		if total > p.Budget || exhausted {
-			return mergePinned(sys, recent), nil
-		}
-	}
-}
-
-func recountAll(ctx context.Context, c Counter, msgs []Message) error {
-	for i := range msgs {
-		n, err := c.Count(ctx, msgs[i])
-		if err != nil {
-			return fmt.Errorf("count message %d: %w", msgs[i].Seq, err)
-		}
-		msgs[i].Tokens = n
-	}
-	return nil
-}
-
-// mergePinned returns the system messages followed by recent without the
-// system messages it holds (they are in sys already).
-func mergePinned(sys, recent []Message) []Message {
-	out := make([]Message, 0, len(sys)+len(recent))
-	out = append(out, sys...)
-	for _, m := range recent {
-		if m.Role != RoleSystem {
-			out = append(out, m)
-		}
-	}
-	return out
 }

@@ -18,16 +18,23 @@ const (
 	PolicyLastTurns PolicyKind = "last_turns"
 	// PolicyTokenBudget sends the newest messages that fit Budget tokens.
 	PolicyTokenBudget PolicyKind = "token_budget"
+	// PolicySummaryBuffer sends the rolling summary of older messages plus
+	// the newest messages after it that fit Budget (see Memory.Context).
+	// Over a plain list of messages (Apply, Select) it is PolicyTokenBudget.
+	PolicySummaryBuffer PolicyKind = "summary_buffer"
 )
 
 // Policies lists the policy kinds in the order help texts show them.
-var Policies = []PolicyKind{PolicyAll, PolicyLastTurns, PolicyTokenBudget}
+var Policies = []PolicyKind{PolicyAll, PolicyLastTurns, PolicyTokenBudget, PolicySummaryBuffer}
 
 // Policy says what to send. The zero value is invalid; see Validate.
 type Policy struct {
 	Kind   PolicyKind
 	Budget int // tokens for the whole request: pinned, window and overhead
 	Turns  int // for PolicyLastTurns
+	// Facts adds the conversation's facts as a pinned system message,
+	// counted in the budget (Memory.Context).
+	Facts bool
 	// Overhead is the tokens the chat format adds once per request (see
 	// RequestOverhead). It counts against Budget and is reported in Tokens.
 	Overhead int
@@ -45,9 +52,9 @@ func (p Policy) Validate() error {
 		if p.Turns < 1 {
 			return fmt.Errorf("%w: last_turns needs turns >= 1", ErrInvalid)
 		}
-	case PolicyTokenBudget:
+	case PolicyTokenBudget, PolicySummaryBuffer:
 		if p.Budget < 1 {
-			return fmt.Errorf("%w: token_budget needs budget >= 1", ErrInvalid)
+			return fmt.Errorf("%w: %s needs budget >= 1", ErrInvalid, p.Kind)
 		}
 	default:
 		return fmt.Errorf("%w: unknown policy %q (want %s)", ErrInvalid, p.Kind, joinKinds())
@@ -73,11 +80,17 @@ type Window struct {
 	// Dropped counts the conversation's messages not in Messages.
 	Dropped int   `json:"dropped"`
 	Parts   Parts `json:"parts"`
+	// Summary is the summary sent, if any (PolicySummaryBuffer).
+	Summary *Summary `json:"summary"`
+	// Facts are the facts sent, if any (Policy.Facts).
+	Facts []Fact `json:"facts"`
 }
 
 // Parts splits Window.Tokens by where the tokens come from.
 type Parts struct {
 	System   int `json:"system"`
+	Facts    int `json:"facts"`
+	Summary  int `json:"summary"`
 	Recent   int `json:"recent"`
 	Overhead int `json:"overhead"`
 }

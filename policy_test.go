@@ -140,7 +140,7 @@ func TestApply(t *testing.T) {
 			if w.Tokens != tt.tokens || w.Dropped != tt.dropped {
 				t.Errorf("Apply(%+v) = %d tokens, %d dropped; want %d, %d", tt.policy, w.Tokens, w.Dropped, tt.tokens, tt.dropped)
 			}
-			if sum := w.Parts.System + w.Parts.Recent + w.Parts.Overhead; sum != w.Tokens {
+			if sum := w.Parts.System + w.Parts.Facts + w.Parts.Summary + w.Parts.Recent + w.Parts.Overhead; sum != w.Tokens {
 				t.Errorf("parts %+v sum to %d, want %d", w.Parts, sum, w.Tokens)
 			}
 		})

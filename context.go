@@ -1,0 +1,395 @@
+package chatmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ContextOptions qualify one context read.
+type ContextOptions struct {
+	// Tokenizer, if set and not the conversation's own, counts the window
+	// with that tokenizer instead of the stored counts. That costs counting
+	// every message read on each call (the stored running totals no longer
+	// apply), so it suits inspection more than the per-turn path.
+	Tokenizer string
+}
+
+// Metadata values that mark the messages Context makes up, under the
+// metadata key "chatmem".
+const (
+	MetaKey     = "chatmem"
+	MetaFacts   = "facts"
+	MetaSummary = "summary"
+)
+
+// Context assembles what to send for the conversation under p: pinned system
+// messages, then (with p.Facts) a system message listing the known facts,
+// then (with PolicySummaryBuffer) a system message holding the rolling
+// summary, then the policy's window of recent messages; all inside p.Budget.
+//
+// The newest user message (with what follows it) always has room: facts and
+// then the summary are added only while it still fits, and the window gets
+// what is left. A summary is sent only when the window reaches back to the
+// first message after it (no gap between summary and window); when the
+// summary lags further behind, Context sends a plain window instead and,
+// with Options.Sync, summarizes first.
+//
+// It reads the conversation's metadata, its system messages, its facts and
+// summary when asked for, and one bounded tail, so its cost follows the
+// window, not the history (except PolicyAll, which sends the history).
+// Window.Dropped counts the conversation's messages not sent. It wraps
+// ErrInvalid for a bad policy, ErrNotFound and ErrBudgetTooSmall.
+func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOptions) (Window, error) {
+	if err := key.Validate(); err != nil {
+		return Window{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return Window{}, err
+	}
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return Window{}, fmt.Errorf("context of %s: %w", key, err)
+	}
+	counter, err := m.Counter(conv.Tokenizer)
+	if err != nil {
+		return Window{}, err
+	}
+	recount := opts.Tokenizer != "" && opts.Tokenizer != counter.Name()
+	if recount {
+		if counter, err = m.Counter(opts.Tokenizer); err != nil {
+			return Window{}, err
+		}
+	}
+	if o, ok := counter.(RequestOverhead); ok {
+		p.Overhead = o.RequestOverhead()
+	}
+
+	var msgs []Message
+	if recount {
+		msgs, err = m.recountedTail(ctx, key, conv, p, counter)
+	} else {
+		msgs, err = m.tail(ctx, key, conv, p)
+	}
+	if err != nil {
+		return Window{}, fmt.Errorf("context of %s: %w", key, err)
+	}
+	pinned, recent := splitPinned(msgs)
+
+	a := assembly{p: p, pinned: pinned, recent: recent}
+	if p.Facts {
+		if a.facts, err = m.factsMessage(ctx, key, counter); err != nil {
+			return Window{}, err
+		}
+	}
+	if p.Kind == PolicySummaryBuffer {
+		if a.summary, err = m.summaryMessage(ctx, key, counter, recount); err != nil {
+			return Window{}, err
+		}
+	}
+	w, gap, err := a.window()
+	if gap && m.sync && m.summarizer != nil {
+		// The summary lags behind the window: catch it up, then assemble
+		// again with the new summary.
+		if err := m.summarize(ctx, key); err != nil {
+			m.log.Warn("summarize before context", "key", key.String(), "err", err)
+		} else if a.summary, err = m.summaryMessage(ctx, key, counter, recount); err != nil {
+			return Window{}, err
+		} else {
+			w, _, err = a.window()
+		}
+	}
+	if err == nil && p.Kind != PolicyAll && conv.Turns > 0 && w.Parts.Recent == 0 {
+		// The bounded tail held no user message that fits, so the newest
+		// one is too big: read the last turn to say how big.
+		err = m.budgetTooSmall(ctx, key, p, pinned, counter, recount)
+	}
+	if err != nil {
+		return Window{}, err
+	}
+	w.Dropped = int(conv.LastSeq) - (len(w.Messages) - w.synthetic())
+	return w, nil
+}
+
+// assembly is one context being put together: the conversation's pinned
+// system messages and recent tail, and the made-up facts and summary
+// messages that may join them.
+type assembly struct {
+	p              Policy
+	pinned, recent []Message
+	facts          *factsPart
+	summary        *summaryPart
+}
+
+type factsPart struct {
+	msg   Message
+	facts []Fact
+}
+
+type summaryPart struct {
+	msg     Message
+	summary Summary
+}
+
+// window fits the parts into the budget: system messages, the newest user
+// turn, facts, the summary, then as much recent history as fits. gap reports
+// a summary left out because the window could not reach back to it.
+func (a assembly) window() (w Window, gap bool, err error) {
+	p := a.p
+	if p.Kind == PolicySummaryBuffer {
+		p.Kind = PolicyTokenBudget
+	}
+	if p.Kind == PolicyAll || p.Budget == 0 {
+		pinned := a.pinned
+		if a.facts != nil {
+			pinned = append(append([]Message(nil), pinned...), a.facts.msg)
+		}
+		w, err = Select(p, pinned, a.recent)
+		return a.label(w), false, err
+	}
+	free := p.Budget - p.Overhead
+	for _, m := range a.pinned {
+		free -= m.Tokens
+	}
+	if need, ok := newestUserNeed(a.recent); ok {
+		free -= need
+	}
+	pinned := append([]Message(nil), a.pinned...)
+	facts := a.facts
+	if facts != nil && facts.msg.Tokens <= free {
+		pinned = append(pinned, facts.msg)
+		free -= facts.msg.Tokens
+	} else {
+		facts = nil
+	}
+	if s := a.summary; s != nil && s.msg.Tokens <= free {
+		after := a.recent
+		for len(after) > 0 && after[0].Seq <= s.summary.CoversSeq {
+			after = after[1:]
+		}
+		w, err := Select(p, append(pinned, s.msg), after)
+		if err == nil && reaches(w, after, s.summary.CoversSeq) {
+			return assembly{facts: facts, summary: s}.label(w), false, nil
+		}
+		gap = true
+	} else if s != nil {
+		gap = false // left out for room, not for a gap
+	}
+	w, err = Select(p, pinned, a.recent)
+	return assembly{facts: facts}.label(w), gap, err
+}
+
+// reaches reports whether window w holds the first message after the
+// summary's cover point, so that summary and window leave no gap.
+func reaches(w Window, after []Message, covers int64) bool {
+	if len(after) == 0 {
+		return true
+	}
+	if after[0].Seq != covers+1 {
+		return false // the tail read did not reach back to the summary
+	}
+	for _, m := range w.Messages {
+		if m.Seq != 0 && m.Role != RoleSystem {
+			return m.Seq == covers+1
+		}
+	}
+	return false
+}
+
+// label moves the tokens of the made-up messages in w from Parts.System to
+// their own parts and records what was sent.
+func (a assembly) label(w Window) Window {
+	if a.facts != nil {
+		w.Parts.System -= a.facts.msg.Tokens
+		w.Parts.Facts = a.facts.msg.Tokens
+		w.Facts = a.facts.facts
+	}
+	if a.summary != nil {
+		w.Parts.System -= a.summary.msg.Tokens
+		w.Parts.Summary = a.summary.msg.Tokens
+		s := a.summary.summary
+		w.Summary = &s
+	}
+	return w
+}
+
+// synthetic counts the messages in w that Context made up.
+func (w Window) synthetic() int {
+	n := 0
+	for _, m := range w.Messages {
+		if m.Metadata[MetaKey] != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// factsMessage returns the facts block, or nil when there are no facts.
+func (m *Memory) factsMessage(ctx context.Context, key Key, c Counter) (*factsPart, error) {
+	fs, ok := m.store.(FactStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	}
+	facts, err := fs.Facts(ctx, key)
+	if err != nil || len(facts) == 0 {
+		return nil, err
+	}
+	var b strings.Builder
+	b.WriteString("User facts:")
+	for i, f := range facts {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, " %s=%s", f.Key, f.Value)
+	}
+	msg := Message{Role: RoleSystem, Content: b.String(), Metadata: map[string]string{MetaKey: MetaFacts}}
+	if msg.Tokens, err = c.Count(ctx, msg); err != nil {
+		return nil, err
+	}
+	return &factsPart{msg: msg, facts: facts}, nil
+}
+
+// summaryMessage returns the summary as a system message, or nil when the
+// conversation has none (or the store keeps none). Its tokens were counted
+// when it was written, unless the window is recounted.
+func (m *Memory) summaryMessage(ctx context.Context, key Key, c Counter, recount bool) (*summaryPart, error) {
+	ss, ok := m.store.(SummaryStore)
+	if !ok {
+		return nil, nil
+	}
+	s, err := ss.Summary(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	msg := summaryAsMessage(s)
+	if recount {
+		if msg.Tokens, err = c.Count(ctx, msg); err != nil {
+			return nil, err
+		}
+	}
+	return &summaryPart{msg: msg, summary: s}, nil
+}
+
+// summaryAsMessage is how a summary is sent: a system message naming the
+// messages it stands for. Summary.Tokens counts this message.
+func summaryAsMessage(s Summary) Message {
+	return Message{
+		Role:     RoleSystem,
+		Content:  fmt.Sprintf("Summary of messages 1-%d:\n%s", s.CoversSeq, s.Text),
+		Tokens:   s.Tokens,
+		Metadata: map[string]string{MetaKey: MetaSummary},
+	}
+}
+
+// budgetTooSmall reads the last turn and returns the ErrBudgetTooSmall that
+// says how much it needs.
+func (m *Memory) budgetTooSmall(ctx context.Context, key Key, p Policy, pinned []Message, c Counter, recount bool) error {
+	last, err := m.store.Tail(ctx, key, TailQuery{Turns: 1})
+	if err != nil {
+		return fmt.Errorf("context of %s: %w", key, err)
+	}
+	if recount {
+		if err := recountAll(ctx, c, last); err != nil {
+			return err
+		}
+	}
+	if p.Kind == PolicySummaryBuffer {
+		p.Kind = PolicyTokenBudget
+	}
+	_, recent := splitPinned(last)
+	_, err = Select(p, pinned, recent)
+	return err
+}
+
+// tail reads the pinned system messages and the newest messages the policy
+// can use, with the stored counts.
+func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, p Policy) ([]Message, error) {
+	if p.Kind == PolicyAll {
+		return m.store.Range(ctx, key, 0, 0)
+	}
+	var sys []Message
+	if conv.SystemTokens > 0 {
+		var err error
+		if sys, err = m.store.System(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	q := TailQuery{Turns: p.Turns}
+	if p.Budget > 0 {
+		q.Tokens = max(p.Budget-int(conv.SystemTokens)-p.Overhead, 0)
+		if q.Tokens == 0 {
+			return sys, nil // Apply reports the budget as too small
+		}
+	}
+	recent, err := m.store.Tail(ctx, key, q)
+	if err != nil {
+		return nil, err
+	}
+	return mergePinned(sys, recent), nil
+}
+
+// recountedTail reads ever larger tails (doubling) until the recounted
+// messages exceed what the policy can use or the history is exhausted.
+func (m *Memory) recountedTail(ctx context.Context, key Key, conv Conversation, p Policy, c Counter) ([]Message, error) {
+	if p.Kind == PolicyAll || p.Budget == 0 {
+		msgs, err := m.store.Range(ctx, key, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		return msgs, recountAll(ctx, c, msgs)
+	}
+	sys, err := m.store.System(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := recountAll(ctx, c, sys); err != nil {
+		return nil, err
+	}
+	for guess := max(p.Budget, 256); ; guess *= 2 {
+		recent, err := m.store.Tail(ctx, key, TailQuery{Tokens: guess, Turns: p.Turns})
+		if err != nil {
+			return nil, err
+		}
+		if err := recountAll(ctx, c, recent); err != nil {
+			return nil, err
+		}
+		total := 0
+		for _, msg := range recent {
+			if msg.Role != RoleSystem {
+				total += msg.Tokens
+			}
+		}
+		exhausted := len(recent) == 0 || recent[0].Seq == 1 || int64(guess) >= conv.Tokens
+		if total > p.Budget || exhausted {
+			return mergePinned(sys, recent), nil
+		}
+	}
+}
+
+func recountAll(ctx context.Context, c Counter, msgs []Message) error {
+	for i := range msgs {
+		n, err := c.Count(ctx, msgs[i])
+		if err != nil {
+			return fmt.Errorf("count message %d: %w", msgs[i].Seq, err)
+		}
+		msgs[i].Tokens = n
+	}
+	return nil
+}
+
+// mergePinned returns the system messages followed by recent without the
+// system messages it holds (they are in sys already).
+func mergePinned(sys, recent []Message) []Message {
+	out := make([]Message, 0, len(sys)+len(recent))
+	out = append(out, sys...)
+	for _, m := range recent {
+		if m.Role != RoleSystem {
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,339 @@
+package chatmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// job is the work pending for one conversation: extract facts from the
+// messages from..to (from 0: none) and bring the summary up to date.
+type job struct {
+	key      Key
+	from, to int64
+}
+
+// worker is the queue that Start drains off the request path: one
+// conversation at a time, each at most once in the queue (later appends
+// merge into the pending job).
+type worker struct {
+	mu      sync.Mutex
+	pending map[Key]*job
+	queue   chan Key
+	running bool
+	closed  bool
+	done    chan struct{}
+	dropped int64
+}
+
+func (w *worker) init(size int) {
+	if size == 0 {
+		size = 1024
+	}
+	w.queue = make(chan Key, size)
+	w.pending = make(map[Key]*job)
+	w.done = make(chan struct{})
+}
+
+// Start starts the worker that writes summaries and extracts facts after
+// appends, off the request path. It returns at once; Close stops it. Without
+// a Summarizer or Extractors, or with Options.Sync, there is nothing for it
+// to do and Start need not be called.
+func (m *Memory) Start() error {
+	w := &m.worker
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running || w.closed {
+		return errors.New("chatmem: Memory.Start called twice or after Close")
+	}
+	w.running = true
+	go m.run()
+	return nil
+}
+
+// Close stops taking new work, finishes the work already queued (each call
+// bounded by SummaryOptions.Timeout) and waits for the worker to exit. It
+// does not close the store.
+func (m *Memory) Close() error {
+	w := &m.worker
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	running := w.running
+	close(w.queue)
+	w.mu.Unlock()
+	if running {
+		<-w.done
+	}
+	return nil
+}
+
+// QueueDepth returns how many conversations have work queued, for metrics.
+func (m *Memory) QueueDepth() int { return len(m.worker.queue) }
+
+func (m *Memory) run() {
+	defer close(m.worker.done)
+	for key := range m.worker.queue {
+		m.worker.mu.Lock()
+		j := m.worker.pending[key]
+		delete(m.worker.pending, key)
+		m.worker.mu.Unlock()
+		m.process(context.Background(), *j)
+	}
+}
+
+// afterAppend runs or queues the work that new messages bring.
+func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
+	if m.summarizer == nil && len(m.extractors) == 0 {
+		return
+	}
+	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq}
+	if m.sync {
+		m.process(ctx, j)
+		return
+	}
+	w := &m.worker
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch p := w.pending[key]; {
+	case w.closed || !w.running:
+		m.log.Warn("chatmem worker not running; summary and facts not updated (call Memory.Start, or set Options.Sync)", "key", key.String())
+	case p != nil:
+		p.from, p.to = min(p.from, j.from), max(p.to, j.to)
+	default:
+		select {
+		case w.queue <- key:
+			w.pending[key] = &j
+		default:
+			w.dropped++
+			m.log.Warn("chatmem worker queue full; work dropped until the next append", "key", key.String(), "dropped", w.dropped)
+		}
+	}
+}
+
+// process extracts facts, then updates the summary; failures are logged
+// here, at the worker's boundary, and leave stored state as it was.
+func (m *Memory) process(ctx context.Context, j job) {
+	if len(m.extractors) > 0 && j.from > 0 {
+		if err := m.extract(ctx, j.key, j.from, j.to); err != nil {
+			m.log.Error("extract facts", "key", j.key.String(), "err", err)
+		}
+	}
+	if m.summarizer != nil {
+		if err := m.summarize(ctx, j.key); err != nil {
+			m.log.Error("summarize", "key", j.key.String(), "err", err)
+		}
+	}
+}
+
+// retry calls f with a per-call timeout until it succeeds, the retries are
+// spent, or ctx ends; it waits with exponential backoff between calls.
+func (m *Memory) retry(ctx context.Context, what string, f func(ctx context.Context) error) error {
+	o := m.sumOpts
+	backoff := o.Backoff
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		err := f(cctx)
+		cancel()
+		if err == nil || attempt == o.Retries || ctx.Err() != nil {
+			return err
+		}
+		m.log.Warn(what+" failed; retrying", "attempt", attempt+1, "in", backoff, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		backoff *= 2
+	}
+}
+
+// extract runs every extractor over the messages from..to and stores the
+// valid facts they find; invalid ones are logged and skipped.
+func (m *Memory) extract(ctx context.Context, key Key, from, to int64) error {
+	msgs, err := m.store.Range(ctx, key, from-1, int(to-from+1))
+	if err != nil {
+		return err
+	}
+	var found []Fact
+	for _, x := range m.extractors {
+		var facts []Fact
+		err := m.retry(ctx, "extractor "+x.Name(), func(ctx context.Context) (err error) {
+			facts, err = x.Extract(ctx, msgs)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("extractor %s: %w", x.Name(), err)
+		}
+		for _, f := range facts {
+			if f.SetBy == "" {
+				f.SetBy = x.Name()
+			}
+			if f.CreatedAt.IsZero() {
+				f.CreatedAt = m.now()
+			}
+			if err := f.Validate(); err != nil {
+				m.log.Warn("extractor returned an invalid fact; skipped", "extractor", x.Name(), "err", err)
+				continue
+			}
+			found = append(found, f)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return m.store.(FactStore).SetFacts(ctx, key, found)
+}
+
+// summarize extends the conversation's summary once the messages after it
+// hold more than SummaryOptions.Trigger tokens, until about Target remain.
+// The new summary is made from the previous one plus only the newly covered
+// messages, and stored with a compare-and-set on the covered sequence
+// number; nothing counts as covered before it is stored. A failed or empty
+// summary is never stored.
+func (m *Memory) summarize(ctx context.Context, key Key) error {
+	ss := m.store.(SummaryStore)
+	prev, err := ss.Summary(ctx, key)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return err
+	}
+	// The messages after the summary: about Trigger tokens when the worker
+	// keeps up, so this read is bounded by the hysteresis, not the history.
+	msgs, err := m.store.Range(ctx, key, prev.CoversSeq, 0)
+	if err != nil {
+		return err
+	}
+	cut := summaryCut(msgs, m.sumOpts)
+	if cut < 0 {
+		return nil
+	}
+	_, covered := splitPinned(msgs[:cut+1])
+	var text string
+	err = m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
+		t, err := m.summarizer.Summarize(ctx, prev.Text, covered)
+		if err == nil && strings.TrimSpace(t) == "" {
+			err = errors.New("summarizer returned an empty summary")
+		}
+		text = strings.TrimSpace(t)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("summarizer %s: %w", m.summarizer.Name(), err)
+	}
+	counter, err := m.Counter(conv.Tokenizer)
+	if err != nil {
+		return err
+	}
+	s := Summary{Text: text, CoversSeq: msgs[cut].Seq, Summarizer: m.summarizer.Name(), CreatedAt: m.now()}
+	if s.Tokens, err = counter.Count(ctx, summaryAsMessage(s)); err != nil {
+		return err
+	}
+	err = ss.PutSummary(ctx, key, s, prev.CoversSeq)
+	if errors.Is(err, ErrConflict) {
+		return nil // another worker moved the summary on; the next job looks again
+	}
+	return err
+}
+
+// summaryCut returns the index of the last message to summarize in msgs
+// (the messages after the summary), or -1 if they hold no more than Trigger
+// tokens. The cut leaves about Target tokens unsummarized and falls just
+// before a user message, so no tool unit is split and the window after the
+// summary starts with a user message.
+func summaryCut(msgs []Message, o SummaryOptions) int {
+	total := 0
+	for _, m := range msgs {
+		if m.Role != RoleSystem {
+			total += m.Tokens
+		}
+	}
+	if total <= o.Trigger {
+		return -1
+	}
+	remaining := total
+	for i := 0; i+1 < len(msgs); i++ {
+		if msgs[i].Role != RoleSystem {
+			remaining -= msgs[i].Tokens
+		}
+		if remaining <= o.Target && msgs[i+1].Role == RoleUser {
+			return i
+		}
+	}
+	return -1
+}
+
+// Summary returns the conversation's summary (ErrNotFound if none).
+func (m *Memory) Summary(ctx context.Context, key Key) (Summary, error) {
+	ss, ok := m.store.(SummaryStore)
+	if !ok {
+		return Summary{}, fmt.Errorf("%w: this store keeps no summaries", ErrNotFound)
+	}
+	if err := key.Validate(); err != nil {
+		return Summary{}, err
+	}
+	return ss.Summary(ctx, key)
+}
+
+// Facts returns the conversation's current facts, ordered by key.
+func (m *Memory) Facts(ctx context.Context, key Key) ([]Fact, error) {
+	fs, ok := m.store.(FactStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	}
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	return fs.Facts(ctx, key)
+}
+
+// SetFacts records facts set by the application: SetBy defaults to "app",
+// Confidence to 1 and CreatedAt to now. Invalid facts wrap ErrInvalid and
+// nothing is written.
+func (m *Memory) SetFacts(ctx context.Context, key Key, facts []Fact) error {
+	fs, ok := m.store.(FactStore)
+	if !ok {
+		return fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	}
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	out := make([]Fact, len(facts))
+	for i, f := range facts {
+		if f.SetBy == "" {
+			f.SetBy = "app"
+		}
+		if f.Confidence == 0 {
+			f.Confidence = 1
+		}
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = m.now()
+		}
+		if err := f.Validate(); err != nil {
+			return err
+		}
+		out[i] = f
+	}
+	return fs.SetFacts(ctx, key, out)
+}
+
+// DeleteFact removes the named fact and its history.
+func (m *Memory) DeleteFact(ctx context.Context, key Key, name string) error {
+	fs, ok := m.store.(FactStore)
+	if !ok {
+		return fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	}
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	return fs.DeleteFact(ctx, key, name)
+}
