@@ -1,0 +1,329 @@
+package offline
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"chatmem"
+)
+
+// DefaultMaxChars is the summary cap a zero Options.MaxChars stands for:
+// about 500 tokens of English.
+const DefaultMaxChars = 2000
+
+// DefaultMaxToolChars is the longest tool result a zero
+// Options.MaxToolChars keeps.
+const DefaultMaxToolChars = 200
+
+// Options configures a Summarizer. The zero value means the defaults.
+type Options struct {
+	// MaxChars caps the summary's length in characters (Unicode code
+	// points, newlines included). Zero means DefaultMaxChars; a negative
+	// value means no cap.
+	MaxChars int
+	// MaxToolChars is the longest tool result kept, in characters; longer
+	// ones are dropped whatever they hold. Zero means DefaultMaxToolChars;
+	// a negative value drops every tool result.
+	MaxToolChars int
+}
+
+// Summarizer is an extractive chatmem.Summarizer that needs no model. It
+// keeps the sentences that carry names, IDs, contacts, amounts, dates,
+// commitments and open questions, each line prefixed with who said it, in
+// conversation order. Its output is a function of its input alone, and it
+// is safe for concurrent use. The zero value uses the default options.
+type Summarizer struct {
+	opts Options
+}
+
+var _ chatmem.Summarizer = (*Summarizer)(nil)
+
+// NewSummarizer returns a Summarizer with opts.
+func NewSummarizer(opts Options) *Summarizer {
+	return &Summarizer{opts: opts}
+}
+
+// Name returns "offline".
+func (*Summarizer) Name() string { return "offline" }
+
+// candidate is one sentence that may go into the summary.
+type candidate struct {
+	role  string // "user", "assistant", "tool", or "" for a line of unknown origin
+	text  string
+	group int // the line it is printed on: one per message or previous line
+	features
+}
+
+// Summarize returns the summary of prev followed by msgs. Each line of
+// prev ("role: sentences") and each message is one line of the summary,
+// holding the sentences kept from it. A line of prev without a role prefix
+// (written by another summarizer) stays a candidate, printed without one,
+// even if it carries nothing the scoring sees. System messages are not
+// summarized (they are always sent), nor is an assistant message's list of
+// tool calls.
+//
+// When the candidates overflow MaxChars, the best sentence for each ID,
+// contact or name (the highest-scored, the earliest at equal score) goes
+// in before any other; then the rest by score, newer before older at equal
+// score. Only if those sentences alone overflow does one of them go: the
+// lowest-scored, then the oldest. If nothing is worth keeping, the summary
+// is the first user sentence (cut to MaxChars). Summarize returns an error
+// wrapping chatmem.ErrInvalid if prev and msgs hold no text, and ctx's
+// error if ctx is done.
+func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.Message) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	opts := s.options()
+	cands, first := s.candidates(prev, msgs, opts)
+	if first == nil {
+		return "", fmt.Errorf("offline summary: %w: nothing to summarize (no previous summary and no message text)", chatmem.ErrInvalid)
+	}
+	kept := selectSentences(cands, opts.MaxChars)
+	if len(kept) == 0 {
+		line := first.line()
+		if opts.MaxChars >= 0 && utf8.RuneCountInString(line) > opts.MaxChars {
+			line = truncate(line, opts.MaxChars)
+		}
+		if strings.TrimSpace(line) == "" {
+			return "", fmt.Errorf("offline summary: %w: MaxChars %d holds no text", chatmem.ErrInvalid, opts.MaxChars)
+		}
+		return line, nil
+	}
+	return render(kept), nil
+}
+
+func (s *Summarizer) options() Options {
+	var o Options
+	if s != nil {
+		o = s.opts
+	}
+	if o.MaxChars == 0 {
+		o.MaxChars = DefaultMaxChars
+	}
+	if o.MaxToolChars == 0 {
+		o.MaxToolChars = DefaultMaxToolChars
+	}
+	return o
+}
+
+// candidates reads prev and msgs into scored sentences, in conversation
+// order. first is the fallback: the first user sentence, else the first
+// sentence of any kind; nil when there is no text at all.
+func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Options) (cands []candidate, first *candidate) {
+	var firstUser, firstAny *candidate
+	group := 0
+	addLine := func(role, text string, whole bool) {
+		group++
+		sentences := []string{strings.Join(strings.Fields(text), " ")}
+		if !whole {
+			sentences = splitSentences(text)
+		}
+		for _, sent := range sentences {
+			if sent == "" {
+				continue
+			}
+			if role != "tool" {
+				sent = clip(sent)
+			}
+			c := candidate{role: role, text: sent, group: group}
+			if firstAny == nil {
+				firstAny = &candidate{role: role, text: sent}
+			}
+			if firstUser == nil && role == "user" {
+				firstUser = &candidate{role: role, text: sent}
+			}
+			c.features = scoreSentence(role, sent)
+			if role == "" && c.score == 0 && !pleasantry(sent, nil) {
+				// Prose from another summarizer: keep it while there is room.
+				c.score = 1
+			}
+			if role == "tool" && !s.keepTool(sent, c.features, opts) {
+				c.score = 0
+			}
+			if c.score > 0 {
+				if role != "tool" {
+					c.text = stripFiller(sent)
+				}
+				cands = append(cands, c)
+			}
+		}
+	}
+	for line := range strings.Lines(strings.ToValidUTF8(prev, "\uFFFD")) {
+		role, text := splitRole(line)
+		addLine(role, text, role == "tool")
+	}
+	for _, m := range msgs {
+		switch m.Role {
+		case chatmem.RoleUser, chatmem.RoleAssistant:
+			addLine(string(m.Role), strings.ToValidUTF8(m.Content, "\uFFFD"), false)
+		case chatmem.RoleTool:
+			addLine(string(m.Role), strings.ToValidUTF8(m.Content, "\uFFFD"), true)
+		}
+	}
+	first = firstUser
+	if first == nil {
+		first = firstAny
+	}
+	return cands, first
+}
+
+// keepTool keeps a tool result only if it is short and carries an ID or a
+// number: a status lookup, not a page of search results.
+func (s *Summarizer) keepTool(text string, f features, opts Options) bool {
+	return opts.MaxToolChars >= 0 && utf8.RuneCountInString(text) <= opts.MaxToolChars &&
+		(len(f.entities) > 0 || reNumber.MatchString(text))
+}
+
+// splitRole parses a summary line "role: text". A line without a known role
+// has role "".
+func splitRole(line string) (role, text string) {
+	line = strings.TrimSpace(line)
+	for _, r := range []string{"user", "assistant", "tool"} {
+		if rest, ok := strings.CutPrefix(line, r+":"); ok {
+			return r, strings.TrimSpace(rest)
+		}
+	}
+	return "", line
+}
+
+func (c candidate) line() string {
+	if c.role == "" {
+		return c.text
+	}
+	return c.role + ": " + c.text
+}
+
+// selectSentences picks the candidates to keep within maxChars (negative:
+// no cap) and returns them in conversation order.
+func selectSentences(cands []candidate, maxChars int) []candidate {
+	// The best sentence for each entity (the earliest at equal score) is
+	// protected: it goes in before any unprotected one.
+	best := make(map[string]int)
+	for i, c := range cands {
+		for _, e := range c.entities {
+			if j, ok := best[e]; !ok || c.score > cands[j].score {
+				best[e] = i
+			}
+		}
+	}
+	protected := make([]bool, len(cands))
+	for _, i := range best {
+		protected[i] = true
+	}
+	order := make([]int, len(cands))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if protected[a] != protected[b] {
+			if protected[a] {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(cands[b].score, cands[a].score), cmp.Compare(b, a))
+	})
+	// Greedy fill: a sentence costs its length plus a space, and the first
+	// sentence of a line also pays for the line's role prefix and newline.
+	used := -1 // the first line has no newline before it
+	open := make(map[int]bool)
+	keep := make([]bool, len(cands))
+	for _, i := range order {
+		c := cands[i]
+		cost := utf8.RuneCountInString(c.text)
+		if open[c.group] {
+			cost++
+		} else {
+			cost++ // newline
+			if c.role != "" {
+				cost += len(c.role) + 2
+			}
+		}
+		if maxChars >= 0 && used+cost > maxChars {
+			continue
+		}
+		used += cost
+		open[c.group] = true
+		keep[i] = true
+	}
+	var kept []candidate
+	for i, c := range cands {
+		if keep[i] {
+			kept = append(kept, c)
+		}
+	}
+	return kept
+}
+
+// render prints kept sentences one line per group, "role: s1 s2".
+func render(kept []candidate) string {
+	var b strings.Builder
+	for i, c := range kept {
+		switch {
+		case i > 0 && kept[i-1].group == c.group:
+			b.WriteByte(' ')
+		default:
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			if c.role != "" {
+				b.WriteString(c.role + ": ")
+			}
+		}
+		b.WriteString(c.text)
+	}
+	return b.String()
+}
+
+// maxSentenceChars is the longest sentence kept whole. A longer one (a
+// pasted log, a run-on message) is clipped to this many characters around
+// its first ID, contact, amount or date, so that what it carries can still
+// fit the summary.
+const maxSentenceChars = 280
+
+// clipLead is how much of a clipped sentence comes before its first feature.
+const clipLead = 60
+
+func clip(s string) string {
+	runes := []rune(s)
+	if len(runes) <= maxSentenceChars {
+		return s
+	}
+	at := len(s)
+	for _, re := range []*regexp.Regexp{reID, reEmail, rePhone, reMoney, reDate} {
+		if loc := re.FindStringIndex(s); loc != nil && loc[0] < at {
+			at = loc[0]
+		}
+	}
+	start := 0
+	if at < len(s) {
+		start = max(0, utf8.RuneCountInString(s[:at])-clipLead)
+	}
+	end := min(len(runes), start+maxSentenceChars-2)
+	out := strings.TrimSpace(string(runes[start:end]))
+	if start > 0 {
+		out = "…" + out
+	}
+	if end < len(runes) {
+		out += "…"
+	}
+	return out
+}
+
+// truncate cuts s to at most n characters, ending in "…" when it cuts.
+func truncate(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	runes := []rune(s)
+	if len(runes) <= n {
+		return s
+	}
+	return strings.TrimSpace(string(runes[:n-1])) + "…"
+}
