@@ -48,6 +48,18 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err := p.Validate(); err != nil {
 		return Window{}, err
 	}
+	// The summary is read before the tail, so the tail reaches at least as
+	// far as the summary covers, whatever the worker does in between.
+	var summary *Summary
+	if p.Kind == PolicySummaryBuffer {
+		s, err := m.Summary(ctx, key)
+		switch {
+		case err == nil:
+			summary = &s
+		case !errors.Is(err, ErrNotFound):
+			return Window{}, err
+		}
+	}
 	conv, err := m.store.Conversation(ctx, key)
 	if err != nil {
 		return Window{}, fmt.Errorf("context of %s: %w", key, err)
@@ -83,18 +95,20 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 			return Window{}, err
 		}
 	}
-	if p.Kind == PolicySummaryBuffer {
-		if a.summary, err = m.summaryMessage(ctx, key, counter, recount); err != nil {
+	if summary != nil {
+		if a.summary, err = summaryPartOf(ctx, *summary, counter, recount); err != nil {
 			return Window{}, err
 		}
 	}
 	w, gap, err := a.window()
 	if gap && m.sync && m.summarizer != nil {
 		// The summary lags behind the window: catch it up, then assemble
-		// again with the new summary.
+		// again with the new summary (the tail read already reaches it).
 		if err := m.summarize(ctx, key); err != nil {
 			m.log.Warn("summarize before context", "key", key.String(), "err", err)
-		} else if a.summary, err = m.summaryMessage(ctx, key, counter, recount); err != nil {
+		} else if s, err := m.Summary(ctx, key); err != nil {
+			return Window{}, err
+		} else if a.summary, err = summaryPartOf(ctx, s, counter, recount); err != nil {
 			return Window{}, err
 		} else {
 			w, _, err = a.window()
@@ -108,7 +122,11 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err != nil {
 		return Window{}, err
 	}
-	w.Dropped = int(conv.LastSeq) - (len(w.Messages) - w.synthetic())
+	last := conv.LastSeq
+	if len(recent) > 0 {
+		last = max(last, recent[len(recent)-1].Seq) // appended since conv was read
+	}
+	w.Dropped = int(last) - (len(w.Messages) - w.synthetic())
 	return w, nil
 }
 
@@ -250,23 +268,12 @@ func (m *Memory) factsMessage(ctx context.Context, key Key, c Counter) (*factsPa
 	return &factsPart{msg: msg, facts: facts}, nil
 }
 
-// summaryMessage returns the summary as a system message, or nil when the
-// conversation has none (or the store keeps none). Its tokens were counted
-// when it was written, unless the window is recounted.
-func (m *Memory) summaryMessage(ctx context.Context, key Key, c Counter, recount bool) (*summaryPart, error) {
-	ss, ok := m.store.(SummaryStore)
-	if !ok {
-		return nil, nil
-	}
-	s, err := ss.Summary(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
+// summaryPartOf makes the summary's system message. Its tokens were
+// counted when it was written, unless the window is recounted.
+func summaryPartOf(ctx context.Context, s Summary, c Counter, recount bool) (*summaryPart, error) {
 	msg := summaryAsMessage(s)
 	if recount {
+		var err error
 		if msg.Tokens, err = c.Count(ctx, msg); err != nil {
 			return nil, err
 		}
