@@ -20,9 +20,11 @@ import (
 )
 
 var (
-	_ chatmem.Store   = (*Store)(nil)
-	_ chatmem.Sweeper = (*Store)(nil)
-	_ chatmem.Purger  = (*Store)(nil)
+	_ chatmem.Store        = (*Store)(nil)
+	_ chatmem.Sweeper      = (*Store)(nil)
+	_ chatmem.Purger       = (*Store)(nil)
+	_ chatmem.SummaryStore = (*Store)(nil)
+	_ chatmem.FactStore    = (*Store)(nil)
 )
 
 // Store is an in-process chatmem.Store. It is safe for concurrent use; every
@@ -40,7 +42,9 @@ type tenant struct {
 	ids   []string // sorted
 }
 
-// conversation is one conversation's metadata, messages and indexes.
+// conversation is one conversation's metadata, messages and indexes, with
+// its summary and facts: they live and die with it, so Delete, expiry and
+// the sweeps need nothing more to remove them.
 type conversation struct {
 	meta chatmem.Conversation
 	msgs []chatmem.Message // msgs[i].Seq == i+1
@@ -53,6 +57,12 @@ type conversation struct {
 	system []int
 	// idem maps an idempotency key to the messages its append stored.
 	idem map[string]applied
+	// summary is the rolling summary; its CoversSeq is 0 while there is
+	// none.
+	summary chatmem.Summary
+	// facts holds every value each fact key has had, oldest first; the
+	// last is the current one. Nil until the first SetFacts.
+	facts map[string][]chatmem.Fact
 }
 
 // applied records which messages one idempotent append stored.
@@ -99,6 +109,24 @@ func (s *Store) get(ctx context.Context, key chatmem.Key) (*conversation, error)
 	c := s.lookup(key, time.Now())
 	if c == nil {
 		s.mu.RUnlock()
+		return nil, notFound(key)
+	}
+	return c, nil
+}
+
+// getForWrite is get under the write lock, which the caller releases with
+// s.mu.Unlock when err is nil.
+func (s *Store) getForWrite(ctx context.Context, key chatmem.Key) (*conversation, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	c := s.lookup(key, time.Now())
+	if c == nil {
+		s.mu.Unlock()
 		return nil, notFound(key)
 	}
 	return c, nil

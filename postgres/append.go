@@ -15,7 +15,7 @@ import (
 // Append stores msgs at the end of the conversation in one transaction (see
 // chatmem.Store). It locks the conversation's row, creating it if missing,
 // and then, in this order: starts an expired conversation afresh (its
-// messages and keys deleted), replays an idempotency key already applied,
+// messages, keys, summary and facts deleted), replays an idempotency key already applied,
 // checks ExpectedLastSeq, and writes the batch with one INSERT.
 //
 // A retried append therefore replays even if its ExpectedLastSeq no longer
@@ -71,12 +71,10 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 		conv.ExpiresAt = *expires
 	}
 	if expires != nil && !expires.After(now) {
-		// Expired: readers no longer see it. Delete what is left and start
-		// the conversation afresh with this append.
-		if _, err := tx.Exec(ctx, s.q.deleteMessages, key.Tenant, key.ID); err != nil {
-			return chatmem.AppendResult{}, false, err
-		}
-		if _, err := tx.Exec(ctx, s.q.deleteIdempotency, key.Tenant, key.ID); err != nil {
+		// Expired: readers no longer see it. Delete what is left (messages,
+		// keys, summary, facts) and start the conversation afresh with this
+		// append.
+		if _, err := tx.Exec(ctx, s.q.deleteContents, key.Tenant, key.ID); err != nil {
 			return chatmem.AppendResult{}, false, err
 		}
 		conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, CreatedAt: now, UpdatedAt: now}

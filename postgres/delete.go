@@ -10,13 +10,14 @@ import (
 	"chatmem"
 )
 
-// Delete removes the conversation, its messages and its idempotency keys in
-// one transaction. It wraps chatmem.ErrNotFound if the conversation does not
-// exist or has expired (an expired one is left to Sweep, like any other).
+// Delete removes the conversation, its messages, idempotency keys, summary
+// and facts in one transaction. It wraps chatmem.ErrNotFound if the
+// conversation does not exist or has expired (an expired one is left to
+// Sweep, like any other).
 //
 // The conversation row goes first: deleting it waits for, and then locks
-// out, any append in progress, so the messages deleted next (by a statement
-// that sees that append's rows) are all of them.
+// out, any append, PutSummary or SetFacts in progress, so the rows deleted
+// next (by a statement that sees what those wrote) are all of them.
 func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 	op := "postgres: delete " + key.String()
 	if err := key.Validate(); err != nil {
@@ -30,10 +31,7 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 		if tag.RowsAffected() == 0 {
 			return pgx.ErrNoRows // rolls back; wrap makes it ErrNotFound
 		}
-		if _, err := tx.Exec(ctx, s.q.deleteMessages, key.Tenant, key.ID); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, s.q.deleteIdempotency, key.Tenant, key.ID)
+		_, err = tx.Exec(ctx, s.q.deleteContents, key.Tenant, key.ID)
 		return err
 	})
 	if err != nil {
@@ -47,8 +45,9 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 const sweepBatch = 500
 
 // Sweep deletes the conversations that expired at or before now, with their
-// messages and keys, and returns how many it deleted. Conversations an
-// append holds at that moment are left for the next sweep.
+// messages, keys, summaries and facts, and returns how many it deleted.
+// Conversations an append (or PutSummary, SetFacts) holds at that moment
+// are left for the next sweep.
 func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 	n, err := s.deleteWhere(ctx, s.q.sweep, now, sweepBatch)
 	if err != nil {
@@ -58,8 +57,8 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 }
 
 // PurgeInactive deletes the tenant's conversations (every tenant's if
-// tenant is empty) not updated since before, with their messages and keys,
-// and returns how many it deleted.
+// tenant is empty) not updated since before, with their messages, keys,
+// summaries and facts, and returns how many it deleted.
 func (s *Store) PurgeInactive(ctx context.Context, tenant string, before time.Time) (int, error) {
 	op := "postgres: purge inactive"
 	if tenant != "" {
@@ -77,8 +76,8 @@ func (s *Store) PurgeInactive(ctx context.Context, tenant string, before time.Ti
 
 // deleteWhere runs sql (sweep or purge, whose last argument is the batch
 // size) in transactions of up to sweepBatch conversations, deleting each
-// batch's messages and keys in the same transaction, until a batch comes
-// back short.
+// batch's other rows in the same transaction, until a batch comes back
+// short.
 func (s *Store) deleteWhere(ctx context.Context, sql string, args ...any) (int, error) {
 	total := 0
 	for {
@@ -99,10 +98,7 @@ func (s *Store) deleteWhere(ctx context.Context, sql string, args ...any) (int, 
 			if n = len(ids); n == 0 {
 				return nil
 			}
-			if _, err := tx.Exec(ctx, s.q.deleteMessagesOf, tenants, ids); err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, s.q.deleteIdempotencyOf, tenants, ids)
+			_, err = tx.Exec(ctx, s.q.deleteContentsOf, tenants, ids)
 			return err
 		})
 		if err != nil {

@@ -14,6 +14,15 @@
 // (messages_cum or messages_user_turn) and reads the window as one range of
 // the primary key: its cost follows the window, not the conversation.
 //
+// Each conversation's summary is one row of summaries; PutSummary's
+// compare-and-set is a single conditional INSERT or UPDATE on covers_seq.
+// facts keeps every value each fact key has had, numbered by version; the
+// partial index facts_current holds the current ones, so Facts reads one
+// index range in key order whatever the history. Summaries and facts are
+// written under a lock on the conversation's row, and deleted with the
+// conversation in the same transaction (Delete, Sweep, PurgeInactive, and
+// an append that restarts an expired conversation).
+//
 // Appends are serialized per conversation by the lock on its conversations
 // row (taken by an upsert, so creating and appending are one atomic step):
 // concurrent appenders, in any number of processes, never share a sequence
@@ -78,9 +87,11 @@ type Store struct {
 }
 
 var (
-	_ chatmem.Store   = (*Store)(nil)
-	_ chatmem.Sweeper = (*Store)(nil)
-	_ chatmem.Purger  = (*Store)(nil)
+	_ chatmem.Store        = (*Store)(nil)
+	_ chatmem.Sweeper      = (*Store)(nil)
+	_ chatmem.Purger       = (*Store)(nil)
+	_ chatmem.SummaryStore = (*Store)(nil)
+	_ chatmem.FactStore    = (*Store)(nil)
 )
 
 // Open connects to the database at url (a postgres:// URL or a key=value

@@ -11,12 +11,16 @@ import (
 type queries struct {
 	lockConversation, updateConversation, conversation, list string
 
-	insertMessages, replayMessages, deleteMessages, deleteMessagesOf string
-	tail, rangeAfter, system                                         string
+	insertMessages, replayMessages string
+	tail, rangeAfter, system       string
 
-	idempotencyKey, insertIdempotency, deleteIdempotency, deleteIdempotencyOf string
+	idempotencyKey, insertIdempotency string
 
-	deleteConversation, sweep, purge string
+	lockLive, summary, insertSummary, updateSummary string
+
+	facts, factHistory, retireFacts, insertFacts, deleteFact string
+
+	deleteConversation, deleteContents, deleteContentsOf, sweep, purge string
 }
 
 func buildQueries(schema string) queries {
@@ -66,12 +70,6 @@ SELECT ` + messageColumns + `
 FROM {s}.messages m
 WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq >= $3 AND m.seq < $3 + $4
 ORDER BY m.seq`),
-
-		deleteMessages: q(`DELETE FROM {s}.messages WHERE tenant = $1 AND conv_id = $2`),
-		deleteMessagesOf: q(`
-DELETE FROM {s}.messages m
-USING unnest($1::text[], $2::text[]) AS g (tenant, id)
-WHERE m.tenant = g.tenant AND m.conv_id = g.id`),
 
 		// tail reads the window as one primary-key range, seq > start. start
 		// comes from the conversation row and at most two index probes:
@@ -124,15 +122,85 @@ WHERE tenant = $1 AND conv_id = $2 AND key_hash = $3`),
 		insertIdempotency: q(`
 INSERT INTO {s}.idempotency (tenant, conv_id, key_hash, first_seq, count, created_at)
 VALUES ($1, $2, $3, $4, $5, $6)`),
-		deleteIdempotency: q(`DELETE FROM {s}.idempotency WHERE tenant = $1 AND conv_id = $2`),
-		deleteIdempotencyOf: q(`
-DELETE FROM {s}.idempotency k
-USING unnest($1::text[], $2::text[]) AS g (tenant, id)
-WHERE k.tenant = g.tenant AND k.conv_id = g.id`),
+		// lockLive locks a live conversation's row against appends,
+		// Delete and the sweeps until the transaction ends, so that a
+		// summary or fact written under it cannot outlive the
+		// conversation: whatever deletes the conversation next waits, and
+		// then sees what was written.
+		lockLive: q(`
+SELECT last_seq FROM {s}.conversations
+WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)
+FOR NO KEY UPDATE`),
+
+		summary: q(`
+SELECT s.text, s.covers_seq, s.tokens, s.summarizer, s.created_at
+FROM {s}.summaries s
+WHERE s.tenant = $1 AND s.conv_id = $2
+  AND EXISTS (SELECT 1 FROM {s}.conversations c
+              WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))`),
+		// PutSummary's compare-and-set is one of these two, by whether
+		// prev is 0: each writes one row exactly when the stored summary
+		// covers prev (none stored, or covers_seq = prev), and none
+		// otherwise, atomically.
+		insertSummary: q(`
+INSERT INTO {s}.summaries (tenant, conv_id, text, covers_seq, tokens, summarizer, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (tenant, conv_id) DO NOTHING`),
+		updateSummary: q(`
+UPDATE {s}.summaries
+SET text = $3, covers_seq = $4, tokens = $5, summarizer = $6, created_at = $7
+WHERE tenant = $1 AND conv_id = $2 AND covers_seq = $8`),
+
+		facts: q(`
+SELECT ` + factColumns + `
+FROM {s}.facts f
+WHERE f.tenant = $1 AND f.conv_id = $2 AND f.current
+  AND EXISTS (SELECT 1 FROM {s}.conversations c
+              WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
+ORDER BY f.key`),
+		factHistory: q(`
+SELECT ` + factColumns + `
+FROM {s}.facts f
+WHERE f.tenant = $1 AND f.conv_id = $2 AND f.key = $4
+  AND EXISTS (SELECT 1 FROM {s}.conversations c
+              WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
+ORDER BY f.version`),
+		// retireFacts makes the current values of the keys $3 history,
+		// returning the version each had, before insertFacts writes the new
+		// ones: facts_current allows one current value per key.
+		retireFacts: q(`
+UPDATE {s}.facts SET current = false
+WHERE tenant = $1 AND conv_id = $2 AND key = ANY($3::text[]) AND current
+RETURNING key, version`),
+		insertFacts: q(`
+INSERT INTO {s}.facts
+    (tenant, conv_id, key, version, current, value, source_seq, set_by, confidence, created_at)
+SELECT $1, $2, u.key, u.version, u.current, u.value, u.source_seq, u.set_by, u.confidence, u.created_at
+FROM unnest($3::text[], $4::bigint[], $5::boolean[], $6::text[], $7::bigint[], $8::text[],
+            $9::float8[], $10::timestamptz[])
+     AS u (key, version, current, value, source_seq, set_by, confidence, created_at)`),
+		// deleteFact runs under lockLive, which checked the conversation.
+		deleteFact: q(`DELETE FROM {s}.facts WHERE tenant = $1 AND conv_id = $2 AND key = $3`),
 
 		deleteConversation: q(`
 DELETE FROM {s}.conversations
 WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
+
+		// deleteContents deletes every row of one conversation but its
+		// conversations row, and deleteContentsOf those of the
+		// conversations ($1[i], $2[i]): messages, idempotency keys, the
+		// summary and the facts, in one statement.
+		deleteContents: q(`
+WITH m AS (DELETE FROM {s}.messages WHERE tenant = $1 AND conv_id = $2),
+     k AS (DELETE FROM {s}.idempotency WHERE tenant = $1 AND conv_id = $2),
+     s AS (DELETE FROM {s}.summaries WHERE tenant = $1 AND conv_id = $2)
+DELETE FROM {s}.facts WHERE tenant = $1 AND conv_id = $2`),
+		deleteContentsOf: q(`
+WITH g AS (SELECT * FROM unnest($1::text[], $2::text[]) AS g (tenant, id)),
+     m AS (DELETE FROM {s}.messages x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
+     k AS (DELETE FROM {s}.idempotency x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
+     s AS (DELETE FROM {s}.summaries x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id)
+DELETE FROM {s}.facts x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id`),
 
 		// sweep and purge delete up to $2 (or $3) conversation rows per
 		// call, skipping rows an append holds: such a conversation is in
@@ -155,6 +223,9 @@ WHERE (c.tenant, c.id) IN (SELECT tenant, id FROM {s}.conversations
 RETURNING c.tenant, c.id`),
 	}
 }
+
+// factColumns are the columns scanFacts reads, in its order.
+const factColumns = `f.key, f.value, f.source_seq, f.set_by, f.confidence, f.created_at`
 
 // messageColumns are the columns scanMessages reads, in its order.
 const messageColumns = `m.seq, m.role, m.content, m.name, m.tool_calls, m.tool_call_id, m.tokens, m.created_at, m.metadata`

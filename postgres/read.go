@@ -131,9 +131,18 @@ func (s *Store) read(ctx context.Context, op string, key chatmem.Key, sql string
 // none returns an empty result if the conversation exists, and wraps
 // chatmem.ErrNotFound otherwise.
 func (s *Store) none(ctx context.Context, op string, key chatmem.Key) ([]chatmem.Message, error) {
-	var seq int64
-	if err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(nil, &seq, nil, nil, nil, nil, nil, nil); err != nil {
-		return nil, wrap(ctx, op, err)
+	if err := s.live(ctx, op, key); err != nil {
+		return nil, err
 	}
 	return []chatmem.Message{}, nil
+}
+
+// live returns nil if the conversation exists and has not expired, and
+// wraps chatmem.ErrNotFound otherwise.
+func (s *Store) live(ctx context.Context, op string, key chatmem.Key) error {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(nil, &seq, nil, nil, nil, nil, nil, nil); err != nil {
+		return wrap(ctx, op, err)
+	}
+	return nil
 }

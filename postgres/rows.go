@@ -78,15 +78,7 @@ func storable(m chatmem.Message) error {
 	if m.Tokens < 0 {
 		return fmt.Errorf("%w: negative token count %d", chatmem.ErrInvalid, m.Tokens)
 	}
-	text := func(field, s string) error {
-		if !utf8.ValidString(s) {
-			return fmt.Errorf("%w: %s is not valid UTF-8", chatmem.ErrInvalid, field)
-		}
-		if strings.IndexByte(s, 0) >= 0 {
-			return fmt.Errorf("%w: %s contains a NUL character, which PostgreSQL cannot store outside message content", chatmem.ErrInvalid, field)
-		}
-		return nil
-	}
+	text := storableText
 	if err := text("name", m.Name); err != nil {
 		return err
 	}
@@ -107,6 +99,19 @@ func storable(m chatmem.Message) error {
 		if err := text("a metadata value", v); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// storableText reports, wrapping chatmem.ErrInvalid, a string that a text
+// or jsonb column cannot hold: invalid UTF-8 (encoding/json would silently
+// replace it) or NUL. field names it in the error.
+func storableText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", chatmem.ErrInvalid, field)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%w: %s contains a NUL character, which PostgreSQL cannot store in text", chatmem.ErrInvalid, field)
 	}
 	return nil
 }

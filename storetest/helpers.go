@@ -199,3 +199,71 @@ func withSeqs(msgs []chatmem.Message, first int64, now time.Time) []chatmem.Mess
 
 // ptr returns a pointer to v, for AppendOptions.ExpectedLastSeq.
 func ptr[T any](v T) *T { return &v }
+
+// endings ends one conversation in each way a conversation can end, and
+// brings each ID back: Delete; expiry, with the next append starting the
+// conversation afresh before any sweep; Sweep (if the store is a Sweeper);
+// and PurgeInactive (if it is a Purger). add gives each conversation what
+// the caller checks (a summary, facts) before it ends; gone checks each
+// conversation once it has ended, and fresh once one new append has
+// brought its ID back.
+func endings(t *testing.T, s chatmem.Store, add func(key chatmem.Key), gone, fresh func(how string, key chatmem.Key)) {
+	t.Helper()
+	const ttl = 100 * time.Millisecond
+	ctx := t.Context()
+	tenant := randomTenant()
+	now := time.Now()
+	two := []chatmem.Message{msg(chatmem.RoleUser, "hello", 1), msg(chatmem.RoleAssistant, "hi", 1)}
+	sw, sweeps := s.(chatmem.Sweeper)
+	p, purges := s.(chatmem.Purger)
+
+	deleted := chatmem.Key{Tenant: tenant, ID: "deleted"}
+	expired := chatmem.Key{Tenant: tenant, ID: "expired"}
+	swept := chatmem.Key{Tenant: tenant, ID: "swept"}
+	purged := chatmem.Key{Tenant: tenant, ID: "purged"}
+	mustAppend(t, s, deleted, two, chatmem.AppendOptions{})
+	add(deleted)
+	res := mustAppend(t, s, expired, two, chatmem.AppendOptions{TTL: ttl})
+	add(expired)
+	if sweeps {
+		res = mustAppend(t, s, swept, two, chatmem.AppendOptions{TTL: ttl})
+		add(swept)
+	}
+	if purges {
+		mustAppend(t, s, purged, two, chatmem.AppendOptions{Now: now.Add(-48 * time.Hour)})
+		add(purged)
+	}
+	back := func(how string, key chatmem.Key) {
+		t.Helper()
+		gone(how, key)
+		mustAppend(t, s, key, two, chatmem.AppendOptions{})
+		fresh(how, key)
+	}
+
+	if err := s.Delete(ctx, deleted); err != nil {
+		t.Fatalf("Delete(%s) error = %v, want nil", deleted, err)
+	}
+	back("Delete", deleted)
+
+	time.Sleep(time.Until(res.Conversation.ExpiresAt) + 50*time.Millisecond)
+	// Before any sweep: the append itself must drop what the expired
+	// conversation left behind.
+	back("expiry", expired)
+
+	if sweeps {
+		if n, err := sw.Sweep(ctx, time.Now()); err != nil || n < 1 {
+			t.Errorf("Sweep = %d, %v; want >= 1, nil", n, err)
+		}
+		back("Sweep", swept)
+	} else {
+		t.Log("store is not a Sweeper")
+	}
+	if purges {
+		if n, err := p.PurgeInactive(ctx, tenant, now.Add(-24*time.Hour)); err != nil || n != 1 {
+			t.Errorf("PurgeInactive(%s) = %d, %v; want 1, nil", tenant, n, err)
+		}
+		back("PurgeInactive", purged)
+	} else {
+		t.Log("store is not a Purger")
+	}
+}

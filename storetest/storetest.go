@@ -41,7 +41,8 @@ func (h Harness) reopen(t *testing.T, s chatmem.Store) chatmem.Store {
 }
 
 // Run runs the conformance suite against the stores h opens, one subtest per
-// behaviour of the chatmem.Store contract.
+// behaviour of the chatmem.Store contract, and of chatmem.SummaryStore and
+// chatmem.FactStore when the stores implement them.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -78,6 +79,8 @@ var tests = []struct {
 	{"Content", testContent},
 	{"ContextCanceled", testContextCanceled},
 	{"LongTail", testLongTail},
+	{"Summary", testSummaries},
+	{"Facts", testFacts},
 }
 
 // BenchmarkTail fills one conversation of s per size (user and assistant

@@ -1,0 +1,93 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"chatmem"
+)
+
+// Facts returns the current value of every fact key of the conversation,
+// ordered by key; see chatmem.FactStore.
+func (s *Store) Facts(ctx context.Context, key chatmem.Key) ([]chatmem.Fact, error) {
+	c, err := s.get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	out := make([]chatmem.Fact, 0, len(c.facts))
+	for _, name := range slices.Sorted(maps.Keys(c.facts)) {
+		h := c.facts[name]
+		out = append(out, h[len(h)-1])
+	}
+	return out, nil
+}
+
+// FactHistory returns every value the named fact has had, in the order
+// they were recorded; see chatmem.FactStore.
+func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) ([]chatmem.Fact, error) {
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return nil, err
+	}
+	c, err := s.get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	h := c.facts[name]
+	if len(h) == 0 {
+		return nil, fmt.Errorf("%w: conversation %s has no fact %q", chatmem.ErrNotFound, key, name)
+	}
+	return slices.Clone(h), nil
+}
+
+// SetFacts records facts in order; see chatmem.FactStore. Every fact is
+// validated before anything is written; a zero CreatedAt is set to the time
+// of the call. An empty batch writes nothing, but still wraps
+// chatmem.ErrNotFound for a missing conversation.
+func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	for i, f := range facts {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("fact %d: %w", i, err)
+		}
+	}
+	now := time.Now()
+	c, err := s.getForWrite(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if len(facts) > 0 && c.facts == nil {
+		c.facts = make(map[string][]chatmem.Fact)
+	}
+	for _, f := range facts {
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		c.facts[f.Key] = append(c.facts[f.Key], f)
+	}
+	return nil
+}
+
+// DeleteFact removes the named fact and its history; see chatmem.FactStore.
+func (s *Store) DeleteFact(ctx context.Context, key chatmem.Key, name string) error {
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return err
+	}
+	c, err := s.getForWrite(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if len(c.facts[name]) == 0 {
+		return fmt.Errorf("%w: conversation %s has no fact %q", chatmem.ErrNotFound, key, name)
+	}
+	delete(c.facts, name)
+	return nil
+}

@@ -1,0 +1,68 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"chatmem"
+)
+
+// Summary returns the conversation's summary; see chatmem.SummaryStore. It
+// wraps chatmem.ErrNotFound if the conversation does not exist or has no
+// summary yet.
+func (s *Store) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, error) {
+	c, err := s.get(ctx, key)
+	if err != nil {
+		return chatmem.Summary{}, err
+	}
+	defer s.mu.RUnlock()
+	if c.summary.CoversSeq == 0 {
+		return chatmem.Summary{}, fmt.Errorf("%w: conversation %s has no summary", chatmem.ErrNotFound, key)
+	}
+	return c.summary, nil
+}
+
+// PutSummary stores sum if the stored summary covers exactly prev; see
+// chatmem.SummaryStore. Errors come in this order: ErrInvalid for what
+// sum and prev are wrong about on their own (an empty Text, CoversSeq not
+// after prev), ErrNotFound, ErrConflict, and last ErrInvalid for a CoversSeq
+// past LastSeq. A zero CreatedAt is set to the time of the call.
+func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Summary, prev int64) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := checkSummary(sum, prev); err != nil {
+		return err
+	}
+	if sum.CreatedAt.IsZero() {
+		sum.CreatedAt = time.Now()
+	}
+	c, err := s.getForWrite(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if c.summary.CoversSeq != prev {
+		return fmt.Errorf("%w: the summary of %s covers seq %d, not %d", chatmem.ErrConflict, key, c.summary.CoversSeq, prev)
+	}
+	if sum.CoversSeq > c.meta.LastSeq {
+		return fmt.Errorf("%w: summary covers seq %d, past the last message %d of %s", chatmem.ErrInvalid, sum.CoversSeq, c.meta.LastSeq, key)
+	}
+	c.summary = sum
+	return nil
+}
+
+// checkSummary reports, wrapping chatmem.ErrInvalid, what is wrong with sum
+// put over prev whatever the conversation holds.
+func checkSummary(sum chatmem.Summary, prev int64) error {
+	switch {
+	case sum.Text == "":
+		return fmt.Errorf("%w: summary text is empty", chatmem.ErrInvalid)
+	case prev < 0:
+		return fmt.Errorf("%w: previous summary seq %d is negative", chatmem.ErrInvalid, prev)
+	case sum.CoversSeq <= prev:
+		return fmt.Errorf("%w: summary covers seq %d, not after the previous summary's %d", chatmem.ErrInvalid, sum.CoversSeq, prev)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"chatmem"
+)
+
+// Facts returns the current value of every fact key of the conversation,
+// ordered by key (byte order), from the partial index on current values:
+// its cost follows the number of keys, not their history. A conversation
+// without facts has none; a missing or expired one wraps
+// chatmem.ErrNotFound.
+func (s *Store) Facts(ctx context.Context, key chatmem.Key) ([]chatmem.Fact, error) {
+	op := "postgres: facts of " + key.String()
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := s.pool.Query(ctx, s.q.facts, key.Tenant, key.ID, s.now())
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	facts, err := scanFacts(rows)
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	if len(facts) == 0 {
+		if err := s.live(ctx, op, key); err != nil {
+			return nil, err
+		}
+		return []chatmem.Fact{}, nil
+	}
+	return facts, nil
+}
+
+// FactHistory returns every value the named fact has had, in the order
+// they were set. It wraps chatmem.ErrNotFound if the conversation is
+// missing or expired or the fact never had a value, and chatmem.ErrInvalid
+// for a malformed name.
+func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) ([]chatmem.Fact, error) {
+	op := fmt.Sprintf("postgres: history of fact %q of %s", name, key)
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	rows, err := s.pool.Query(ctx, s.q.factHistory, key.Tenant, key.ID, s.now(), name)
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	facts, err := scanFacts(rows)
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	if len(facts) == 0 {
+		if err := s.live(ctx, op, key); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: %w: no such fact", op, chatmem.ErrNotFound)
+	}
+	return facts, nil
+}
+
+// SetFacts records facts in order, in one transaction under the lock on
+// the live conversation's row (chatmem.ErrNotFound if there is none): the
+// current values of the batch's keys become history, and each fact is
+// inserted with the next version of its key, the last one per key marked
+// current. Every fact is validated first (chatmem.ErrInvalid, also for a
+// SetBy that PostgreSQL's text cannot hold); a zero CreatedAt is set to the
+// store's clock, and times are kept to the microsecond. An empty batch
+// writes nothing but still wraps chatmem.ErrNotFound for a missing
+// conversation.
+func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	op := "postgres: set facts of " + key.String()
+	if err := key.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	n := len(facts)
+	var (
+		keys, values, setBy []string
+		sourceSeq           = make([]int64, n)
+		confidence          = make([]float64, n)
+		createdAt           = make([]time.Time, n)
+		last                = make(map[string]int, n) // index of each key's last fact
+	)
+	now := s.now()
+	for i, f := range facts {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("%s: fact %d: %w", op, i, err)
+		}
+		if err := storableText("set_by", f.SetBy); err != nil {
+			return fmt.Errorf("%s: fact %d: %w", op, i, err)
+		}
+		keys, values, setBy = append(keys, f.Key), append(values, f.Value), append(setBy, f.SetBy)
+		sourceSeq[i], confidence[i] = f.SourceSeq, f.Confidence
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		createdAt[i] = dbTime(f.CreatedAt)
+		last[f.Key] = i
+	}
+	if n == 0 {
+		return s.live(ctx, op, key)
+	}
+	distinct := make([]string, 0, len(last))
+	for k := range last {
+		distinct = append(distinct, k)
+	}
+
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var lastSeq int64
+		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, now).Scan(&lastSeq); err != nil {
+			return err // pgx.ErrNoRows: wrap makes it ErrNotFound
+		}
+		rows, err := tx.Query(ctx, s.q.retireFacts, key.Tenant, key.ID, distinct)
+		if err != nil {
+			return err
+		}
+		version := make(map[string]int64, len(last))
+		var k string
+		var v int64
+		if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error {
+			version[k] = v
+			return nil
+		}); err != nil {
+			return err
+		}
+		versions := make([]int64, n)
+		current := make([]bool, n)
+		for i, k := range keys {
+			version[k]++
+			versions[i] = version[k]
+			current[i] = last[k] == i
+		}
+		_, err = tx.Exec(ctx, s.q.insertFacts, key.Tenant, key.ID,
+			keys, versions, current, values, sourceSeq, setBy, confidence, createdAt)
+		return err
+	})
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// DeleteFact removes the named fact and its history, under the lock on the
+// live conversation's row as SetFacts takes it. It wraps
+// chatmem.ErrNotFound if the conversation is missing or expired or has no
+// such fact, and chatmem.ErrInvalid for a malformed name.
+func (s *Store) DeleteFact(ctx context.Context, key chatmem.Key, name string) error {
+	op := fmt.Sprintf("postgres: delete fact %q of %s", name, key)
+	if err := key.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var lastSeq int64
+		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, s.now()).Scan(&lastSeq); err != nil {
+			return err // pgx.ErrNoRows: wrap makes it ErrNotFound
+		}
+		tag, err := tx.Exec(ctx, s.q.deleteFact, key.Tenant, key.ID, name)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: no such fact", chatmem.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// scanFacts reads rows of factColumns.
+func scanFacts(rows pgx.Rows) ([]chatmem.Fact, error) {
+	defer rows.Close()
+	var facts []chatmem.Fact
+	for rows.Next() {
+		var f chatmem.Fact
+		if err := rows.Scan(&f.Key, &f.Value, &f.SourceSeq, &f.SetBy, &f.Confidence, &f.CreatedAt); err != nil {
+			return nil, err
+		}
+		f.CreatedAt = f.CreatedAt.UTC()
+		facts = append(facts, f)
+	}
+	return facts, rows.Err()
+}
