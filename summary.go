@@ -78,7 +78,7 @@ func (f Fact) Validate() error {
 		return fmt.Errorf("%w: fact %q value is not valid UTF-8 or contains NUL", ErrInvalid, f.Key)
 	case f.SetBy == "":
 		return fmt.Errorf("%w: fact %q has no set_by", ErrInvalid, f.Key)
-	case f.Confidence < 0 || f.Confidence > 1:
+	case !(f.Confidence >= 0 && f.Confidence <= 1): // also refuses NaN
 		return fmt.Errorf("%w: fact %q confidence %v is outside [0, 1]", ErrInvalid, f.Key, f.Confidence)
 	case f.SourceSeq < 0:
 		return fmt.Errorf("%w: fact %q has a negative source_seq", ErrInvalid, f.Key)
