@@ -1,0 +1,331 @@
+package redis
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"chatmem"
+)
+
+// Messages are stored as JSON objects (readable with redis-cli), written by
+// encoding/json from storedRecord, with the seq put in front by the append
+// script:
+//
+//	{"seq":7,"role":"user","content":"hi","tokens":2,"created_at":"2025-01-02T03:04:05.678901Z"}
+//
+// Tail decodes a window of them on every turn, and encoding/json's
+// reflection costs more than the read itself, so decodeRecord scans that
+// known shape directly. Anything it does not expect (another key, a
+// malformed or unusual value) sends the whole record to encoding/json, so
+// the scanner is a shortcut, never a second definition of the format.
+
+// record is a message as stored.
+type record struct {
+	Seq        int64              `json:"seq"`
+	Role       chatmem.Role       `json:"role"`
+	Content    string             `json:"content,omitempty"`
+	Name       string             `json:"name,omitempty"`
+	ToolCalls  []chatmem.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string             `json:"tool_call_id,omitempty"`
+	Tokens     int                `json:"tokens"`
+	CreatedAt  time.Time          `json:"created_at,omitzero"`
+	Metadata   map[string]string  `json:"metadata,omitempty"`
+}
+
+// storedRecord is record without seq: what Append hands the script, which
+// puts the seq in front. Its first field is always present, so the JSON
+// object never starts with "}".
+type storedRecord struct {
+	Role       chatmem.Role       `json:"role"`
+	Content    string             `json:"content,omitempty"`
+	Name       string             `json:"name,omitempty"`
+	ToolCalls  []chatmem.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string             `json:"tool_call_id,omitempty"`
+	Tokens     int                `json:"tokens"`
+	CreatedAt  time.Time          `json:"created_at,omitzero"`
+	Metadata   map[string]string  `json:"metadata,omitempty"`
+}
+
+func encodeRecord(m chatmem.Message) ([]byte, error) {
+	return json.Marshal(storedRecord{
+		Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls,
+		ToolCallID: m.ToolCallID, Tokens: m.Tokens, CreatedAt: m.CreatedAt, Metadata: m.Metadata,
+	})
+}
+
+// decodeRecord decodes one stored message.
+func decodeRecord(s string) (chatmem.Message, error) {
+	if m, ok := scanRecord(s); ok {
+		return m, nil
+	}
+	var r record
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return chatmem.Message{}, err
+	}
+	return chatmem.Message{
+		Seq: r.Seq, Role: r.Role, Content: r.Content, Name: r.Name, ToolCalls: r.ToolCalls,
+		ToolCallID: r.ToolCallID, Tokens: r.Tokens, CreatedAt: r.CreatedAt, Metadata: r.Metadata,
+	}, nil
+}
+
+// decodeMessages decodes a script's list of stored messages.
+func decodeMessages(v any) ([]chatmem.Message, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected message list %T", v)
+	}
+	out := make([]chatmem.Message, len(list))
+	for i, item := range list {
+		s, ok := item.(string)
+		if !ok {
+			return nil, fmt.Errorf("unexpected message %T", item)
+		}
+		m, err := decodeRecord(s)
+		if err != nil {
+			return nil, fmt.Errorf("decode stored message: %w", err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// scanRecord decodes the JSON object s in the shape storedRecord produces,
+// reporting false for anything else.
+func scanRecord(s string) (m chatmem.Message, ok bool) {
+	sc := scanner{s: s}
+	if !sc.byte('{') {
+		return m, false
+	}
+	if sc.byte('}') {
+		return m, sc.i == len(s)
+	}
+	for {
+		key, ok := sc.plainString()
+		if !ok || !sc.byte(':') {
+			return m, false
+		}
+		switch key {
+		case "seq":
+			m.Seq, ok = sc.int()
+		case "tokens":
+			var n int64
+			n, ok = sc.int()
+			m.Tokens = int(n)
+		case "role":
+			var r string
+			r, ok = sc.string()
+			m.Role = chatmem.Role(r)
+		case "content":
+			m.Content, ok = sc.string()
+		case "name":
+			m.Name, ok = sc.string()
+		case "tool_call_id":
+			m.ToolCallID, ok = sc.string()
+		case "created_at":
+			// The very parser encoding/json would use, on the quoted text.
+			start := sc.i
+			if _, ok = sc.plainString(); ok {
+				ok = m.CreatedAt.UnmarshalJSON([]byte(s[start:sc.i])) == nil
+			}
+		case "tool_calls":
+			ok = sc.nested(&m.ToolCalls)
+		case "metadata":
+			ok = sc.nested(&m.Metadata)
+		default:
+			return m, false
+		}
+		switch {
+		case !ok:
+			return m, false
+		case sc.byte(','):
+		case sc.byte('}'):
+			return m, sc.i == len(s)
+		default:
+			return m, false
+		}
+	}
+}
+
+// scanner reads the compact JSON encoding/json writes: no whitespace.
+type scanner struct {
+	s string
+	i int
+}
+
+func (sc *scanner) byte(c byte) bool {
+	if sc.i < len(sc.s) && sc.s[sc.i] == c {
+		sc.i++
+		return true
+	}
+	return false
+}
+
+// int reads an integer as JSON writes it (no leading zeros, no exponent).
+func (sc *scanner) int() (int64, bool) {
+	j := sc.i
+	if j < len(sc.s) && sc.s[j] == '-' {
+		j++
+	}
+	digits := j
+	for j < len(sc.s) && sc.s[j] >= '0' && sc.s[j] <= '9' {
+		j++
+	}
+	if j-digits > 1 && sc.s[digits] == '0' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(sc.s[sc.i:j], 10, 64)
+	sc.i = j
+	return n, err == nil
+}
+
+// plainString reads a string without escapes (an object key).
+func (sc *scanner) plainString() (string, bool) {
+	if !sc.byte('"') {
+		return "", false
+	}
+	start := sc.i
+	for sc.i < len(sc.s) {
+		switch c := sc.s[sc.i]; {
+		case c == '"':
+			sc.i++
+			return sc.s[start : sc.i-1], true
+		case c == '\\' || c < 0x20:
+			return "", false
+		}
+		sc.i++
+	}
+	return "", false
+}
+
+// string reads a JSON string, decoding its escapes. It refuses invalid
+// UTF-8, which encoding/json would replace rather than keep.
+func (sc *scanner) string() (string, bool) {
+	if !sc.byte('"') {
+		return "", false
+	}
+	start := sc.i
+	for sc.i < len(sc.s) {
+		c := sc.s[sc.i]
+		switch {
+		case c == '"':
+			out := sc.s[start:sc.i]
+			sc.i++
+			return out, utf8.ValidString(out)
+		case c == '\\':
+			return sc.escaped(start)
+		case c < 0x20:
+			return "", false
+		}
+		sc.i++
+	}
+	return "", false
+}
+
+// escaped finishes a string that has escapes; sc.i is at the first
+// backslash, and s[start:sc.i] is the plain text before it.
+func (sc *scanner) escaped(start int) (string, bool) {
+	buf := make([]byte, 0, len(sc.s)-start)
+	buf = append(buf, sc.s[start:sc.i]...)
+	for sc.i < len(sc.s) {
+		c := sc.s[sc.i]
+		switch {
+		case c == '"':
+			sc.i++
+			return string(buf), utf8.Valid(buf)
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			buf = append(buf, c)
+			sc.i++
+			continue
+		}
+		if sc.i+1 >= len(sc.s) {
+			return "", false
+		}
+		e := sc.s[sc.i+1]
+		sc.i += 2
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := sc.hex4()
+			if !ok {
+				return "", false
+			}
+			if utf16.IsSurrogate(r) {
+				// A pair, or (alone) what encoding/json turns into U+FFFD.
+				r2 := rune(-1)
+				if sc.i+1 < len(sc.s) && sc.s[sc.i] == '\\' && sc.s[sc.i+1] == 'u' {
+					save := sc.i
+					sc.i += 2
+					if r2, ok = sc.hex4(); !ok {
+						return "", false
+					}
+					if utf16.DecodeRune(r, r2) == utf8.RuneError {
+						sc.i, r2 = save, -1
+					}
+				}
+				if r2 < 0 {
+					return "", false // unusual enough to leave to encoding/json
+				}
+				r = utf16.DecodeRune(r, r2)
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func (sc *scanner) hex4() (rune, bool) {
+	if sc.i+4 > len(sc.s) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(sc.s[sc.i:sc.i+4], 16, 32)
+	sc.i += 4
+	return rune(n), err == nil
+}
+
+// nested decodes the array or object at sc.i into v with encoding/json,
+// after finding where it ends.
+func (sc *scanner) nested(v any) bool {
+	start := sc.i
+	depth := 0
+	for sc.i < len(sc.s) {
+		switch sc.s[sc.i] {
+		case '"':
+			sc.i++
+			for sc.i < len(sc.s) && sc.s[sc.i] != '"' {
+				if sc.s[sc.i] == '\\' {
+					sc.i++
+				}
+				sc.i++
+			}
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+			if depth == 0 {
+				sc.i++
+				return json.Unmarshal([]byte(sc.s[start:sc.i]), v) == nil
+			}
+		}
+		sc.i++
+	}
+	return false
+}

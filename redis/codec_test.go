@@ -1,0 +1,94 @@
+package redis
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"chatmem"
+)
+
+// withSeq does to an encoded record what the append script does.
+func withSeq(b []byte, seq string) string {
+	return `{"seq":` + seq + `,` + string(b[1:])
+}
+
+var codecCases = []chatmem.Message{
+	{Role: chatmem.RoleUser, Content: "hi", Tokens: 2, CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 678901000, time.UTC)},
+	{Role: chatmem.RoleSystem, Content: "line\nnext \"quoted\" back\\slash tab\t <html> & \u2028 \x00 nul", Tokens: 0},
+	{Role: chatmem.RoleUser, Content: "hi 👋🏽 你好 cafe\u0301 مرحبا \ufeff", Name: "Zoë", Tokens: 5,
+		CreatedAt: time.Date(2024, 2, 29, 23, 59, 59, 1, time.FixedZone("", -7*3600-30*60)),
+		Metadata:  map[string]string{"città": "東京 🗼", "empty": "", "q\"k": "v\\"}},
+	{Role: chatmem.RoleAssistant, Tokens: 31, ToolCalls: []chatmem.ToolCall{
+		{ID: "call_1", Type: "function", Function: chatmem.FunctionCall{Name: "lookup", Arguments: `{"id":"A-17","n":[1,{"x":"]}"}]}`}},
+		{ID: "call_2", Type: "function", Function: chatmem.FunctionCall{Name: "f", Arguments: "{}"}},
+	}},
+	{Role: chatmem.RoleTool, Content: `{"status":"shipped"}`, ToolCallID: "call_1", Tokens: 8},
+	{Role: chatmem.RoleUser, Content: "invalid \xff utf-8 becomes U+FFFD", Tokens: 1},
+	{Role: chatmem.RoleUser, Content: strings.Repeat("日本語 ", 1000), Tokens: 1 << 40},
+}
+
+// TestCodec checks that the scanner and encoding/json decode every record
+// alike, and that the scanner (not the fallback) handles what the store
+// writes.
+func TestCodec(t *testing.T) {
+	for i, m := range codecCases {
+		b, err := encodeRecord(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := withSeq(b, "12345")
+		got, err := decodeRecord(s)
+		if err != nil {
+			t.Fatalf("case %d: decodeRecord(%s): %v", i, s, err)
+		}
+		var want record
+		if err := json.Unmarshal([]byte(s), &want); err != nil {
+			t.Fatal(err)
+		}
+		if w := fromRecord(want); !reflect.DeepEqual(got, w) {
+			t.Errorf("case %d: decodeRecord =\n%#v\nencoding/json =\n%#v", i, got, w)
+		}
+		if got.Seq != 12345 {
+			t.Errorf("case %d: Seq = %d", i, got.Seq)
+		}
+		if _, ok := scanRecord(s); !ok && !strings.Contains(m.Content, "\xff") {
+			t.Errorf("case %d: the scanner fell back to encoding/json on %s", i, s)
+		}
+	}
+}
+
+func fromRecord(r record) chatmem.Message {
+	return chatmem.Message{
+		Seq: r.Seq, Role: r.Role, Content: r.Content, Name: r.Name, ToolCalls: r.ToolCalls,
+		ToolCallID: r.ToolCallID, Tokens: r.Tokens, CreatedAt: r.CreatedAt, Metadata: r.Metadata,
+	}
+}
+
+// FuzzScanRecord checks that whenever the scanner accepts an input,
+// encoding/json accepts it too and decodes the same message.
+func FuzzScanRecord(f *testing.F) {
+	for _, m := range codecCases {
+		b, _ := encodeRecord(m)
+		f.Add(withSeq(b, "7"))
+	}
+	for _, s := range []string{`{}`, `{"seq":01}`, `{"role":"\ud83d\ude00\ud800"}`, `{"metadata":{"a":"b"},"metadata":{"c":"d"}}`,
+		`{"content":"a\u0000\/b"}`, `{"tokens":-0}`, `{"created_at":"2025-01-02T03:04:05+25:00"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := scanRecord(s)
+		if !ok {
+			return
+		}
+		var r record
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			t.Fatalf("scanner accepted %q, encoding/json refuses it: %v", s, err)
+		}
+		if want := fromRecord(r); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: scanner =\n%#v\nencoding/json =\n%#v", s, got, want)
+		}
+	})
+}

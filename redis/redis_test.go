@@ -1,0 +1,134 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"chatmem"
+	"chatmem/storetest"
+)
+
+// redisURL is the server the tests use: CHATMEM_REDIS_URL, or the local
+// default.
+func redisURL() string {
+	if u := os.Getenv("CHATMEM_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379"
+}
+
+// skipOrFail skips a test that lacks its backend, except on CI, where a
+// missing backend is a broken setup.
+func skipOrFail(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf(format, args...)
+	}
+	tb.Skipf(format, args...)
+}
+
+// dialer returns a function that makes new clients for the server at
+// redisURL, after checking once that it answers.
+func dialer(tb testing.TB) func() goredis.UniversalClient {
+	tb.Helper()
+	o, err := goredis.ParseURL(redisURL())
+	if err != nil {
+		tb.Fatalf("CHATMEM_REDIS_URL: %v", err)
+	}
+	c := goredis.NewClient(o)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		skipOrFail(tb, "no Redis at %s (set CHATMEM_REDIS_URL to test against another): %v", o.Addr, err)
+	}
+	return func() goredis.UniversalClient { return goredis.NewClient(o) }
+}
+
+// randomPrefix returns a key prefix no other test run uses.
+func randomPrefix() string { return "cmtest-" + rand.Text()[:12] }
+
+// newTestStore returns a store over a fresh client and prefix, whose keys
+// and client are removed when tb ends.
+func newTestStore(tb testing.TB, dial func() goredis.UniversalClient) *Store {
+	tb.Helper()
+	client := dial()
+	s, err := New(client, Options{Prefix: randomPrefix()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := deletePrefix(context.Background(), client, s.Prefix()); err != nil {
+			tb.Errorf("delete keys of prefix %s: %v", s.Prefix(), err)
+		}
+		client.Close()
+	})
+	return s
+}
+
+// harness is the storetest harness over clients from dial.
+func harness(dial func() goredis.UniversalClient) storetest.Harness {
+	return storetest.Harness{
+		New: func(t *testing.T) chatmem.Store { return newTestStore(t, dial) },
+		Reopen: func(t *testing.T, s chatmem.Store) chatmem.Store {
+			client := dial()
+			t.Cleanup(func() { client.Close() })
+			s2, err := New(client, Options{Prefix: s.(*Store).Prefix()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s2
+		},
+	}
+}
+
+// deletePrefix deletes every key under prefix, on every master of a
+// cluster.
+func deletePrefix(ctx context.Context, c goredis.UniversalClient, prefix string) error {
+	del := func(ctx context.Context, node *goredis.Client) error {
+		iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), 500)
+			// Keys of one prefix span slots, so one UNLINK per key on a
+			// cluster node; pipelined.
+			if _, err := node.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for _, k := range keys[:n] {
+					p.Unlink(ctx, k)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			keys = keys[n:]
+		}
+		return nil
+	}
+	switch c := c.(type) {
+	case *goredis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *goredis.Client:
+		return del(ctx, c)
+	}
+	return nil
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, harness(dialer(t)))
+}
+
+func BenchmarkTail(b *testing.B) {
+	s := newTestStore(b, dialer(b))
+	storetest.BenchmarkTail(b, s, []int{1000, 100000, 1000000})
+}

@@ -1,0 +1,231 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// script is a Lua script with its source at hand, for the EVAL that follows
+// a NOSCRIPT reply when the script runs without the client's retries.
+type script struct {
+	*goredis.Script
+	src string
+}
+
+func newScript(src string) script { return script{goredis.NewScript(src), src} }
+
+// The Lua scripts below run atomically on the Redis node that owns the
+// conversation's hash slot. Every one of them takes the conversation's keys in
+// the order of convKeys (meta, msgs, cum, users, sys, idem), so each script
+// touches one hash slot only and runs unchanged on a Redis Cluster.
+//
+// Times are Unix nanoseconds in decimal strings: Lua numbers are doubles, which
+// cannot hold them exactly, so scripts compare them as strings (see lt) and
+// only turn them into numbers to compute a PEXPIRE duration in milliseconds.
+
+// luaPrelude defines the helpers every script shares.
+const luaPrelude = `
+-- lt reports whether the non-negative decimal integer a is less than b,
+-- exactly, without going through a double.
+local function lt(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+
+-- expired reports whether a conversation whose expires_at is exp (or '0' or
+-- nil: never) has expired at now.
+local function expired(exp, now)
+  return exp ~= nil and exp ~= false and exp ~= '0' and not lt(now, exp)
+end
+
+-- pushAll pushes the values of t onto key in chunks, because unpack is
+-- limited to a few thousand values.
+local function pushAll(key, t)
+  for i = 1, #t, 1000 do
+    redis.call('RPUSH', key, unpack(t, i, math.min(i + 999, #t)))
+  end
+end
+`
+
+// appendScript appends a batch of messages.
+//
+// ARGV: now, expires_at ('0': this append sets no expiry), expected last seq
+// (-1: none), idempotency key (empty: none), tokenizer, then one triple per
+// message: its JSON object without seq, its tokens, and its kind ('s'
+// system, 'u' user, 'o' other).
+//
+// It replies {0, last_seq} on a failed ExpectedLastSeq check (nothing is
+// written), {1, first_seq, meta...} after appending, and {2, first_seq,
+// meta..., messages} when the idempotency key was applied before (nothing is
+// written; messages are the original ones).
+var appendScript = newScript(luaPrelude + `
+local meta, msgs, cum, users, sys, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local now, newExp, expected, ikey, tokenizer = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns')
+local last = tonumber(m[1])
+local exp = m[2]
+if last and expired(exp, now) then
+  -- Expired but not yet removed by Redis (our clock runs ahead of its):
+  -- the conversation no longer exists, so this append starts a new one.
+  redis.call('DEL', meta, msgs, cum, users, sys, idem)
+  last = nil
+end
+
+-- A retried append must be a no-op even after later appends moved last_seq,
+-- so the idempotency key is checked before ExpectedLastSeq.
+if last and ikey ~= '' then
+  local r = redis.call('HGET', idem, ikey)
+  if r then
+    local first, final = string.match(r, '^(%d+):(%d+)$')
+    first, final = tonumber(first), tonumber(final)
+    return {2, first, redis.call('HGETALL', meta), redis.call('LRANGE', msgs, first - 1, final - 1)}
+  end
+end
+
+if expected >= 0 and expected ~= (last or 0) then
+  return {0, last or 0}
+end
+
+local tokens, systemTokens, turns = 0, 0, 0
+if last then
+  tokens, systemTokens, turns = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
+else
+  last, exp = 0, '0'
+  redis.call('HSET', meta, 'tokenizer', tokenizer, 'created_at', now)
+end
+
+local first = last + 1
+local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
+for i = 6, #ARGV, 3 do
+  last = last + 1
+  -- Stored messages carry their seq, so each list entry reads on its own.
+  local msg = '{"seq":' .. last .. ',' .. string.sub(ARGV[i], 2)
+  local n, kind = tonumber(ARGV[i + 1]), ARGV[i + 2]
+  if kind == 's' then
+    systemTokens = systemTokens + n
+    outSys[#outSys + 1] = msg
+  else
+    tokens = tokens + n
+    if kind == 'u' then
+      turns = turns + 1
+      outUsers[#outUsers + 1] = last
+    end
+  end
+  outMsgs[#outMsgs + 1] = msg
+  outCum[#outCum + 1] = tokens
+end
+pushAll(msgs, outMsgs)
+pushAll(cum, outCum)
+pushAll(users, outUsers)
+pushAll(sys, outSys)
+if ikey ~= '' then
+  redis.call('HSET', idem, ikey, first .. ':' .. last)
+end
+if newExp ~= '0' then exp = newExp end
+redis.call('HSET', meta, 'last_seq', last, 'tokens', tokens, 'system_tokens', systemTokens,
+  'turns', turns, 'updated_at', now, 'expires_at', exp)
+if exp ~= '0' then
+  -- Every key gets the expiry again, including those this append created.
+  local ms = math.max(1, math.floor((tonumber(exp) - tonumber(now)) / 1e6))
+  ms = string.format('%d', ms)
+  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ms) end
+end
+return {1, first, redis.call('HGETALL', meta)}
+`)
+
+// tailScript reads the newest messages selected by a TailQuery.
+//
+// ARGV: now, tokens, turns. It replies {-1} for a missing or expired
+// conversation, else {first_seq, messages}.
+//
+// The token run is found on the cum list (cum[j] holds the non-system tokens
+// of messages 1..j): the run starts after the smallest j with
+// cum[j] >= total - tokens. The script reads cum back from the tail in
+// chunks, the first sized by the conversation's mean tokens per message and
+// each further one twice the last, and bisects the chunk that holds the
+// boundary. Every read counts from the tail of its list, so the cost follows
+// the size of the run, not the length of the conversation.
+var tailScript = newScript(luaPrelude + `
+local meta, msgs, cum, users = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now, want, turns = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens')
+local last = tonumber(m[1])
+if not last or expired(m[2], now) then return {-1} end
+if want <= 0 and turns <= 0 then return {last + 1, {}} end
+
+local start = 1
+local total = tonumber(m[3])
+local target = total - want
+if want > 0 and target > 0 then
+  -- Invariant: cum[hi] >= target, and the boundary j is at most hi.
+  local hi = last
+  local k = math.ceil(want * last / total) + 16
+  while hi > 1 do
+    local lo = math.max(1, hi - k)
+    local vals = redis.call('LRANGE', cum, lo - 1 - last, hi - 2 - last) -- cum[lo..hi-1]
+    if tonumber(vals[1]) >= target then
+      hi, k = lo, k * 2
+    else
+      -- vals[a] < target; the boundary is lo-1+b, or hi if b is past vals.
+      local a, b = 1, #vals + 1
+      while b - a > 1 do
+        local mid = math.floor((a + b) / 2)
+        if tonumber(vals[mid]) >= target then b = mid else a = mid end
+      end
+      if b <= #vals then hi = lo + b - 1 end
+      break
+    end
+  end
+  start = hi + 1
+end
+if turns > 0 then
+  local s = redis.call('LINDEX', users, -turns)
+  if s then start = math.max(start, tonumber(s)) end
+end
+if start > last then return {start, {}} end
+return {start, redis.call('LRANGE', msgs, start - 1 - last, -1)}
+`)
+
+// rangeScript reads up to limit messages after a seq.
+//
+// ARGV: now, after, limit (<= 0: all). It replies {-1} for a missing or
+// expired conversation, else {first_seq, messages}.
+var rangeScript = newScript(luaPrelude + `
+local meta, msgs = KEYS[1], KEYS[2]
+local now, after, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at')
+local last = tonumber(m[1])
+if not last or expired(m[2], now) then return {-1} end
+if after < 0 then after = 0 end
+if after >= last then return {after + 1, {}} end
+local stop = last
+if limit > 0 and after + limit < last then stop = after + limit end
+return {after + 1, redis.call('LRANGE', msgs, after, stop - 1)}
+`)
+
+// systemScript reads the system messages.
+//
+// ARGV: now. It replies {-1} for a missing or expired conversation, else
+// {0, messages}.
+var systemScript = newScript(luaPrelude + `
+local meta, sys = KEYS[1], KEYS[5]
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at')
+if not m[1] or expired(m[2], ARGV[1]) then return {-1} end
+return {0, redis.call('LRANGE', sys, 0, -1)}
+`)
+
+// deleteScript deletes a conversation's keys, unless ARGV[2] is set and the
+// conversation was updated at or after it (a purge that lost a race with an
+// append).
+//
+// ARGV: now, before (empty for an unconditional delete). It replies 1 if a live
+// conversation was deleted, 0 if it was kept, and -1 if there was none (its
+// keys, if it had expired, are deleted too).
+var deleteScript = newScript(luaPrelude + `
+local meta = KEYS[1]
+local now, before = ARGV[1], ARGV[2]
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'updated_at')
+local live = m[1] and not expired(m[2], now)
+if live and before ~= '' and not lt(m[3], before) then return 0 end
+redis.call('DEL', unpack(KEYS))
+if live then return 1 end
+return -1
+`)

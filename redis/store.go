@@ -1,0 +1,785 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"chatmem"
+)
+
+// DefaultPrefix is the key prefix of a zero Options.
+const DefaultPrefix = "chatmem"
+
+// Options configure a Store. The zero value means the defaults.
+type Options struct {
+	// Prefix starts every key the store writes ("chatmem" if empty): stores
+	// with different prefixes share a Redis without seeing each other's data.
+	// It is 1 to 64 characters from [A-Za-z0-9._-].
+	Prefix string
+	// Now is the clock reads compare expiry times with, and the default time
+	// of an append. Nil: time.Now.
+	Now func() time.Time
+	// Logger receives what the store cannot return: a failure to index a
+	// conversation after its append was stored. Nil: discarded.
+	Logger *slog.Logger
+}
+
+// Store is a chatmem.Store on Redis. It is safe for concurrent use by many
+// goroutines and many processes.
+type Store struct {
+	client goredis.UniversalClient
+	owned  bool // Close closes client
+	prefix string
+	now    func() time.Time
+	log    *slog.Logger
+}
+
+var (
+	_ chatmem.Store  = (*Store)(nil)
+	_ chatmem.Purger = (*Store)(nil)
+)
+
+// New returns a Store over client, which may be a *goredis.Client, a
+// *goredis.ClusterClient or a failover client. The caller keeps ownership
+// of client: Close does not close it.
+func New(client goredis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: redis.New needs a client", chatmem.ErrInvalid)
+	}
+	prefix := cmp.Or(opts.Prefix, DefaultPrefix)
+	if err := validatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	s := &Store{client: client, prefix: prefix, now: opts.Now, log: opts.Logger}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// Open connects to the Redis named by rawURL and returns a Store that owns
+// the connection (Close closes it). It accepts
+//
+//	redis://[user:password@]host:port[/db][?options]
+//	rediss://...                                      (TLS)
+//	redis+cluster://[user:password@]host:port,host:port,...[?options]
+//	rediss+cluster://...                              (Cluster over TLS)
+//
+// where options are go-redis's URL options (dial_timeout=3s, pool_size=20,
+// ...) plus prefix=P, which sets Options.Prefix unless opts sets it. Open
+// pings the server and wraps chatmem.ErrUnavailable if it cannot reach it.
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	client, prefix, err := dial(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = prefix
+	}
+	s, err := New(client, opts)
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	s.owned = true
+	if err := s.Ping(ctx); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dial builds the client an Open URL names and returns the prefix option it
+// carried.
+func dial(rawURL string) (goredis.UniversalClient, string, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, "", fmt.Errorf("%w: redis URL %q has no scheme", chatmem.ErrInvalid, redactURL(rawURL))
+	}
+	// The authority ends at the first of / ? #; a cluster URL lists hosts
+	// there separated by commas, which net/url does not accept.
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	authority, tail := rest[:end], rest[end:]
+	path, query, _ := strings.Cut(tail, "?")
+	query, _, _ = strings.Cut(query, "#")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: redis URL query: %v", chatmem.ErrInvalid, err)
+	}
+	prefix := q.Get("prefix")
+	q.Del("prefix")
+
+	switch scheme {
+	case "redis", "rediss":
+		u := scheme + "://" + authority + path
+		if len(q) > 0 {
+			u += "?" + q.Encode()
+		}
+		o, err := goredis.ParseURL(u)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: %v", chatmem.ErrInvalid, err)
+		}
+		return goredis.NewClient(o), prefix, nil
+	case "redis+cluster", "rediss+cluster":
+		userinfo, hosts, found := "", authority, false
+		if i := strings.LastIndexByte(authority, '@'); i >= 0 {
+			userinfo, hosts, found = authority[:i], authority[i+1:], true
+		}
+		addrs := strings.Split(hosts, ",")
+		if path != "" && path != "/" {
+			return nil, "", fmt.Errorf("%w: a cluster URL has no database path (got %q)", chatmem.ErrInvalid, path)
+		}
+		for _, a := range addrs[1:] {
+			q.Add("addr", a)
+		}
+		u := strings.TrimSuffix(scheme, "+cluster") + "://"
+		if found {
+			u += userinfo + "@"
+		}
+		u += addrs[0]
+		if len(q) > 0 {
+			u += "?" + q.Encode()
+		}
+		o, err := goredis.ParseClusterURL(u)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: %v", chatmem.ErrInvalid, err)
+		}
+		return goredis.NewClusterClient(o), prefix, nil
+	}
+	return nil, "", fmt.Errorf("%w: redis URL scheme %q (want redis, rediss, redis+cluster or rediss+cluster)", chatmem.ErrInvalid, scheme)
+}
+
+// redactURL drops the userinfo of a URL for error messages.
+func redactURL(s string) string {
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		if j := strings.Index(s, "://"); j >= 0 && j < i {
+			return s[:j+3] + "...@" + s[i+1:]
+		}
+	}
+	return s
+}
+
+func validatePrefix(p string) error {
+	if len(p) > 64 {
+		return fmt.Errorf("%w: redis key prefix is %d characters, over 64", chatmem.ErrInvalid, len(p))
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: redis key prefix %q has character %q; allowed are letters, digits and . _ -", chatmem.ErrInvalid, p, c)
+		}
+	}
+	return nil
+}
+
+// Prefix returns the prefix of every key the store writes.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Client returns the client the store uses.
+func (s *Store) Client() goredis.UniversalClient { return s.client }
+
+// convKeys returns a conversation's keys, in the order the scripts take
+// them: meta, msgs, cum, users, sys, idem.
+func (s *Store) convKeys(key chatmem.Key) []string {
+	base := s.prefix + ":{" + key.Tenant + "/" + key.ID + "}:"
+	return []string{base + "meta", base + "msgs", base + "cum", base + "users", base + "sys", base + "idem"}
+}
+
+func (s *Store) metaKey(key chatmem.Key) string {
+	return s.prefix + ":{" + key.Tenant + "/" + key.ID + "}:meta"
+}
+
+// indexKey returns the key of a tenant's sorted set of conversation IDs.
+func (s *Store) indexKey(tenant string) string {
+	return s.prefix + ":tenant:" + tenant + ":convs"
+}
+
+func nanos(t time.Time) string {
+	if t.Before(time.Unix(0, 0)) {
+		return "0"
+	}
+	return strconv.FormatInt(t.UnixNano(), 10)
+}
+
+// maxTime is the latest time Unix nanoseconds in an int64 can hold.
+var maxTime = time.Unix(0, 1<<63-1)
+
+// Append stores msgs at the end of the conversation with one script run. See
+// chatmem.Store. A network failure after the script was sent leaves it
+// unknown whether the messages were stored: the error wraps
+// chatmem.ErrUnavailable, the client does not resend it (so a timeout never
+// turns into a double append), and a retry with the same IdempotencyKey is
+// safe.
+func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	if err := key.Validate(); err != nil {
+		return chatmem.AppendResult{}, err
+	}
+	if len(msgs) == 0 {
+		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
+	}
+	if opts.TTL < 0 {
+		return chatmem.AppendResult{}, fmt.Errorf("%w: negative TTL %v", chatmem.ErrInvalid, opts.TTL)
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = s.now()
+	}
+	expires := "0"
+	if opts.TTL > 0 {
+		exp := now.Add(opts.TTL)
+		if exp.After(maxTime) || exp.Before(now) {
+			exp = maxTime
+		}
+		expires = nanos(exp)
+	}
+	expected := int64(-1)
+	if opts.ExpectedLastSeq != nil {
+		if *opts.ExpectedLastSeq < 0 {
+			return chatmem.AppendResult{}, fmt.Errorf("%w: negative expected last seq %d", chatmem.ErrInvalid, *opts.ExpectedLastSeq)
+		}
+		expected = *opts.ExpectedLastSeq
+	}
+
+	args := make([]any, 0, 5+3*len(msgs))
+	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer)
+	stored := make([]chatmem.Message, len(msgs)) // the result's copies
+	for i, m := range msgs {
+		if !m.Role.Valid() {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: unknown role %q", i, chatmem.ErrInvalid, m.Role)
+		}
+		if m.Tokens < 0 {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: negative token count %d", i, chatmem.ErrInvalid, m.Tokens)
+		}
+		m = m.Clone()
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		stored[i] = m
+		b, err := encodeRecord(m)
+		if err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: %v", i, chatmem.ErrInvalid, err)
+		}
+		kind := "o"
+		switch m.Role {
+		case chatmem.RoleSystem:
+			kind = "s"
+		case chatmem.RoleUser:
+			kind = "u"
+		}
+		args = append(args, b, m.Tokens, kind)
+	}
+
+	reply, err := s.runOnce(ctx, appendScript, s.convKeys(key), args...)
+	if err != nil {
+		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
+	}
+	res, err := parseAppend(key, reply, stored)
+	if err != nil {
+		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
+	}
+	// The index lives in another slot, so it is written after the script:
+	// see the package documentation. The append is stored by now, so a
+	// failure here is logged rather than returned (a caller would retry and
+	// append twice); the next append indexes the conversation again.
+	if err := s.client.ZAdd(context.WithoutCancel(ctx), s.indexKey(key.Tenant), goredis.Z{Member: key.ID}).Err(); err != nil {
+		s.log.ErrorContext(ctx, "redis: index conversation after append", "key", key.String(), "err", err)
+	}
+	return res, nil
+}
+
+// parseAppend turns the append script's reply into a result; stored are
+// the messages the append sent, which become the result's if they were
+// stored.
+func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message) (chatmem.AppendResult, error) {
+	r, ok := reply.([]any)
+	if !ok || len(r) < 2 {
+		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
+	}
+	status, _ := r[0].(int64)
+	if status == 0 {
+		last, _ := r[1].(int64)
+		return chatmem.AppendResult{}, fmt.Errorf("%w: last seq is %d", chatmem.ErrConflict, last)
+	}
+	if len(r) < 3 {
+		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
+	}
+	first, _ := r[1].(int64)
+	conv, err := parseMeta(key, r[2])
+	if err != nil {
+		return chatmem.AppendResult{}, err
+	}
+	res := chatmem.AppendResult{Conversation: conv}
+	if status == 2 {
+		res.Replayed = true
+		if len(r) < 4 {
+			return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
+		}
+		res.Messages, err = decodeMessages(r[3])
+		return res, err
+	}
+	for i := range stored {
+		stored[i].Seq = first + int64(i)
+	}
+	res.Messages = stored
+	return res, nil
+}
+
+// parseMeta turns a meta hash, as HGETALL's flat field-value list inside a
+// script reply or as a map, into a Conversation.
+func parseMeta(key chatmem.Key, v any) (chatmem.Conversation, error) {
+	var fields map[string]string
+	switch v := v.(type) {
+	case map[string]string:
+		fields = v
+	case []any:
+		fields = make(map[string]string, len(v)/2)
+		for i := 0; i+1 < len(v); i += 2 {
+			k, _ := v[i].(string)
+			val, _ := v[i+1].(string)
+			fields[k] = val
+		}
+	default:
+		return chatmem.Conversation{}, fmt.Errorf("unexpected meta %T", v)
+	}
+	var err error
+	num := func(name string) int64 {
+		n, e := strconv.ParseInt(cmp.Or(fields[name], "0"), 10, 64)
+		if e != nil && err == nil {
+			err = fmt.Errorf("meta field %s: %w", name, e)
+		}
+		return n
+	}
+	at := func(name string) time.Time {
+		n := num(name)
+		if n == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, n).UTC()
+	}
+	conv := chatmem.Conversation{
+		Key:          key,
+		Tokenizer:    fields["tokenizer"],
+		LastSeq:      num("last_seq"),
+		Tokens:       num("tokens"),
+		SystemTokens: num("system_tokens"),
+		Turns:        num("turns"),
+		CreatedAt:    at("created_at"),
+		UpdatedAt:    at("updated_at"),
+		ExpiresAt:    at("expires_at"),
+	}
+	return conv, err
+}
+
+// live reports whether conv exists at the store's clock.
+func (s *Store) live(conv chatmem.Conversation) bool {
+	return conv.LastSeq > 0 && (conv.ExpiresAt.IsZero() || s.now().Before(conv.ExpiresAt))
+}
+
+// Conversation returns the conversation's metadata with one HGETALL.
+func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conversation, error) {
+	if err := key.Validate(); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	fields, err := s.client.HGetAll(ctx, s.metaKey(key)).Result()
+	if err != nil {
+		return chatmem.Conversation{}, fmt.Errorf("redis: conversation %s: %w", key, wrap(ctx, err))
+	}
+	conv, err := parseMeta(key, fields)
+	if err != nil {
+		return chatmem.Conversation{}, fmt.Errorf("redis: conversation %s: %w", key, err)
+	}
+	if !s.live(conv) {
+		return chatmem.Conversation{}, notFound(key)
+	}
+	return conv, nil
+}
+
+func notFound(key chatmem.Key) error {
+	return fmt.Errorf("conversation %s: %w", key, chatmem.ErrNotFound)
+}
+
+// maxPage is the largest PageRequest.Limit.
+const maxPage = 1000
+
+// List returns the tenant's conversations in ID order from the tenant's
+// index, skipping (and removing) members whose conversation no longer
+// exists. See the package documentation.
+func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.Page, error) {
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return chatmem.Page{}, fmt.Errorf("tenant: %w", err)
+	}
+	limit := page.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 0 || limit > maxPage {
+		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, page.Limit, maxPage)
+	}
+	index := s.indexKey(tenant)
+	after := page.After
+	// One more than a page is read, so that Next is empty on the last page.
+	var convs []chatmem.Conversation
+	for len(convs) <= limit {
+		lo := "-"
+		if after != "" {
+			lo = "(" + after
+		}
+		want := limit + 1 - len(convs)
+		ids, err := s.client.ZRangeByLex(ctx, index, &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(want)}).Result()
+		if err != nil {
+			return chatmem.Page{}, fmt.Errorf("redis: list %s: %w", tenant, wrap(ctx, err))
+		}
+		if len(ids) == 0 {
+			break
+		}
+		after = ids[len(ids)-1]
+		cmds := make([]*goredis.MapStringStringCmd, len(ids))
+		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = p.HGetAll(ctx, s.metaKey(chatmem.Key{Tenant: tenant, ID: id}))
+			}
+			return nil
+		})
+		if err != nil {
+			return chatmem.Page{}, fmt.Errorf("redis: list %s: %w", tenant, wrap(ctx, err))
+		}
+		for i, id := range ids {
+			key := chatmem.Key{Tenant: tenant, ID: id}
+			conv, err := parseMeta(key, cmds[i].Val())
+			if err != nil {
+				return chatmem.Page{}, fmt.Errorf("redis: list %s: %w", tenant, err)
+			}
+			if !s.live(conv) {
+				if err := s.unindex(ctx, key); err != nil {
+					return chatmem.Page{}, fmt.Errorf("redis: list %s: %w", tenant, err)
+				}
+				continue
+			}
+			convs = append(convs, conv)
+		}
+		if len(ids) < want {
+			break
+		}
+	}
+	var next string
+	if len(convs) > limit {
+		convs = convs[:limit]
+		next = convs[limit-1].Key.ID
+	}
+	return chatmem.Page{Conversations: convs, Next: next}, nil
+}
+
+// unindex removes key from its tenant's index, then puts it back if the
+// conversation exists after all: an Append that created it again between
+// our check and the removal has already added it, and must stay listed.
+func (s *Store) unindex(ctx context.Context, key chatmem.Key) error {
+	index := s.indexKey(key.Tenant)
+	if err := s.client.ZRem(ctx, index, key.ID).Err(); err != nil {
+		return wrap(ctx, err)
+	}
+	fields, err := s.client.HMGet(ctx, s.metaKey(key), "last_seq", "expires_at").Result()
+	if err != nil {
+		return wrap(ctx, err)
+	}
+	if fields[0] == nil {
+		return nil
+	}
+	if exp, _ := fields[1].(string); exp != "" && exp != "0" {
+		if n, err := strconv.ParseInt(exp, 10, 64); err == nil && !s.now().Before(time.Unix(0, n)) {
+			return nil
+		}
+	}
+	return wrap(ctx, s.client.ZAdd(ctx, index, goredis.Z{Member: key.ID}).Err())
+}
+
+// Delete removes every key of the conversation with one script, then its
+// index member.
+func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	n, err := s.run(ctx, deleteScript, s.convKeys(key), nanos(s.now()), "")
+	if err != nil {
+		return fmt.Errorf("redis: delete %s: %w", key, err)
+	}
+	if err := s.unindex(ctx, key); err != nil {
+		return fmt.Errorf("redis: delete %s: %w", key, err)
+	}
+	if n, _ := n.(int64); n != 1 {
+		return notFound(key)
+	}
+	return nil
+}
+
+// Tail returns the newest messages selected by q with one script run; see
+// the package documentation for how it stays bounded by the result.
+func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	// Lua prints numbers past 14 digits in exponent form, which LINDEX
+	// would refuse; no conversation has 2^40 turns.
+	turns := min(max(q.Turns, 0), 1<<40)
+	reply, err := s.run(ctx, tailScript, s.convKeys(key)[:4], nanos(s.now()), max(q.Tokens, 0), turns)
+	if err != nil {
+		return nil, fmt.Errorf("redis: tail of %s: %w", key, err)
+	}
+	return s.messagesReply(key, "tail of", reply)
+}
+
+// Range returns up to limit messages after seq after with one script run.
+func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	reply, err := s.run(ctx, rangeScript, s.convKeys(key)[:2], nanos(s.now()), after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("redis: range of %s: %w", key, err)
+	}
+	return s.messagesReply(key, "range of", reply)
+}
+
+// System returns the system messages from their own list, with one script
+// run.
+func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	reply, err := s.run(ctx, systemScript, s.convKeys(key), nanos(s.now()))
+	if err != nil {
+		return nil, fmt.Errorf("redis: system messages of %s: %w", key, err)
+	}
+	return s.messagesReply(key, "system messages of", reply)
+}
+
+// messagesReply decodes the {first_seq, messages} reply of the read scripts,
+// or {-1} for a conversation that does not exist.
+func (s *Store) messagesReply(key chatmem.Key, op string, reply any) ([]chatmem.Message, error) {
+	r, ok := reply.([]any)
+	if !ok || len(r) == 0 {
+		return nil, fmt.Errorf("redis: %s %s: unexpected script reply %v", op, key, reply)
+	}
+	if first, _ := r[0].(int64); first < 0 || len(r) < 2 {
+		return nil, notFound(key)
+	}
+	msgs, err := decodeMessages(r[1])
+	if err != nil {
+		return nil, fmt.Errorf("redis: %s %s: %w", op, key, err)
+	}
+	return msgs, nil
+}
+
+// PurgeInactive deletes the conversations of tenant (every tenant if empty)
+// that were last updated before before, and returns how many it deleted. It
+// walks the tenants' indexes (found with SCAN on every node when tenant is
+// empty); each deletion re-checks the conversation's updated_at inside its
+// script, so a conversation appended to meanwhile is kept. Index members of
+// conversations that are gone are removed on the way.
+func (s *Store) PurgeInactive(ctx context.Context, tenant string, before time.Time) (int, error) {
+	var tenants []string
+	if tenant != "" {
+		if err := chatmem.ValidateID(tenant); err != nil {
+			return 0, fmt.Errorf("tenant: %w", err)
+		}
+		tenants = []string{tenant}
+	} else {
+		var err error
+		if tenants, err = s.tenants(ctx); err != nil {
+			return 0, fmt.Errorf("redis: purge: %w", err)
+		}
+	}
+	cutoff := nanos(before)
+	if cutoff == "0" {
+		return 0, nil // nothing was updated before 1970
+	}
+	deleted := 0
+	for _, t := range tenants {
+		n, err := s.purgeTenant(ctx, t, cutoff)
+		deleted += n
+		if err != nil {
+			return deleted, fmt.Errorf("redis: purge %s: %w", t, err)
+		}
+	}
+	return deleted, nil
+}
+
+func (s *Store) purgeTenant(ctx context.Context, tenant, cutoff string) (int, error) {
+	index := s.indexKey(tenant)
+	deleted := 0
+	after := "-"
+	for {
+		ids, err := s.client.ZRangeByLex(ctx, index, &goredis.ZRangeBy{Min: after, Max: "+", Count: 500}).Result()
+		if err != nil {
+			return deleted, wrap(ctx, err)
+		}
+		for _, id := range ids {
+			key := chatmem.Key{Tenant: tenant, ID: id}
+			n, err := s.run(ctx, deleteScript, s.convKeys(key), nanos(s.now()), cutoff)
+			if err != nil {
+				return deleted, err
+			}
+			if n, _ := n.(int64); n == 0 {
+				continue
+			} else if n == 1 {
+				deleted++
+			}
+			if err := s.unindex(ctx, key); err != nil {
+				return deleted, err
+			}
+		}
+		if len(ids) < 500 {
+			return deleted, nil
+		}
+		after = "(" + ids[len(ids)-1]
+	}
+}
+
+// tenants finds every tenant index under the prefix with SCAN, on every
+// master of a cluster (or shard of a ring). The pattern cannot match another
+// prefix's keys, because prefixes contain no ':'.
+func (s *Store) tenants(ctx context.Context) ([]string, error) {
+	pattern := s.prefix + ":tenant:*:convs"
+	head, tail := s.prefix+":tenant:", ":convs"
+	seen := make(map[string]bool)
+	var out []string
+	scan := func(ctx context.Context, c goredis.Cmdable) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			t := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), head), tail)
+			if chatmem.ValidateID(t) == nil && !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
+		return iter.Err()
+	}
+	var err error
+	var mu sync.Mutex // guards seen and out: the callbacks run in parallel
+	locked := func(ctx context.Context, c *goredis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return scan(ctx, c)
+	}
+	switch c := s.client.(type) {
+	case *goredis.ClusterClient:
+		err = c.ForEachMaster(ctx, locked)
+	case *goredis.Ring:
+		err = c.ForEachShard(ctx, locked)
+	default:
+		err = scan(ctx, c)
+	}
+	return out, wrap(ctx, err)
+}
+
+// Ping reports whether Redis answers, wrapping chatmem.ErrUnavailable if not.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: ping: %w", unavailable(ctx, err))
+	}
+	return nil
+}
+
+// Close closes the client if Open created it; a client passed to New is the
+// caller's to close.
+func (s *Store) Close() error {
+	if s.owned {
+		return s.client.Close()
+	}
+	return nil
+}
+
+// run runs a script, with EVALSHA and a fallback to EVAL when Redis does not
+// have it cached yet.
+func (s *Store) run(ctx context.Context, script script, keys []string, args ...any) (any, error) {
+	v, err := script.Run(ctx, s.client, keys, args...).Result()
+	return v, wrap(ctx, err)
+}
+
+// runOnce is run for a script that must not run twice: the client's
+// retries on network errors are turned off for it, because a reply lost
+// after the script ran would otherwise re-run it.
+func (s *Store) runOnce(ctx context.Context, script script, keys []string, args ...any) (any, error) {
+	evalArgs := func(name, body string) []any {
+		a := make([]any, 0, 3+len(keys)+len(args))
+		a = append(a, name, body, len(keys))
+		for _, k := range keys {
+			a = append(a, k)
+		}
+		return append(a, args...)
+	}
+	cmd := noRetryCmd{goredis.NewCmd(ctx, evalArgs("evalsha", script.Hash())...)}
+	err := s.client.Process(ctx, cmd)
+	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		// The script did not run; send it in full (once more, at most).
+		cmd = noRetryCmd{goredis.NewCmd(ctx, evalArgs("eval", script.src)...)}
+		err = s.client.Process(ctx, cmd)
+	}
+	if err != nil {
+		return nil, wrap(ctx, err)
+	}
+	return cmd.Val(), nil
+}
+
+// noRetryCmd is a command the client must send at most once.
+type noRetryCmd struct{ *goredis.Cmd }
+
+func (noRetryCmd) NoRetry() bool { return true }
+
+// wrap translates a go-redis error: goredis.Nil becomes chatmem.ErrNotFound,
+// cancellation keeps context.Canceled (or DeadlineExceeded) visible to
+// errors.Is, transient failures wrap chatmem.ErrUnavailable, and other
+// server replies (a script error, WRONGTYPE) pass through.
+func wrap(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, goredis.Nil):
+		return chatmem.ErrNotFound
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) && !transient(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", chatmem.ErrUnavailable, err)
+}
+
+// unavailable is wrap for a call whose every failure means the backend is
+// not usable.
+func unavailable(ctx context.Context, err error) error {
+	err = wrap(ctx, err)
+	if err == nil || errors.Is(err, chatmem.ErrUnavailable) || ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", chatmem.ErrUnavailable, err)
+}
+
+// transient reports the server replies that mean "not now" rather than
+// "never".
+func transient(err error) bool {
+	for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "READONLY", "NOREPLICAS", "MAXCLIENTS"} {
+		if goredis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}

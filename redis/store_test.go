@@ -1,0 +1,410 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"chatmem"
+)
+
+// These tests cover what the shared suite cannot see: the key layout, URL
+// parsing, error translation, and the tail search against a brute force.
+
+func TestKeysShareHashTag(t *testing.T) {
+	s, err := New(goredis.NewClient(&goredis.Options{}), Options{Prefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := chatmem.Key{Tenant: "acme", ID: "c:1@x.y-z"}
+	for _, k := range s.convKeys(key) {
+		open, close := strings.IndexByte(k, '{'), strings.IndexByte(k, '}')
+		if tag := k[open+1 : close]; tag != "acme/c:1@x.y-z" {
+			t.Errorf("key %q has hash tag %q, want acme/c:1@x.y-z", k, tag)
+		}
+	}
+	if got, want := s.indexKey("acme"), "p:tenant:acme:convs"; got != want {
+		t.Errorf("indexKey = %q, want %q", got, want)
+	}
+}
+
+func TestPrefixValidation(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{})
+	for _, p := range []string{"a:b", "a*", "{x}", "a b", strings.Repeat("x", 65)} {
+		if _, err := New(c, Options{Prefix: p}); !errors.Is(err, chatmem.ErrInvalid) {
+			t.Errorf("New(prefix %q) = %v, want ErrInvalid", p, err)
+		}
+	}
+	s, err := New(c, Options{})
+	if err != nil || s.Prefix() != DefaultPrefix {
+		t.Errorf("New(zero options) prefix = %q, %v; want %q", s.Prefix(), err, DefaultPrefix)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	dialer(t) // skips without a server
+	ctx := context.Background()
+	s, err := Open(ctx, redisURL()+"?prefix=viaurl&dial_timeout=2s", Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if s.Prefix() != "viaurl" {
+		t.Errorf("Open(...?prefix=viaurl) prefix = %q", s.Prefix())
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+
+	for _, u := range []string{"http://localhost", "localhost:6379", "redis://localhost?bogus=1", "redis+cluster://a:1,b:2/3"} {
+		if _, err := Open(ctx, u, Options{}); !errors.Is(err, chatmem.ErrInvalid) {
+			t.Errorf("Open(%q) = %v, want ErrInvalid", u, err)
+		}
+	}
+	// A port nothing listens on (the discard port, on loopback).
+	if _, err := Open(ctx, "redis://127.0.0.1:9?dial_timeout=1s&max_retries=-1", Options{}); !errors.Is(err, chatmem.ErrUnavailable) {
+		t.Errorf("Open(unreachable) = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestDialClusterURL(t *testing.T) {
+	c, prefix, err := dial("redis+cluster://u:pw@127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003?prefix=px&dial_timeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc, ok := c.(*goredis.ClusterClient)
+	if !ok {
+		t.Fatalf("dial(redis+cluster://...) = %T, want *ClusterClient", c)
+	}
+	o := cc.Options()
+	if got := strings.Join(o.Addrs, ","); got != "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003" || o.Username != "u" || o.Password != "pw" || o.DialTimeout != time.Second || prefix != "px" {
+		t.Errorf("cluster options = %v user %q pw %q dial %v prefix %q", o.Addrs, o.Username, o.Password, o.DialTimeout, prefix)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	key := chatmem.Key{Tenant: "t", ID: "c"}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	msg := []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi", Tokens: 1}}
+	if _, err := s.Append(ctx, key, msg, chatmem.AppendOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Append(canceled) = %v, want context.Canceled", err)
+	}
+	if _, err := s.Tail(ctx, key, chatmem.TailQuery{Tokens: 10}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Tail(canceled) = %v, want context.Canceled", err)
+	}
+	if _, err := s.Conversation(ctx, key); !errors.Is(err, context.Canceled) {
+		t.Errorf("Conversation(canceled) = %v, want context.Canceled", err)
+	}
+
+	closed := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:9", DialTimeout: time.Second, MaxRetries: -1})
+	s2, _ := New(closed, Options{})
+	if _, err := s2.Append(context.Background(), key, msg, chatmem.AppendOptions{}); !errors.Is(err, chatmem.ErrUnavailable) {
+		t.Errorf("Append(unreachable) = %v, want ErrUnavailable", err)
+	}
+	closed.Close()
+	if _, err := s2.Tail(context.Background(), key, chatmem.TailQuery{Tokens: 1}); !errors.Is(err, chatmem.ErrUnavailable) {
+		t.Errorf("Tail(closed client) = %v, want ErrUnavailable", err)
+	}
+	if err := s2.Ping(context.Background()); !errors.Is(err, chatmem.ErrUnavailable) {
+		t.Errorf("Ping(closed client) = %v, want ErrUnavailable", err)
+	}
+}
+
+// TestTailSearch compares Tail with a brute force over conversations with
+// system messages, zero-token messages and uneven turns, and over one whose
+// recent messages are far smaller than its mean, so that the search reads
+// several chunks of the cum list.
+func TestTailSearch(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(1, 2))
+	roles := []chatmem.Role{chatmem.RoleSystem, chatmem.RoleUser, chatmem.RoleUser, chatmem.RoleAssistant, chatmem.RoleAssistant}
+
+	var random []chatmem.Message
+	for range 600 {
+		random = append(random, chatmem.Message{Role: roles[r.IntN(5)], Tokens: r.IntN(30)})
+	}
+	var skewed []chatmem.Message
+	for i := range 4000 {
+		m := chatmem.Message{Role: roles[1+i%4], Tokens: 100}
+		if i >= 2000 {
+			m.Tokens = 1
+		}
+		if i%97 == 0 {
+			m.Role = chatmem.RoleSystem
+		}
+		skewed = append(skewed, m)
+	}
+	for name, msgs := range map[string][]chatmem.Message{"random": random, "skewed": skewed} {
+		key := chatmem.Key{Tenant: "t", ID: name}
+		for i := range msgs {
+			msgs[i].Content = fmt.Sprintf("m%d", i+1)
+		}
+		for done := 0; done < len(msgs); {
+			n := min(1+r.IntN(300), len(msgs)-done)
+			if _, err := s.Append(ctx, key, msgs[done:done+n], chatmem.AppendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			done += n
+		}
+		var total, users int
+		for i := range msgs {
+			msgs[i].Seq = int64(i + 1)
+			if msgs[i].Role != chatmem.RoleSystem {
+				total += msgs[i].Tokens
+			}
+			if msgs[i].Role == chatmem.RoleUser {
+				users++
+			}
+		}
+		queries := []chatmem.TailQuery{
+			{}, {Tokens: 1}, {Tokens: 7}, {Tokens: 100}, {Tokens: 1999}, {Tokens: 2000}, {Tokens: 2001}, {Tokens: 2100},
+			{Tokens: total - 1}, {Tokens: total}, {Tokens: total + 5}, {Tokens: 1 << 62},
+			{Turns: 1}, {Turns: 3}, {Turns: users}, {Turns: users + 1}, {Turns: 1 << 40}, {Turns: math.MaxInt}, {Tokens: math.MaxInt},
+			{Tokens: 50, Turns: 2}, {Tokens: 50, Turns: 20},
+		}
+		for range 50 {
+			queries = append(queries, chatmem.TailQuery{Tokens: r.IntN(total + 10)})
+		}
+		for _, q := range queries {
+			got, err := s.Tail(ctx, key, q)
+			if err != nil {
+				t.Fatalf("%s: Tail(%+v): %v", name, q, err)
+			}
+			want := bruteTail(msgs, q)
+			if len(got) != len(want) || len(got) > 0 && got[0].Seq != want[0].Seq {
+				t.Errorf("%s: Tail(%+v) = %d msgs from seq %d, want %d from seq %d", name, q, len(got), firstSeq(got), len(want), firstSeq(want))
+				continue
+			}
+			for i := range got {
+				if got[i].Content != want[i].Content || got[i].Seq != want[i].Seq {
+					t.Errorf("%s: Tail(%+v)[%d] = %d %q, want %d %q", name, q, i, got[i].Seq, got[i].Content, want[i].Seq, want[i].Content)
+					break
+				}
+			}
+		}
+	}
+}
+
+func firstSeq(msgs []chatmem.Message) int64 {
+	if len(msgs) == 0 {
+		return 0
+	}
+	return msgs[0].Seq
+}
+
+// bruteTail is TailQuery's definition, read literally.
+func bruteTail(all []chatmem.Message, q chatmem.TailQuery) []chatmem.Message {
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return nil
+	}
+	start := 0
+	if q.Tokens > 0 {
+		sum := 0
+		start = len(all)
+		for i := len(all) - 1; i >= 0; i-- {
+			if all[i].Role != chatmem.RoleSystem {
+				sum += all[i].Tokens
+			}
+			if sum > q.Tokens {
+				break
+			}
+			start = i
+		}
+	}
+	if q.Turns > 0 {
+		seen := 0
+		for i := len(all) - 1; i >= 0; i-- {
+			if all[i].Role == chatmem.RoleUser {
+				if seen++; seen == q.Turns {
+					start = max(start, i)
+					break
+				}
+			}
+		}
+	}
+	return all[start:]
+}
+
+// TestLifecycle runs one conversation through what the suite checks too, as
+// a smoke test of the scripts.
+func TestLifecycle(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := context.Background()
+	key := chatmem.Key{Tenant: "acme", ID: "c1"}
+	sys := chatmem.Message{Role: chatmem.RoleSystem, Content: "be brief", Tokens: 3}
+	user := chatmem.Message{Role: chatmem.RoleUser, Content: "hi", Tokens: 2}
+	asst := chatmem.Message{Role: chatmem.RoleAssistant, Content: "hello", Tokens: 4,
+		ToolCalls: []chatmem.ToolCall{{ID: "x", Type: "function", Function: chatmem.FunctionCall{Name: "f", Arguments: "{}"}}}}
+	now := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	res, err := s.Append(ctx, key, []chatmem.Message{sys, user, asst}, chatmem.AppendOptions{Tokenizer: "estimate", IdempotencyKey: "k1", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Conversation
+	if c.LastSeq != 3 || c.Tokens != 6 || c.SystemTokens != 3 || c.Turns != 1 || c.Tokenizer != "estimate" || !c.CreatedAt.Equal(now) || !c.UpdatedAt.Equal(now) || !c.ExpiresAt.IsZero() {
+		t.Errorf("conversation after append = %+v", c)
+	}
+	if res.Messages[2].Seq != 3 || !res.Messages[2].CreatedAt.Equal(now) {
+		t.Errorf("appended message = %+v", res.Messages[2])
+	}
+	again, err := s.Append(ctx, key, []chatmem.Message{sys}, chatmem.AppendOptions{IdempotencyKey: "k1"})
+	if err != nil || !again.Replayed || len(again.Messages) != 3 || again.Messages[2].ToolCalls[0].Function.Name != "f" || again.Conversation.LastSeq != 3 {
+		t.Errorf("replay = %+v, %v", again, err)
+	}
+	stale := int64(2)
+	if _, err := s.Append(ctx, key, []chatmem.Message{user}, chatmem.AppendOptions{ExpectedLastSeq: &stale}); !errors.Is(err, chatmem.ErrConflict) {
+		t.Errorf("Append(expected 2) = %v, want ErrConflict", err)
+	}
+	got, err := s.System(ctx, key)
+	if err != nil || len(got) != 1 || got[0].Seq != 1 || got[0].Content != "be brief" {
+		t.Errorf("System = %+v, %v", got, err)
+	}
+	got, err = s.Range(ctx, key, 1, 1)
+	if err != nil || len(got) != 1 || got[0].Seq != 2 {
+		t.Errorf("Range(1, 1) = %+v, %v", got, err)
+	}
+	page, err := s.List(ctx, "acme", chatmem.PageRequest{})
+	if err != nil || len(page.Conversations) != 1 || page.Conversations[0].Key != key {
+		t.Errorf("List = %+v, %v", page, err)
+	}
+	if err := s.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, key); !errors.Is(err, chatmem.ErrNotFound) {
+		t.Errorf("second Delete = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Tail(ctx, key, chatmem.TailQuery{Turns: 1}); !errors.Is(err, chatmem.ErrNotFound) {
+		t.Errorf("Tail after Delete = %v, want ErrNotFound", err)
+	}
+
+	// Expiry: already over by the store's clock, then by Redis.
+	if _, err := s.Append(ctx, key, []chatmem.Message{user}, chatmem.AppendOptions{TTL: time.Hour, Now: time.Now().Add(-2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Conversation(ctx, key); !errors.Is(err, chatmem.ErrNotFound) {
+		t.Errorf("Conversation after expiry = %v, want ErrNotFound", err)
+	}
+	res, err = s.Append(ctx, key, []chatmem.Message{user}, chatmem.AppendOptions{TTL: 200 * time.Millisecond})
+	if err != nil || res.Conversation.LastSeq != 1 {
+		t.Fatalf("Append over expired conversation = %+v, %v; want a new conversation", res.Conversation, err)
+	}
+	if ttl := s.client.PTTL(ctx, s.convKeys(key)[1]).Val(); ttl <= 0 || ttl > 200*time.Millisecond {
+		t.Errorf("PTTL of msgs = %v, want (0, 200ms]", ttl)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := s.client.Exists(ctx, s.convKeys(key)...).Val(); n != 0 {
+		t.Errorf("%d keys left after the TTL", n)
+	}
+	page, err = s.List(ctx, "acme", chatmem.PageRequest{})
+	if err != nil || len(page.Conversations) != 0 {
+		t.Errorf("List after expiry = %+v, %v", page, err)
+	}
+	if n := s.client.ZCard(ctx, s.indexKey("acme")).Val(); n != 0 {
+		t.Errorf("index holds %d members after List saw them expired", n)
+	}
+}
+
+func TestListAndPurge(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := context.Background()
+	old := time.Now().Add(-48 * time.Hour)
+	for i := range 25 {
+		for _, tenant := range []string{"a", "b"} {
+			opts := chatmem.AppendOptions{}
+			if i%2 == 0 {
+				opts.Now = old
+			}
+			msg := []chatmem.Message{{Role: chatmem.RoleUser, Content: "x", Tokens: 1}}
+			if _, err := s.Append(ctx, chatmem.Key{Tenant: tenant, ID: fmt.Sprintf("c%02d", i)}, msg, opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A stale member, as a crash between Delete's two steps leaves.
+	s.client.ZAdd(ctx, s.indexKey("a"), goredis.Z{Member: "c05x"})
+	var ids []string
+	for after := ""; ; {
+		page, err := s.List(ctx, "a", chatmem.PageRequest{After: after, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Conversations {
+			ids = append(ids, c.Key.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
+	}
+	if len(ids) != 25 || ids[0] != "c00" || ids[24] != "c24" {
+		t.Errorf("listed %d: %v", len(ids), ids)
+	}
+	n, err := s.PurgeInactive(ctx, "a", time.Now().Add(-24*time.Hour))
+	if err != nil || n != 13 {
+		t.Errorf("PurgeInactive(a) = %d, %v; want 13", n, err)
+	}
+	n, err = s.PurgeInactive(ctx, "", time.Now().Add(-24*time.Hour))
+	if err != nil || n != 13 {
+		t.Errorf("PurgeInactive(all) = %d, %v; want 13 (tenant b)", n, err)
+	}
+	for _, tenant := range []string{"a", "b"} {
+		page, err := s.List(ctx, tenant, chatmem.PageRequest{Limit: 100})
+		if err != nil || len(page.Conversations) != 12 {
+			t.Errorf("List(%s) after purge = %d, %v; want 12", tenant, len(page.Conversations), err)
+		}
+	}
+}
+
+// TestAppendNotResent checks that a reply lost to a read timeout does not
+// make the client send the append script again (go-redis resends other
+// commands after timeouts), so an append never lands twice. The batch is
+// big enough that the script outlasts the client's read timeout.
+func TestAppendNotResent(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	o, err := goredis.ParseURL(redisURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 2*time.Millisecond, 10*time.Second, 5
+	impatient := goredis.NewClient(o)
+	defer impatient.Close()
+	s2, err := New(impatient, Options{Prefix: s.Prefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	key := chatmem.Key{Tenant: "t", ID: "slow"}
+	msgs := make([]chatmem.Message, 2000)
+	for i := range msgs {
+		msgs[i] = chatmem.Message{Role: chatmem.RoleUser, Content: strings.Repeat("x", 1000), Tokens: 1}
+	}
+	_, err = s2.Append(ctx, key, msgs, chatmem.AppendOptions{})
+	if err == nil {
+		t.Skip("the append beat a 2ms read timeout; nothing to check")
+	}
+	if !errors.Is(err, chatmem.ErrUnavailable) {
+		t.Errorf("Append error = %v, want ErrUnavailable", err)
+	}
+	// The script runs once, after the client gave up on its reply.
+	var last int64
+	for range 50 {
+		time.Sleep(20 * time.Millisecond)
+		if c, err := s.Conversation(ctx, key); err == nil {
+			last = c.LastSeq
+		}
+	}
+	if last != int64(len(msgs)) {
+		t.Errorf("after a timed-out append: LastSeq = %d, want %d (stored once)", last, len(msgs))
+	}
+}
