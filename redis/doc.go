@@ -8,14 +8,18 @@
 // script on one node, on a Redis Cluster too. With the default prefix
 // "chatmem", conversation acme/c1 has:
 //
-//	chatmem:{acme/c1}:meta   hash: tokenizer, last_seq, tokens, system_tokens,
-//	                         turns, created_at, updated_at, expires_at
-//	                         (times in Unix nanoseconds; expires_at 0: never)
-//	chatmem:{acme/c1}:msgs   list: message JSON, seq n at index n-1
-//	chatmem:{acme/c1}:cum    list: non-system tokens of messages 1..n, at n-1
-//	chatmem:{acme/c1}:users  list: the seqs of the user messages
-//	chatmem:{acme/c1}:sys    list: the system messages' JSON (a copy)
-//	chatmem:{acme/c1}:idem   hash: idempotency key -> "first:last" seq
+//	chatmem:{acme/c1}:meta      hash: tokenizer, last_seq, tokens, system_tokens,
+//	                            turns, created_at, updated_at, expires_at
+//	                            (times in Unix nanoseconds; expires_at 0: never)
+//	chatmem:{acme/c1}:msgs      list: message JSON, seq n at index n-1
+//	chatmem:{acme/c1}:cum       list: non-system tokens of messages 1..n, at n-1
+//	chatmem:{acme/c1}:users     list: the seqs of the user messages
+//	chatmem:{acme/c1}:sys       list: the system messages' JSON (a copy)
+//	chatmem:{acme/c1}:idem      hash: idempotency key -> "first:last" seq
+//	chatmem:{acme/c1}:summary   hash: covers_seq, text, tokens, summarizer,
+//	                            created_at
+//	chatmem:{acme/c1}:facts     hash: fact key -> current chatmem.Fact JSON
+//	chatmem:{acme/c1}:facthist  hash: fact key -> JSON array of its values
 //
 // Tenants and IDs pass chatmem.ValidateID, which excludes * ? [ ] { } and /,
 // so no ID can reach into another conversation's keys, change a hash tag or
@@ -55,7 +59,8 @@
 // # Expiry
 //
 // An append with a TTL records expires_at and sets PEXPIRE on all of the
-// conversation's keys, so Redis removes them by itself; reads also compare
+// conversation's keys (keys written later, such as facts, take the time to
+// live meta has left), so Redis removes them by itself; reads also compare
 // expires_at with the store's clock, so a conversation is not found from the
 // moment it expires. Index members of expired conversations are removed
 // lazily, by List and PurgeInactive.

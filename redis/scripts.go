@@ -12,9 +12,11 @@ type script struct {
 func newScript(src string) script { return script{goredis.NewScript(src), src} }
 
 // The Lua scripts below run atomically on the Redis node that owns the
-// conversation's hash slot. Every one of them takes the conversation's keys in
-// the order of convKeys (meta, msgs, cum, users, sys, idem), so each script
-// touches one hash slot only and runs unchanged on a Redis Cluster.
+// conversation's hash slot. They take the conversation's keys (all of them
+// in the order of convKeys, or the few they use), so each script touches one
+// hash slot only and runs unchanged on a Redis Cluster. The first key is
+// always meta, whose last_seq field exists exactly when the conversation
+// does.
 //
 // Times are Unix nanoseconds in decimal strings: Lua numbers are doubles, which
 // cannot hold them exactly, so scripts compare them as strings (see lt) and
@@ -35,6 +37,13 @@ local function expired(exp, now)
   return exp ~= nil and exp ~= false and exp ~= '0' and not lt(now, exp)
 end
 
+-- keepExpiry gives key the time to live meta has left, so that what is
+-- written after the last append expires with the conversation.
+local function keepExpiry(meta, key)
+  local ttl = redis.call('PTTL', meta)
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+
 -- pushAll pushes the values of t onto key in chunks, because unpack is
 -- limited to a few thousand values.
 local function pushAll(key, t)
@@ -46,7 +55,7 @@ end
 
 // appendScript appends a batch of messages.
 //
-// ARGV: now, expires_at ('0': this append sets no expiry), expected last seq
+// KEYS: all of the conversation's. ARGV: now, expires_at ('0': this append sets no expiry), expected last seq
 // (-1: none), idempotency key (empty: none), tokenizer, then one triple per
 // message: its JSON object without seq, its tokens, and its kind ('s'
 // system, 'u' user, 'o' other).
@@ -65,8 +74,13 @@ local exp = m[2]
 if last and expired(exp, now) then
   -- Expired but not yet removed by Redis (our clock runs ahead of its):
   -- the conversation no longer exists, so this append starts a new one.
-  redis.call('DEL', meta, msgs, cum, users, sys, idem)
   last = nil
+end
+if not last then
+  -- Nothing of an earlier conversation with this ID may leak into the new
+  -- one: keys written after its last append can outlive its meta by a
+  -- millisecond of expiry.
+  redis.call('DEL', unpack(KEYS))
 end
 
 -- A retried append must be a no-op even after later appends moved last_seq,
@@ -133,7 +147,7 @@ return {1, first, redis.call('HGETALL', meta)}
 
 // tailScript reads the newest messages selected by a TailQuery.
 //
-// ARGV: now, tokens, turns. It replies {-1} for a missing or expired
+// KEYS: meta, msgs, cum, users. ARGV: now, tokens, turns. It replies {-1} for a missing or expired
 // conversation, else {first_seq, messages}.
 //
 // The token run is found on the cum list (cum[j] holds the non-system tokens
@@ -186,7 +200,7 @@ return {start, redis.call('LRANGE', msgs, start - 1 - last, -1)}
 
 // rangeScript reads up to limit messages after a seq.
 //
-// ARGV: now, after, limit (<= 0: all). It replies {-1} for a missing or
+// KEYS: meta, msgs. ARGV: now, after, limit (<= 0: all). It replies {-1} for a missing or
 // expired conversation, else {first_seq, messages}.
 var rangeScript = newScript(luaPrelude + `
 local meta, msgs = KEYS[1], KEYS[2]
@@ -203,10 +217,10 @@ return {after + 1, redis.call('LRANGE', msgs, after, stop - 1)}
 
 // systemScript reads the system messages.
 //
-// ARGV: now. It replies {-1} for a missing or expired conversation, else
+// KEYS: meta, sys. ARGV: now. It replies {-1} for a missing or expired conversation, else
 // {0, messages}.
 var systemScript = newScript(luaPrelude + `
-local meta, sys = KEYS[1], KEYS[5]
+local meta, sys = KEYS[1], KEYS[2]
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at')
 if not m[1] or expired(m[2], ARGV[1]) then return {-1} end
 return {0, redis.call('LRANGE', sys, 0, -1)}
@@ -216,9 +230,10 @@ return {0, redis.call('LRANGE', sys, 0, -1)}
 // conversation was updated at or after it (a purge that lost a race with an
 // append).
 //
-// ARGV: now, before (empty for an unconditional delete). It replies 1 if a live
-// conversation was deleted, 0 if it was kept, and -1 if there was none (its
-// keys, if it had expired, are deleted too).
+// KEYS: all of the conversation's. ARGV: now, before (empty for an
+// unconditional delete). It replies 1 if a live conversation was deleted, 0
+// if it was kept, and -1 if there was none (its keys, if it had expired, are
+// deleted too).
 var deleteScript = newScript(luaPrelude + `
 local meta = KEYS[1]
 local now, before = ARGV[1], ARGV[2]
@@ -228,4 +243,71 @@ if live and before ~= '' and not lt(m[3], before) then return 0 end
 redis.call('DEL', unpack(KEYS))
 if live then return 1 end
 return -1
+`)
+
+// readScript reads a hash of a live conversation: one field, or (with an
+// empty field) all of them.
+//
+// KEYS: meta, the hash. ARGV: now, field. It replies {-1} for a missing or
+// expired conversation, else {0, value} (nil for a missing field, the
+// HGETALL list for all).
+var readScript = newScript(luaPrelude + `
+local m = redis.call('HMGET', KEYS[1], 'last_seq', 'expires_at')
+if not m[1] or expired(m[2], ARGV[1]) then return {-1} end
+if ARGV[2] == '' then return {0, redis.call('HGETALL', KEYS[2])} end
+return {0, redis.call('HGET', KEYS[2], ARGV[2])}
+`)
+
+// putSummaryScript replaces the summary if the stored one covers prev.
+//
+// KEYS: meta, summary. ARGV: now, prev, covers_seq, text, tokens,
+// summarizer, created_at. It replies -1 for a missing or expired
+// conversation, 0 after storing, {1, covered} when the stored summary
+// covers another seq, and {2, last_seq} when covers_seq is past the last
+// message.
+var putSummaryScript = newScript(luaPrelude + `
+local meta, summary = KEYS[1], KEYS[2]
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at')
+if not m[1] or expired(m[2], ARGV[1]) then return -1 end
+local covered = tonumber(redis.call('HGET', summary, 'covers_seq')) or 0
+if covered ~= tonumber(ARGV[2]) then return {1, covered} end
+if tonumber(ARGV[3]) > tonumber(m[1]) then return {2, tonumber(m[1])} end
+redis.call('HSET', summary, 'covers_seq', ARGV[3], 'text', ARGV[4], 'tokens', ARGV[5],
+  'summarizer', ARGV[6], 'created_at', ARGV[7])
+keepExpiry(meta, summary)
+return 0
+`)
+
+// setFactsScript records facts in order: each becomes its key's current
+// value and is appended to the key's history, a JSON array kept as text.
+//
+// KEYS: meta, facts, facthist. ARGV: now, then one pair per fact: its key
+// and its JSON. It replies -1 for a missing or expired conversation, else 0.
+var setFactsScript = newScript(luaPrelude + `
+local meta, facts, hist = KEYS[1], KEYS[2], KEYS[3]
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at')
+if not m[1] or expired(m[2], ARGV[1]) then return -1 end
+if #ARGV < 2 then return 0 end
+for i = 2, #ARGV, 2 do
+  local name, fact = ARGV[i], ARGV[i + 1]
+  redis.call('HSET', facts, name, fact)
+  local h = redis.call('HGET', hist, name)
+  if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
+  redis.call('HSET', hist, name, h)
+end
+keepExpiry(meta, facts)
+keepExpiry(meta, hist)
+return 0
+`)
+
+// deleteFactScript removes a fact's current value and history.
+//
+// KEYS: meta, facts, facthist. ARGV: now, key. It replies -1 for a missing
+// or expired conversation, else how many current values it removed (0 or
+// 1).
+var deleteFactScript = newScript(luaPrelude + `
+local m = redis.call('HMGET', KEYS[1], 'last_seq', 'expires_at')
+if not m[1] or expired(m[2], ARGV[1]) then return -1 end
+redis.call('HDEL', KEYS[3], ARGV[2])
+return redis.call('HDEL', KEYS[2], ARGV[2])
 `)

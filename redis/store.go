@@ -194,16 +194,46 @@ func (s *Store) Prefix() string { return s.prefix }
 // Client returns the client the store uses.
 func (s *Store) Client() goredis.UniversalClient { return s.client }
 
-// convKeys returns a conversation's keys, in the order the scripts take
-// them: meta, msgs, cum, users, sys, idem.
+// The positions of a conversation's keys in convKeys, which is also the
+// order in which the scripts take them.
+const (
+	kMeta = iota
+	kMsgs
+	kCum
+	kUsers
+	kSys
+	kIdem
+	kSummary
+	kFacts
+	kFactHist
+	numKeys
+)
+
+// keySuffixes are the last parts of a conversation's keys, by position.
+var keySuffixes = [numKeys]string{"meta", "msgs", "cum", "users", "sys", "idem", "summary", "facts", "facthist"}
+
+// convKeys returns every key of a conversation, in the order of the k*
+// constants.
 func (s *Store) convKeys(key chatmem.Key) []string {
 	base := s.prefix + ":{" + key.Tenant + "/" + key.ID + "}:"
-	return []string{base + "meta", base + "msgs", base + "cum", base + "users", base + "sys", base + "idem"}
+	keys := make([]string, numKeys)
+	for i, suffix := range keySuffixes {
+		keys[i] = base + suffix
+	}
+	return keys
 }
 
-func (s *Store) metaKey(key chatmem.Key) string {
-	return s.prefix + ":{" + key.Tenant + "/" + key.ID + "}:meta"
+// keysAt returns the conversation's keys at the positions given.
+func (s *Store) keysAt(key chatmem.Key, at ...int) []string {
+	base := s.prefix + ":{" + key.Tenant + "/" + key.ID + "}:"
+	keys := make([]string, len(at))
+	for i, k := range at {
+		keys[i] = base + keySuffixes[k]
+	}
+	return keys
 }
+
+func (s *Store) metaKey(key chatmem.Key) string { return s.keysAt(key, kMeta)[0] }
 
 // indexKey returns the key of a tenant's sorted set of conversation IDs.
 func (s *Store) indexKey(tenant string) string {
@@ -536,7 +566,7 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 	// Lua prints numbers past 14 digits in exponent form, which LINDEX
 	// would refuse; no conversation has 2^40 turns.
 	turns := min(max(q.Turns, 0), 1<<40)
-	reply, err := s.run(ctx, tailScript, s.convKeys(key)[:4], nanos(s.now()), max(q.Tokens, 0), turns)
+	reply, err := s.run(ctx, tailScript, s.keysAt(key, kMeta, kMsgs, kCum, kUsers), nanos(s.now()), max(q.Tokens, 0), turns)
 	if err != nil {
 		return nil, fmt.Errorf("redis: tail of %s: %w", key, err)
 	}
@@ -548,7 +578,7 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
-	reply, err := s.run(ctx, rangeScript, s.convKeys(key)[:2], nanos(s.now()), after, limit)
+	reply, err := s.run(ctx, rangeScript, s.keysAt(key, kMeta, kMsgs), nanos(s.now()), after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("redis: range of %s: %w", key, err)
 	}
@@ -561,7 +591,7 @@ func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message,
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
-	reply, err := s.run(ctx, systemScript, s.convKeys(key), nanos(s.now()))
+	reply, err := s.run(ctx, systemScript, s.keysAt(key, kMeta, kSys), nanos(s.now()))
 	if err != nil {
 		return nil, fmt.Errorf("redis: system messages of %s: %w", key, err)
 	}

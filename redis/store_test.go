@@ -408,3 +408,26 @@ func TestAppendNotResent(t *testing.T) {
 		t.Errorf("after a timed-out append: LastSeq = %d, want %d (stored once)", last, len(msgs))
 	}
 }
+
+// TestExpiryCoversLaterKeys checks that a summary and facts written after
+// the last append of a conversation with a TTL expire with it.
+func TestExpiryCoversLaterKeys(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := context.Background()
+	key := chatmem.Key{Tenant: "t", ID: "ttl"}
+	msgs := []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi", Tokens: 1}}
+	if _, err := s.Append(ctx, key, msgs, chatmem.AppendOptions{TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSummary(ctx, key, chatmem.Summary{Text: "hi", CoversSeq: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFacts(ctx, key, []chatmem.Fact{{Key: "name", Value: "Ada", SetBy: "app", Confidence: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range s.keysAt(key, kSummary, kFacts, kFactHist) {
+		if ttl := s.client.PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("PTTL %s = %v, want (0, 1m]", k, ttl)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"chatmem"
+)
+
+var _ chatmem.FactStore = (*Store)(nil)
+
+// A conversation's facts live in two hashes keyed by fact key: facts holds
+// each key's current value as chatmem.Fact JSON, facthist every value it
+// has had, as a JSON array in the order they were set.
+
+// Facts returns the current value of every fact key, ordered by key (byte
+// order), with one script run.
+func (s *Store) Facts(ctx context.Context, key chatmem.Key) ([]chatmem.Fact, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := s.readHash(ctx, key, kFacts, "")
+	if err != nil {
+		return nil, fmt.Errorf("redis: facts of %s: %w", key, err)
+	}
+	fields := hashFields(v)
+	out := make([]chatmem.Fact, 0, len(fields))
+	for name, raw := range fields {
+		var f chatmem.Fact
+		if err := json.Unmarshal([]byte(raw), &f); err != nil {
+			return nil, fmt.Errorf("redis: facts of %s: decode %s: %w", key, name, err)
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b chatmem.Fact) int { return cmp.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// FactHistory returns every value the named fact has had, oldest first.
+func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) ([]chatmem.Fact, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return nil, err
+	}
+	v, err := s.readHash(ctx, key, kFactHist, name)
+	if err != nil {
+		return nil, fmt.Errorf("redis: history of fact %s of %s: %w", name, key, err)
+	}
+	raw, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("%w: conversation %s has no fact %q", chatmem.ErrNotFound, key, name)
+	}
+	var out []chatmem.Fact
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("redis: history of fact %s of %s: %w", name, key, err)
+	}
+	return out, nil
+}
+
+// SetFacts records facts in order with one script, after validating every
+// one of them; a zero CreatedAt means the store's clock. An empty batch
+// writes nothing but still wraps chatmem.ErrNotFound for a missing
+// conversation.
+func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	now := s.now()
+	args := make([]any, 0, 1+2*len(facts))
+	args = append(args, nanos(now))
+	for i, f := range facts {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("fact %d: %w", i, err)
+		}
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		b, err := json.Marshal(f)
+		if err != nil {
+			return fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
+		}
+		args = append(args, f.Key, b)
+	}
+	n, err := s.run(ctx, setFactsScript, s.keysAt(key, kMeta, kFacts, kFactHist), args...)
+	if err != nil {
+		return fmt.Errorf("redis: set facts of %s: %w", key, err)
+	}
+	if n, _ := n.(int64); n < 0 {
+		return notFound(key)
+	}
+	return nil
+}
+
+// DeleteFact removes the named fact and its history with one script.
+func (s *Store) DeleteFact(ctx context.Context, key chatmem.Key, name string) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return err
+	}
+	n, err := s.run(ctx, deleteFactScript, s.keysAt(key, kMeta, kFacts, kFactHist), nanos(s.now()), name)
+	if err != nil {
+		return fmt.Errorf("redis: delete fact %s of %s: %w", name, key, err)
+	}
+	switch n, _ := n.(int64); {
+	case n < 0:
+		return notFound(key)
+	case n == 0:
+		return fmt.Errorf("%w: conversation %s has no fact %q", chatmem.ErrNotFound, key, name)
+	}
+	return nil
+}
