@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"chatmem"
 )
@@ -55,18 +56,44 @@ func BenchmarkWindowVsRaw(b *testing.B) {
 			}
 		}
 	})
+	rawDecode := func() error {
+		items, err := s.client.LRange(ctx, msgsKey, first, last).Result()
+		if err != nil {
+			return err
+		}
+		list := make([]any, len(items))
+		for i, it := range items {
+			list[i] = it
+		}
+		_, err = decodeMessages(list)
+		return err
+	}
+	// interleaved alternates the three reads, so that a busy machine slows
+	// them alike, and reports the ratios.
+	b.Run("interleaved", func(b *testing.B) {
+		var tail, raw, rawDec time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			if _, err := s.Tail(ctx, key, chatmem.TailQuery{Tokens: budget}); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if err := s.client.LRange(ctx, msgsKey, first, last).Err(); err != nil {
+				b.Fatal(err)
+			}
+			t2 := time.Now()
+			if err := rawDecode(); err != nil {
+				b.Fatal(err)
+			}
+			tail, raw, rawDec = tail+t1.Sub(t0), raw+t2.Sub(t1), rawDec+time.Since(t2)
+		}
+		b.ReportMetric(float64(tail)/float64(raw), "tail/raw")
+		b.ReportMetric(float64(tail)/float64(rawDec), "tail/raw+decode")
+	})
 	b.Run("raw+decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			items, err := s.client.LRange(ctx, msgsKey, first, last).Result()
-			if err != nil {
-				b.Fatal(err)
-			}
-			list := make([]any, len(items))
-			for i, it := range items {
-				list[i] = it
-			}
-			if _, err := decodeMessages(list); err != nil {
+			if err := rawDecode(); err != nil {
 				b.Fatal(err)
 			}
 		}
