@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"chatmem"
+	"chatmem/tokenizer"
+)
+
+// benchResult is one line of `chatmem bench --json`.
+type benchResult struct {
+	Store          string  `json:"store"`
+	Policy         string  `json:"policy"`
+	Messages       int     `json:"messages"`
+	Budget         int     `json:"budget"`
+	P50us          float64 `json:"p50_us"`
+	P99us          float64 `json:"p99_us"`
+	WindowMessages int     `json:"window_messages"`
+	FillSeconds    float64 `json:"fill_s"`
+}
+
+func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench",
+		"bench [--store URL] [--messages 1000,100000,1000000] [--budget 4000] [--policy P] [--turns N] [--iterations 300] [--json]\n\n"+
+			"For each size, fills one conversation with that many messages (with a progress bar on\n"+
+			"standard error), then measures per-turn cost: append one message and read the context\n"+
+			"under the policy. Prints p50 and p99 per size; with --json one JSON object per size.\n"+
+			"The benchmark conversations are deleted afterwards.",
+		"chatmem bench --store sqlite:/tmp/bench.db --messages 1000,1000000 --budget 4000", stderr)
+	storeURL := fs.String("store", "", storeURLHelp)
+	dataDir := fs.String("data-dir", defaultDataDir, "data directory of the default SQLite store")
+	sizesFlag := fs.String("messages", "1000,100000,1000000", "comma-separated conversation sizes")
+	budget := fs.Int("budget", 4000, "token budget")
+	policy := fs.String("policy", string(chatmem.PolicyTokenBudget), "policy: "+strings.Join(policyNames(), ", "))
+	turns := fs.Int("turns", 0, "turns (last_turns)")
+	iterations := fs.Int("iterations", 300, "measured turns per size")
+	asJSON := fs.Bool("json", false, "print one JSON object per size")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	sizes, err := parseSizes(*sizesFlag)
+	if err != nil {
+		return err
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
+	if err := p.Validate(); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if *iterations < 1 {
+		return usageErr("--iterations must be at least 1")
+	}
+	store, err := openStore(ctx, *storeURL, *dataDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
+	if err != nil {
+		return err
+	}
+
+	var results []benchResult
+	for _, n := range sizes {
+		r, err := benchSize(ctx, mem, p, n, *iterations, stderr)
+		if err != nil {
+			return err
+		}
+		r.Store = storeName(*storeURL)
+		results = append(results, r)
+		if *asJSON {
+			if err := json.NewEncoder(stdout).Encode(r); err != nil {
+				return err
+			}
+		}
+	}
+	if !*asJSON {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "store\tpolicy\tmessages\tbudget\tp50 µs\tp99 µs\twindow msgs\tfill s\t")
+		for _, r := range results {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%d\t%.1f\t\n", r.Store, r.Policy, r.Messages, r.Budget, r.P50us, r.P99us, r.WindowMessages, r.FillSeconds)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(results) > 1 {
+			first, last := results[0], results[len(results)-1]
+			fmt.Fprintf(stdout, "p50 at %d messages / p50 at %d: %.2fx\n", last.Messages, first.Messages, last.P50us/first.P50us)
+		}
+	}
+	return nil
+}
+
+func parseSizes(s string) ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, usageErr("--messages: %q is not a positive number", f)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes, nil
+}
+
+// benchContent is about 40 tokens under the seed's estimator.
+const benchContent = "Customer asks where order SE-10423 is; the agent says it is out for delivery and should arrive by 8 pm, and offers running socks for Rs 249."
+
+func benchSize(ctx context.Context, mem *chatmem.Memory, p chatmem.Policy, n, iterations int, progress io.Writer) (benchResult, error) {
+	var suffix [4]byte
+	rand.Read(suffix[:])
+	key := chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("bench-%d-%s", n, hex.EncodeToString(suffix[:]))}
+	defer mem.Store().Delete(context.WithoutCancel(ctx), key)
+
+	message := func(i int) chatmem.Message {
+		role := chatmem.RoleUser
+		if i%2 == 1 {
+			role = chatmem.RoleAssistant
+		}
+		return chatmem.Message{Role: role, Content: fmt.Sprintf("%d: %s", i, benchContent)}
+	}
+	start := time.Now()
+	bar := newProgress(progress, fmt.Sprintf("filling %d messages", n), n)
+	batch := make([]chatmem.Message, 0, 1000)
+	for i := 0; i < n; i++ {
+		batch = append(batch, message(i))
+		if len(batch) == cap(batch) || i == n-1 {
+			if _, err := mem.Append(ctx, key, batch, chatmem.AppendOptions{}); err != nil {
+				return benchResult{}, err
+			}
+			batch = batch[:0]
+			bar.set(i + 1)
+		}
+	}
+	bar.done()
+	fill := time.Since(start)
+	// Let the collector finish with the fill's garbage before measuring, so
+	// the in-process store's turns do not pay for the fill.
+	runtime.GC()
+
+	// Each turn appends the next message and reads the context, as a chat
+	// backend does once per user message. A few warm-up turns come first.
+	const warmup = 10
+	var window int
+	durations := make([]time.Duration, 0, iterations)
+	for i := 0; i < warmup+iterations; i++ {
+		t0 := time.Now()
+		if _, err := mem.Append(ctx, key, []chatmem.Message{message(n + i)}, chatmem.AppendOptions{}); err != nil {
+			return benchResult{}, err
+		}
+		w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{})
+		if err != nil {
+			return benchResult{}, err
+		}
+		if i >= warmup {
+			durations = append(durations, time.Since(t0))
+		}
+		window = len(w.Messages)
+	}
+	slices.Sort(durations)
+	pct := func(q float64) float64 {
+		return float64(durations[int(q*float64(len(durations)-1))].Nanoseconds()) / 1e3
+	}
+	return benchResult{Policy: string(p.Kind), Messages: n, Budget: p.Budget, P50us: pct(0.50), P99us: pct(0.99), WindowMessages: window, FillSeconds: fill.Seconds()}, nil
+}
+
+// progress draws a one-line progress bar, redrawn in place.
+type progress struct {
+	w         io.Writer
+	label     string
+	total     int
+	lastDrawn time.Time
+	lastPct   int
+}
+
+func newProgress(w io.Writer, label string, total int) *progress {
+	p := &progress{w: w, label: label, total: total, lastPct: -1}
+	p.set(0)
+	return p
+}
+
+func (p *progress) set(done int) {
+	pct := done * 100 / max(p.total, 1)
+	if pct == p.lastPct || (time.Since(p.lastDrawn) < 200*time.Millisecond && done < p.total) {
+		return
+	}
+	p.lastPct, p.lastDrawn = pct, time.Now()
+	const width = 30
+	filled := pct * width / 100
+	fmt.Fprintf(p.w, "\r%s [%s%s] %3d%%", p.label, strings.Repeat("=", filled), strings.Repeat(" ", width-filled), pct)
+}
+
+func (p *progress) done() {
+	p.set(p.total)
+	fmt.Fprintln(p.w)
+}
