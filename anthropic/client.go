@@ -1,0 +1,175 @@
+package anthropic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"chatmem"
+)
+
+// DefaultBaseURL is the API address a zero Options.BaseURL stands for.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// DefaultMaxTokens is the answer cap a zero Options.MaxTokens stands for.
+// It leaves room for thinking, which some models do by default and which
+// counts in the cap.
+const DefaultMaxTokens = 4096
+
+// Options configure a Summarizer or an Extractor. Model is required, and so
+// is APIKey when BaseURL is the default; the zero value of every other field
+// means its default.
+//
+// There is no temperature: the Messages API version the SDK sends
+// (anthropic-version 2026-10-21) no longer accepts one.
+type Options struct {
+	// BaseURL is the API's address, without the "/v1"; empty means
+	// DefaultBaseURL.
+	BaseURL string
+	// APIKey is sent in the x-api-key header. Empty sends none, for a
+	// gateway that adds its own.
+	APIKey string
+	// Model names the model, e.g. "claude-haiku-4-5".
+	Model string
+	// MaxTokens caps the answer (max_tokens). Zero means DefaultMaxTokens.
+	// A cap so large that the SDK would require streaming is refused.
+	MaxTokens int
+	// MaxRetries is how often the SDK retries a request that failed with a
+	// network error, 408, 409, 429 or 5xx (529 overloaded included), with
+	// backoff. Zero means the SDK's default (2); negative means no retries.
+	MaxRetries int
+	// HTTPClient sends the requests; nil means http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// client is what Summarizer and Extractor share: the SDK's message service
+// and the request settings.
+type client struct {
+	messages sdk.MessageService
+	opts     Options
+}
+
+func newClient(opts Options) (*client, error) {
+	if opts.Model == "" {
+		return nil, fmt.Errorf("%w: anthropic: a model is required", chatmem.ErrInvalid)
+	}
+	if opts.BaseURL == "" && opts.APIKey == "" {
+		return nil, fmt.Errorf("%w: anthropic: an API key is required for %s", chatmem.ErrInvalid, DefaultBaseURL)
+	}
+	if opts.MaxTokens < 0 {
+		return nil, fmt.Errorf("%w: anthropic: max tokens %d is negative", chatmem.ErrInvalid, opts.MaxTokens)
+	}
+	if opts.MaxTokens == 0 {
+		opts.MaxTokens = DefaultMaxTokens
+	}
+	// The SDK refuses, at each call, a non-streaming request whose max_tokens
+	// could take over 10 minutes; ask it now, so the mistake shows at setup.
+	if _, err := sdk.CalculateNonStreamingTimeout(opts.MaxTokens, sdk.Model(opts.Model), nil); err != nil {
+		return nil, fmt.Errorf("%w: anthropic: max tokens %d: %v", chatmem.ErrInvalid, opts.MaxTokens, err)
+	}
+	reqOpts := []option.RequestOption{
+		// Configuration comes from opts alone: no ANTHROPIC_API_KEY,
+		// ANTHROPIC_BASE_URL or profile from the environment.
+		option.WithoutEnvironmentDefaults(),
+		// option.WithAPIKey sends the key as a bearer token in this SDK
+		// version; the Messages API documents the x-api-key header.
+		option.WithHeaderDel("Authorization"),
+	}
+	if opts.APIKey != "" {
+		reqOpts = append(reqOpts, option.WithHeader("X-Api-Key", opts.APIKey))
+	}
+	if opts.BaseURL != "" {
+		reqOpts = append(reqOpts, option.WithBaseURL(opts.BaseURL))
+	}
+	switch {
+	case opts.MaxRetries < 0:
+		reqOpts = append(reqOpts, option.WithMaxRetries(0))
+	case opts.MaxRetries > 0:
+		reqOpts = append(reqOpts, option.WithMaxRetries(opts.MaxRetries))
+	}
+	if opts.HTTPClient != nil {
+		reqOpts = append(reqOpts, option.WithHTTPClient(opts.HTTPClient))
+	}
+	return &client{messages: sdk.NewClient(reqOpts...).Messages, opts: opts}, nil
+}
+
+// name is what Name returns: "anthropic:" and the model.
+func (c *client) name() string { return "anthropic:" + c.opts.Model }
+
+// params returns a request with the instructions in the system field and
+// the data in the one user message.
+func (c *client) params(system, user string) sdk.MessageNewParams {
+	return sdk.MessageNewParams{
+		Model:     sdk.Model(c.opts.Model),
+		MaxTokens: int64(c.opts.MaxTokens),
+		System:    []sdk.TextBlockParam{{Text: system}},
+		Messages:  []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(user))},
+	}
+}
+
+// complete sends p and returns the text of the answer's text blocks, joined
+// (thinking blocks are skipped). An answer that did not end its turn
+// normally (cut at max_tokens, refused, a tool call asked for) is an error,
+// whatever text it holds.
+func (c *client) complete(ctx context.Context, what string, p sdk.MessageNewParams) (string, error) {
+	res, err := c.messages.New(ctx, p)
+	if err != nil {
+		return "", classify(ctx, what, err)
+	}
+	switch res.StopReason {
+	case sdk.StopReasonEndTurn, sdk.StopReasonStopSequence, "":
+	case sdk.StopReasonMaxTokens:
+		return "", fmt.Errorf("anthropic %s: %w: the answer was cut at %d tokens; raise MaxTokens", what, chatmem.ErrUnavailable, c.opts.MaxTokens)
+	case sdk.StopReasonRefusal:
+		return "", fmt.Errorf("anthropic %s: %w: the model refused to answer", what, chatmem.ErrUnavailable)
+	default:
+		return "", fmt.Errorf("anthropic %s: %w: the answer stopped with %q", what, chatmem.ErrUnavailable, res.StopReason)
+	}
+	var b strings.Builder
+	for _, block := range res.Content {
+		if block.Type == "text" {
+			b.WriteString(block.Text)
+		}
+	}
+	return b.String(), nil
+}
+
+// classify wraps an SDK error in the chatmem sentinel it stands for.
+func classify(ctx context.Context, what string, err error) error {
+	var apiErr *sdk.Error
+	if errors.As(err, &apiErr) {
+		code := apiErr.StatusCode
+		detail := fmt.Sprintf("%d %s", code, http.StatusText(code))
+		if code == 529 {
+			detail = "529 Overloaded"
+		}
+		if t := string(apiErr.Type()); t != "" {
+			detail += " " + t
+		}
+		if apiErr.Message != "" {
+			detail += ": " + apiErr.Message
+		}
+		if apiErr.RequestID != "" {
+			detail += " (request " + apiErr.RequestID + ")"
+		}
+		switch {
+		case code == http.StatusRequestTimeout || code == http.StatusConflict ||
+			code == http.StatusTooManyRequests || code >= 500:
+			return fmt.Errorf("anthropic %s: %w: %s", what, chatmem.ErrUnavailable, detail)
+		case code >= 400:
+			return fmt.Errorf("anthropic %s: %w: %s", what, chatmem.ErrInvalid, detail)
+		}
+		return fmt.Errorf("anthropic %s: unexpected %s", what, detail)
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// The caller gave up; that says nothing about the service.
+		return fmt.Errorf("anthropic %s: %w", what, err)
+	}
+	// A network failure, a deadline that passed, an unreadable answer.
+	return fmt.Errorf("anthropic %s: %w: %w", what, chatmem.ErrUnavailable, err)
+}

@@ -1,0 +1,60 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"chatmem"
+)
+
+// Summarizer is a chatmem.Summarizer that asks a model for the rolling
+// summary over the Chat Completions API. It is safe for concurrent use.
+type Summarizer struct {
+	c *client
+}
+
+var _ chatmem.Summarizer = (*Summarizer)(nil)
+
+// NewSummarizer returns a Summarizer for opts. It makes no request. A
+// missing model, a missing API key for the default base URL, or an option
+// out of range wraps chatmem.ErrInvalid.
+func NewSummarizer(opts Options) (*Summarizer, error) {
+	c, err := newClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Summarizer{c: c}, nil
+}
+
+// Name returns "openai:" and the model, e.g. "openai:gpt-4o-mini".
+func (s *Summarizer) Name() string { return s.c.name() }
+
+// Summarize returns the model's summary of prev followed by msgs, trimmed,
+// in one request: the instructions in the system message, prev and msgs as
+// delimited data in the user message (see the package doc). System messages
+// in msgs are not sent. When msgs hold nothing to send, prev is returned as
+// it is, with no request; when prev is empty too, the error wraps
+// chatmem.ErrInvalid. An empty or whitespace-only answer is an error
+// wrapping chatmem.ErrUnavailable, never a summary; so are answers cut at
+// MaxTokens or refused. Request errors are classified as the package doc
+// says.
+func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.Message) (string, error) {
+	prev = strings.TrimSpace(prev)
+	text, n := transcript(msgs)
+	if n == 0 {
+		if prev == "" {
+			return "", fmt.Errorf("%w: openai summarize: no messages to summarize", chatmem.ErrInvalid)
+		}
+		return prev, nil
+	}
+	answer, err := s.c.complete(ctx, "summarize", s.c.params(summarySystem, summaryUser(prev, text)))
+	if err != nil {
+		return "", err
+	}
+	answer = strings.TrimSpace(answer)
+	if answer == "" {
+		return "", fmt.Errorf("openai summarize: %w: the model returned an empty summary", chatmem.ErrUnavailable)
+	}
+	return answer, nil
+}
