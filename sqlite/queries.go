@@ -1,0 +1,112 @@
+package sqlite
+
+// The store's statements, all parameterised. Messages and idempotency keys
+// are always selected by tenant (?1) and conversation ID (?2) first, so no
+// statement reaches past one conversation of one tenant; TestQueryPlans
+// checks that every statement below is an index search, never a scan of a
+// table.
+
+// conversationCols are the columns scanConversation reads, in its order.
+const conversationCols = `tenant, id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at`
+
+// liveCond holds for the conversations not expired at the time bound to ?3.
+const liveCond = `(expires_at IS NULL OR expires_at > ?3)`
+
+// messageCols are the columns scanMessages reads, in its order.
+const messageCols = `seq, role, content, name, tool_calls, tool_call_id, tokens, created_at, metadata`
+
+// Conversations.
+const (
+	// selectConversation reads a conversation whether or not it expired
+	// (Append deletes an expired one).
+	selectConversation = `SELECT ` + conversationCols + ` FROM conversations WHERE tenant = ?1 AND id = ?2`
+
+	// selectLiveConversation reads a conversation not expired at ?3.
+	selectLiveConversation = selectConversation + ` AND ` + liveCond
+
+	// selectPage lists the tenant's live conversations with IDs after ?2.
+	selectPage = `SELECT ` + conversationCols + ` FROM conversations
+		WHERE tenant = ?1 AND id > ?2 AND ` + liveCond + ` ORDER BY id LIMIT ?4`
+
+	// upsertConversation creates a conversation or stores its new totals;
+	// the tokenizer and creation time stay those of the first append.
+	upsertConversation = `INSERT INTO conversations (` + conversationCols + `)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+		ON CONFLICT (tenant, id) DO UPDATE SET
+			last_seq = excluded.last_seq, tokens = excluded.tokens, system_tokens = excluded.system_tokens,
+			turns = excluded.turns, updated_at = excluded.updated_at, expires_at = excluded.expires_at`
+
+	// deleteConversation deletes a conversation; its messages and keys go
+	// with it by ON DELETE CASCADE.
+	deleteConversation = `DELETE FROM conversations WHERE tenant = ?1 AND id = ?2`
+
+	// deleteLiveConversation deletes a conversation not expired at ?3.
+	deleteLiveConversation = deleteConversation + ` AND ` + liveCond
+
+	// sweepExpired deletes up to ?2 conversations expired at ?1.
+	sweepExpired = `DELETE FROM conversations WHERE (tenant, id) IN (
+		SELECT tenant, id FROM conversations WHERE expires_at <= ?1 LIMIT ?2)`
+
+	// purgeInactive deletes up to ?2 conversations of any tenant last
+	// updated before ?1.
+	purgeInactive = `DELETE FROM conversations WHERE (tenant, id) IN (
+		SELECT tenant, id FROM conversations WHERE updated_at < ?1 LIMIT ?2)`
+
+	// purgeInactiveTenant deletes up to ?2 conversations of tenant ?3 last
+	// updated before ?1.
+	purgeInactiveTenant = `DELETE FROM conversations WHERE (tenant, id) IN (
+		SELECT tenant, id FROM conversations WHERE tenant = ?3 AND updated_at < ?1 LIMIT ?2)`
+)
+
+// Messages and idempotency keys.
+const (
+	insertMessage = `INSERT INTO messages (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id,
+		tokens, tokens_before, turn, created_at, metadata)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)`
+
+	// selectRange reads the messages with seq > ?3, at most ?4 of them
+	// (a negative limit is none), along the messages_seq index.
+	selectRange = `SELECT ` + messageCols + ` FROM messages
+		WHERE tenant = ?1 AND conv_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4`
+
+	// selectBudgetStart finds the first message of the newest run whose
+	// non-system tokens sum to at most B. With T the conversation's total,
+	// the run from message s on sums to T - tokens_before(s), so s is the
+	// oldest message with tokens_before >= T - B (bound to ?3). One seek in
+	// messages_budget: tokens_before never decreases with seq, and ties
+	// (system messages, zero-token ones) go to the oldest, which the
+	// longest run includes.
+	selectBudgetStart = `SELECT seq FROM messages
+		WHERE tenant = ?1 AND conv_id = ?2 AND tokens_before >= ?3
+		ORDER BY tokens_before, seq LIMIT 1`
+
+	// selectTurnStart finds the user message that starts turn ?3: one seek
+	// in the partial index messages_turn.
+	selectTurnStart = `SELECT seq FROM messages
+		WHERE tenant = ?1 AND conv_id = ?2 AND role = 'user' AND turn = ?3`
+
+	// selectSystem reads the system messages along the partial index
+	// messages_system.
+	selectSystem = `SELECT ` + messageCols + ` FROM messages
+		WHERE tenant = ?1 AND conv_id = ?2 AND role = 'system' ORDER BY seq`
+
+	selectIdempotencyKey = `SELECT first_seq, count FROM idempotency_keys
+		WHERE tenant = ?1 AND conv_id = ?2 AND key = ?3`
+
+	insertIdempotencyKey = `INSERT INTO idempotency_keys (tenant, conv_id, key, first_seq, count)
+		VALUES (?1, ?2, ?3, ?4, ?5)`
+)
+
+// writeStatements are prepared on the write pool, readStatements on the
+// read pool.
+var (
+	writeStatements = []string{
+		selectConversation, upsertConversation, deleteConversation, deleteLiveConversation,
+		sweepExpired, purgeInactive, purgeInactiveTenant,
+		insertMessage, selectRange, selectIdempotencyKey, insertIdempotencyKey,
+	}
+	readStatements = []string{
+		selectLiveConversation, selectPage,
+		selectRange, selectBudgetStart, selectTurnStart, selectSystem,
+	}
+)

@@ -1,0 +1,142 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"chatmem"
+)
+
+// Tail returns the newest messages selected by q, oldest first: the longest
+// run of newest messages whose non-system tokens fit q.Tokens, the messages
+// from the q.Turns-th newest user message on, or the shorter of the two. It
+// reads in one snapshot the conversation row, the first seq of the run (an
+// index seek per bound) and the run itself (an index range), so its cost
+// follows the size of the result, not the length of the conversation. It
+// returns chatmem.ErrNotFound for a conversation that does not exist or has
+// expired, and wraps chatmem.ErrInvalid for a bad key.
+func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var out []chatmem.Message
+	err := s.read(ctx, func(t tx) error {
+		conv, err := liveConversation(t, key, now)
+		if err != nil {
+			return err
+		}
+		if q.Tokens <= 0 && q.Turns <= 0 {
+			out = []chatmem.Message{}
+			return nil
+		}
+		start := int64(1)
+		if q.Tokens > 0 && conv.Tokens > int64(q.Tokens) {
+			err := t.row(selectBudgetStart, key.Tenant, key.ID, conv.Tokens-int64(q.Tokens)).Scan(&start)
+			if errors.Is(err, sql.ErrNoRows) {
+				out = []chatmem.Message{} // the newest message alone is over the budget
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if turn := conv.Turns - int64(q.Turns) + 1; q.Turns > 0 && turn >= 1 {
+			var seq int64
+			err := t.row(selectTurnStart, key.Tenant, key.ID, turn).Scan(&seq)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("sqlite: conversation %s has %d turns but no user message starts turn %d", key, conv.Turns, turn)
+			}
+			if err != nil {
+				return err
+			}
+			start = max(start, seq)
+		}
+		out, err = queryMessages(t, selectRange, key.Tenant, key.ID, start-1, -1)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Range returns up to limit messages with Seq > after, oldest first (limit
+// <= 0: all of them). It returns chatmem.ErrNotFound for a conversation that
+// does not exist or has expired, and wraps chatmem.ErrInvalid for a bad key.
+func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = -1
+	}
+	return s.readMessages(ctx, key, selectRange, key.Tenant, key.ID, after, limit)
+}
+
+// System returns the conversation's system messages, oldest first. It
+// returns chatmem.ErrNotFound for a conversation that does not exist or has
+// expired, and wraps chatmem.ErrInvalid for a bad key.
+func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	return s.readMessages(ctx, key, selectSystem, key.Tenant, key.ID)
+}
+
+// readMessages runs query in the snapshot in which the conversation is
+// live.
+func (s *Store) readMessages(ctx context.Context, key chatmem.Key, query string, args ...any) ([]chatmem.Message, error) {
+	now := s.now()
+	var out []chatmem.Message
+	err := s.read(ctx, func(t tx) error {
+		if _, err := liveConversation(t, key, now); err != nil {
+			return err
+		}
+		var err error
+		out, err = queryMessages(t, query, args...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// queryMessages runs query, which selects messageCols, and decodes the rows.
+func queryMessages(t tx, query string, args ...any) ([]chatmem.Message, error) {
+	rows, err := t.query(query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	msgs := []chatmem.Message{}
+	for rows.Next() {
+		var (
+			m                   chatmem.Message
+			role                string
+			created             int64
+			toolCalls, metadata sql.NullString
+		)
+		if err := rows.Scan(&m.Seq, &role, &m.Content, &m.Name, &toolCalls, &m.ToolCallID, &m.Tokens, &created, &metadata); err != nil {
+			return nil, err
+		}
+		m.Role = chatmem.Role(role)
+		m.CreatedAt = fromNanos(created)
+		if toolCalls.Valid {
+			if err := json.Unmarshal([]byte(toolCalls.String), &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("sqlite: message %d: decode tool calls: %w", m.Seq, err)
+			}
+		}
+		if metadata.Valid {
+			if err := json.Unmarshal([]byte(metadata.String), &m.Metadata); err != nil {
+				return nil, fmt.Errorf("sqlite: message %d: decode metadata: %w", m.Seq, err)
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, rows.Err()
+}

@@ -1,0 +1,316 @@
+// Package sqlite is chatmem's embedded default store: one SQLite file, pure
+// Go (modernc.org/sqlite, no cgo), safe for many goroutines and for several
+// processes sharing the file.
+//
+// The database runs in WAL mode, so readers never wait for the writer. SQLite
+// has one writer at a time: every write is one BEGIN IMMEDIATE transaction,
+// which takes the write lock before it reads anything, so concurrent
+// appenders queue for the lock instead of failing half-way with SQLITE_BUSY.
+// In one process they queue on the store's single write connection; across
+// processes each waits for the lock for up to Options.BusyTimeout. Reads run
+// on a separate pool of read-only connections, each read one snapshot.
+//
+// Conversations keep running totals and every message row carries the
+// non-system tokens before it and the user turns up to it, so the newest
+// messages that fit a budget, or the last N turns, are found with one index
+// seek and read with one index range, whatever the length of the history.
+// The schema is in migrations/, applied by Open.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	sqlitedriver "modernc.org/sqlite"
+
+	"chatmem"
+)
+
+var (
+	_ chatmem.Store   = (*Store)(nil)
+	_ chatmem.Sweeper = (*Store)(nil)
+	_ chatmem.Purger  = (*Store)(nil)
+)
+
+// Options configure a Store. The zero value means the defaults.
+type Options struct {
+	// BusyTimeout is how long a write waits for the write lock while
+	// other processes hold it (and a read for a lock it needs, which is
+	// rare in WAL mode) before failing with chatmem.ErrUnavailable. Zero:
+	// 10 seconds.
+	BusyTimeout time.Duration
+	// MaxReaders bounds the open read connections. Zero: GOMAXPROCS, at
+	// least 4.
+	MaxReaders int
+	// Now is the clock reads use to tell whether a conversation has
+	// expired, and appends without AppendOptions.Now use. Nil: time.Now.
+	Now func() time.Time
+}
+
+// DefaultBusyTimeout is the busy timeout a zero Options.BusyTimeout stands for.
+const DefaultBusyTimeout = 10 * time.Second
+
+// Store is a chatmem.Store over one SQLite file. It implements
+// chatmem.Sweeper and chatmem.Purger too. It is safe for concurrent use by
+// many goroutines and processes.
+type Store struct {
+	path string
+	// w is the write pool: one connection whose transactions begin
+	// IMMEDIATE, so this process's writers queue on it (honouring their
+	// contexts) and take SQLite's write lock in turn.
+	w *pool
+	// r is the read pool: read-only connections, each read transaction one
+	// WAL snapshot.
+	r           *pool
+	now         func() time.Time
+	busyTimeout time.Duration
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the SQLite database at path, creating the file if it does not
+// exist, switches it to WAL mode and applies the pending migrations (in one
+// write transaction, so processes opening the same file at once apply them
+// exactly once). ctx bounds only the opening. It wraps chatmem.ErrInvalid
+// for an empty path or ":memory:" (the store needs a file its connections
+// share).
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("%w: sqlite store needs a file path, not %q", chatmem.ErrInvalid, path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	if opts.MaxReaders <= 0 {
+		opts.MaxReaders = max(runtime.GOMAXPROCS(0), 4)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+
+	w, err := sql.Open("sqlite", dsn(abs, opts, false))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	r, err := sql.Open("sqlite", dsn(abs, opts, true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(opts.MaxReaders)
+	r.SetMaxIdleConns(opts.MaxReaders)
+	s := &Store{path: abs, w: &pool{db: w}, r: &pool{db: r}, now: opts.Now, busyTimeout: opts.BusyTimeout}
+
+	if err := s.setup(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, translate(ctx, err))
+	}
+	return s, nil
+}
+
+// dsn returns the modernc.org/sqlite data source name for the file at abs.
+// The path goes in a file: URI, escaped, so that no character of it is
+// taken for the query.
+func dsn(abs string, opts Options, readOnly bool) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows drive letter
+	}
+	q := url.Values{}
+	if readOnly {
+		// busy_timeout first: every later pragma may need to wait for a
+		// lock. The driver's busy handler gives up when the context ends.
+		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
+		q.Set("_query_only", "1")
+	} else {
+		// No busy timeout: beginWrite waits for the write lock itself.
+		q.Add("_pragma", "busy_timeout(0)")
+		q.Set("_txlock", "immediate")
+	}
+	q.Add("_pragma", "foreign_keys(1)")
+	// FULL, not NORMAL: in WAL mode NORMAL may lose the last commits on a
+	// power failure, and appends must never be lost once acknowledged.
+	q.Add("_pragma", "synchronous(FULL)")
+	return (&url.URL{Scheme: "file", Path: p}).String() + "?" + q.Encode()
+}
+
+// setup switches the file to WAL mode, migrates its schema and prepares the
+// statements.
+func (s *Store) setup(ctx context.Context) error {
+	var mode string
+	err := s.retryBusy(ctx, func() error {
+		return s.w.db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+	})
+	if err != nil {
+		return fmt.Errorf("set WAL mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("set WAL mode: journal mode is %q", mode)
+	}
+	if err := migrate(ctx, s.beginWrite); err != nil {
+		return err
+	}
+	if err := s.w.prepare(ctx, writeStatements...); err != nil {
+		return err
+	}
+	return s.r.prepare(ctx, readStatements...)
+}
+
+// Ping reports whether the database file can be read, wrapping
+// chatmem.ErrUnavailable if not.
+func (s *Store) Ping(ctx context.Context) error {
+	var v int
+	if err := s.r.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		if ctx.Err() != nil {
+			return translate(ctx, err)
+		}
+		return fmt.Errorf("%w: sqlite %s: %v", chatmem.ErrUnavailable, s.path, err)
+	}
+	return nil
+}
+
+// Close closes both connection pools. Further calls return the first
+// call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = errors.Join(s.r.close(), s.w.close())
+	})
+	return s.closeErr
+}
+
+// write runs fn in one IMMEDIATE transaction on the write connection and
+// commits it if fn returns nil.
+func (s *Store) write(ctx context.Context, fn func(tx) error) error {
+	c, t, err := s.beginWrite(ctx)
+	if err != nil {
+		return translate(ctx, err)
+	}
+	defer c.Close() // after the transaction ends: hands the connection on
+	return s.run(ctx, s.w, t, fn)
+}
+
+// read runs fn in one read transaction: every statement of fn sees the
+// same snapshot.
+func (s *Store) read(ctx context.Context, fn func(tx) error) error {
+	t, err := s.r.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return translate(ctx, err)
+	}
+	return s.run(ctx, s.r, t, fn)
+}
+
+func (s *Store) run(ctx context.Context, p *pool, t *sql.Tx, fn func(tx) error) error {
+	defer t.Rollback()
+	if err := fn(tx{ctx: ctx, tx: t, p: p}); err != nil {
+		return translate(ctx, err)
+	}
+	return translate(ctx, t.Commit())
+}
+
+// beginWrite begins an IMMEDIATE transaction on the write connection, which
+// takes SQLite's write lock. It waits for its turn on the connection in
+// this process, then, holding the connection, for the lock while another
+// process holds it: so one writer per process polls for the lock while
+// the others wait their turn without spending CPU. The caller closes c
+// once the transaction has ended.
+func (s *Store) beginWrite(ctx context.Context) (c *sql.Conn, t *sql.Tx, err error) {
+	if c, err = s.w.db.Conn(ctx); err != nil {
+		return nil, nil, err
+	}
+	err = s.retryBusy(ctx, func() error {
+		t, err = c.BeginTx(ctx, nil)
+		return err
+	})
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, t, nil
+}
+
+// retryBusy runs fn until it does not fail with SQLITE_BUSY; once the
+// database has stayed locked for the busy timeout it wraps
+// chatmem.ErrUnavailable. It polls at short random intervals instead of
+// leaving the wait to SQLite's busy handler, whose back-off grows to 100ms
+// between attempts: a process that sleeps that long hardly ever finds the
+// lock free while another process writes back to back, and would starve
+// until its timeout. (TestTwoProcesses shows the difference.)
+func (s *Store) retryBusy(ctx context.Context, fn func() error) error {
+	var deadline time.Time // from the first failure: queueing in this process does not count
+	for {
+		err := fn()
+		if err == nil || !isBusy(err) {
+			return err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.busyTimeout)
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("%w: sqlite: the database stayed locked for %v: %v", chatmem.ErrUnavailable, s.busyTimeout, err)
+		}
+		pause := time.NewTimer(100*time.Microsecond + rand.N(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return ctx.Err()
+		case <-pause.C:
+		}
+	}
+}
+
+// SQLite primary result codes translate recognises.
+const (
+	sqliteBusy   = 5
+	sqliteLocked = 6
+)
+
+// translate turns err into what the Store contract promises: the context's
+// error once ctx is done (the driver may report an interrupted statement
+// instead), chatmem.ErrUnavailable for a lock not granted within the busy
+// timeout. chatmem sentinels pass unchanged; other driver errors get the
+// package's prefix.
+func translate(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(err, cerr) {
+			return err
+		}
+		return fmt.Errorf("sqlite: %w (%v)", cerr, err)
+	}
+	if isBusy(err) {
+		return fmt.Errorf("%w: sqlite: %v", chatmem.ErrUnavailable, err)
+	}
+	var se *sqlitedriver.Error
+	if errors.As(err, &se) {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	return err
+}
+
+// isBusy reports whether err is SQLite's "database is locked" (SQLITE_BUSY
+// or SQLITE_LOCKED, with any extended code).
+func isBusy(err error) bool {
+	var se *sqlitedriver.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == sqliteBusy || c == sqliteLocked
+}

@@ -1,0 +1,336 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"chatmem"
+)
+
+// Times are stored as Unix nanoseconds; these bound what fits in an int64.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// clampedNanos returns t in Unix nanoseconds, clamped to what an int64
+// holds: right for comparisons with stored times, which all fit.
+func clampedNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minTime):
+		return math.MinInt64
+	case t.After(maxTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// checkTime wraps chatmem.ErrInvalid for a time that cannot be stored.
+func checkTime(what string, t time.Time) error {
+	if t.Before(minTime) || t.After(maxTime) {
+		return fmt.Errorf("%w: %s %s is outside the years 1678 to 2262", chatmem.ErrInvalid, what, t)
+	}
+	return nil
+}
+
+func scanConversation(sc scanner) (chatmem.Conversation, error) {
+	var (
+		c                chatmem.Conversation
+		created, updated int64
+		expires          sql.NullInt64
+	)
+	err := sc.Scan(&c.Key.Tenant, &c.Key.ID, &c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns,
+		&created, &updated, &expires)
+	if err != nil {
+		return chatmem.Conversation{}, err
+	}
+	c.CreatedAt, c.UpdatedAt = fromNanos(created), fromNanos(updated)
+	if expires.Valid {
+		c.ExpiresAt = fromNanos(expires.Int64)
+	}
+	return c, nil
+}
+
+func notFound(key chatmem.Key) error {
+	return fmt.Errorf("conversation %s: %w", key, chatmem.ErrNotFound)
+}
+
+// liveConversation reads the conversation row in t. It returns
+// chatmem.ErrNotFound for a conversation that does not exist or expired by
+// now.
+func liveConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversation, error) {
+	c, err := scanConversation(t.row(selectLiveConversation, key.Tenant, key.ID, clampedNanos(now)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return chatmem.Conversation{}, notFound(key)
+	}
+	return c, err
+}
+
+// Conversation returns the conversation's metadata. It returns
+// chatmem.ErrNotFound for a conversation that does not exist or has
+// expired, and wraps chatmem.ErrInvalid for a bad key.
+func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conversation, error) {
+	if err := key.Validate(); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	c, err := scanConversation(s.r.row(ctx, selectLiveConversation, key.Tenant, key.ID, clampedNanos(s.now())))
+	if errors.Is(err, sql.ErrNoRows) {
+		return chatmem.Conversation{}, notFound(key)
+	}
+	return c, translate(ctx, err)
+}
+
+// DefaultPageLimit and MaxPageLimit bound PageRequest.Limit.
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 1000
+)
+
+// List returns the tenant's live conversations ordered by ID (byte order),
+// one page at a time. An unknown tenant has an empty list. It wraps
+// chatmem.ErrInvalid for a bad tenant or a limit outside 0..1000.
+func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.Page, error) {
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return chatmem.Page{}, fmt.Errorf("tenant: %w", err)
+	}
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultPageLimit
+	case limit < 0 || limit > MaxPageLimit:
+		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is not within 1..%d", chatmem.ErrInvalid, page.Limit, MaxPageLimit)
+	}
+	// One row more than the page tells whether another page follows.
+	rows, err := s.r.query(ctx, selectPage, tenant, page.After, clampedNanos(s.now()), limit+1)
+	if err != nil {
+		return chatmem.Page{}, translate(ctx, err)
+	}
+	defer rows.Close()
+	p := chatmem.Page{Conversations: make([]chatmem.Conversation, 0, min(limit+1, 64))}
+	for rows.Next() {
+		c, err := scanConversation(rows)
+		if err != nil {
+			return chatmem.Page{}, translate(ctx, err)
+		}
+		p.Conversations = append(p.Conversations, c)
+	}
+	if err := rows.Err(); err != nil {
+		return chatmem.Page{}, translate(ctx, err)
+	}
+	if len(p.Conversations) > limit {
+		p.Conversations = p.Conversations[:limit]
+		p.Next = p.Conversations[limit-1].Key.ID
+	}
+	return p, nil
+}
+
+// Delete removes the conversation with its messages and idempotency keys
+// (by ON DELETE CASCADE). It returns chatmem.ErrNotFound for a conversation
+// that does not exist or has expired (an expired one is left to Sweep), and
+// wraps chatmem.ErrInvalid for a bad key.
+func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	now := s.now()
+	return s.write(ctx, func(t tx) error {
+		res, err := t.exec(deleteLiveConversation, key.Tenant, key.ID, clampedNanos(now))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return notFound(key)
+		}
+		return nil
+	})
+}
+
+// Append stores msgs at the end of the conversation in one IMMEDIATE
+// transaction, creating the conversation if it does not exist (or has
+// expired: the expired one is deleted first). It checks, in this order, the
+// idempotency key (a match returns the original messages with Replayed set
+// and writes nothing) and AppendOptions.ExpectedLastSeq (a mismatch returns
+// chatmem.ErrConflict). Sequence numbers continue densely from the
+// conversation's last one. It wraps chatmem.ErrInvalid for a bad key, an
+// empty batch, an unknown role, a negative token count or a time outside
+// 1678..2262. Nothing is written when it returns an error.
+func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	if err := key.Validate(); err != nil {
+		return chatmem.AppendResult{}, err
+	}
+	if len(msgs) == 0 {
+		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = s.now()
+	}
+	if err := checkTime("append time", now); err != nil {
+		return chatmem.AppendResult{}, err
+	}
+	var expires time.Time
+	if opts.TTL > 0 {
+		expires = now.Add(opts.TTL)
+		if err := checkTime("expiry", expires); err != nil {
+			return chatmem.AppendResult{}, err
+		}
+	}
+	// Everything that can be refused is refused before the transaction.
+	out := make([]chatmem.Message, len(msgs))
+	rows := make([]messageRow, len(msgs))
+	for i, m := range msgs {
+		m = m.Clone()
+		if !m.Role.Valid() {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: unknown role %q", i, chatmem.ErrInvalid, m.Role)
+		}
+		if m.Tokens < 0 {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: negative token count %d", i, chatmem.ErrInvalid, m.Tokens)
+		}
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		if err := checkTime(fmt.Sprintf("message %d created_at", i), m.CreatedAt); err != nil {
+			return chatmem.AppendResult{}, err
+		}
+		var err error
+		if rows[i], err = encode(m); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+		}
+		out[i] = m
+	}
+
+	var res chatmem.AppendResult
+	err := s.write(ctx, func(t tx) error {
+		conv, found, err := currentConversation(t, key, now)
+		if err != nil {
+			return err
+		}
+		if found && opts.IdempotencyKey != "" {
+			var first, count int64
+			err := t.row(selectIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey).Scan(&first, &count)
+			switch {
+			case err == nil:
+				orig, err := queryMessages(t, selectRange, key.Tenant, key.ID, first-1, count)
+				if err != nil {
+					return err
+				}
+				res = chatmem.AppendResult{Messages: orig, Conversation: conv, Replayed: true}
+				return nil
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		if e := opts.ExpectedLastSeq; e != nil && *e != conv.LastSeq {
+			return fmt.Errorf("%w: conversation %s is at seq %d, not the expected %d", chatmem.ErrConflict, key, conv.LastSeq, *e)
+		}
+		if !found {
+			conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, CreatedAt: now}
+		}
+		first := conv.LastSeq + 1
+		for i := range out {
+			conv.LastSeq++
+			out[i].Seq = conv.LastSeq
+			rows[i].tokensBefore = conv.Tokens
+			switch out[i].Role {
+			case chatmem.RoleSystem:
+				conv.SystemTokens += int64(out[i].Tokens)
+			case chatmem.RoleUser:
+				conv.Turns++
+				conv.Tokens += int64(out[i].Tokens)
+			default:
+				conv.Tokens += int64(out[i].Tokens)
+			}
+			rows[i].turn = conv.Turns
+		}
+		conv.UpdatedAt = now
+		if !expires.IsZero() {
+			conv.ExpiresAt = expires
+		}
+		// The conversation row first: the messages reference it.
+		if err := putConversation(t, conv); err != nil {
+			return err
+		}
+		for i, m := range out {
+			r := rows[i]
+			if _, err := t.exec(insertMessage, key.Tenant, key.ID, m.Seq, string(m.Role), m.Content, m.Name,
+				r.toolCalls, m.ToolCallID, m.Tokens, r.tokensBefore, r.turn, m.CreatedAt.UnixNano(), r.metadata); err != nil {
+				return fmt.Errorf("insert message %d: %w", m.Seq, err)
+			}
+		}
+		if opts.IdempotencyKey != "" {
+			if _, err := t.exec(insertIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey, first, len(out)); err != nil {
+				return err
+			}
+		}
+		res = chatmem.AppendResult{Messages: out, Conversation: conv}
+		return nil
+	})
+	if err != nil {
+		return chatmem.AppendResult{}, err
+	}
+	return res, nil
+}
+
+// currentConversation reads the conversation row for an append. An expired
+// conversation is deleted (with its messages and keys) and reported as not
+// found, so that the append starts it afresh.
+func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversation, bool, error) {
+	c, err := scanConversation(t.row(selectConversation, key.Tenant, key.ID))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return chatmem.Conversation{}, false, nil
+	case err != nil:
+		return chatmem.Conversation{}, false, err
+	case !c.ExpiresAt.IsZero() && !c.ExpiresAt.After(now):
+		if _, err := t.exec(deleteConversation, key.Tenant, key.ID); err != nil {
+			return chatmem.Conversation{}, false, err
+		}
+		return chatmem.Conversation{}, false, nil
+	}
+	return c, true, nil
+}
+
+func putConversation(t tx, c chatmem.Conversation) error {
+	var expires sql.NullInt64
+	if !c.ExpiresAt.IsZero() {
+		expires = sql.NullInt64{Int64: c.ExpiresAt.UnixNano(), Valid: true}
+	}
+	_, err := t.exec(upsertConversation, c.Key.Tenant, c.Key.ID, c.Tokenizer, c.LastSeq, c.Tokens, c.SystemTokens,
+		c.Turns, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), expires)
+	return err
+}
+
+// messageRow holds the columns of a message row that are not Message
+// fields as they are.
+type messageRow struct {
+	toolCalls, metadata sql.NullString // JSON
+	tokensBefore, turn  int64
+}
+
+func encode(m chatmem.Message) (messageRow, error) {
+	var r messageRow
+	if len(m.ToolCalls) > 0 {
+		b, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return r, fmt.Errorf("encode tool calls: %w", err)
+		}
+		r.toolCalls = sql.NullString{String: string(b), Valid: true}
+	}
+	if len(m.Metadata) > 0 {
+		b, err := json.Marshal(m.Metadata)
+		if err != nil {
+			return r, fmt.Errorf("encode metadata: %w", err)
+		}
+		r.metadata = sql.NullString{String: string(b), Valid: true}
+	}
+	return r, nil
+}
