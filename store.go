@@ -117,7 +117,9 @@ type Store interface {
 	List(ctx context.Context, tenant string, page PageRequest) (Page, error)
 
 	// Delete removes the conversation and every message, key and row of it,
-	// including idempotency keys. The ID may be used again afterwards.
+	// including idempotency keys, its summary and its facts. The ID may be
+	// used again afterwards. An expired conversation is ErrNotFound here
+	// too; its rows are left to Sweep (or the backend's expiry).
 	Delete(ctx context.Context, key Key) error
 
 	// Tail returns the newest messages selected by q, oldest first. It is one
