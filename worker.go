@@ -25,6 +25,7 @@ type worker struct {
 	queue   chan Key
 	running bool
 	closed  bool
+	busy    bool // a job is being processed
 	done    chan struct{}
 	dropped int64
 }
@@ -74,6 +75,24 @@ func (m *Memory) Close() error {
 	return nil
 }
 
+// Flush waits until the worker has no work queued or running, or ctx ends.
+// Tests and benchmarks use it to reach a steady state.
+func (m *Memory) Flush(ctx context.Context) error {
+	for {
+		m.worker.mu.Lock()
+		idle := len(m.worker.pending) == 0 && !m.worker.busy
+		m.worker.mu.Unlock()
+		if idle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // QueueDepth returns how many conversations have work queued, for metrics.
 func (m *Memory) QueueDepth() int { return len(m.worker.queue) }
 
@@ -83,8 +102,12 @@ func (m *Memory) run() {
 		m.worker.mu.Lock()
 		j := m.worker.pending[key]
 		delete(m.worker.pending, key)
+		m.worker.busy = true
 		m.worker.mu.Unlock()
 		m.process(context.Background(), *j)
+		m.worker.mu.Lock()
+		m.worker.busy = false
+		m.worker.mu.Unlock()
 	}
 }
 
@@ -157,10 +180,21 @@ func (m *Memory) retry(ctx context.Context, what string, f func(ctx context.Cont
 // extract runs every extractor over the messages from..to and stores the
 // valid facts they find; invalid ones are logged and skipped.
 func (m *Memory) extract(ctx context.Context, key Key, from, to int64) error {
-	msgs, err := m.store.Range(ctx, key, from-1, int(to-from+1))
-	if err != nil {
-		return err
+	const chunk = 1000 // messages per read and per extractor call
+	for ; from <= to; from += chunk {
+		msgs, err := m.store.Range(ctx, key, from-1, int(min(to-from+1, chunk)))
+		if err != nil {
+			return err
+		}
+		if err := m.extractFrom(ctx, key, msgs); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// extractFrom runs the extractors over msgs and stores what they find.
+func (m *Memory) extractFrom(ctx context.Context, key Key, msgs []Message) error {
 	var found []Fact
 	for _, x := range m.extractors {
 		var facts []Fact
@@ -191,35 +225,91 @@ func (m *Memory) extract(ctx context.Context, key Key, from, to int64) error {
 	return m.store.(FactStore).SetFacts(ctx, key, found)
 }
 
+// maxSummaryChunk bounds the messages one summarizer call covers, so a
+// conversation far behind (a large import, a worker that was down) catches
+// up in bounded steps, each stored before the next.
+const maxSummaryChunk = 256
+
 // summarize extends the conversation's summary once the messages after it
-// hold more than SummaryOptions.Trigger tokens, until about Target remain.
-// The new summary is made from the previous one plus only the newly covered
-// messages, and stored with a compare-and-set on the covered sequence
-// number; nothing counts as covered before it is stored. A failed or empty
-// summary is never stored.
+// hold more than SummaryOptions.Trigger tokens, until the newest messages
+// that fit Target remain. Each step makes the next summary from the previous
+// one plus only the newly covered messages (at most maxSummaryChunk), and
+// stores it with a compare-and-set on the covered sequence number; nothing
+// counts as covered before it is stored. A failed or empty summary is never
+// stored. Every read is bounded: two tails and one chunk per step.
 func (m *Memory) summarize(ctx context.Context, key Key) error {
 	ss := m.store.(SummaryStore)
-	prev, err := ss.Summary(ctx, key)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
+	for {
+		prev, err := ss.Summary(ctx, key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		end, err := m.summaryEnd(ctx, key, prev.CoversSeq)
+		if err != nil || end <= prev.CoversSeq {
+			return err
+		}
+		// One lookahead message shows where the chunk may end: just before a
+		// user message, so no tool unit is split and the window after the
+		// summary starts with a user message.
+		n := min(end-prev.CoversSeq, maxSummaryChunk) + 1
+		chunk, err := m.store.Range(ctx, key, prev.CoversSeq, int(n))
+		if err != nil {
+			return err
+		}
+		cut := -1
+		for i := 0; i+1 < len(chunk) && chunk[i].Seq <= end; i++ {
+			if chunk[i+1].Role == RoleUser {
+				cut = i
+			}
+		}
+		if cut < 0 {
+			return nil // no user message to cut before within a chunk
+		}
+		if err := m.summarizeChunk(ctx, key, prev, chunk[:cut+1]); err != nil {
+			return err
+		}
+		if chunk[cut].Seq >= end {
+			return nil
+		}
 	}
+}
+
+// summaryEnd returns the last sequence number the summary should cover:
+// the message before the oldest user message among the newest that fit
+// Target, if the messages after covered hold more than Trigger tokens, and
+// covered (nothing to do) otherwise.
+func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (int64, error) {
 	conv, err := m.store.Conversation(ctx, key)
+	if err != nil || conv.LastSeq <= covered {
+		return covered, err
+	}
+	over, err := m.store.Tail(ctx, key, TailQuery{Tokens: m.sumOpts.Trigger})
 	if err != nil {
-		return err
+		return covered, err
 	}
-	// The messages after the summary: about Trigger tokens when the worker
-	// keeps up, so this read is bounded by the hysteresis, not the history.
-	msgs, err := m.store.Range(ctx, key, prev.CoversSeq, 0)
+	if len(over) > 0 && over[0].Seq <= covered+1 {
+		return covered, nil // what is unsummarized fits Trigger
+	}
+	keep, err := m.store.Tail(ctx, key, TailQuery{Tokens: m.sumOpts.Target})
 	if err != nil {
-		return err
+		return covered, err
 	}
-	cut := summaryCut(msgs, m.sumOpts)
-	if cut < 0 {
-		return nil
+	for _, msgs := range [][]Message{keep, over} {
+		for _, msg := range msgs {
+			if msg.Role == RoleUser && msg.Seq > covered+1 {
+				return msg.Seq - 1, nil
+			}
+		}
 	}
-	_, covered := splitPinned(msgs[:cut+1])
+	return conv.LastSeq, nil // no user message in the tail: cover what a chunk can
+}
+
+// summarizeChunk summarizes prev plus msgs and stores the result as covering
+// msgs' last message, if the summary still covers prev.CoversSeq.
+func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message) error {
+	_, covered := splitPinned(msgs)
 	var text string
-	err = m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
+	err := m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
 		t, err := m.summarizer.Summarize(ctx, prev.Text, covered)
 		if err == nil && strings.TrimSpace(t) == "" {
 			err = errors.New("summarizer returned an empty summary")
@@ -230,46 +320,23 @@ func (m *Memory) summarize(ctx context.Context, key Key) error {
 	if err != nil {
 		return fmt.Errorf("summarizer %s: %w", m.summarizer.Name(), err)
 	}
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return err
+	}
 	counter, err := m.Counter(conv.Tokenizer)
 	if err != nil {
 		return err
 	}
-	s := Summary{Text: text, CoversSeq: msgs[cut].Seq, Summarizer: m.summarizer.Name(), CreatedAt: m.now()}
+	s := Summary{Text: text, CoversSeq: msgs[len(msgs)-1].Seq, Summarizer: m.summarizer.Name(), CreatedAt: m.now()}
 	if s.Tokens, err = counter.Count(ctx, summaryAsMessage(s)); err != nil {
 		return err
 	}
-	err = ss.PutSummary(ctx, key, s, prev.CoversSeq)
+	err = m.store.(SummaryStore).PutSummary(ctx, key, s, prev.CoversSeq)
 	if errors.Is(err, ErrConflict) {
 		return nil // another worker moved the summary on; the next job looks again
 	}
 	return err
-}
-
-// summaryCut returns the index of the last message to summarize in msgs
-// (the messages after the summary), or -1 if they hold no more than Trigger
-// tokens. The cut leaves about Target tokens unsummarized and falls just
-// before a user message, so no tool unit is split and the window after the
-// summary starts with a user message.
-func summaryCut(msgs []Message, o SummaryOptions) int {
-	total := 0
-	for _, m := range msgs {
-		if m.Role != RoleSystem {
-			total += m.Tokens
-		}
-	}
-	if total <= o.Trigger {
-		return -1
-	}
-	remaining := total
-	for i := 0; i+1 < len(msgs); i++ {
-		if msgs[i].Role != RoleSystem {
-			remaining -= msgs[i].Tokens
-		}
-		if remaining <= o.Target && msgs[i+1].Role == RoleUser {
-			return i
-		}
-	}
-	return -1
 }
 
 // Summary returns the conversation's summary (ErrNotFound if none).
