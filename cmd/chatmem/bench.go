@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"chatmem"
+	"chatmem/offline"
 	"chatmem/tokenizer"
 )
 
@@ -44,6 +45,7 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	budget := fs.Int("budget", 4000, "token budget")
 	policy := fs.String("policy", string(chatmem.PolicyTokenBudget), "policy: "+strings.Join(policyNames(), ", "))
 	turns := fs.Int("turns", 0, "turns (last_turns)")
+	facts := fs.Bool("facts", false, "add the facts block (runs the rule extractor in the worker)")
 	iterations := fs.Int("iterations", 300, "measured turns per size")
 	asJSON := fs.Bool("json", false, "print one JSON object per size")
 	if err := parse(fs, args); err != nil {
@@ -53,7 +55,7 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns, Facts: *facts}
 	if err := p.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -65,10 +67,21 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	defer store.Close()
-	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
+	opts := chatmem.Options{Counter: tokenizer.Estimate{}}
+	if p.Kind == chatmem.PolicySummaryBuffer || p.Facts {
+		// As a server runs it: the offline summarizer and rule extractor in
+		// the worker, off the measured path.
+		opts.Summarizer = offline.NewSummarizer(offline.Options{})
+		opts.Extractors = []chatmem.Extractor{offline.DefaultExtractor()}
+	}
+	mem, err := chatmem.New(store, opts)
 	if err != nil {
 		return err
 	}
+	if err := mem.Start(); err != nil {
+		return err
+	}
+	defer mem.Close()
 
 	var results []benchResult
 	for _, n := range sizes {
@@ -144,8 +157,12 @@ func benchSize(ctx context.Context, mem *chatmem.Memory, p chatmem.Policy, n, it
 	}
 	bar.done()
 	fill := time.Since(start)
-	// Let the collector finish with the fill's garbage before measuring, so
-	// the in-process store's turns do not pay for the fill.
+	// Reach a steady state before measuring: the worker has caught up with
+	// the fill (summaries, facts), and the collector has finished with the
+	// fill's garbage, so the turns pay for neither.
+	if err := mem.Flush(ctx); err != nil {
+		return benchResult{}, err
+	}
 	runtime.GC()
 
 	// Each turn appends the next message and reads the context, as a chat
