@@ -4,31 +4,46 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 
 	"chatmem"
 	"chatmem/internal/seed"
-	"chatmem/memory"
 	"chatmem/tokenizer"
 )
 
-// runDemo replays the seed's conversation through a Memory over the
-// in-process store with the seed's estimator, and prints the seed's lines.
+// runDemo replays the seed's conversation through a Memory with the seed's
+// estimator, on the embedded default store (a SQLite file in a temporary
+// directory, removed afterwards) unless --store names another, and prints
+// the seed's lines.
 func runDemo(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("demo", "demo", "chatmem demo", stderr)
+	fs := newFlagSet("demo", "demo [--store URL]", "chatmem demo", stderr)
+	storeURL := fs.String("store", "", storeURLHelp+" (default: a temporary SQLite file)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErr("demo takes no arguments")
 	}
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	dir, err := os.MkdirTemp("", "chatmem-demo-")
 	if err != nil {
 		return err
 	}
-	key := chatmem.Key{Tenant: chatmem.DefaultTenant, ID: "seed"}
+	defer os.RemoveAll(dir)
+	store, err := openStore(ctx, *storeURL, filepath.Join(dir, "data"))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
+	if err != nil {
+		return err
+	}
+	key := chatmem.Key{Tenant: chatmem.DefaultTenant, ID: "seed-demo"}
 	if _, err := mem.Append(ctx, key, seed.History(), chatmem.AppendOptions{}); err != nil {
 		return err
 	}
+	defer store.Delete(context.WithoutCancel(ctx), key)
 	for _, budget := range seed.Budgets {
 		w, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: budget}, chatmem.ContextOptions{})
 		if err != nil {
