@@ -11,6 +11,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"chatmem"
+	"chatmem/internal/llm"
 )
 
 // DefaultBaseURL is the API address a zero Options.BaseURL stands for.
@@ -47,12 +48,17 @@ type Options struct {
 	HTTPClient *http.Client
 }
 
-// client is what Summarizer and Extractor share: the SDK's message service
-// and the request settings.
+// provider names the package in Name and in errors.
+const provider = "anthropic"
+
+// client is the llm.Completer that Summarizer and Extractor share: the
+// SDK's message service and the request settings.
 type client struct {
 	messages sdk.MessageService
 	opts     Options
 }
+
+var _ llm.Completer = (*client)(nil)
 
 func newClient(opts Options) (*client, error) {
 	if opts.Model == "" {
@@ -98,37 +104,39 @@ func newClient(opts Options) (*client, error) {
 	return &client{messages: sdk.NewClient(reqOpts...).Messages, opts: opts}, nil
 }
 
-// name is what Name returns: "anthropic:" and the model.
-func (c *client) name() string { return "anthropic:" + c.opts.Model }
+// Name returns "anthropic:" and the model.
+func (c *client) Name() string { return provider + ":" + c.opts.Model }
 
-// params returns a request with the instructions in the system field and
-// the data in the one user message.
-func (c *client) params(system, user string) sdk.MessageNewParams {
+// params returns the request for req: the instructions in the system field
+// and the data in the one user message. req.Schema is not sent: the answer
+// is asked for as JSON text (see Extractor for why) and checked all the
+// same.
+func (c *client) params(req llm.Request) sdk.MessageNewParams {
 	return sdk.MessageNewParams{
 		Model:     sdk.Model(c.opts.Model),
 		MaxTokens: int64(c.opts.MaxTokens),
-		System:    []sdk.TextBlockParam{{Text: system}},
-		Messages:  []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(user))},
+		System:    []sdk.TextBlockParam{{Text: req.System}},
+		Messages:  []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock(req.User))},
 	}
 }
 
-// complete sends p and returns the text of the answer's text blocks, joined
-// (thinking blocks are skipped). An answer that did not end its turn
+// Complete sends req and returns the text of the answer's text blocks,
+// joined (thinking blocks are skipped). An answer that did not end its turn
 // normally (cut at max_tokens, refused, a tool call asked for) is an error,
 // whatever text it holds.
-func (c *client) complete(ctx context.Context, what string, p sdk.MessageNewParams) (string, error) {
-	res, err := c.messages.New(ctx, p)
+func (c *client) Complete(ctx context.Context, req llm.Request) (string, error) {
+	res, err := c.messages.New(ctx, c.params(req))
 	if err != nil {
-		return "", classify(ctx, what, err)
+		return "", classify(ctx, err)
 	}
 	switch res.StopReason {
 	case sdk.StopReasonEndTurn, sdk.StopReasonStopSequence, "":
 	case sdk.StopReasonMaxTokens:
-		return "", fmt.Errorf("anthropic %s: %w: the answer was cut at %d tokens; raise MaxTokens", what, chatmem.ErrUnavailable, c.opts.MaxTokens)
+		return "", fmt.Errorf("%w: the answer was cut at %d tokens; raise MaxTokens", chatmem.ErrUnavailable, c.opts.MaxTokens)
 	case sdk.StopReasonRefusal:
-		return "", fmt.Errorf("anthropic %s: %w: the model refused to answer", what, chatmem.ErrUnavailable)
+		return "", fmt.Errorf("%w: the model refused to answer", chatmem.ErrUnavailable)
 	default:
-		return "", fmt.Errorf("anthropic %s: %w: the answer stopped with %q", what, chatmem.ErrUnavailable, res.StopReason)
+		return "", fmt.Errorf("%w: the answer stopped with %q", chatmem.ErrUnavailable, res.StopReason)
 	}
 	var b strings.Builder
 	for _, block := range res.Content {
@@ -140,36 +148,24 @@ func (c *client) complete(ctx context.Context, what string, p sdk.MessageNewPara
 }
 
 // classify wraps an SDK error in the chatmem sentinel it stands for.
-func classify(ctx context.Context, what string, err error) error {
+func classify(ctx context.Context, err error) error {
 	var apiErr *sdk.Error
-	if errors.As(err, &apiErr) {
-		code := apiErr.StatusCode
-		detail := fmt.Sprintf("%d %s", code, http.StatusText(code))
-		if code == 529 {
-			detail = "529 Overloaded"
-		}
-		if t := string(apiErr.Type()); t != "" {
-			detail += " " + t
-		}
-		if apiErr.Message != "" {
-			detail += ": " + apiErr.Message
-		}
-		if apiErr.RequestID != "" {
-			detail += " (request " + apiErr.RequestID + ")"
-		}
-		switch {
-		case code == http.StatusRequestTimeout || code == http.StatusConflict ||
-			code == http.StatusTooManyRequests || code >= 500:
-			return fmt.Errorf("anthropic %s: %w: %s", what, chatmem.ErrUnavailable, detail)
-		case code >= 400:
-			return fmt.Errorf("anthropic %s: %w: %s", what, chatmem.ErrInvalid, detail)
-		}
-		return fmt.Errorf("anthropic %s: unexpected %s", what, detail)
+	if !errors.As(err, &apiErr) {
+		return llm.RequestError(ctx, err)
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
-		// The caller gave up; that says nothing about the service.
-		return fmt.Errorf("anthropic %s: %w", what, err)
+	code := apiErr.StatusCode
+	detail := fmt.Sprintf("%d %s", code, http.StatusText(code))
+	if code == 529 {
+		detail = "529 Overloaded"
 	}
-	// A network failure, a deadline that passed, an unreadable answer.
-	return fmt.Errorf("anthropic %s: %w: %w", what, chatmem.ErrUnavailable, err)
+	if t := string(apiErr.Type()); t != "" {
+		detail += " " + t
+	}
+	if apiErr.Message != "" {
+		detail += ": " + apiErr.Message
+	}
+	if apiErr.RequestID != "" {
+		detail += " (request " + apiErr.RequestID + ")"
+	}
+	return llm.StatusError(code, detail)
 }

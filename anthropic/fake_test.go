@@ -57,15 +57,16 @@ type fakeReply struct {
 
 // messagesRequest is the request body as the API defines it.
 type messagesRequest struct {
-	Model       string            `json:"model"`
-	MaxTokens   *int              `json:"max_tokens"`
-	System      json.RawMessage   `json:"system"`
-	Messages    []messagesMessage `json:"messages"`
-	Temperature *float64          `json:"temperature"`
-	TopP        *float64          `json:"top_p"`
-	TopK        *int              `json:"top_k"`
-	ToolChoice  json.RawMessage   `json:"tool_choice"`
-	Tools       json.RawMessage   `json:"tools"`
+	Model        string            `json:"model"`
+	MaxTokens    *int              `json:"max_tokens"`
+	System       json.RawMessage   `json:"system"`
+	Messages     []messagesMessage `json:"messages"`
+	Temperature  *float64          `json:"temperature"`
+	TopP         *float64          `json:"top_p"`
+	TopK         *int              `json:"top_k"`
+	ToolChoice   json.RawMessage   `json:"tool_choice"`
+	Tools        json.RawMessage   `json:"tools"`
+	OutputConfig json.RawMessage   `json:"output_config"`
 }
 
 type messagesMessage struct {

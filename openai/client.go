@@ -9,8 +9,10 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"chatmem"
+	"chatmem/internal/llm"
 )
 
 // DefaultBaseURL is the API address a zero Options.BaseURL stands for.
@@ -51,12 +53,17 @@ type Options struct {
 	HTTPClient *http.Client
 }
 
-// client is what Summarizer and Extractor share: the SDK's chat completion
-// service and the request settings.
+// provider names the package in Name and in errors.
+const provider = "openai"
+
+// client is the llm.Completer that Summarizer and Extractor share: the
+// SDK's chat completion service and the request settings.
 type client struct {
 	chat sdk.ChatCompletionService
 	opts Options
 }
+
+var _ llm.Completer = (*client)(nil)
 
 func newClient(opts Options) (*client, error) {
 	if opts.Model == "" {
@@ -95,17 +102,18 @@ func newClient(opts Options) (*client, error) {
 	return &client{chat: sdk.NewChatCompletionService(reqOpts...), opts: opts}, nil
 }
 
-// name is what Name returns: "openai:" and the model.
-func (c *client) name() string { return "openai:" + c.opts.Model }
+// Name returns "openai:" and the model.
+func (c *client) Name() string { return provider + ":" + c.opts.Model }
 
-// params returns a request with the system instructions in the system
-// message and the data in the user message.
-func (c *client) params(system, user string) sdk.ChatCompletionNewParams {
+// params returns the request for req: the instructions in the system
+// message, the data in the user message, and req.Schema, if any, as a
+// strict json_schema response format.
+func (c *client) params(req llm.Request) sdk.ChatCompletionNewParams {
 	p := sdk.ChatCompletionNewParams{
 		Model: c.opts.Model,
 		Messages: []sdk.ChatCompletionMessageParamUnion{
-			sdk.SystemMessage(system),
-			sdk.UserMessage(user),
+			sdk.SystemMessage(req.System),
+			sdk.UserMessage(req.User),
 		},
 	}
 	if c.opts.Temperature >= 0 {
@@ -116,60 +124,58 @@ func (c *client) params(system, user string) sdk.ChatCompletionNewParams {
 	} else {
 		p.MaxCompletionTokens = sdk.Int(int64(c.opts.MaxTokens))
 	}
+	if req.Schema != nil {
+		p.ResponseFormat = sdk.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
+				Name:        req.Schema.Name,
+				Description: sdk.String(req.Schema.Description),
+				Strict:      sdk.Bool(true),
+				Schema:      req.Schema.Schema,
+			},
+		}}
+	}
 	return p
 }
 
-// complete sends p and returns the first choice's text. An answer that was
-// cut, filtered or refused is an error, whatever text it holds.
-func (c *client) complete(ctx context.Context, what string, p sdk.ChatCompletionNewParams) (string, error) {
-	res, err := c.chat.New(ctx, p)
+// Complete sends req and returns the first choice's text. An answer that
+// was cut, filtered or refused is an error, whatever text it holds.
+func (c *client) Complete(ctx context.Context, req llm.Request) (string, error) {
+	res, err := c.chat.New(ctx, c.params(req))
 	if err != nil {
-		return "", classify(ctx, what, err)
+		return "", classify(ctx, err)
 	}
 	if len(res.Choices) == 0 {
-		return "", fmt.Errorf("openai %s: %w: the answer has no choices", what, chatmem.ErrUnavailable)
+		return "", fmt.Errorf("%w: the answer has no choices", chatmem.ErrUnavailable)
 	}
 	choice := res.Choices[0]
 	if r := strings.TrimSpace(choice.Message.Refusal); r != "" {
-		return "", fmt.Errorf("openai %s: %w: the model refused: %s", what, chatmem.ErrUnavailable, r)
+		return "", fmt.Errorf("%w: the model refused: %s", chatmem.ErrUnavailable, r)
 	}
 	switch choice.FinishReason {
 	case "length":
-		return "", fmt.Errorf("openai %s: %w: the answer was cut at %d tokens; raise MaxTokens", what, chatmem.ErrUnavailable, c.opts.MaxTokens)
+		return "", fmt.Errorf("%w: the answer was cut at %d tokens; raise MaxTokens", chatmem.ErrUnavailable, c.opts.MaxTokens)
 	case "content_filter":
-		return "", fmt.Errorf("openai %s: %w: the answer was withheld by the content filter", what, chatmem.ErrUnavailable)
+		return "", fmt.Errorf("%w: the answer was withheld by the content filter", chatmem.ErrUnavailable)
 	}
 	return choice.Message.Content, nil
 }
 
 // classify wraps an SDK error in the chatmem sentinel it stands for.
-func classify(ctx context.Context, what string, err error) error {
+func classify(ctx context.Context, err error) error {
 	var apiErr *sdk.Error
-	if errors.As(err, &apiErr) {
-		code := apiErr.StatusCode
-		detail := fmt.Sprintf("%d %s", code, http.StatusText(code))
-		if apiErr.Type != "" {
-			detail += " " + apiErr.Type
-		}
-		if apiErr.Code != "" && apiErr.Code != apiErr.Type {
-			detail += " (" + apiErr.Code + ")"
-		}
-		if apiErr.Message != "" {
-			detail += ": " + apiErr.Message
-		}
-		switch {
-		case code == http.StatusRequestTimeout || code == http.StatusConflict ||
-			code == http.StatusTooManyRequests || code >= 500:
-			return fmt.Errorf("openai %s: %w: %s", what, chatmem.ErrUnavailable, detail)
-		case code >= 400:
-			return fmt.Errorf("openai %s: %w: %s", what, chatmem.ErrInvalid, detail)
-		}
-		return fmt.Errorf("openai %s: unexpected %s", what, detail)
+	if !errors.As(err, &apiErr) {
+		return llm.RequestError(ctx, err)
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
-		// The caller gave up; that says nothing about the service.
-		return fmt.Errorf("openai %s: %w", what, err)
+	code := apiErr.StatusCode
+	detail := fmt.Sprintf("%d %s", code, http.StatusText(code))
+	if apiErr.Type != "" {
+		detail += " " + apiErr.Type
 	}
-	// A network failure, a deadline that passed, an unreadable answer.
-	return fmt.Errorf("openai %s: %w: %w", what, chatmem.ErrUnavailable, err)
+	if apiErr.Code != "" && apiErr.Code != apiErr.Type {
+		detail += " (" + apiErr.Code + ")"
+	}
+	if apiErr.Message != "" {
+		detail += ": " + apiErr.Message
+	}
+	return llm.StatusError(code, detail)
 }

@@ -2,14 +2,20 @@ package openai
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/shared"
-
 	"chatmem"
+	"chatmem/internal/llm"
 )
+
+// FactKey is a fact key the extractor asks for, with what it means; the
+// description goes into the instructions.
+type FactKey = llm.FactKey
+
+// DefaultKeys returns the keys a zero ExtractorOptions.Keys stands for:
+// name, order_id, email, phone, language and location. Each call returns a
+// new slice, which the caller may change or extend.
+func DefaultKeys() []FactKey { return llm.DefaultKeys() }
 
 // ExtractorOptions configure an Extractor: the connection and model, and
 // the fact keys to ask for.
@@ -28,15 +34,10 @@ type ExtractorOptions struct {
 
 // Extractor is a chatmem.Extractor that asks a model for the facts the user
 // states about themselves, over the Chat Completions API with a strict JSON
-// schema, and checks every fact it gets back. It is safe for concurrent
-// use.
+// schema (response_format json_schema), and checks every fact it gets back.
+// It is safe for concurrent use.
 type Extractor struct {
-	c      *client
-	keys   map[string]bool
-	strict bool
-	system string
-	format sdk.ChatCompletionNewParamsResponseFormatUnion
-	log    *slog.Logger
+	x *llm.Extractor
 }
 
 var _ chatmem.Extractor = (*Extractor)(nil)
@@ -49,35 +50,18 @@ func NewExtractor(opts ExtractorOptions) (*Extractor, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := opts.Keys
-	if len(keys) == 0 {
-		keys = DefaultKeys()
-	}
-	set, err := checkKeys(keys)
+	x, err := llm.NewExtractor(c, llm.ExtractorOptions{
+		Provider: provider, Keys: opts.Keys, StrictKeys: opts.StrictKeys, Logger: opts.Logger,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("openai extractor: %w", err)
+		return nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	format := sdk.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
-		JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
-			Name:        "facts",
-			Description: sdk.String("Facts the user states about themselves."),
-			Strict:      sdk.Bool(true),
-			Schema:      factsSchema(keys, opts.StrictKeys),
-		},
-	}}
-	return &Extractor{
-		c: c, keys: set, strict: opts.StrictKeys, system: extractSystem(keys, opts.StrictKeys),
-		format: format, log: log,
-	}, nil
+	return &Extractor{x: x}, nil
 }
 
 // Name returns "openai:" and the model, e.g. "openai:gpt-4o-mini"; it is
 // the SetBy of the facts the Extractor returns.
-func (x *Extractor) Name() string { return x.c.name() }
+func (x *Extractor) Name() string { return x.x.Name() }
 
 // Extract asks the model for the facts the user states in msgs and returns
 // those that pass every check, ordered by SourceSeq; SetBy is Name and
@@ -86,59 +70,15 @@ func (x *Extractor) Name() string { return x.c.name() }
 // system messages are not sent; with no user message there is nothing to
 // extract and no request is made.
 //
-// The model's answer is trusted for nothing. It must be a JSON object with
-// a "facts" array, else the error wraps chatmem.ErrUnavailable (a malformed
-// answer is a provider failure that a retry may mend). Each fact must have
-// exactly the fields key, value, source_seq and confidence of the right
-// types; a key that passes chatmem.ValidateFactKey and is listed in Keys
-// (or, without StrictKeys, is snake_case); a value that is not empty once
-// trimmed; the seq of a user message in msgs as source_seq, so a fact taken
-// from an assistant or tool message, or from no message at all, is dropped;
-// a confidence in [0, 1] (one outside is dropped, not clamped: the model
-// did not follow the schema); and pass chatmem.Fact.Validate. A fact that
-// fails is dropped and logged, and the others are returned.
+// The model's answer is trusted for nothing, schema or not. An answer that
+// is not a JSON object with a "facts" array wraps chatmem.ErrUnavailable. A
+// fact is kept only with exactly the fields key, value, source_seq and
+// confidence; a valid key listed in Keys (or, without StrictKeys,
+// snake_case); a non-empty value; the seq of a user message in msgs, so
+// nothing is taken from the assistant, a tool or no message at all; a
+// confidence in [0, 1] (one outside is dropped, not clamped); and passing
+// chatmem.Fact.Validate. A fact that fails is dropped and logged, and the
+// others are returned.
 func (x *Extractor) Extract(ctx context.Context, msgs []chatmem.Message) ([]chatmem.Fact, error) {
-	userSeqs, err := userSeqs(msgs)
-	if err != nil {
-		return nil, fmt.Errorf("openai extract: %w", err)
-	}
-	if len(userSeqs) == 0 {
-		return nil, nil
-	}
-	text, _ := transcript(msgs)
-	p := x.c.params(x.system, extractUser(text))
-	p.ResponseFormat = x.format
-	answer, err := x.c.complete(ctx, "extract", p)
-	if err != nil {
-		return nil, err
-	}
-	facts, drops, err := parseFacts(answer, factRules{keys: x.keys, strict: x.strict, userSeqs: userSeqs, setBy: x.Name()})
-	if err != nil {
-		return nil, fmt.Errorf("openai extract: %w: %w", chatmem.ErrUnavailable, err)
-	}
-	for _, d := range drops {
-		x.log.LogAttrs(ctx, slog.LevelWarn, "openai extractor dropped a fact",
-			slog.String("extractor", x.Name()), slog.Int("index", d.index), slog.String("key", d.key), slog.String("reason", d.reason))
-	}
-	return facts, nil
-}
-
-// userSeqs returns the seqs of the user messages in msgs, which must all be
-// stored (Seq above zero, each once).
-func userSeqs(msgs []chatmem.Message) (map[int64]bool, error) {
-	all := make(map[int64]bool, len(msgs))
-	user := make(map[int64]bool)
-	for i, m := range msgs {
-		if m.Seq <= 0 {
-			return nil, fmt.Errorf("%w: message %d has no seq; facts need stored messages", chatmem.ErrInvalid, i)
-		}
-		if all[m.Seq] {
-			return nil, fmt.Errorf("%w: seq %d appears twice", chatmem.ErrInvalid, m.Seq)
-		}
-		all[m.Seq] = true
-		if m.Role == chatmem.RoleUser {
-			user[m.Seq] = true
-		}
-	}
-	return user, nil
+	return x.x.Extract(ctx, msgs)
 }

@@ -57,9 +57,10 @@ type chatRequest struct {
 	ResponseFormat      *struct {
 		Type       string `json:"type"`
 		JSONSchema *struct {
-			Name   string          `json:"name"`
-			Strict bool            `json:"strict"`
-			Schema json.RawMessage `json:"schema"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Strict      bool            `json:"strict"`
+			Schema      json.RawMessage `json:"schema"`
 		} `json:"json_schema"`
 	} `json:"response_format"`
 }

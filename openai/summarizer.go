@@ -2,16 +2,15 @@ package openai
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"chatmem"
+	"chatmem/internal/llm"
 )
 
 // Summarizer is a chatmem.Summarizer that asks a model for the rolling
 // summary over the Chat Completions API. It is safe for concurrent use.
 type Summarizer struct {
-	c *client
+	s llm.Summarizer
 }
 
 var _ chatmem.Summarizer = (*Summarizer)(nil)
@@ -24,11 +23,11 @@ func NewSummarizer(opts Options) (*Summarizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Summarizer{c: c}, nil
+	return &Summarizer{s: llm.Summarizer{Completer: c, Provider: provider}}, nil
 }
 
 // Name returns "openai:" and the model, e.g. "openai:gpt-4o-mini".
-func (s *Summarizer) Name() string { return s.c.name() }
+func (s *Summarizer) Name() string { return s.s.Name() }
 
 // Summarize returns the model's summary of prev followed by msgs, trimmed,
 // in one request: the instructions in the system message, prev and msgs as
@@ -40,21 +39,5 @@ func (s *Summarizer) Name() string { return s.c.name() }
 // MaxTokens or refused. Request errors are classified as the package doc
 // says.
 func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.Message) (string, error) {
-	prev = strings.TrimSpace(prev)
-	text, n := transcript(msgs)
-	if n == 0 {
-		if prev == "" {
-			return "", fmt.Errorf("%w: openai summarize: no messages to summarize", chatmem.ErrInvalid)
-		}
-		return prev, nil
-	}
-	answer, err := s.c.complete(ctx, "summarize", s.c.params(summarySystem, summaryUser(prev, text)))
-	if err != nil {
-		return "", err
-	}
-	answer = strings.TrimSpace(answer)
-	if answer == "" {
-		return "", fmt.Errorf("openai summarize: %w: the model returned an empty summary", chatmem.ErrUnavailable)
-	}
-	return answer, nil
+	return s.s.Summarize(ctx, prev, msgs)
 }
