@@ -70,23 +70,11 @@ func TestSummarizeRequestAndAnswer(t *testing.T) {
 		t.Fatalf("messages = %+v, want one user message", req.Messages)
 	}
 
-	// The prompt itself is internal/llm's, tested there; here, that the
-	// instructions reach the system field and the data the user message.
-	system, user := req.system(), req.user()
-	if !strings.Contains(system, "Output only the summary text.") || strings.Contains(system, "Kavya") {
-		t.Errorf("system is not the instructions alone:\n%s", system)
-	}
-	for _, want := range []string{
-		"<previous_summary>\nThe user wrote in English.\n</previous_summary>",
-		"<transcript>\n[seq 2] user: Hi, I'm Kavya. My order SE-10423 hasn't arrived.\n",
-		"[seq 6] user: Add the DryFit ones to my cart please.\n</transcript>",
-	} {
-		if !strings.Contains(user, want) {
-			t.Errorf("user message lacks %q:\n%s", want, user)
-		}
-	}
-	if strings.Contains(user, "Output only the summary text.") || strings.Contains(user, "You are ShopBot.") {
-		t.Errorf("user message holds the instructions or a system message:\n%s", user)
+	// The prompt is internal/llm's, tested there to the letter, and
+	// TestCompleteMapsRequest shows it reaches the wire as it is.
+	if system, user := req.system(), req.user(); !strings.Contains(system, "Output only the summary text.") ||
+		!strings.HasSuffix(user, "[seq 6] user: Add the DryFit ones to my cart please.\n</transcript>") {
+		t.Errorf("system field:\n%s\nuser message:\n%s\nwant the instructions and the transcript", system, user)
 	}
 }
 
@@ -211,6 +199,15 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("%s: NewSummarizer error = %v, want ErrInvalid", name, err)
 		}
 		if _, err := NewExtractor(ExtractorOptions{Options: opts}); !errors.Is(err, chatmem.ErrInvalid) {
+			t.Errorf("%s: NewExtractor error = %v, want ErrInvalid", name, err)
+		}
+	}
+	for name, keys := range map[string][]FactKey{
+		"invalid key":  {{Key: "Shoe Size"}},
+		"repeated key": {{Key: "name"}, {Key: "name"}},
+	} {
+		opts := ExtractorOptions{Options: Options{APIKey: "sk", Model: "m"}, Keys: keys}
+		if _, err := NewExtractor(opts); !errors.Is(err, chatmem.ErrInvalid) {
 			t.Errorf("%s: NewExtractor error = %v, want ErrInvalid", name, err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -79,8 +78,8 @@ func TestExtractRequestAndAnswer(t *testing.T) {
 }
 
 // Keys, StrictKeys and Logger reach the extraction: the system message
-// lists the keys, the schema allows only them, facts under other keys are
-// dropped and logged, and invalid keys are refused.
+// lists the keys, the schema allows only them, and facts under other keys
+// are dropped and logged.
 func TestExtractorOptions(t *testing.T) {
 	f := newFakeOpenAI(t)
 	f.reply = func(int, chatRequest) fakeReply {
@@ -133,15 +132,6 @@ func TestExtractorOptions(t *testing.T) {
 		t.Errorf("schema key enum = %v, want [shoe_size name]", got)
 	}
 
-	for name, keys := range map[string][]FactKey{
-		"invalid key":  {{Key: "Shoe Size"}},
-		"repeated key": {{Key: "name"}, {Key: "name"}},
-	} {
-		opts := ExtractorOptions{Options: f.options(), Keys: keys}
-		if _, err := NewExtractor(opts); !errors.Is(err, chatmem.ErrInvalid) {
-			t.Errorf("%s: NewExtractor error = %v, want ErrInvalid", name, err)
-		}
-	}
 	if n := len(DefaultKeys()); n != 6 {
 		t.Errorf("DefaultKeys has %d keys, want 6", n)
 	}

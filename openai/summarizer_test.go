@@ -66,23 +66,11 @@ func TestSummarizeRequestAndAnswer(t *testing.T) {
 		t.Errorf("response_format = %+v, want none for a summary", req.ResponseFormat)
 	}
 
-	// The prompt itself is internal/llm's, tested there; here, that the
-	// instructions reach the system message and the data the user message.
-	system, user := req.system(), req.user()
-	if !strings.Contains(system, "Output only the summary text.") || strings.Contains(system, "Kavya") {
-		t.Errorf("system message is not the instructions alone:\n%s", system)
-	}
-	for _, want := range []string{
-		"<previous_summary>\nThe user wrote in English.\n</previous_summary>",
-		"<transcript>\n[seq 2] user: Hi, I'm Kavya. My order SE-10423 hasn't arrived.\n",
-		"[seq 6] user: Add the DryFit ones to my cart please.\n</transcript>",
-	} {
-		if !strings.Contains(user, want) {
-			t.Errorf("user message lacks %q:\n%s", want, user)
-		}
-	}
-	if strings.Contains(user, "Output only the summary text.") || strings.Contains(user, "You are ShopBot.") {
-		t.Errorf("user message holds the instructions or a system message:\n%s", user)
+	// The prompt is internal/llm's, tested there to the letter, and
+	// TestCompleteMapsRequest shows it reaches the wire as it is.
+	if system, user := req.system(), req.user(); !strings.Contains(system, "Output only the summary text.") ||
+		!strings.HasSuffix(user, "[seq 6] user: Add the DryFit ones to my cart please.\n</transcript>") {
+		t.Errorf("system message:\n%s\nuser message:\n%s\nwant the instructions and the transcript", system, user)
 	}
 }
 
@@ -123,26 +111,11 @@ func TestCompleteMapsRequest(t *testing.T) {
 		rf.JSONSchema.Name != "facts" || rf.JSONSchema.Description != "Facts the user states." {
 		t.Fatalf("response_format = %+v, want a strict json_schema named facts, with its description", rf)
 	}
-	var wire map[string]any
-	if err := json.Unmarshal(rf.JSONSchema.Schema, &wire); err != nil {
-		t.Fatal(err)
+	b, _ := json.Marshal(schema)
+	var wire, want any
+	if err := errors.Join(json.Unmarshal(rf.JSONSchema.Schema, &wire), json.Unmarshal(b, &want)); err != nil || !reflect.DeepEqual(wire, want) {
+		t.Errorf("schema = %s (%v), want %s", rf.JSONSchema.Schema, err, b)
 	}
-	if !reflect.DeepEqual(wire, roundTrip(t, schema)) {
-		t.Errorf("schema = %v, want %v", wire, schema)
-	}
-}
-
-func roundTrip(t *testing.T, v any) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 func TestSummarizeUnusableAnswers(t *testing.T) {
@@ -232,6 +205,15 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := NewSummarizer(Options{BaseURL: "http://localhost:11434/v1", Model: "llama3.2"}); err != nil {
 		t.Errorf("a local server needs no key, got %v", err)
+	}
+	for name, keys := range map[string][]FactKey{
+		"invalid key":  {{Key: "Shoe Size"}},
+		"repeated key": {{Key: "name"}, {Key: "name"}},
+	} {
+		opts := ExtractorOptions{Options: Options{APIKey: "sk", Model: "m"}, Keys: keys}
+		if _, err := NewExtractor(opts); !errors.Is(err, chatmem.ErrInvalid) {
+			t.Errorf("%s: NewExtractor error = %v, want ErrInvalid", name, err)
+		}
 	}
 }
 
