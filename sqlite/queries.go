@@ -1,10 +1,10 @@
 package sqlite
 
-// The store's statements, all parameterised. Messages and idempotency keys
-// are always selected by tenant (?1) and conversation ID (?2) first, so no
-// statement reaches past one conversation of one tenant; TestQueryPlans
-// checks that every statement below is an index search, never a scan of a
-// table.
+// The store's statements, all parameterised. Messages, idempotency keys,
+// summaries and facts are always selected by tenant (?1) and conversation
+// ID (?2) first, so no statement reaches past one conversation of one
+// tenant; TestQueryPlans checks that every statement below is an index
+// search, never a scan of a table.
 
 // conversationCols are the columns scanConversation reads, in its order.
 const conversationCols = `tenant, id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at`
@@ -36,8 +36,8 @@ const (
 			last_seq = excluded.last_seq, tokens = excluded.tokens, system_tokens = excluded.system_tokens,
 			turns = excluded.turns, updated_at = excluded.updated_at, expires_at = excluded.expires_at`
 
-	// deleteConversation deletes a conversation; its messages and keys go
-	// with it by ON DELETE CASCADE.
+	// deleteConversation deletes a conversation; its messages, keys,
+	// summary and facts go with it by ON DELETE CASCADE.
 	deleteConversation = `DELETE FROM conversations WHERE tenant = ?1 AND id = ?2`
 
 	// deleteLiveConversation deletes a conversation not expired at ?3.
@@ -97,16 +97,69 @@ const (
 		VALUES (?1, ?2, ?3, ?4, ?5)`
 )
 
+// Summaries: one row per conversation, found through summaries_conv.
+const (
+	// summaryCols are the columns scanSummary reads, in its order.
+	summaryCols = `text, covers_seq, tokens, summarizer, created_at`
+
+	selectSummary = `SELECT ` + summaryCols + ` FROM summaries WHERE tenant = ?1 AND conv_id = ?2`
+
+	// selectSummaryCovers reads what PutSummary compares prev with.
+	selectSummaryCovers = `SELECT covers_seq FROM summaries WHERE tenant = ?1 AND conv_id = ?2`
+
+	// upsertSummary stores the conversation's summary, replacing the one
+	// there was.
+	upsertSummary = `INSERT INTO summaries (tenant, conv_id, ` + summaryCols + `)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+		ON CONFLICT (tenant, conv_id) DO UPDATE SET
+			text = excluded.text, covers_seq = excluded.covers_seq, tokens = excluded.tokens,
+			summarizer = excluded.summarizer, created_at = excluded.created_at`
+)
+
+// Facts: the current values through the partial index facts_current, a
+// key's history along the primary key (tenant, conv_id, key, version).
+const (
+	// factCols are the columns queryFacts reads, in its order.
+	factCols = `key, value, source_seq, set_by, confidence, created_at`
+
+	// selectFacts reads the current value of every key, in byte order of
+	// key, from facts_current: its cost follows the number of keys, not
+	// their history. Without INDEXED BY the planner, knowing nothing of how
+	// much history there is, takes the primary key, which yields the same
+	// order but walks every old value too.
+	selectFacts = `SELECT ` + factCols + ` FROM facts INDEXED BY facts_current
+		WHERE tenant = ?1 AND conv_id = ?2 AND current = 1 ORDER BY key`
+
+	// selectFactHistory reads every value of key ?3, oldest first.
+	selectFactHistory = `SELECT ` + factCols + ` FROM facts
+		WHERE tenant = ?1 AND conv_id = ?2 AND key = ?3 ORDER BY version`
+
+	// retireFact makes key ?3's current value history and returns its
+	// version, the key's newest (no row: the key has no value).
+	retireFact = `UPDATE facts SET current = 0
+		WHERE tenant = ?1 AND conv_id = ?2 AND key = ?3 AND current = 1 RETURNING version`
+
+	insertFact = `INSERT INTO facts (tenant, conv_id, key, version, current, value, source_seq, set_by,
+		confidence, created_at)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`
+
+	// deleteFact deletes key ?3 with its history.
+	deleteFact = `DELETE FROM facts WHERE tenant = ?1 AND conv_id = ?2 AND key = ?3`
+)
+
 // writeStatements are prepared on the write pool, readStatements on the
 // read pool.
 var (
 	writeStatements = []string{
-		selectConversation, upsertConversation, deleteConversation, deleteLiveConversation,
+		selectConversation, selectLiveConversation, upsertConversation, deleteConversation, deleteLiveConversation,
 		sweepExpired, purgeInactive, purgeInactiveTenant,
 		insertMessage, selectRange, selectIdempotencyKey, insertIdempotencyKey,
+		selectSummaryCovers, upsertSummary,
+		retireFact, insertFact, deleteFact,
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
 		selectRange, selectBudgetStart, selectTurnStart, selectSystem,
+		selectSummary, selectFacts, selectFactHistory,
 	}
 )

@@ -14,7 +14,9 @@
 // non-system tokens before it and the user turns up to it, so the newest
 // messages that fit a budget, or the last N turns, are found with one index
 // seek and read with one index range, whatever the length of the history.
-// The schema is in migrations/, applied by Open.
+// Summaries and facts reference their conversation with ON DELETE CASCADE,
+// so they end with it, in the same transaction, however it ends. The schema
+// is in migrations/, applied by Open.
 package sqlite
 
 import (
@@ -36,9 +38,11 @@ import (
 )
 
 var (
-	_ chatmem.Store   = (*Store)(nil)
-	_ chatmem.Sweeper = (*Store)(nil)
-	_ chatmem.Purger  = (*Store)(nil)
+	_ chatmem.Store        = (*Store)(nil)
+	_ chatmem.Sweeper      = (*Store)(nil)
+	_ chatmem.Purger       = (*Store)(nil)
+	_ chatmem.SummaryStore = (*Store)(nil)
+	_ chatmem.FactStore    = (*Store)(nil)
 )
 
 // Options configure a Store. The zero value means the defaults.
@@ -60,8 +64,9 @@ type Options struct {
 const DefaultBusyTimeout = 10 * time.Second
 
 // Store is a chatmem.Store over one SQLite file. It implements
-// chatmem.Sweeper and chatmem.Purger too. It is safe for concurrent use by
-// many goroutines and processes.
+// chatmem.Sweeper, chatmem.Purger, chatmem.SummaryStore and
+// chatmem.FactStore too. It is safe for concurrent use by many goroutines
+// and processes.
 type Store struct {
 	path string
 	// w is the write pool: one connection whose transactions begin

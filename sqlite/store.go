@@ -131,10 +131,10 @@ func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageReques
 	return p, nil
 }
 
-// Delete removes the conversation with its messages and idempotency keys
-// (by ON DELETE CASCADE). It returns chatmem.ErrNotFound for a conversation
-// that does not exist or has expired (an expired one is left to Sweep), and
-// wraps chatmem.ErrInvalid for a bad key.
+// Delete removes the conversation with its messages, idempotency keys,
+// summary and facts (by ON DELETE CASCADE). It returns chatmem.ErrNotFound
+// for a conversation that does not exist or has expired (an expired one is
+// left to Sweep), and wraps chatmem.ErrInvalid for a bad key.
 func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 	if err := key.Validate(); err != nil {
 		return err
@@ -281,8 +281,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 }
 
 // currentConversation reads the conversation row for an append. An expired
-// conversation is deleted (with its messages and keys) and reported as not
-// found, so that the append starts it afresh.
+// conversation is deleted (with its messages, keys, summary and facts) and
+// reported as not found, so that the append starts it afresh.
 func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversation, bool, error) {
 	c, err := scanConversation(t.row(selectConversation, key.Tenant, key.ID))
 	switch {

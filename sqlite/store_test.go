@@ -21,7 +21,8 @@ import (
 // TestQueryPlans checks with EXPLAIN QUERY PLAN that every statement of the
 // store searches an index and never scans a table or sorts: in particular
 // that the tail read costs an index seek and an index range, whatever the
-// length of the conversation.
+// length of the conversation, and that the current facts are read without
+// their history.
 func TestQueryPlans(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "plan.db"))
 	seen := map[string]bool{}
@@ -43,6 +44,15 @@ func TestQueryPlans(t *testing.T) {
 		selectTurnStart:   "COVERING INDEX messages_turn",
 		selectRange:       "INDEX messages_seq",
 		selectSystem:      "INDEX messages_system",
+		// One summary per conversation, one seek.
+		selectSummary:       "INDEX summaries_conv (tenant=? AND conv_id=?)",
+		selectSummaryCovers: "INDEX summaries_conv (tenant=? AND conv_id=?)",
+		// Current facts without their history; one key's history, and
+		// only its own, along the primary key.
+		selectFacts:       "INDEX facts_current (tenant=? AND conv_id=?)",
+		retireFact:        "INDEX facts_current (tenant=? AND conv_id=? AND key=?)",
+		selectFactHistory: "PRIMARY KEY (tenant=? AND conv_id=? AND key=?)",
+		deleteFact:        "PRIMARY KEY (tenant=? AND conv_id=? AND key=?)",
 	} {
 		if plan := explain(t, s.r.db, q); !strings.Contains(plan, index) {
 			t.Errorf("query %s: plan does not use %s:\n%s", oneLine(q), index, plan)
@@ -189,6 +199,45 @@ func TestNewerSchema(t *testing.T) {
 	}
 	if _, err := Open(t.Context(), path, Options{}); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Errorf("Open of a schema version 999 database: error = %v, want one saying it is newer", err)
+	}
+}
+
+// TestUpgradeFromVersion1 opens a database written before summaries and
+// facts existed (schema version 1, with a conversation in it): Open adds
+// them, and the conversation takes a summary and facts, which go with it.
+func TestUpgradeFromVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	ctx := t.Context()
+	key := chatmem.Key{Tenant: "t", ID: "old"}
+	old := open(t, path)
+	if _, err := old.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi", Tokens: 1}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Back to what 0001 alone made.
+	for _, q := range []string{"DROP TABLE facts", "DROP TABLE summaries", "PRAGMA user_version = 1"} {
+		if _, err := old.w.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open(t, path)
+	if err := s.PutSummary(ctx, key, chatmem.Summary{Text: "said hi", CoversSeq: 1, Summarizer: "offline"}, 0); err != nil {
+		t.Fatalf("PutSummary after the upgrade: %v", err)
+	}
+	if err := s.SetFacts(ctx, key, []chatmem.Fact{{Key: "name", Value: "Ada", SetBy: "app", Confidence: 1}}); err != nil {
+		t.Fatalf("SetFacts after the upgrade: %v", err)
+	}
+	if err := s.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"summaries", "facts"} {
+		var n int
+		if err := s.r.db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%s after Delete: %d rows, %v; want 0 (ON DELETE CASCADE)", table, n, err)
+		}
 	}
 }
 

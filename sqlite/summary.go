@@ -1,0 +1,90 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"chatmem"
+)
+
+// Summary returns the conversation's summary, read in the snapshot in which
+// the conversation is live. It returns chatmem.ErrNotFound for a
+// conversation that does not exist, has expired or has no summary yet, and
+// wraps chatmem.ErrInvalid for a bad key.
+func (s *Store) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, error) {
+	if err := key.Validate(); err != nil {
+		return chatmem.Summary{}, err
+	}
+	now := s.now()
+	var sum chatmem.Summary
+	err := s.read(ctx, func(t tx) error {
+		if _, err := liveConversation(t, key, now); err != nil {
+			return err
+		}
+		var created int64
+		err := t.row(selectSummary, key.Tenant, key.ID).Scan(&sum.Text, &sum.CoversSeq, &sum.Tokens, &sum.Summarizer, &created)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("conversation %s has no summary: %w", key, chatmem.ErrNotFound)
+		}
+		sum.CreatedAt = fromNanos(created)
+		return err
+	})
+	if err != nil {
+		return chatmem.Summary{}, err
+	}
+	return sum, nil
+}
+
+// PutSummary stores sum as the conversation's summary if the stored one
+// covers exactly prev (0: none stored yet); see chatmem.SummaryStore. The
+// comparison and the write are one IMMEDIATE transaction, so of racing
+// writers, in this process or others, exactly one moves the summary on.
+// Errors come in this order: chatmem.ErrInvalid for what key, sum and prev
+// are wrong about on their own (an empty Text, CoversSeq not after prev, a
+// negative prev, a CreatedAt outside 1678..2262); chatmem.ErrNotFound for a
+// conversation that does not exist or has expired; chatmem.ErrConflict if
+// the stored summary does not cover prev; and chatmem.ErrInvalid for a
+// CoversSeq past the conversation's LastSeq. A zero CreatedAt is set to the
+// store's clock. Nothing is written on error, and the conversation's
+// metadata never changes.
+func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Summary, prev int64) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case sum.Text == "":
+		return fmt.Errorf("summary of %s: %w: text is empty", key, chatmem.ErrInvalid)
+	case prev < 0:
+		return fmt.Errorf("summary of %s: %w: previous summary seq %d is negative", key, chatmem.ErrInvalid, prev)
+	case sum.CoversSeq <= prev:
+		return fmt.Errorf("summary of %s: %w: covers seq %d, not after the previous summary's %d", key, chatmem.ErrInvalid, sum.CoversSeq, prev)
+	}
+	now := s.now()
+	if sum.CreatedAt.IsZero() {
+		sum.CreatedAt = now
+	}
+	if err := checkTime("summary created_at", sum.CreatedAt); err != nil {
+		return err
+	}
+	return s.write(ctx, func(t tx) error {
+		conv, err := liveConversation(t, key, now)
+		if err != nil {
+			return err
+		}
+		var covers int64 // 0: no summary stored
+		if err := t.row(selectSummaryCovers, key.Tenant, key.ID).Scan(&covers); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if covers != prev {
+			return fmt.Errorf("summary of %s: %w: the stored summary covers seq %d, not %d", key, chatmem.ErrConflict, covers, prev)
+		}
+		if sum.CoversSeq > conv.LastSeq {
+			return fmt.Errorf("summary of %s: %w: covers seq %d, past the last message %d", key, chatmem.ErrInvalid, sum.CoversSeq, conv.LastSeq)
+		}
+		_, err = t.exec(upsertSummary, key.Tenant, key.ID, sum.Text, sum.CoversSeq, sum.Tokens, sum.Summarizer,
+			sum.CreatedAt.UnixNano())
+		return err
+	})
+}
