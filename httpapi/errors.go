@@ -1,0 +1,112 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"chatmem"
+)
+
+// Errors of the HTTP layer that have no sentinel in the root package. A
+// Client's *Error unwraps to them, as it does to the root sentinels.
+var (
+	// ErrUnauthorized reports a request without a valid API key.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrMethodNotAllowed reports a known path asked with a method it does
+	// not serve.
+	ErrMethodNotAllowed = errors.New("method not allowed")
+)
+
+// errorCodes is the one table from errors to HTTP statuses and error codes,
+// for the server (an error that matches no entry is a 500 "internal") and
+// for the Client (a code maps back to its error). It is searched in order,
+// so the generic ErrInvalid comes last: an error wrapping both it and a more
+// specific sentinel takes the specific one.
+var errorCodes = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{chatmem.ErrNotFound, http.StatusNotFound, "not_found"},
+	{chatmem.ErrConflict, http.StatusConflict, "conflict"},
+	{chatmem.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{chatmem.ErrBudgetTooSmall, http.StatusUnprocessableEntity, "budget_too_small"},
+	{chatmem.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
+	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
+	{chatmem.ErrInvalid, http.StatusBadRequest, "invalid_request"},
+}
+
+// codeInternal is the code of every error the table does not map.
+const codeInternal = "internal"
+
+// classify returns the status and code for err.
+func classify(err error) (status int, code string) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return http.StatusRequestEntityTooLarge, "too_large"
+	}
+	for _, e := range errorCodes {
+		if errors.Is(err, e.err) {
+			return e.status, e.code
+		}
+	}
+	return http.StatusInternalServerError, codeInternal
+}
+
+// sentinelOf returns the error a code stands for, or nil.
+func sentinelOf(code string) error {
+	for _, e := range errorCodes {
+		if e.code == code {
+			return e.err
+		}
+	}
+	return nil
+}
+
+// errorBody is the JSON shape of every error response.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error is an error response from the server, as the Client returns it.
+// Unwrap returns the sentinel its code stands for (chatmem.ErrNotFound for
+// "not_found", ErrUnauthorized for "unauthorized", ...), so callers match it
+// with errors.Is as they would match the library's errors.
+type Error struct {
+	// Status is the HTTP status code.
+	Status int
+	// Code is the error code ("not_found", "conflict", ...); empty when the
+	// response had no error body (a proxy's error page, say).
+	Code string
+	// Message says what went wrong, for people.
+	Message string
+	// RequestID is the response's X-Request-Id, for finding the server's
+	// log line.
+	RequestID string
+}
+
+// Error returns the status, code, message and request ID in one line.
+func (e *Error) Error() string {
+	s := fmt.Sprintf("chatmem api: %d", e.Status)
+	if e.Code != "" {
+		s += " " + e.Code
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.RequestID != "" {
+		s += " (request " + e.RequestID + ")"
+	}
+	return s
+}
+
+// Unwrap returns the sentinel error for e.Code, or nil for "internal" and
+// unknown codes.
+func (e *Error) Unwrap() error { return sentinelOf(e.Code) }

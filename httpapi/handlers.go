@@ -1,0 +1,531 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"chatmem"
+)
+
+// Conversation is a conversation as the API shows it: its ID and its
+// metadata (created_at, last_seq, tokens, ...). The tenant is the caller's
+// and is not shown; Key is not set by the Client.
+type Conversation struct {
+	ID string `json:"id"`
+	chatmem.Conversation
+}
+
+// AppendResponse is the answer to an append: the stored messages (with
+// seq, tokens and created_at) and the conversation after it. Replayed is
+// set by the Client when the append was a retry answered from the
+// idempotency key (status 200, Idempotent-Replayed: true).
+type AppendResponse struct {
+	Messages     []chatmem.Message `json:"messages"`
+	Conversation Conversation      `json:"conversation"`
+	Replayed     bool              `json:"-"`
+}
+
+// MessagesPage is one page of GET /v1/conversations/{id}/messages.
+// NextAfter is the after= of the next page, nil on the last one.
+type MessagesPage struct {
+	Messages  []chatmem.Message `json:"messages"`
+	NextAfter *int64            `json:"next_after"`
+}
+
+// ConversationPage is one page of GET /v1/conversations. Next is the
+// after= of the next page, empty on the last one.
+type ConversationPage struct {
+	Conversations []Conversation `json:"conversations"`
+	Next          string         `json:"next"`
+}
+
+// FactInput is a fact as PATCH and PUT take it. Confidence 0 (or absent)
+// means 1; SourceSeq is the message it came from, if any. Facts set through
+// the API have set_by "app".
+type FactInput struct {
+	Key        string  `json:"key"`
+	Value      string  `json:"value"`
+	Confidence float64 `json:"confidence,omitempty"`
+	SourceSeq  int64   `json:"source_seq,omitempty"`
+}
+
+// FactsBody is the body of PATCH and PUT /v1/conversations/{id}/facts.
+type FactsBody struct {
+	Facts []FactInput `json:"facts"`
+}
+
+// factsResponse is the answer of the facts routes.
+type factsResponse struct {
+	Facts []chatmem.Fact `json:"facts"`
+}
+
+// maxFactsPerRequest bounds the facts of one PATCH or PUT.
+const maxFactsPerRequest = 1000
+
+// Paging bounds.
+const (
+	defaultMessagesLimit = 100
+	defaultListLimit     = 50
+	maxPageLimit         = 1000
+)
+
+// readyTimeout bounds the store's Ping in /readyz.
+const readyTimeout = 5 * time.Second
+
+func conversationOf(id string, c chatmem.Conversation) Conversation {
+	c.Key = chatmem.Key{}
+	return Conversation{ID: id, Conversation: c}
+}
+
+// etag is the entity tag of a conversation's state: its last sequence
+// number, which If-Match takes back.
+func etag(lastSeq int64) string { return `"` + strconv.FormatInt(lastSeq, 10) + `"` }
+
+func (s *Server) appendMessages(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	var opts chatmem.AppendOptions
+	if v := c.r.Header.Get("If-Match"); v != "" {
+		n, err := parseIfMatch(v)
+		if err != nil {
+			return err
+		}
+		opts.ExpectedLastSeq = &n
+	}
+	if v := c.r.Header.Get("Idempotency-Key"); v != "" {
+		if err := checkIdempotencyKey(v); err != nil {
+			return err
+		}
+		opts.IdempotencyKey = v
+	}
+	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	req, err := decodeAppend(body, s.limits)
+	if err != nil {
+		return err
+	}
+	opts.Tokenizer, opts.TTL = req.Tokenizer, req.TTL()
+	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
+		return s.mem.Append(c.r.Context(), key, req.Messages, opts)
+	})
+	if err != nil {
+		return err
+	}
+	status := http.StatusCreated
+	if res.Replayed {
+		c.w.Header().Set("Idempotent-Replayed", "true")
+		status = http.StatusOK
+	}
+	c.w.Header().Set("ETag", etag(res.Conversation.LastSeq))
+	writeJSON(c.w, status, AppendResponse{Messages: nonNil(res.Messages), Conversation: conversationOf(key.ID, res.Conversation)})
+	return nil
+}
+
+func (s *Server) listMessages(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	q, err := query(c.r, "after", "limit")
+	if err != nil {
+		return err
+	}
+	after, err := intParam(q, "after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(q, "limit", defaultMessagesLimit, 1, maxPageLimit)
+	if err != nil {
+		return err
+	}
+	// One more than asked, to tell whether another page follows.
+	msgs, err := timed(s, "range", func() ([]chatmem.Message, error) {
+		return s.mem.Store().Range(c.r.Context(), key, int64(after), int(limit)+1)
+	})
+	if err != nil {
+		return err
+	}
+	page := MessagesPage{Messages: nonNil(msgs)}
+	if len(msgs) > int(limit) {
+		page.Messages = msgs[:limit]
+		next := page.Messages[limit-1].Seq
+		page.NextAfter = &next
+	}
+	writeJSON(c.w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) getContext(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	q, err := query(c.r, "policy", "budget", "turns", "facts", "tokenizer")
+	if err != nil {
+		return err
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(q.Get("policy"))}
+	switch {
+	case p.Kind == "":
+		return fmt.Errorf("%w: parameter policy is required (one of %s)", chatmem.ErrInvalid, policyNames())
+	case !slices.Contains(chatmem.Policies, p.Kind):
+		return fmt.Errorf("%w: parameter policy: unknown policy %q (want one of %s)", chatmem.ErrInvalid, p.Kind, policyNames())
+	}
+	budget, err := intParam(q, "budget", 0, 1, 1<<31-1)
+	if err != nil {
+		return err
+	}
+	turns, err := intParam(q, "turns", 0, 1, 1<<31-1)
+	if err != nil {
+		return err
+	}
+	p.Budget, p.Turns = int(budget), int(turns)
+	switch {
+	case (p.Kind == chatmem.PolicyTokenBudget || p.Kind == chatmem.PolicySummaryBuffer) && p.Budget == 0:
+		return fmt.Errorf("%w: parameter budget is required for policy %s", chatmem.ErrInvalid, p.Kind)
+	case p.Kind == chatmem.PolicyLastTurns && p.Turns == 0:
+		return fmt.Errorf("%w: parameter turns is required for policy %s", chatmem.ErrInvalid, p.Kind)
+	}
+	if v := q.Get("facts"); v != "" {
+		if p.Facts, err = strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%w: parameter facts must be true or false, got %q", chatmem.ErrInvalid, v)
+		}
+	}
+	tok := q.Get("tokenizer")
+	if len(tok) > maxTokenizerLen {
+		return fmt.Errorf("%w: parameter tokenizer is over %d characters", chatmem.ErrInvalid, maxTokenizerLen)
+	}
+	w, err := timed(s, "context", func() (chatmem.Window, error) {
+		return s.mem.Context(c.r.Context(), key, p, chatmem.ContextOptions{Tokenizer: tok})
+	})
+	if err != nil {
+		return err
+	}
+	w.Messages = nonNil(w.Messages)
+	w.Facts = nonNil(w.Facts)
+	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
+	writeJSON(c.w, http.StatusOK, w)
+	return nil
+}
+
+func policyNames() string {
+	var b []byte
+	for i, k := range chatmem.Policies {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, k...)
+	}
+	return string(b)
+}
+
+func (s *Server) listConversations(c *call) error {
+	q, err := query(c.r, "after", "limit")
+	if err != nil {
+		return err
+	}
+	after := q.Get("after")
+	if after != "" {
+		if err := chatmem.ValidateID(after); err != nil {
+			return fmt.Errorf("parameter after: %w", err)
+		}
+	}
+	limit, err := intParam(q, "limit", defaultListLimit, 1, maxPageLimit)
+	if err != nil {
+		return err
+	}
+	page, err := timed(s, "list", func() (chatmem.Page, error) {
+		return s.mem.Store().List(c.r.Context(), c.tenant, chatmem.PageRequest{After: after, Limit: int(limit)})
+	})
+	if err != nil {
+		return err
+	}
+	out := ConversationPage{Conversations: make([]Conversation, len(page.Conversations)), Next: page.Next}
+	for i, conv := range page.Conversations {
+		out.Conversations[i] = conversationOf(conv.Key.ID, conv)
+	}
+	writeJSON(c.w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getConversation(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	conv, err := timed(s, "conversation", func() (chatmem.Conversation, error) {
+		return s.mem.Store().Conversation(c.r.Context(), key)
+	})
+	if err != nil {
+		return err
+	}
+	c.w.Header().Set("ETag", etag(conv.LastSeq))
+	writeJSON(c.w, http.StatusOK, conversationOf(key.ID, conv))
+	return nil
+}
+
+func (s *Server) deleteConversation(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	if _, err := timed(s, "delete", func() (struct{}, error) {
+		return struct{}{}, s.mem.Store().Delete(c.r.Context(), key)
+	}); err != nil {
+		return err
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) getFacts(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	return s.writeFacts(c, key)
+}
+
+// writeFacts answers with the conversation's current facts.
+func (s *Server) writeFacts(c *call, key chatmem.Key) error {
+	facts, err := s.facts(c.r.Context(), key)
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, factsResponse{Facts: nonNil(facts)})
+	return nil
+}
+
+func (s *Server) facts(ctx context.Context, key chatmem.Key) ([]chatmem.Fact, error) {
+	return timed(s, "facts", func() ([]chatmem.Fact, error) { return s.mem.Facts(ctx, key) })
+}
+
+// readFacts reads and checks a PATCH or PUT body.
+func (s *Server) readFacts(c *call) ([]chatmem.Fact, error) {
+	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	var in struct {
+		Facts *[]FactInput `json:"facts"`
+	}
+	if err := decodeStrict(body, &in); err != nil {
+		return nil, err
+	}
+	if in.Facts == nil {
+		return nil, fmt.Errorf("%w: facts is required (an array, possibly empty)", chatmem.ErrInvalid)
+	}
+	if len(*in.Facts) > maxFactsPerRequest {
+		return nil, fmt.Errorf("%w: %d facts in one request, over the limit of %d", chatmem.ErrTooLarge, len(*in.Facts), maxFactsPerRequest)
+	}
+	facts := make([]chatmem.Fact, len(*in.Facts))
+	for i, f := range *in.Facts {
+		facts[i] = chatmem.Fact{Key: f.Key, Value: f.Value, Confidence: f.Confidence, SourceSeq: f.SourceSeq, SetBy: "app"}
+	}
+	return facts, nil
+}
+
+func (s *Server) setFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	if len(facts) == 0 {
+		return nil
+	}
+	_, err := timed(s, "set_facts", func() (struct{}, error) {
+		return struct{}{}, s.mem.SetFacts(ctx, key, facts)
+	})
+	return err
+}
+
+func (s *Server) deleteFact(ctx context.Context, key chatmem.Key, name string) error {
+	_, err := timed(s, "delete_fact", func() (struct{}, error) {
+		return struct{}{}, s.mem.DeleteFact(ctx, key, name)
+	})
+	return err
+}
+
+// patchFacts sets the facts in the body and leaves the others.
+func (s *Server) patchFacts(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	facts, err := s.readFacts(c)
+	if err != nil {
+		return err
+	}
+	if err := s.setFacts(c.r.Context(), key, facts); err != nil {
+		return err
+	}
+	return s.writeFacts(c, key)
+}
+
+// putFacts makes the body the conversation's facts: it sets those in the
+// body (all or none, validated first), then deletes the keys the body does
+// not name.
+func (s *Server) putFacts(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	facts, err := s.readFacts(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.r.Context()
+	if err := s.setFacts(ctx, key, facts); err != nil {
+		return err
+	}
+	keep := make(map[string]bool, len(facts))
+	for _, f := range facts {
+		keep[f.Key] = true
+	}
+	current, err := s.facts(ctx, key)
+	if err != nil {
+		return err
+	}
+	for _, f := range current {
+		if keep[f.Key] {
+			continue
+		}
+		// A concurrent delete of the same key leaves what PUT wants.
+		if err := s.deleteFact(ctx, key, f.Key); err != nil && !errors.Is(err, chatmem.ErrNotFound) {
+			return err
+		}
+	}
+	return s.writeFacts(c, key)
+}
+
+// deleteFacts deletes the fact named by ?key=, or every fact without it.
+func (s *Server) deleteFacts(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	q, err := query(c.r, "key")
+	if err != nil {
+		return err
+	}
+	ctx := c.r.Context()
+	if q.Has("key") {
+		name := q.Get("key")
+		if err := chatmem.ValidateFactKey(name); err != nil {
+			return fmt.Errorf("parameter key: %w", err)
+		}
+		if err := s.deleteFact(ctx, key, name); err != nil {
+			return err
+		}
+	} else {
+		current, err := s.facts(ctx, key)
+		if err != nil {
+			return err
+		}
+		for _, f := range current {
+			if err := s.deleteFact(ctx, key, f.Key); err != nil && !errors.Is(err, chatmem.ErrNotFound) {
+				return err
+			}
+		}
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) getSummary(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	sum, err := timed(s, "summary", func() (chatmem.Summary, error) {
+		return s.mem.Summary(c.r.Context(), key)
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, sum)
+	return nil
+}
+
+// status is the body of /healthz and /readyz.
+type status struct {
+	Status string `json:"status"`
+}
+
+func (s *Server) healthz(c *call) error {
+	writeJSON(c.w, http.StatusOK, status{Status: "ok"})
+	return nil
+}
+
+func (s *Server) readyz(c *call) error {
+	ctx, cancel := context.WithTimeout(c.r.Context(), readyTimeout)
+	defer cancel()
+	_, err := timed(s, "ping", func() (struct{}, error) {
+		return struct{}{}, s.mem.Store().Ping(ctx)
+	})
+	if err != nil {
+		if !errors.Is(err, chatmem.ErrUnavailable) {
+			err = fmt.Errorf("%w: store ping: %w", chatmem.ErrUnavailable, err)
+		}
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, status{Status: "ok"})
+	return nil
+}
+
+func (s *Server) getMetrics(c *call) error {
+	s.metrics.handler.ServeHTTP(c.w, c.r)
+	return nil
+}
+
+func (s *Server) getOpenAPI(c *call) error {
+	h := c.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "public, max-age=300")
+	_, _ = c.w.Write(openAPI)
+	return nil
+}
+
+// query returns the request's query parameters, refusing a parameter given
+// twice among the known ones (which one would count is a guess).
+func query(r *http.Request, known ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: malformed query string: %v", chatmem.ErrInvalid, err)
+	}
+	for _, k := range known {
+		if len(q[k]) > 1 {
+			return nil, fmt.Errorf("%w: parameter %s given more than once", chatmem.ErrInvalid, k)
+		}
+	}
+	return q, nil
+}
+
+// intParam parses the integer parameter name, which must lie in lo..hi;
+// def is its value when absent.
+func intParam(q url.Values, name string, def, lo, hi int64) (int64, error) {
+	v := q.Get(name)
+	if !q.Has(name) {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, fmt.Errorf("%w: parameter %s must be an integer from %d to %d, got %q", chatmem.ErrInvalid, name, lo, hi, v)
+	}
+	return n, nil
+}
+
+// nonNil returns s, or an empty slice for nil, so that JSON shows [] rather
+// than null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -1,0 +1,303 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	goredis "github.com/redis/go-redis/v9"
+
+	"chatmem"
+	"chatmem/memory"
+	"chatmem/postgres"
+	"chatmem/redis"
+	"chatmem/sqlite"
+	"chatmem/tokenizer"
+)
+
+// backend opens a fresh, empty store for one test, closed (and its data
+// removed) when the test ends.
+type backend struct {
+	name string
+	open func(t *testing.T) chatmem.Store
+}
+
+// backends are the stores the end-to-end tests run against. Redis and
+// PostgreSQL are skipped when unreachable, except on CI (CI=true), where
+// that fails the test.
+var backends = []backend{
+	{"memory", func(t *testing.T) chatmem.Store { return memory.New() }},
+	{"sqlite", openSQLite},
+	{"redis", openRedis},
+	{"postgres", openPostgres},
+}
+
+func openSQLite(t *testing.T) chatmem.Store {
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "chatmem.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// skipOrFail skips a test whose backend is missing, except on CI, where a
+// missing backend is a broken setup.
+func skipOrFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func redisURL() string {
+	if u := os.Getenv("CHATMEM_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379"
+}
+
+// openRedis opens a store under a random key prefix, and deletes the
+// prefix's keys when the test ends.
+func openRedis(t *testing.T) chatmem.Store {
+	o, err := goredis.ParseURL(redisURL())
+	if err != nil {
+		t.Fatalf("CHATMEM_REDIS_URL: %v", err)
+	}
+	client := goredis.NewClient(o)
+	t.Cleanup(func() { client.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		skipOrFail(t, "no Redis at %s (set CHATMEM_REDIS_URL): %v", o.Addr, err)
+	}
+	prefix := "httpapitest-" + strings.ToLower(rand.Text()[:12])
+	s, err := redis.New(client, redis.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := client.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			client.Unlink(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("delete keys of prefix %s: %v", prefix, err)
+		}
+	})
+	return s
+}
+
+func postgresURL() string {
+	if u := os.Getenv("CHATMEM_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+}
+
+var (
+	pgOnce  sync.Once
+	pgAdmin *pgxpool.Pool
+	pgErr   error
+)
+
+// openPostgres opens a store over a random schema, dropped when the test
+// ends.
+func openPostgres(t *testing.T) chatmem.Store {
+	pgOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if pgAdmin, pgErr = pgxpool.New(ctx, postgresURL()); pgErr == nil {
+			pgErr = pgAdmin.Ping(ctx)
+		}
+	})
+	if pgErr != nil {
+		skipOrFail(t, "PostgreSQL at %s is unreachable (set CHATMEM_POSTGRES_URL): %v", postgresURL(), pgErr)
+	}
+	schema := "httpapi_test_" + strings.ToLower(rand.Text()[:10])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := pgAdmin.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	s, err := postgres.Open(t.Context(), postgresURL(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("postgres.Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// newMemory returns a Memory over store counting with the seed's estimate
+// and resolving the other tokenizers by name.
+func newMemory(t *testing.T, store chatmem.Store, mod func(*chatmem.Options)) *chatmem.Memory {
+	t.Helper()
+	opts := chatmem.Options{
+		Counter: tokenizer.Estimate{},
+		Counters: func(name string) (chatmem.Counter, error) {
+			return tokenizer.Get(name, tokenizer.Options{})
+		},
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	mem, err := chatmem.New(store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
+
+// Keys of the two tenants the tests use; globex's is configured by its
+// hash.
+const (
+	acmeKey   = "acme-secret-key-1"
+	globexKey = "globex-secret-key-2"
+)
+
+func testKeys() []Key {
+	return []Key{{Tenant: "acme", Key: acmeKey}, {Tenant: "globex", Hash: HashKey(globexKey)}}
+}
+
+// testServer is a Server behind a real loopback HTTP server.
+type testServer struct {
+	*httptest.Server
+	api *Server
+	log *syncBuffer
+}
+
+// newTestServer serves a Server over mem with opts (the test's keys if
+// opts.Keys is nil, and a JSON logger into a buffer).
+func newTestServer(t *testing.T, mem *chatmem.Memory, opts Options) *testServer {
+	t.Helper()
+	if opts.Keys == nil {
+		opts.Keys = testKeys()
+	}
+	buf := &syncBuffer{}
+	opts.Logger = slog.New(slog.NewJSONHandler(buf, nil))
+	api, err := New(mem, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ts := httptest.NewServer(api)
+	t.Cleanup(ts.Close)
+	return &testServer{Server: ts, api: api, log: buf}
+}
+
+func (ts *testServer) client(key string) *Client { return NewClient(ts.URL, key, ts.Client()) }
+
+// rawResponse is a response read in full.
+type rawResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// raw sends one request as given, for what the typed client cannot send.
+func (ts *testServer) raw(t *testing.T, method, path, key string, header map[string]string, body string) rawResponse {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, ts.URL+path, rd)
+	if err != nil {
+		t.Fatalf("NewRequest(%s %s): %v", method, path, err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return rawResponse{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// apiError decodes r as an error response.
+func (r rawResponse) apiError() *Error {
+	resp := &http.Response{StatusCode: r.status, Header: r.header, Body: io.NopCloser(bytes.NewReader(r.body))}
+	return responseError(resp)
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// must fails the test on err.
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// wantAPIError checks that err is an *Error with the status and code, and
+// that it unwraps to sentinel (if not nil).
+func wantAPIError(t *testing.T, what string, err error, status int, code string) *Error {
+	t.Helper()
+	e, ok := err.(*Error)
+	if !ok {
+		t.Fatalf("%s: error = %v (%T), want *Error %d %s", what, err, err, status, code)
+	}
+	if e.Status != status || e.Code != code {
+		t.Errorf("%s: error = %d %s (%s), want %d %s", what, e.Status, e.Code, e.Message, status, code)
+	}
+	return e
+}
+
+func describe(c Conversation) string {
+	return fmt.Sprintf("last_seq=%d tokens=%d system_tokens=%d turns=%d updated_at=%s expires_at=%s tokenizer=%s",
+		c.LastSeq, c.Tokens, c.SystemTokens, c.Turns, c.UpdatedAt.UTC().Format(time.RFC3339Nano), c.ExpiresAt.UTC().Format(time.RFC3339Nano), c.Tokenizer)
+}
+
+// containsAll reports whether s holds every one of subs.
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}

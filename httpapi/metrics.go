@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"chatmem"
+)
+
+// metrics are the server's Prometheus collectors.
+type metrics struct {
+	requests      *prometheus.CounterVec   // route, method, status
+	duration      *prometheus.HistogramVec // route, method
+	store         *prometheus.HistogramVec // op
+	contextTokens *prometheus.HistogramVec // policy
+	handler       http.Handler             // serves /metrics
+}
+
+// newMetrics registers the collectors with reg (a private registry, with
+// the Go and process collectors, if nil) and serves /metrics from gather
+// (nil: reg, if it is a Gatherer, else the private registry).
+func newMetrics(mem *chatmem.Memory, reg prometheus.Registerer, gather prometheus.Gatherer) (*metrics, error) {
+	if reg == nil {
+		private := prometheus.NewRegistry()
+		private.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg = private
+	}
+	if gather == nil {
+		g, ok := reg.(prometheus.Gatherer)
+		if !ok {
+			return nil, fmt.Errorf("%w: httpapi.Options: a Registerer that is not a Gatherer needs a Gatherer", chatmem.ErrInvalid)
+		}
+		gather = g
+	}
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatmem_http_requests_total",
+			Help: "HTTP requests served, by route pattern, method and status code.",
+		}, []string{"route", "method", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatmem_http_request_duration_seconds",
+			Help:    "Time to serve an HTTP request, by route pattern and method.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route", "method"}),
+		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatmem_store_duration_seconds",
+			Help:    "Time spent in memory and store calls made for requests, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 15), // 0.2ms to ~3.3s
+		}, []string{"op"}),
+		contextTokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chatmem_context_tokens",
+			Help:    "Tokens of the context windows sent, by policy.",
+			Buckets: prometheus.ExponentialBuckets(64, 2, 14), // 64 to ~524k
+		}, []string{"policy"}),
+	}
+	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chatmem_worker_queue_depth",
+		Help: "Conversations with summary or fact work queued for the worker.",
+	}, func() float64 { return float64(mem.QueueDepth()) })
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, queue} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
+		}
+	}
+	m.handler = promhttp.HandlerFor(gather, promhttp.HandlerOpts{})
+	return m, nil
+}
+
+// observeRequest records one served request.
+func (m *metrics) observeRequest(route, method string, status int, d time.Duration) {
+	method = methodLabel(method)
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// methodLabel bounds the method label to the standard methods, so a client
+// cannot grow the metrics without bound by inventing methods.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
+}
+
+// timed calls f and records its duration as store operation op.
+func timed[T any](s *Server, op string, f func() (T, error)) (T, error) {
+	start := time.Now()
+	v, err := f()
+	s.metrics.store.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	return v, err
+}
