@@ -26,6 +26,7 @@ func commands() []command {
 		{"demo", "replay the seed's conversation and print its three lines", runDemo},
 		{"window", "apply a policy to a JSON array of chat messages", runWindow},
 		{"bench", "measure per-turn cost (append + context) on a store", runBench},
+		{"serve", "serve the REST API", runServe},
 	}
 }
 
