@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -33,11 +34,16 @@ type benchResult struct {
 
 func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench",
-		"bench [--store URL] [--messages 1000,100000,1000000] [--budget 4000] [--policy P] [--turns N] [--iterations 300] [--json]\n\n"+
+		"bench [--store URL] [--messages 1000,100000,1000000] [--budget 4000] [--policy P] [--turns N] [--iterations 300] [--json]\n"+
+			"       chatmem bench --http URL [--api-key K] [--conversations 1000] [--duration 30s] [--baseline]\n\n"+
 			"For each size, fills one conversation with that many messages (with a progress bar on\n"+
 			"standard error), then measures per-turn cost: append one message and read the context\n"+
 			"under the policy. Prints p50 and p99 per size; with --json one JSON object per size.\n"+
-			"The benchmark conversations are deleted afterwards.",
+			"The benchmark conversations are deleted afterwards.\n\n"+
+			"With --http, load-tests a running server instead: one client per conversation appends a\n"+
+			"message and reads the context, over and over, for --duration (at most --max-turns turns),\n"+
+			"then every conversation is read back and checked: each acknowledged append present once, in\n"+
+			"order. Exits 1 on any error or lost message. Only point it at servers you run.",
 		"chatmem bench --store sqlite:/tmp/bench.db --messages 1000,1000000 --budget 4000", stderr)
 	storeURL := fs.String("store", "", storeURLHelp)
 	dataDir := fs.String("data-dir", defaultDataDir, "data directory of the default SQLite store")
@@ -48,8 +54,28 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	facts := fs.Bool("facts", false, "add the facts block (runs the rule extractor in the worker)")
 	iterations := fs.Int("iterations", 300, "measured turns per size")
 	asJSON := fs.Bool("json", false, "print one JSON object per size")
+	httpURL := fs.String("http", "", "load-test a running server at this URL instead (see --conversations)")
+	apiKey := fs.String("api-key", "", "API key for --http (default $CHATMEM_API_KEY)")
+	conversations := fs.Int("conversations", 1000, "with --http: concurrent clients, one conversation each")
+	duration := fs.Duration("duration", 30*time.Second, "with --http: how long to drive the load")
+	maxTurns := fs.Int("max-turns", 100000, "with --http: most turns per conversation")
+	baseline := fs.Bool("baseline", false, "with --http: also drive a bare net/http handler the same way and print the throughput ratio")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *httpURL != "" {
+		p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
+		if err := p.Validate(); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		if *conversations < 1 || *maxTurns < 1 || *duration <= 0 {
+			return usageErr("--conversations, --max-turns and --duration must be positive")
+		}
+		if *apiKey == "" {
+			*apiKey = os.Getenv("CHATMEM_API_KEY")
+		}
+		cfg := loadConfig{url: strings.TrimRight(*httpURL, "/"), apiKey: *apiKey, conversations: *conversations, duration: *duration, maxTurns: *maxTurns, policy: p, verify: true}
+		return benchHTTP(ctx, cfg, *baseline, *asJSON, stdout, stderr)
 	}
 	sizes, err := parseSizes(*sizesFlag)
 	if err != nil {
@@ -110,6 +136,41 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			first, last := results[0], results[len(results)-1]
 			fmt.Fprintf(stdout, "p50 at %d messages / p50 at %d: %.2fx\n", last.Messages, first.Messages, last.P50us/first.P50us)
 		}
+	}
+	return nil
+}
+
+// benchHTTP runs the load against the server (and the baseline) and fails
+// if anything was lost or any request failed.
+func benchHTTP(ctx context.Context, cfg loadConfig, baseline, asJSON bool, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "driving %d conversations against %s for %s\n", cfg.conversations, cfg.url, cfg.duration)
+	res, err := runLoad(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	results := []loadResult{res}
+	if baseline {
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		url, err := startBaseline(bctx)
+		if err != nil {
+			return err
+		}
+		base := cfg
+		base.url, base.verify = url, false
+		fmt.Fprintf(stderr, "driving the same load against a bare net/http handler at %s\n", url)
+		b, err := runLoad(ctx, base, stderr)
+		if err != nil {
+			return err
+		}
+		b.Target = "bare net/http"
+		results = append(results, b)
+	}
+	if err := printLoad(stdout, results, asJSON); err != nil {
+		return err
+	}
+	if res.Errors > 0 || !res.Verified {
+		return fmt.Errorf("load test failed: %d errors; %d appends acknowledged, %d found", res.Errors, res.Acknowledged, res.Found)
 	}
 	return nil
 }

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"chatmem"
+	"chatmem/httpapi"
+)
+
+// loadConfig is one HTTP load run: conversations clients, each owning a
+// conversation, alternating an append and a context read, until duration
+// or maxTurns.
+type loadConfig struct {
+	url, apiKey   string
+	conversations int
+	duration      time.Duration
+	maxTurns      int
+	policy        chatmem.Policy
+	verify        bool // read every conversation back and check count and order
+}
+
+// loadResult is what `chatmem bench --http` reports.
+type loadResult struct {
+	Target        string  `json:"target"`
+	Conversations int     `json:"conversations"`
+	Seconds       float64 `json:"seconds"`
+	Requests      int64   `json:"requests"`
+	RPS           float64 `json:"requests_per_s"`
+	AppendP50us   float64 `json:"append_p50_us"`
+	AppendP99us   float64 `json:"append_p99_us"`
+	ContextP50us  float64 `json:"context_p50_us"`
+	ContextP99us  float64 `json:"context_p99_us"`
+	Errors        int64   `json:"errors"`
+	Acknowledged  int64   `json:"appends_acknowledged"`
+	Found         int64   `json:"appends_found"`
+	Verified      bool    `json:"verified"`
+}
+
+// runLoad drives the load and, with verify, checks afterwards that every
+// acknowledged append is stored once, in order.
+func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResult, error) {
+	transport := &http.Transport{MaxIdleConns: cfg.conversations, MaxIdleConnsPerHost: cfg.conversations, IdleConnTimeout: time.Minute,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+	defer transport.CloseIdleConnections()
+	client := httpapi.NewClient(cfg.url, cfg.apiKey, &http.Client{Transport: transport, Timeout: 30 * time.Second})
+
+	run := fmt.Sprintf("load-%d", time.Now().UnixNano())
+	acked := make([]int64, cfg.conversations)
+	var errCount, requests atomic.Int64
+	var firstErr atomic.Value
+	var mu sync.Mutex
+	var appendLat, contextLat []time.Duration
+
+	lctx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range cfg.conversations {
+		wg.Go(func() {
+			id := fmt.Sprintf("%s-%d", run, c)
+			var al, cl []time.Duration
+			for turn := 0; turn < cfg.maxTurns && lctx.Err() == nil; turn++ {
+				msg := chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("turn %d: where is order SE-%05d?", turn, c)}
+				if turn%2 == 1 {
+					msg.Role = chatmem.RoleAssistant
+				}
+				t0 := time.Now()
+				_, err := client.Append(lctx, id, []chatmem.Message{msg}, httpapi.ClientAppendOptions{IdempotencyKey: fmt.Sprint(turn)})
+				if lctx.Err() != nil {
+					// Cut off by the end of the run: the append may or may
+					// not have landed; settle it with the same idempotency key.
+					_, err = client.Append(context.WithoutCancel(ctx), id, []chatmem.Message{msg}, httpapi.ClientAppendOptions{IdempotencyKey: fmt.Sprint(turn)})
+					if err == nil {
+						acked[c]++
+					}
+					return
+				}
+				requests.Add(1)
+				if err != nil {
+					errCount.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					// The append may have landed before the error: settle it
+					// with the same idempotency key, then stop this client.
+					time.Sleep(100 * time.Millisecond)
+					if _, err := client.Append(context.WithoutCancel(ctx), id, []chatmem.Message{msg}, httpapi.ClientAppendOptions{IdempotencyKey: fmt.Sprint(turn)}); err == nil {
+						acked[c]++
+					}
+					return
+				}
+				acked[c]++
+				al = append(al, time.Since(t0))
+				t0 = time.Now()
+				_, err = client.Context(lctx, id, httpapi.ContextParams{Policy: cfg.policy.Kind, Budget: cfg.policy.Budget, Turns: cfg.policy.Turns})
+				if lctx.Err() != nil {
+					return
+				}
+				requests.Add(1)
+				if err != nil && !errors.Is(err, chatmem.ErrBudgetTooSmall) {
+					errCount.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				cl = append(cl, time.Since(t0))
+			}
+			mu.Lock()
+			appendLat = append(appendLat, al...)
+			contextLat = append(contextLat, cl...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	res := loadResult{
+		Target: cfg.url, Conversations: cfg.conversations, Seconds: elapsed.Seconds(),
+		Requests: requests.Load(), RPS: float64(requests.Load()) / elapsed.Seconds(), Errors: errCount.Load(),
+	}
+	res.AppendP50us, res.AppendP99us = percentiles(appendLat)
+	res.ContextP50us, res.ContextP99us = percentiles(contextLat)
+	for _, n := range acked {
+		res.Acknowledged += n
+	}
+	if err, _ := firstErr.Load().(error); err != nil {
+		fmt.Fprintf(progress, "first error: %v\n", err)
+	}
+	if !cfg.verify {
+		return res, nil
+	}
+	found, err := verifyLoad(ctx, client, run, acked, progress)
+	res.Found = found
+	res.Verified = err == nil && found == res.Acknowledged
+	if err != nil {
+		return res, err
+	}
+	for c := range cfg.conversations {
+		client.Delete(ctx, fmt.Sprintf("%s-%d", run, c))
+	}
+	return res, nil
+}
+
+// verifyLoad reads every conversation back: exactly the acknowledged
+// appends, dense sequence numbers, in the order they were sent.
+func verifyLoad(ctx context.Context, client *httpapi.Client, run string, acked []int64, progress io.Writer) (int64, error) {
+	var found int64
+	bar := newProgress(progress, "verifying conversations", len(acked))
+	for c, want := range acked {
+		id := fmt.Sprintf("%s-%d", run, c)
+		var after int64
+		for {
+			page, err := client.Messages(ctx, id, after, 1000)
+			if errors.Is(err, chatmem.ErrNotFound) && want == 0 {
+				break
+			}
+			if err != nil {
+				return found, fmt.Errorf("conversation %s: %w", id, err)
+			}
+			for _, m := range page.Messages {
+				turn := m.Seq - 1
+				if !strings.HasPrefix(m.Content, fmt.Sprintf("turn %d:", turn)) {
+					return found, fmt.Errorf("conversation %s: seq %d holds %q, want turn %d", id, m.Seq, m.Content, turn)
+				}
+				found++
+				after = m.Seq
+			}
+			if page.NextAfter == nil {
+				break
+			}
+		}
+		if after != want {
+			return found, fmt.Errorf("conversation %s: %d messages stored, %d acknowledged", id, after, want)
+		}
+		bar.set(c + 1)
+	}
+	bar.done()
+	return found, nil
+}
+
+func percentiles(d []time.Duration) (p50, p99 float64) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	slices.Sort(d)
+	at := func(q float64) float64 { return float64(d[int(q*float64(len(d)-1))].Nanoseconds()) / 1e3 }
+	return at(0.50), at(0.99)
+}
+
+// bareHandler is the baseline: net/http answering the same requests with
+// a fixed small JSON body and no work behind it.
+func bareHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"messages":[],"conversation":{}}`)
+			return
+		}
+		io.WriteString(w, `{"messages":[],"tokens":0,"dropped":0,"facts":[]}`)
+	})
+}
+
+// startBaseline serves bareHandler on a loopback port until ctx ends.
+func startBaseline(ctx context.Context) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: bareHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	go func() { <-ctx.Done(); srv.Close() }()
+	return "http://" + ln.Addr().String(), nil
+}
+
+func printLoad(w io.Writer, results []loadResult, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tconvs\ts\trequests\treq/s\tappend p50 µs\tp99 µs\tcontext p50 µs\tp99 µs\terrors\tacked\tfound\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t\n", r.Target, r.Conversations, r.Seconds, r.Requests, r.RPS,
+			r.AppendP50us, r.AppendP99us, r.ContextP50us, r.ContextP99us, r.Errors, r.Acknowledged, r.Found)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(results) == 2 && results[1].RPS > 0 {
+		fmt.Fprintf(w, "throughput against the bare net/http handler: %.2fx\n", results[0].RPS/results[1].RPS)
+	}
+	return nil
+}
