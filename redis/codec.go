@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -91,6 +92,30 @@ func decodeMessages(v any) ([]chatmem.Message, error) {
 		out[i] = m
 	}
 	return out, nil
+}
+
+// decodeRecords decodes stored messages as LRANGE returns them.
+func decodeRecords(list []string) ([]chatmem.Message, error) {
+	out := make([]chatmem.Message, len(list))
+	for i, s := range list {
+		m, err := decodeRecord(s)
+		if err != nil {
+			return nil, fmt.Errorf("decode stored message: %w", err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// recordSeq reads the seq of a stored message, which the append script
+// writes first.
+func recordSeq(s string) (int64, bool) {
+	const prefix = `{"seq":`
+	if !strings.HasPrefix(s, prefix) {
+		return 0, false
+	}
+	sc := scanner{s: s, i: len(prefix)}
+	return sc.int()
 }
 
 // scanRecord decodes the JSON object s in the shape storedRecord produces,

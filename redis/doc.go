@@ -10,7 +10,9 @@
 //
 //	chatmem:{acme/c1}:meta      hash: tokenizer, last_seq, tokens, system_tokens,
 //	                            turns, created_at, updated_at, expires_at
-//	                            (times in Unix nanoseconds; expires_at 0: never)
+//	                            (times in Unix nanoseconds; expires_at 0: never),
+//	                            gen (a random token set when the conversation
+//	                            is created)
 //	chatmem:{acme/c1}:msgs      list: message JSON, seq n at index n-1
 //	chatmem:{acme/c1}:cum       list: non-system tokens of messages 1..n, at n-1
 //	chatmem:{acme/c1}:users     list: the seqs of the user messages
@@ -32,15 +34,35 @@
 // reply cannot make an append land twice; a retry with an IdempotencyKey is
 // the safe way to repeat one.
 //
-// Tail is one script as well: it finds where the run starts on the cum list,
-// reading it back from the newest entry in chunks (the first sized by the
-// conversation's mean tokens per message, each further one doubled) and
-// bisecting the chunk that holds the boundary, then returns the run with one
-// LRANGE; every read counts from the tail of its list, so the cost follows
-// the size of the window, not the length of the conversation. The messages
-// pass through the script's Lua, which on Redis 7.0 costs the server roughly
-// four times a bare LRANGE of them; BenchmarkWindowVsRaw measures the
-// difference.
+// Tail reads the messages with a plain LRANGE, never through Lua, which on
+// Redis 7.0 would cost the server several times the LRANGE itself. A script
+// checks the conversation and finds where the run starts on the cum list:
+// it probes the entry that the conversation's mean tokens per message
+// predicts, gallops from there (distances 1, 2, 4, ...) until the boundary
+// lies between two probes and bisects between them, every read counting
+// from the tail of the list, so the cost follows the size of the window,
+// not the length of the conversation. It replies with the run's first and
+// last seq and meta's gen. The store sends the script pipelined with an
+// LRANGE of the newest messages, as many as a hint learned from earlier
+// Tails guesses the run holds, and a re-read of meta's last_seq and gen:
+// one round trip. When the guess falls short (or the store has none yet),
+// a second round trip reads the run by its absolute list indexes (seq n is
+// at index n-1). BenchmarkWindowVsRaw measures both against one LRANGE of
+// the window plus decoding.
+//
+// These reads are not one atomic operation, yet Tail returns exactly the
+// run as of its script: messages never change once appended and lists only
+// grow at the tail, so a later read finds the same messages at the same
+// indexes, and the seqs in the messages place the newest ones read. Only a
+// Delete (or expiry) could intervene, perhaps followed by an Append that
+// creates the conversation again under the same key, with the same seqs;
+// every creation records a new random gen, and gen is re-read after the
+// LRANGE, so an unchanged gen proves the messages belong to the
+// conversation the script saw. If the check fails (or a client that reads
+// from replicas read a lagging one), a last script reads the run and
+// checks gen atomically on the master, and Tail returns
+// chatmem.ErrNotFound if the conversation is not the same, as a Tail at
+// that moment would have.
 //
 // # Listing
 //

@@ -56,9 +56,10 @@ end
 // appendScript appends a batch of messages.
 //
 // KEYS: all of the conversation's. ARGV: now, expires_at ('0': this append sets no expiry), expected last seq
-// (-1: none), idempotency key (empty: none), tokenizer, then one triple per
-// message: its JSON object without seq, its tokens, and its kind ('s'
-// system, 'u' user, 'o' other).
+// (-1: none), idempotency key (empty: none), tokenizer, generation (a random
+// token, recorded as meta's gen if the append creates the conversation),
+// then one triple per message: its JSON object without seq, its tokens, and
+// its kind ('s' system, 'u' user, 'o' other).
 //
 // It replies {0, last_seq} on a failed ExpectedLastSeq check (nothing is
 // written), {1, first_seq, meta...} after appending, and {2, first_seq,
@@ -66,7 +67,7 @@ end
 // written; messages are the original ones).
 var appendScript = newScript(luaPrelude + `
 local meta, msgs, cum, users, sys, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local now, newExp, expected, ikey, tokenizer = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local now, newExp, expected, ikey, tokenizer, gen = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns')
 local last = tonumber(m[1])
@@ -103,12 +104,12 @@ if last then
   tokens, systemTokens, turns = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
 else
   last, exp = 0, '0'
-  redis.call('HSET', meta, 'tokenizer', tokenizer, 'created_at', now)
+  redis.call('HSET', meta, 'tokenizer', tokenizer, 'created_at', now, 'gen', gen)
 end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
-for i = 6, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   last = last + 1
   -- Stored messages carry their seq, so each list entry reads on its own.
   local msg = '{"seq":' .. last .. ',' .. string.sub(ARGV[i], 2)
@@ -145,48 +146,76 @@ end
 return {1, first, redis.call('HGETALL', meta)}
 `)
 
-// tailScript reads the newest messages selected by a TailQuery.
+// tailScript finds the newest messages selected by a TailQuery; the caller
+// then reads them from msgs with a plain LRANGE (see Store.Tail), because
+// messages passed through the script's Lua cost the server several times
+// what the LRANGE does.
 //
-// KEYS: meta, msgs, cum, users. ARGV: now, tokens, turns. It replies {-1} for a missing or expired
-// conversation, else {first_seq, messages}.
+// KEYS: meta, cum, users. ARGV: now, tokens, turns. It replies {-1} for a
+// missing or expired conversation, else {first_seq, last_seq, gen}: the run
+// is first_seq..last_seq (empty if first_seq > last_seq), and gen is meta's
+// gen (empty for a conversation created before gen was recorded).
 //
 // The token run is found on the cum list (cum[j] holds the non-system tokens
 // of messages 1..j): the run starts after the smallest j with
-// cum[j] >= total - tokens. The script reads cum back from the tail in
-// chunks, the first sized by the conversation's mean tokens per message and
-// each further one twice the last, and bisects the chunk that holds the
-// boundary. Every read counts from the tail of its list, so the cost follows
-// the size of the run, not the length of the conversation.
+// cum[j] >= total - tokens. The search starts at the j that the
+// conversation's mean tokens per message predicts, probes single entries
+// with LINDEX at distances 1, 2, 4, ... from there until it has the boundary
+// between two probes, and bisects that bracket (reading it with one LRANGE
+// once it holds at most 32 entries). When the mean predicts the boundary
+// exactly, that is two LINDEX calls. Every read counts from the tail of the
+// list and lies within the run or as far again before it as the
+// prediction erred, so the cost follows the size of the run, not the
+// length of the conversation.
 var tailScript = newScript(luaPrelude + `
-local meta, msgs, cum, users = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, cum, users = KEYS[1], KEYS[2], KEYS[3]
 local now, want, turns = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens')
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'gen')
 local last = tonumber(m[1])
 if not last or expired(m[2], now) then return {-1} end
-if want <= 0 and turns <= 0 then return {last + 1, {}} end
+local gen = m[4] or ''
+if want <= 0 and turns <= 0 then return {last + 1, last, gen} end
 
 local start = 1
 local total = tonumber(m[3])
 local target = total - want
 if want > 0 and target > 0 then
-  -- Invariant: cum[hi] >= target, and the boundary j is at most hi.
-  local hi = last
-  local k = math.ceil(want * last / total) + 16
-  while hi > 1 do
-    local lo = math.max(1, hi - k)
-    local vals = redis.call('LRANGE', cum, lo - 1 - last, hi - 2 - last) -- cum[lo..hi-1]
-    if tonumber(vals[1]) >= target then
-      hi, k = lo, k * 2
-    else
-      -- vals[a] < target; the boundary is lo-1+b, or hi if b is past vals.
-      local a, b = 1, #vals + 1
-      while b - a > 1 do
-        local mid = math.floor((a + b) / 2)
-        if tonumber(vals[mid]) >= target then b = mid else a = mid end
+  -- at(j) is cum[j], read from the tail; cum[0] is 0.
+  local function at(j)
+    if j == 0 then return 0 end
+    return tonumber(redis.call('LINDEX', cum, j - 1 - last))
+  end
+  -- Invariant: cum[lo] < target <= cum[hi], so the boundary is in lo+1..hi.
+  local lo, hi = 0, last
+  local guess = last - math.ceil(want * last / total) -- 0 <= guess < last
+  if guess > 0 then
+    local step = 1
+    if at(guess) >= target then
+      hi = guess
+      while hi - step > lo do
+        local p = hi - step
+        if at(p) < target then lo = p; break end
+        hi, step = p, step * 2
       end
-      if b <= #vals then hi = lo + b - 1 end
+    else
+      lo = guess
+      while lo + step < hi do
+        local p = lo + step
+        if at(p) >= target then hi = p; break end
+        lo, step = p, step * 2
+      end
+    end
+  end
+  while hi - lo > 1 do
+    if hi - lo <= 33 then
+      local vals = redis.call('LRANGE', cum, lo - last, hi - 2 - last) -- cum[lo+1..hi-1]
+      for i = 1, #vals do
+        if tonumber(vals[i]) >= target then hi = lo + i; break end
+      end
       break
     end
+    local mid = math.floor((lo + hi) / 2)
+    if at(mid) >= target then hi = mid else lo = mid end
   end
   start = hi + 1
 end
@@ -194,8 +223,18 @@ if turns > 0 then
   local s = redis.call('LINDEX', users, -turns)
   if s then start = math.max(start, tonumber(s)) end
 end
-if start > last then return {start, {}} end
-return {start, redis.call('LRANGE', msgs, start - 1 - last, -1)}
+return {start, last, gen}
+`)
+
+// tailReadScript reads a run tailScript found, if the conversation is still
+// the one it found: Tail's fallback when its plain read did not check out.
+//
+// KEYS: meta, msgs. ARGV: first_seq, last_seq, gen. It replies {-1} if the
+// conversation is gone or has another gen, else {first_seq, messages}.
+var tailReadScript = newScript(`
+local m = redis.call('HMGET', KEYS[1], 'last_seq', 'gen')
+if not m[1] or (m[2] or '') ~= ARGV[3] then return {-1} end
+return {tonumber(ARGV[1]), redis.call('LRANGE', KEYS[2], ARGV[1] - 1, ARGV[2] - 1)}
 `)
 
 // rangeScript reads up to limit messages after a seq.

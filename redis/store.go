@@ -3,6 +3,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,7 @@ type Store struct {
 	prefix string
 	now    func() time.Time
 	log    *slog.Logger
+	hint   tailHint
 }
 
 var (
@@ -286,8 +288,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		expected = *opts.ExpectedLastSeq
 	}
 
-	args := make([]any, 0, 5+3*len(msgs))
-	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer)
+	args := make([]any, 0, 6+3*len(msgs))
+	// The generation token tells this conversation from one created under
+	// the same key after it is deleted (see Tail); only the append that
+	// creates the conversation records it.
+	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text())
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
 		if !m.Role.Valid() {
@@ -557,20 +562,224 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 	return nil
 }
 
-// Tail returns the newest messages selected by q with one script run; see
-// the package documentation for how it stays bounded by the result.
+// Tail returns the newest messages selected by q. It reads them without
+// passing them through Lua, which on Redis 7.0 costs the server several
+// times the LRANGE itself: a script (tailScript) checks the conversation
+// and finds where the run starts and ends, and a plain LRANGE reads the
+// messages.
+//
+// Usually that is one round trip: a pipeline of the script, an LRANGE of
+// as many of the newest messages as the store's hint guesses the run holds
+// (see tailHint), and a re-read of meta's last_seq and gen. When the guess
+// falls short (or there is none yet), a second round trip reads the run by
+// its absolute list indexes, with the same re-read of meta.
+//
+// The steps are not one atomic read, but they return exactly the run as of
+// the script: messages are immutable once appended and their lists only
+// grow at the tail, so list index i holds seq i+1 for as long as the
+// conversation lives (the guessed LRANGE counts from the tail, and the seq
+// of its last message places it; messages appended meanwhile lie after the
+// run and are dropped). What could intervene is a Delete, or expiry,
+// possibly followed by an Append creating the conversation again: every
+// creation records a new random gen, and gen is read after the messages, so
+// an unchanged gen proves the messages came from the conversation the
+// script saw. If the check fails, one more script reads the run and checks
+// gen atomically on the master (see readRunAtomic), and Tail reports
+// ErrNotFound if the conversation is not the same, which is what a Tail at
+// that moment would have found.
 func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
+	var run *tailRun
+	if guess := s.hint.guess(q); guess > 0 {
+		msgs, found, err := s.tailGuessed(ctx, key, q, guess)
+		if err != nil || msgs != nil {
+			if err == nil {
+				s.hint.learn(msgs)
+			}
+			return msgs, err
+		}
+		run = found
+	}
+	if run == nil {
+		found, err := s.findTail(ctx, key, q)
+		if err != nil {
+			return nil, err
+		}
+		run = &found
+	}
+	msgs, err := s.readRun(ctx, key, *run)
+	if err == nil {
+		s.hint.learn(msgs)
+	}
+	return msgs, err
+}
+
+// tailGuessed runs the tail script, the LRANGE of the newest guess
+// messages and the re-read of meta in one pipeline. It returns the
+// messages if the LRANGE holds the run and the check passes; else the run
+// the script found, for readRun, or (if the script did not run: NOSCRIPT)
+// neither.
+func (s *Store) tailGuessed(ctx context.Context, key chatmem.Key, q chatmem.TailQuery, guess int64) ([]chatmem.Message, *tailRun, error) {
+	keys := s.keysAt(key, kMeta, kMsgs, kCum, kUsers)
+	var script *goredis.Cmd
+	var items *goredis.StringSliceCmd
+	var check *goredis.SliceCmd
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		script = p.EvalSha(ctx, tailScript.Hash(), []string{keys[0], keys[2], keys[3]}, tailArgs(s.now(), q)...)
+		items = p.LRange(ctx, keys[1], -guess, -1)
+		check = p.HMGet(ctx, keys[0], "last_seq", "gen") // after the LRANGE
+		return nil
+	})
+	if goredis.HasErrorPrefix(script.Err(), "NOSCRIPT") {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis: tail of %s: %w", key, wrap(ctx, err))
+	}
+	run, err := parseTail(key, script.Val())
+	if err != nil {
+		return nil, nil, err
+	}
+	if run.first > run.last {
+		return []chatmem.Message{}, nil, nil
+	}
+	list, meta := items.Val(), check.Val()
+	if len(meta) != 2 || meta[0] == nil {
+		return nil, &run, nil
+	}
+	if gen, _ := meta[1].(string); gen != run.gen {
+		return nil, &run, nil
+	}
+	part, ok := runIn(run, list)
+	if !ok {
+		return nil, &run, nil // the guess fell short
+	}
+	msgs, err := s.decodeRun(key, run, part)
+	return msgs, nil, err
+}
+
+// runIn returns the part of list, some of the newest stored messages of a
+// conversation, that holds run, or false if list does not hold all of it.
+// The list ends at the seq of its last message, which is later than
+// run.last if messages were appended after the script ran.
+func runIn(run tailRun, list []string) ([]string, bool) {
+	if len(list) == 0 {
+		return nil, false
+	}
+	end, ok := recordSeq(list[len(list)-1])
+	base := end - int64(len(list)) + 1 // the seq of list[0]
+	if !ok || run.first < base || run.last > end || run.first > run.last {
+		return nil, false
+	}
+	return list[run.first-base : run.last-base+1], true
+}
+
+// tailArgs are the tail script's ARGV.
+func tailArgs(now time.Time, q chatmem.TailQuery) []any {
 	// Lua prints numbers past 14 digits in exponent form, which LINDEX
 	// would refuse; no conversation has 2^40 turns.
 	turns := min(max(q.Turns, 0), 1<<40)
-	reply, err := s.run(ctx, tailScript, s.keysAt(key, kMeta, kMsgs, kCum, kUsers), nanos(s.now()), max(q.Tokens, 0), turns)
+	return []any{nanos(now), max(q.Tokens, 0), turns}
+}
+
+// tailRun is what the tail script found: the run first..last (empty if
+// first > last) of the conversation created with generation gen.
+type tailRun struct {
+	first, last int64
+	gen         string
+}
+
+// findTail runs the tail script.
+func (s *Store) findTail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) (tailRun, error) {
+	reply, err := s.run(ctx, tailScript, s.keysAt(key, kMeta, kCum, kUsers), tailArgs(s.now(), q)...)
+	if err != nil {
+		return tailRun{}, fmt.Errorf("redis: tail of %s: %w", key, err)
+	}
+	return parseTail(key, reply)
+}
+
+// parseTail parses the tail script's reply.
+func parseTail(key chatmem.Key, reply any) (tailRun, error) {
+	r, ok := reply.([]any)
+	if !ok || len(r) == 0 {
+		return tailRun{}, fmt.Errorf("redis: tail of %s: unexpected script reply %v", key, reply)
+	}
+	if first, _ := r[0].(int64); first < 0 {
+		return tailRun{}, notFound(key)
+	}
+	var run tailRun
+	ok = len(r) == 3
+	if ok {
+		run.first, _ = r[0].(int64)
+		run.last, ok = r[1].(int64)
+	}
+	if ok {
+		run.gen, ok = r[2].(string)
+	}
+	if !ok {
+		return tailRun{}, fmt.Errorf("redis: tail of %s: unexpected script reply %v", key, reply)
+	}
+	return run, nil
+}
+
+// readRun reads the messages of run by their list indexes, then checks
+// that the conversation is still the one findTail saw (see Tail).
+func (s *Store) readRun(ctx context.Context, key chatmem.Key, run tailRun) ([]chatmem.Message, error) {
+	if run.first > run.last {
+		return []chatmem.Message{}, nil
+	}
+	keys := s.keysAt(key, kMeta, kMsgs)
+	var items *goredis.StringSliceCmd
+	var check *goredis.SliceCmd
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		items = p.LRange(ctx, keys[1], run.first-1, run.last-1)
+		check = p.HMGet(ctx, keys[0], "last_seq", "gen") // after the LRANGE
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redis: tail of %s: %w", key, wrap(ctx, err))
+	}
+	list, meta := items.Val(), check.Val()
+	if len(meta) != 2 || meta[0] == nil || int64(len(list)) != run.last-run.first+1 {
+		// Deleted or expired meanwhile, or read from a replica that lags.
+		return s.readRunAtomic(ctx, key, run)
+	}
+	if gen, _ := meta[1].(string); gen != run.gen {
+		// Created again meanwhile, or read from a lagging replica.
+		return s.readRunAtomic(ctx, key, run)
+	}
+	return s.decodeRun(key, run, list)
+}
+
+// decodeRun decodes the messages of run, read from its list.
+func (s *Store) decodeRun(key chatmem.Key, run tailRun, list []string) ([]chatmem.Message, error) {
+	msgs, err := decodeRecords(list)
 	if err != nil {
 		return nil, fmt.Errorf("redis: tail of %s: %w", key, err)
 	}
-	return s.messagesReply(key, "tail of", reply)
+	if msgs[0].Seq != run.first || msgs[len(msgs)-1].Seq != run.last {
+		return nil, fmt.Errorf("redis: tail of %s: list holds seqs %d..%d where %d..%d belong", key, msgs[0].Seq, msgs[len(msgs)-1].Seq, run.first, run.last)
+	}
+	return msgs, nil
+}
+
+// readRunAtomic is readRun's fallback when its check fails: a client that
+// routes read-only commands to replicas (ClusterOptions.ReadOnly,
+// RouteByLatency, RouteRandomly) sends the LRANGE and HMGET to a replica,
+// which may not have the messages the script saw on the master yet, so the
+// master decides, with the read and the check in one script.
+func (s *Store) readRunAtomic(ctx context.Context, key chatmem.Key, run tailRun) ([]chatmem.Message, error) {
+	reply, err := s.run(ctx, tailReadScript, s.keysAt(key, kMeta, kMsgs), run.first, run.last, run.gen)
+	if err != nil {
+		return nil, fmt.Errorf("redis: tail of %s: %w", key, err)
+	}
+	msgs, err := s.messagesReply(key, "tail of", reply)
+	if err == nil && int64(len(msgs)) != run.last-run.first+1 {
+		err = fmt.Errorf("redis: tail of %s: read %d messages of %d..%d", key, len(msgs), run.first, run.last)
+	}
+	return msgs, err
 }
 
 // Range returns up to limit messages after seq after with one script run.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,9 +122,9 @@ func TestErrors(t *testing.T) {
 }
 
 // TestTailSearch compares Tail with a brute force over conversations with
-// system messages, zero-token messages and uneven turns, and over one whose
-// recent messages are far smaller than its mean, so that the search reads
-// several chunks of the cum list.
+// system messages, zero-token messages and uneven turns, and over two whose
+// recent messages are far smaller or far larger than their mean, so that
+// the search starts far from the boundary, on either side of it.
 func TestTailSearch(t *testing.T) {
 	s := newTestStore(t, dialer(t))
 	ctx := context.Background()
@@ -145,7 +146,11 @@ func TestTailSearch(t *testing.T) {
 		}
 		skewed = append(skewed, m)
 	}
-	for name, msgs := range map[string][]chatmem.Message{"random": random, "skewed": skewed} {
+	// rising is skewed the other way round: its recent messages are far
+	// larger than its mean, so the search starts too far back.
+	rising := slices.Clone(skewed)
+	slices.Reverse(rising)
+	for name, msgs := range map[string][]chatmem.Message{"random": random, "skewed": skewed, "rising": rising} {
 		key := chatmem.Key{Tenant: "t", ID: name}
 		for i := range msgs {
 			msgs[i].Content = fmt.Sprintf("m%d", i+1)
@@ -177,22 +182,134 @@ func TestTailSearch(t *testing.T) {
 			queries = append(queries, chatmem.TailQuery{Tokens: r.IntN(total + 10)})
 		}
 		for _, q := range queries {
-			got, err := s.Tail(ctx, key, q)
-			if err != nil {
-				t.Fatalf("%s: Tail(%+v): %v", name, q, err)
-			}
 			want := bruteTail(msgs, q)
-			if len(got) != len(want) || len(got) > 0 && got[0].Seq != want[0].Seq {
-				t.Errorf("%s: Tail(%+v) = %d msgs from seq %d, want %d from seq %d", name, q, len(got), firstSeq(got), len(want), firstSeq(want))
-				continue
-			}
-			for i := range got {
-				if got[i].Content != want[i].Content || got[i].Seq != want[i].Seq {
-					t.Errorf("%s: Tail(%+v)[%d] = %d %q, want %d %q", name, q, i, got[i].Seq, got[i].Content, want[i].Seq, want[i].Content)
-					break
+			// Each query runs with no hint (two round trips), with the
+			// hint that run taught (one round trip, mostly), and with a
+			// hint far too small (the guessed read falls short).
+			for _, hint := range []string{"none", "learned", "small"} {
+				switch hint {
+				case "none":
+					setHint(s, 0, 0)
+				case "small":
+					setHint(s, 1e-9, 1e-9)
+				}
+				got, err := s.Tail(ctx, key, q)
+				if err != nil {
+					t.Fatalf("%s: Tail(%+v), hint %s: %v", name, q, hint, err)
+				}
+				if len(got) != len(want) || len(got) > 0 && got[0].Seq != want[0].Seq {
+					t.Errorf("%s: Tail(%+v), hint %s = %d msgs from seq %d, want %d from seq %d", name, q, hint, len(got), firstSeq(got), len(want), firstSeq(want))
+					continue
+				}
+				for i := range got {
+					if got[i].Content != want[i].Content || got[i].Seq != want[i].Seq {
+						t.Errorf("%s: Tail(%+v), hint %s [%d] = %d %q, want %d %q", name, q, hint, i, got[i].Seq, got[i].Content, want[i].Seq, want[i].Content)
+						break
+					}
 				}
 			}
 		}
+	}
+}
+
+// TestRunIn checks how Tail finds its run in the newest messages it read
+// along with its script.
+func TestRunIn(t *testing.T) {
+	var list []string // seqs 5..12
+	for seq := 5; seq <= 12; seq++ {
+		list = append(list, fmt.Sprintf(`{"seq":%d,"role":"user","tokens":1}`, seq))
+	}
+	for _, c := range []struct {
+		first, last int64
+		want        string // the seqs of the part, or "short"
+	}{
+		{7, 10, "7..10"}, // messages appended after the run, as if after the script
+		{5, 12, "5..12"},
+		{12, 12, "12..12"},
+		{4, 12, "short"},
+		{1, 3, "short"},
+		{7, 13, "short"}, // cannot happen: lists only grow
+		{8, 7, "short"},
+	} {
+		part, ok := runIn(tailRun{first: c.first, last: c.last}, list)
+		got := "short"
+		if ok {
+			first, _ := recordSeq(part[0])
+			last, _ := recordSeq(part[len(part)-1])
+			got = fmt.Sprintf("%d..%d", first, last)
+			if int64(len(part)) != last-first+1 {
+				got += fmt.Sprintf(" (%d entries)", len(part))
+			}
+		}
+		if got != c.want {
+			t.Errorf("runIn(%d..%d) = %s, want %s", c.first, c.last, got, c.want)
+		}
+	}
+	if _, ok := runIn(tailRun{first: 1, last: 1}, nil); ok {
+		t.Error("runIn(empty list) = true")
+	}
+	if _, ok := runIn(tailRun{first: 12, last: 12}, []string{`{"role":"user","seq":12}`}); ok {
+		t.Error("runIn(record without leading seq) = true")
+	}
+}
+
+// setHint sets the store's tail hint rates (0: unknown).
+func setHint(s *Store, perToken, perTurn float64) {
+	s.hint.perToken.Store(math.Float64bits(perToken))
+	s.hint.perTurn.Store(math.Float64bits(perTurn))
+}
+
+// TestTailWhileAppending reads the window while another client appends:
+// every window must be the newest messages of some moment, whichever path
+// Tail takes, including reads whose LRANGE sees messages newer than its
+// script did.
+func TestTailWhileAppending(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := context.Background()
+	key := chatmem.Key{Tenant: "t", ID: "busy"}
+	msg := func(i int) chatmem.Message {
+		return chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("m%d", i), Tokens: 10}
+	}
+	if _, err := s.Append(ctx, key, []chatmem.Message{msg(1), msg(2), msg(3)}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		writer, err := New(s.client, Options{Prefix: s.Prefix()})
+		for i := 4; err == nil; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			_, err = writer.Append(ctx, key, []chatmem.Message{msg(i)}, chatmem.AppendOptions{})
+		}
+		done <- err
+	}()
+	var prev int64
+	for i := range 3000 {
+		if i%3 == 0 {
+			setHint(s, 0, 0) // two round trips now and then
+		}
+		got, err := s.Tail(ctx, key, chatmem.TailQuery{Tokens: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || got[2].Seq < prev {
+			t.Fatalf("Tail = %d messages ending at seq %d after one ending at %d", len(got), firstSeq(got)+int64(len(got))-1, prev)
+		}
+		for j, m := range got {
+			if m.Seq != got[0].Seq+int64(j) || m.Content != fmt.Sprintf("m%d", m.Seq) {
+				t.Fatalf("Tail[%d] = seq %d %q in a window from seq %d", j, m.Seq, m.Content, got[0].Seq)
+			}
+		}
+		prev = got[2].Seq
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -429,5 +546,82 @@ func TestExpiryCoversLaterKeys(t *testing.T) {
 		if ttl := s.client.PTTL(ctx, k).Val(); ttl <= 0 || ttl > time.Minute {
 			t.Errorf("PTTL %s = %v, want (0, 1m]", k, ttl)
 		}
+	}
+}
+
+// TestTailBetweenSteps runs Tail's two steps (findTail, then readRun or its
+// fallback readRunAtomic) with writes between them: appends leave the run as
+// the script found it, and a Delete, with or without a new conversation
+// under the key, is ErrNotFound.
+func TestTailBetweenSteps(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := context.Background()
+	key := chatmem.Key{Tenant: "t", ID: "steps"}
+	batch := func(n, from int) []chatmem.Message {
+		msgs := make([]chatmem.Message, n)
+		for i := range msgs {
+			msgs[i] = chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("m%d", from+i), Tokens: 10}
+		}
+		return msgs
+	}
+	appendN := func(n, from int) {
+		t.Helper()
+		if _, err := s.Append(ctx, key, batch(n, from), chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	find := func() tailRun {
+		t.Helper()
+		run, err := s.findTail(ctx, key, chatmem.TailQuery{Tokens: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+
+	appendN(20, 1)
+	run := find()
+	if run.first != 16 || run.last != 20 || run.gen == "" {
+		t.Fatalf("findTail = %+v, want seqs 16..20 and a gen", run)
+	}
+	appendN(7, 21)
+	for name, read := range map[string]func(context.Context, chatmem.Key, tailRun) ([]chatmem.Message, error){
+		"readRun": s.readRun, "readRunAtomic": s.readRunAtomic,
+	} {
+		got, err := read(ctx, key, run)
+		if err != nil || len(got) != 5 || got[0].Seq != 16 || got[4].Seq != 20 || got[4].Content != "m20" {
+			t.Errorf("%s after appends = %+v, %v; want seqs 16..20", name, got, err)
+		}
+	}
+
+	for _, recreate := range []int{0, 3, 27, 40} {
+		run := find()
+		if err := s.Delete(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+		if recreate > 0 {
+			appendN(recreate, 100)
+		}
+		if got, err := s.readRun(ctx, key, run); !errors.Is(err, chatmem.ErrNotFound) {
+			t.Errorf("readRun after Delete and %d new messages = %d messages, %v; want ErrNotFound", recreate, len(got), err)
+		}
+		if got, err := s.readRunAtomic(ctx, key, run); !errors.Is(err, chatmem.ErrNotFound) {
+			t.Errorf("readRunAtomic after Delete and %d new messages = %d messages, %v; want ErrNotFound", recreate, len(got), err)
+		}
+		if recreate == 0 {
+			appendN(27, 1)
+		}
+	}
+
+	// A conversation stored before meta had gen.
+	if err := s.client.HDel(ctx, s.metaKey(key), "gen").Err(); err != nil {
+		t.Fatal(err)
+	}
+	run = find()
+	if got, err := s.readRun(ctx, key, run); err != nil || run.gen != "" || len(got) != 5 {
+		t.Errorf("readRun without gen = %d messages, %v (gen %q); want 5", len(got), err, run.gen)
+	}
+	if got, err := s.readRunAtomic(ctx, key, run); err != nil || len(got) != 5 {
+		t.Errorf("readRunAtomic without gen = %d messages, %v; want 5", len(got), err)
 	}
 }

@@ -1,0 +1,80 @@
+package redis
+
+import (
+	"math"
+	"sync/atomic"
+
+	"chatmem"
+)
+
+// tailHint guesses how many of the newest messages a TailQuery selects,
+// so that Tail can read them in the round trip of its script (see
+// Store.Tail). It learns two rates from the runs Tail returned, on any
+// conversation of the store: messages per token (non-system tokens) and
+// messages per user message. A guess too large costs the reading of the
+// surplus; one too small, a second round trip; a wrong guess never changes
+// what Tail returns.
+type tailHint struct {
+	perToken, perTurn atomic.Uint64 // float64 bits; 0: nothing learned yet
+}
+
+const (
+	// guessMargin and guessSlack widen the estimate, so that runs a little
+	// longer than the learned rates predict still fit.
+	guessMargin = 1.25
+	guessSlack  = 8
+	// maxGuess caps the guess: a longer run is read in two round trips,
+	// whose extra cost is small beside reading it.
+	maxGuess = 1000
+)
+
+// guess returns how many of the newest messages to read for q, or 0 for
+// none (no estimate, or one over maxGuess).
+func (h *tailHint) guess(q chatmem.TailQuery) int64 {
+	// The run is the shorter of the two a query sets, so either estimate
+	// bounds it.
+	est := math.Inf(1)
+	if r := math.Float64frombits(h.perToken.Load()); q.Tokens > 0 && r > 0 {
+		est = float64(q.Tokens) * r
+	}
+	if r := math.Float64frombits(h.perTurn.Load()); q.Turns > 0 && r > 0 {
+		est = min(est, float64(q.Turns)*r)
+	}
+	n := math.Ceil(est*guessMargin) + guessSlack
+	if n > maxGuess {
+		return 0
+	}
+	return int64(n)
+}
+
+// learn updates the rates with a run Tail returned.
+func (h *tailHint) learn(msgs []chatmem.Message) {
+	var tokens, users int
+	for _, m := range msgs {
+		switch m.Role {
+		case chatmem.RoleSystem:
+			continue
+		case chatmem.RoleUser:
+			users++
+		}
+		tokens += m.Tokens
+	}
+	n := float64(len(msgs))
+	if tokens > 0 {
+		update(&h.perToken, n/float64(tokens))
+	}
+	if users > 0 {
+		update(&h.perTurn, n/float64(users))
+	}
+}
+
+// update moves a rate a quarter of the way to sample (all the way for the
+// first sample). Concurrent updates may overwrite each other, which a hint
+// can afford.
+func update(rate *atomic.Uint64, sample float64) {
+	old := math.Float64frombits(rate.Load())
+	if old > 0 {
+		sample = old + (sample-old)/4
+	}
+	rate.Store(math.Float64bits(sample))
+}
