@@ -246,3 +246,30 @@ func TestSummaryNoGapUnderConcurrentAppends(t *testing.T) {
 	}
 	t.Logf("%d contexts carried a summary; final summary covers %d of 1202 messages", withSummary.Load(), s.CoversSeq)
 }
+
+// Restating a fact with the value it has writes nothing new: the history
+// keeps the first statement; a new value becomes current.
+func TestExtractedFactsRestatedKeepHistory(t *testing.T) {
+	ctx := context.Background()
+	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{offline.DefaultExtractor()}, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := chatmem.Key{Tenant: "t", ID: "facts"}
+	for _, text := range []string{"My order SE-10423 is late.", "Any news on my order SE-10423?", "Sorry, my order SE-20000 I mean."} {
+		if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hist, err := mem.Store().(chatmem.FactStore).FactHistory(ctx, key, "order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range hist {
+		got = append(got, fmt.Sprintf("%s@%d", f.Value, f.SourceSeq))
+	}
+	if want := "[SE-10423@1 SE-20000@3]"; fmt.Sprint(got) != want {
+		t.Errorf("order_id history = %v, want %s", got, want)
+	}
+}

@@ -14,6 +14,8 @@ import (
 type job struct {
 	key      Key
 	from, to int64
+	user     bool // a user message is among them (extractors only read those)
+	tokens   int  // their non-system tokens, for the hysteresis estimate
 }
 
 // worker is the queue that Start drains off the request path: one
@@ -26,8 +28,14 @@ type worker struct {
 	running bool
 	closed  bool
 	busy    bool // a job is being processed
-	done    chan struct{}
-	dropped int64
+	// unsummarized estimates, per conversation, the tokens after its
+	// summary, as of the last check plus what this Memory appended since,
+	// so that most appends need no store read to know the summarizer has
+	// nothing to do. A miss only costs a check.
+	unsumMu      sync.Mutex
+	unsummarized map[Key]int
+	done         chan struct{}
+	dropped      int64
 }
 
 func (w *worker) init(size int) {
@@ -36,6 +44,7 @@ func (w *worker) init(size int) {
 	}
 	w.queue = make(chan Key, size)
 	w.pending = make(map[Key]*job)
+	w.unsummarized = make(map[Key]int)
 	w.done = make(chan struct{})
 }
 
@@ -117,6 +126,12 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
 		return
 	}
 	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq}
+	for _, msg := range msgs {
+		j.user = j.user || msg.Role == RoleUser
+		if msg.Role != RoleSystem {
+			j.tokens += msg.Tokens
+		}
+	}
 	if m.sync {
 		m.process(ctx, j)
 		return
@@ -129,6 +144,7 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
 		m.log.Warn("chatmem worker not running; summary and facts not updated (call Memory.Start, or set Options.Sync)", "key", key.String())
 	case p != nil:
 		p.from, p.to = min(p.from, j.from), max(p.to, j.to)
+		p.user, p.tokens = p.user || j.user, p.tokens+j.tokens
 	default:
 		select {
 		case w.queue <- key:
@@ -143,16 +159,45 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
 // process extracts facts, then updates the summary; failures are logged
 // here, at the worker's boundary, and leave stored state as it was.
 func (m *Memory) process(ctx context.Context, j job) {
-	if len(m.extractors) > 0 && j.from > 0 {
+	if len(m.extractors) > 0 && j.user {
 		if err := m.extract(ctx, j.key, j.from, j.to); err != nil {
 			m.log.Error("extract facts", "key", j.key.String(), "err", err)
 		}
 	}
-	if m.summarizer != nil {
-		if err := m.summarize(ctx, j.key); err != nil {
+	if m.summarizer != nil && !m.worker.belowTrigger(j, m.sumOpts.Trigger) {
+		unsummarized, err := m.summarize(ctx, j.key)
+		if err != nil {
 			m.log.Error("summarize", "key", j.key.String(), "err", err)
 		}
+		m.worker.setUnsummarized(j.key, unsummarized, err == nil)
 	}
+}
+
+// belowTrigger adds j's tokens to the conversation's estimate and reports
+// whether it is known to stay at or below trigger, so no check is needed.
+func (w *worker) belowTrigger(j job, trigger int) bool {
+	w.unsumMu.Lock()
+	defer w.unsumMu.Unlock()
+	est, ok := w.unsummarized[j.key]
+	if !ok || est+j.tokens > trigger {
+		return false
+	}
+	w.unsummarized[j.key] = est + j.tokens
+	return true
+}
+
+// setUnsummarized records what a check found (known) or forgets the estimate.
+func (w *worker) setUnsummarized(key Key, tokens int, known bool) {
+	w.unsumMu.Lock()
+	defer w.unsumMu.Unlock()
+	if !known || tokens < 0 {
+		delete(w.unsummarized, key)
+		return
+	}
+	if len(w.unsummarized) >= 100000 {
+		clear(w.unsummarized) // bounded: estimates are only a shortcut
+	}
+	w.unsummarized[key] = tokens
 }
 
 // retry calls f with a per-call timeout until it succeeds, the retries are
@@ -222,7 +267,28 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, msgs []Message) error
 	if len(found) == 0 {
 		return nil
 	}
-	return m.store.(FactStore).SetFacts(ctx, key, found)
+	// A fact restated with the value it already has keeps its first
+	// provenance: skipping it saves a write on most turns.
+	fs := m.store.(FactStore)
+	current, err := fs.Facts(ctx, key)
+	if err != nil {
+		return err
+	}
+	now := make(map[string]string, len(current))
+	for _, f := range current {
+		now[f.Key] = f.Value
+	}
+	changed := found[:0]
+	for _, f := range found {
+		if v, ok := now[f.Key]; !ok || v != f.Value {
+			changed = append(changed, f)
+			now[f.Key] = f.Value
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return fs.SetFacts(ctx, key, changed)
 }
 
 // maxSummaryChunk bounds the messages one summarizer call covers, so a
@@ -237,16 +303,21 @@ const maxSummaryChunk = 256
 // stores it with a compare-and-set on the covered sequence number; nothing
 // counts as covered before it is stored. A failed or empty summary is never
 // stored. Every read is bounded: two tails and one chunk per step.
-func (m *Memory) summarize(ctx context.Context, key Key) error {
+// It returns the tokens left unsummarized when it found nothing to do, and
+// -1 (unknown) after it wrote a summary.
+func (m *Memory) summarize(ctx context.Context, key Key) (int, error) {
 	ss := m.store.(SummaryStore)
 	for {
 		prev, err := ss.Summary(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
+			return -1, err
 		}
-		end, err := m.summaryEnd(ctx, key, prev.CoversSeq)
-		if err != nil || end <= prev.CoversSeq {
-			return err
+		end, unsummarized, err := m.summaryEnd(ctx, key, prev.CoversSeq)
+		if err != nil {
+			return -1, err
+		}
+		if end <= prev.CoversSeq {
+			return unsummarized, nil
 		}
 		// One lookahead message shows where the chunk may end: just before a
 		// user message, so no tool unit is split and the window after the
@@ -254,7 +325,7 @@ func (m *Memory) summarize(ctx context.Context, key Key) error {
 		n := min(end-prev.CoversSeq, maxSummaryChunk) + 1
 		chunk, err := m.store.Range(ctx, key, prev.CoversSeq, int(n))
 		if err != nil {
-			return err
+			return -1, err
 		}
 		cut := -1
 		for i := 0; i+1 < len(chunk) && chunk[i].Seq <= end; i++ {
@@ -263,13 +334,13 @@ func (m *Memory) summarize(ctx context.Context, key Key) error {
 			}
 		}
 		if cut < 0 {
-			return nil // no user message to cut before within a chunk
+			return -1, nil // no user message to cut before within a chunk
 		}
 		if err := m.summarizeChunk(ctx, key, prev, chunk[:cut+1]); err != nil {
-			return err
+			return -1, err
 		}
 		if chunk[cut].Seq >= end {
-			return nil
+			return -1, nil
 		}
 	}
 }
@@ -277,31 +348,36 @@ func (m *Memory) summarize(ctx context.Context, key Key) error {
 // summaryEnd returns the last sequence number the summary should cover:
 // the message before the oldest user message among the newest that fit
 // Target, if the messages after covered hold more than Trigger tokens, and
-// covered (nothing to do) otherwise.
-func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (int64, error) {
+// covered (nothing to do) otherwise, with the tokens after covered.
+func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end int64, unsummarized int, err error) {
 	conv, err := m.store.Conversation(ctx, key)
 	if err != nil || conv.LastSeq <= covered {
-		return covered, err
+		return covered, 0, err
 	}
 	over, err := m.store.Tail(ctx, key, TailQuery{Tokens: m.sumOpts.Trigger})
 	if err != nil {
-		return covered, err
+		return covered, 0, err
 	}
 	if len(over) > 0 && over[0].Seq <= covered+1 {
-		return covered, nil // what is unsummarized fits Trigger
+		for _, msg := range over { // what is unsummarized fits Trigger
+			if msg.Seq > covered && msg.Role != RoleSystem {
+				unsummarized += msg.Tokens
+			}
+		}
+		return covered, unsummarized, nil
 	}
 	keep, err := m.store.Tail(ctx, key, TailQuery{Tokens: m.sumOpts.Target})
 	if err != nil {
-		return covered, err
+		return covered, 0, err
 	}
 	for _, msgs := range [][]Message{keep, over} {
 		for _, msg := range msgs {
 			if msg.Role == RoleUser && msg.Seq > covered+1 {
-				return msg.Seq - 1, nil
+				return msg.Seq - 1, 0, nil
 			}
 		}
 	}
-	return conv.LastSeq, nil // no user message in the tail: cover what a chunk can
+	return conv.LastSeq, 0, nil // no user message in the tail: cover what a chunk can
 }
 
 // summarizeChunk summarizes prev plus msgs and stores the result as covering
