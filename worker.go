@@ -16,7 +16,13 @@ type job struct {
 	from, to int64
 	user     bool // a user message is among them (extractors only read those)
 	tokens   int  // their non-system tokens, for the hysteresis estimate
+	// msgs are the appended messages themselves, so extraction needs no
+	// read; nil when merged jobs hold too many (extract reads from..to).
+	msgs []Message
 }
+
+// maxJobMessages bounds the messages a queued job carries.
+const maxJobMessages = 1000
 
 // worker is the queue that Start drains off the request path: one
 // conversation at a time, each at most once in the queue (later appends
@@ -126,6 +132,9 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
 		return
 	}
 	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq}
+	if len(msgs) <= maxJobMessages {
+		j.msgs = msgs
+	}
 	for _, msg := range msgs {
 		j.user = j.user || msg.Role == RoleUser
 		if msg.Role != RoleSystem {
@@ -145,6 +154,11 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
 	case p != nil:
 		p.from, p.to = min(p.from, j.from), max(p.to, j.to)
 		p.user, p.tokens = p.user || j.user, p.tokens+j.tokens
+		if p.msgs != nil && j.msgs != nil && len(p.msgs)+len(j.msgs) <= maxJobMessages {
+			p.msgs = append(p.msgs, j.msgs...)
+		} else {
+			p.msgs = nil
+		}
 	default:
 		select {
 		case w.queue <- key:
@@ -160,7 +174,13 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
 // here, at the worker's boundary, and leave stored state as it was.
 func (m *Memory) process(ctx context.Context, j job) {
 	if len(m.extractors) > 0 && j.user {
-		if err := m.extract(ctx, j.key, j.from, j.to); err != nil {
+		var err error
+		if j.msgs != nil {
+			err = m.extractFrom(ctx, j.key, j.msgs)
+		} else {
+			err = m.extract(ctx, j.key, j.from, j.to)
+		}
+		if err != nil {
 			m.log.Error("extract facts", "key", j.key.String(), "err", err)
 		}
 	}
