@@ -71,6 +71,12 @@ func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResul
 		wg.Go(func() {
 			id := fmt.Sprintf("%s-%d", run, c)
 			var al, cl []time.Duration
+			defer func() {
+				mu.Lock()
+				appendLat = append(appendLat, al...)
+				contextLat = append(contextLat, cl...)
+				mu.Unlock()
+			}()
 			for turn := 0; turn < cfg.maxTurns && lctx.Err() == nil; turn++ {
 				msg := chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("turn %d: where is order SE-%05d?", turn, c)}
 				if turn%2 == 1 {
@@ -114,10 +120,6 @@ func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResul
 				}
 				cl = append(cl, time.Since(t0))
 			}
-			mu.Lock()
-			appendLat = append(appendLat, al...)
-			contextLat = append(contextLat, cl...)
-			mu.Unlock()
 		})
 	}
 	wg.Wait()

@@ -41,7 +41,7 @@ func TestLoadAgainstServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Errors != 0 || !res.Verified || res.Acknowledged == 0 || res.Found != res.Acknowledged {
+	if res.Errors != 0 || !res.Verified || res.Acknowledged == 0 || res.Found != res.Acknowledged || res.AppendP50us == 0 || res.ContextP99us == 0 {
 		t.Fatalf("load: %+v", res)
 	}
 	t.Logf("%d requests, %.0f/s, %d appends verified", res.Requests, res.RPS, res.Found)
