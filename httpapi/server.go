@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -310,11 +311,20 @@ func (s *Server) handler(rt route) http.Handler {
 	})
 }
 
+// statusClientClosed is logged for requests whose client disconnected
+// before the answer (nginx's convention; not a status clients see).
+const statusClientClosed = 499
+
 // writeError answers with err's status and code. The message of a 4xx
 // tells the client what was wrong with its request; a 5xx says only what
 // class of failure it was, and the details go to the log line.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := classify(err)
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// The client went away; nothing failed on this side. 499 is the
+		// status proxies log for it; no one reads the body.
+		status, code = statusClientClosed, "client_closed_request"
+	}
 	info := infoOf(r.Context())
 	info.code, info.err = code, err
 	msg := err.Error()

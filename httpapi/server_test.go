@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -295,5 +298,23 @@ func TestClientError(t *testing.T) {
 				t.Errorf("classify(%v) = %d %s, want %d %s", tc.is, status, code, tc.status, tc.code)
 			}
 		}
+	}
+}
+
+// A client that disconnects is logged as 499 at info level, not as a
+// server error.
+func TestClientGoneIsNotAnError(t *testing.T) {
+	var logs bytes.Buffer // the handler runs in this goroutine
+	srv, err := New(newMemory(t, memory.New(), nil), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequest(http.MethodGet, "/v1/conversations/c1", nil).WithContext(ctx)
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, req)
+	if rec.Code != statusClientClosed || strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("status %d, log %q; want 499 logged below error", rec.Code, logs.String())
 	}
 }
