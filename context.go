@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 )
 
 // ContextOptions qualify one context read.
@@ -48,21 +50,17 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err := p.Validate(); err != nil {
 		return Window{}, err
 	}
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return Window{}, fmt.Errorf("context of %s: %w", key, err)
+	}
 	// The summary is read before the tail, so the tail reaches at least as
 	// far as the summary covers, whatever the worker does in between.
 	var summary *Summary
 	if p.Kind == PolicySummaryBuffer {
-		s, err := m.Summary(ctx, key)
-		switch {
-		case err == nil:
-			summary = &s
-		case !errors.Is(err, ErrNotFound):
+		if summary, err = m.cachedSummary(ctx, key, conv); err != nil {
 			return Window{}, err
 		}
-	}
-	conv, err := m.store.Conversation(ctx, key)
-	if err != nil {
-		return Window{}, fmt.Errorf("context of %s: %w", key, err)
 	}
 	counter, err := m.Counter(conv.Tokenizer)
 	if err != nil {
@@ -399,4 +397,66 @@ func mergePinned(sys, recent []Message) []Message {
 		}
 	}
 	return out
+}
+
+// summaryCacheTTL is how long a summary read from the store is reused
+// before it is read again, to see summaries other instances wrote.
+const summaryCacheTTL = 2 * time.Second
+
+// summaryCache keeps each conversation's latest known summary, so most
+// turns need no summary read. Any older summary of the same conversation
+// is still a valid one (summaries only move forward, and Context checks
+// that the window reaches back to it), so a stale entry costs efficiency,
+// never correctness. Entries are tied to the conversation's CreatedAt: a
+// deleted and re-created conversation never sees its predecessor's.
+type summaryCache struct {
+	mu      sync.Mutex
+	entries map[Key]cachedSummary
+}
+
+type cachedSummary struct {
+	created time.Time // the conversation's CreatedAt
+	summary *Summary  // nil: none stored
+	fetched time.Time
+}
+
+func (c *summaryCache) get(key Key, created, now time.Time) (*Summary, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || !e.created.Equal(created) || now.Sub(e.fetched) > summaryCacheTTL {
+		return nil, false
+	}
+	return e.summary, true
+}
+
+func (c *summaryCache) put(key Key, created time.Time, s *Summary, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= 100000 {
+		c.entries = make(map[Key]cachedSummary) // bounded: only a shortcut
+	}
+	if e, ok := c.entries[key]; ok && e.created.Equal(created) && e.summary != nil && s != nil && e.summary.CoversSeq > s.CoversSeq {
+		s = e.summary // never move back
+	}
+	c.entries[key] = cachedSummary{created: created, summary: s, fetched: now}
+}
+
+// cachedSummary returns the conversation's summary (nil if none), from the
+// cache when it is fresh.
+func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) (*Summary, error) {
+	now := m.now()
+	if s, ok := m.summaries.get(key, conv.CreatedAt, now); ok {
+		return s, nil
+	}
+	s, err := m.Summary(ctx, key)
+	switch {
+	case err == nil:
+		m.summaries.put(key, conv.CreatedAt, &s, now)
+		return &s, nil
+	case errors.Is(err, ErrNotFound):
+		m.summaries.put(key, conv.CreatedAt, nil, now)
+		return nil, nil
+	}
+	return nil, err
 }

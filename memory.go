@@ -94,6 +94,7 @@ type Memory struct {
 	sumOpts    SummaryOptions
 	sync       bool
 	worker     worker
+	summaries  summaryCache
 }
 
 // New returns a Memory over store.

@@ -273,3 +273,30 @@ func TestExtractedFactsRestatedKeepHistory(t *testing.T) {
 		t.Errorf("order_id history = %v, want %s", got, want)
 	}
 }
+
+// Context caches summaries per conversation; a deleted and re-created
+// conversation must never be sent its predecessor's summary.
+func TestSummaryCacheDoesNotOutliveTheConversation(t *testing.T) {
+	ctx := context.Background()
+	mem := newSummaryMemory(t, offline.NewSummarizer(offline.Options{}), chatmem.Options{
+		Summary: chatmem.SummaryOptions{Trigger: 40, Target: 20},
+		Sync:    true,
+	})
+	key := chatmem.Key{Tenant: "t", ID: "reused"}
+	appendTurns(t, mem, key, 0, 10)
+	p := chatmem.Policy{Kind: chatmem.PolicySummaryBuffer, Budget: 1000}
+	w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{})
+	if err != nil || w.Summary == nil {
+		t.Fatalf("first conversation: summary %v, %v", w.Summary, err)
+	}
+	if err := mem.Store().Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "A new conversation."}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err = mem.Context(ctx, key, p, chatmem.ContextOptions{})
+	if err != nil || w.Summary != nil || len(w.Messages) != 1 {
+		t.Fatalf("re-created conversation: summary %+v, %d messages, %v; want no summary, 1 message", w.Summary, len(w.Messages), err)
+	}
+}

@@ -429,6 +429,9 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 		return err
 	}
 	err = m.store.(SummaryStore).PutSummary(ctx, key, s, prev.CoversSeq)
+	if err == nil {
+		m.summaries.put(key, conv.CreatedAt, &s, m.now())
+	}
 	if errors.Is(err, ErrConflict) {
 		return nil // another worker moved the summary on; the next job looks again
 	}
