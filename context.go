@@ -16,6 +16,12 @@ type ContextOptions struct {
 	// every message read on each call (the stored running totals no longer
 	// apply), so it suits inspection more than the per-turn path.
 	Tokenizer string
+	// Pending are messages treated as appended after the stored ones,
+	// without storing them: "what would be sent if this were the next
+	// message". They are validated against the stored tail and counted with
+	// the window's counter; they do not change Dropped's count of stored
+	// messages. Evaluation and previews use it.
+	Pending []Message
 }
 
 // Metadata values that mark the messages Context makes up, under the
@@ -86,6 +92,15 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		return Window{}, fmt.Errorf("context of %s: %w", key, err)
 	}
 	pinned, recent := splitPinned(msgs)
+	last := conv.LastSeq
+	if len(recent) > 0 {
+		last = max(last, recent[len(recent)-1].Seq) // appended since conv was read
+	}
+	if len(opts.Pending) > 0 {
+		if recent, err = m.withPending(ctx, recent, opts.Pending, counter); err != nil {
+			return Window{}, err
+		}
+	}
 
 	a := assembly{p: p, pinned: pinned, recent: recent}
 	if p.Facts {
@@ -120,12 +135,32 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err != nil {
 		return Window{}, err
 	}
-	last := conv.LastSeq
-	if len(recent) > 0 {
-		last = max(last, recent[len(recent)-1].Seq) // appended since conv was read
-	}
-	w.Dropped = int(last) - (len(w.Messages) - w.synthetic())
+	w.Dropped = int(last) - (len(w.Messages) - w.synthetic() - min(len(opts.Pending), len(w.Messages)))
 	return w, nil
+}
+
+// withPending validates and counts pending and returns recent followed by
+// them, with sequence numbers after the stored ones.
+func (m *Memory) withPending(ctx context.Context, recent, pending []Message, c Counter) ([]Message, error) {
+	if err := ValidateHistory(recent, pending, m.limits); err != nil {
+		return nil, err
+	}
+	next := int64(1)
+	if len(recent) > 0 {
+		next = recent[len(recent)-1].Seq + 1
+	}
+	out := append(make([]Message, 0, len(recent)+len(pending)), recent...)
+	for _, msg := range pending {
+		msg = msg.Clone()
+		var err error
+		if msg.Tokens, err = c.Count(ctx, msg); err != nil {
+			return nil, err
+		}
+		msg.Seq = next
+		next++
+		out = append(out, msg)
+	}
+	return out, nil
 }
 
 // assembly is one context being put together: the conversation's pinned

@@ -242,3 +242,27 @@ func BenchmarkContext(b *testing.B) {
 		})
 	}
 }
+
+// Pending messages are assembled as if appended, and nothing is stored.
+func TestContextWithPending(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemory(t)
+	if _, err := mem.Append(ctx, seedKey, seed.History()[:4], chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next := seed.History()[4]
+	w, err := mem.Context(ctx, seedKey, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 40}, chatmem.ContextOptions{Pending: []chatmem.Message{next}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Messages) != 3 || w.Tokens != 36 || w.Dropped != 2 || w.Messages[2].Content != next.Content {
+		t.Errorf("with pending: %d messages, %d tokens, %d dropped; want 3, 36, 2 ending with the pending one", len(w.Messages), w.Tokens, w.Dropped)
+	}
+	if conv, _ := mem.Store().Conversation(ctx, seedKey); conv.LastSeq != 4 {
+		t.Errorf("LastSeq = %d after a context read with pending, want 4 (nothing stored)", conv.LastSeq)
+	}
+	_, err = mem.Context(ctx, seedKey, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 40}, chatmem.ContextOptions{Pending: []chatmem.Message{{Role: chatmem.RoleTool, ToolCallID: "x", Content: "y"}}})
+	if !errors.Is(err, chatmem.ErrInvalid) {
+		t.Errorf("an orphan pending tool result: error = %v, want ErrInvalid", err)
+	}
+}
