@@ -95,6 +95,7 @@ type Memory struct {
 	sync       bool
 	worker     worker
 	summaries  summaryCache
+	facts      factCache
 }
 
 // New returns a Memory over store.
@@ -231,7 +232,7 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 		return AppendResult{}, retry && errors.Is(err, ErrConflict), fmt.Errorf("append to %s: %w", key, err)
 	}
 	if !res.Replayed && len(res.Messages) > 0 {
-		m.afterAppend(ctx, key, res.Messages)
+		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Messages)
 	}
 	return res, false, nil
 }

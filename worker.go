@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,9 @@ type job struct {
 	// msgs are the appended messages themselves, so extraction needs no
 	// read; nil when merged jobs hold too many (extract reads from..to).
 	msgs []Message
+	// created is the conversation's CreatedAt, which ties cached facts to
+	// this conversation and not to an earlier one with the same ID.
+	created time.Time
 }
 
 // maxJobMessages bounds the messages a queued job carries.
@@ -127,11 +131,11 @@ func (m *Memory) run() {
 }
 
 // afterAppend runs or queues the work that new messages bring.
-func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
+func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, msgs []Message) {
 	if m.summarizer == nil && len(m.extractors) == 0 {
 		return
 	}
-	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq}
+	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq, created: created}
 	if len(msgs) <= maxJobMessages {
 		j.msgs = msgs
 	}
@@ -154,6 +158,9 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, msgs []Message) {
 	case p != nil:
 		p.from, p.to = min(p.from, j.from), max(p.to, j.to)
 		p.user, p.tokens = p.user || j.user, p.tokens+j.tokens
+		if !p.created.Equal(j.created) {
+			p.created = time.Time{} // re-created meanwhile: no cached facts
+		}
 		if p.msgs != nil && j.msgs != nil && len(p.msgs)+len(j.msgs) <= maxJobMessages {
 			p.msgs = append(p.msgs, j.msgs...)
 		} else {
@@ -176,9 +183,9 @@ func (m *Memory) process(ctx context.Context, j job) {
 	if len(m.extractors) > 0 && j.user {
 		var err error
 		if j.msgs != nil {
-			err = m.extractFrom(ctx, j.key, j.msgs)
+			err = m.extractFrom(ctx, j.key, j.created, j.msgs)
 		} else {
-			err = m.extract(ctx, j.key, j.from, j.to)
+			err = m.extract(ctx, j.key, j.created, j.from, j.to)
 		}
 		if err != nil {
 			m.log.Error("extract facts", "key", j.key.String(), "err", err)
@@ -244,14 +251,14 @@ func (m *Memory) retry(ctx context.Context, what string, f func(ctx context.Cont
 
 // extract runs every extractor over the messages from..to and stores the
 // valid facts they find; invalid ones are logged and skipped.
-func (m *Memory) extract(ctx context.Context, key Key, from, to int64) error {
+func (m *Memory) extract(ctx context.Context, key Key, created time.Time, from, to int64) error {
 	const chunk = 1000 // messages per read and per extractor call
 	for ; from <= to; from += chunk {
 		msgs, err := m.store.Range(ctx, key, from-1, int(min(to-from+1, chunk)))
 		if err != nil {
 			return err
 		}
-		if err := m.extractFrom(ctx, key, msgs); err != nil {
+		if err := m.extractFrom(ctx, key, created, msgs); err != nil {
 			return err
 		}
 	}
@@ -259,7 +266,7 @@ func (m *Memory) extract(ctx context.Context, key Key, from, to int64) error {
 }
 
 // extractFrom runs the extractors over msgs and stores what they find.
-func (m *Memory) extractFrom(ctx context.Context, key Key, msgs []Message) error {
+func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, msgs []Message) error {
 	var found []Fact
 	for _, x := range m.extractors {
 		var facts []Fact
@@ -288,15 +295,19 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, msgs []Message) error
 		return nil
 	}
 	// A fact restated with the value it already has keeps its first
-	// provenance: skipping it saves a write on most turns.
+	// provenance: skipping it saves a write on most turns, and the values
+	// this Memory last saw save the read that tells.
 	fs := m.store.(FactStore)
-	current, err := fs.Facts(ctx, key)
-	if err != nil {
-		return err
-	}
-	now := make(map[string]string, len(current))
-	for _, f := range current {
-		now[f.Key] = f.Value
+	now, ok := m.facts.get(key, created, m.now())
+	if !ok {
+		current, err := fs.Facts(ctx, key)
+		if err != nil {
+			return err
+		}
+		now = make(map[string]string, len(current))
+		for _, f := range current {
+			now[f.Key] = f.Value
+		}
 	}
 	changed := found[:0]
 	for _, f := range found {
@@ -305,10 +316,14 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, msgs []Message) error
 			now[f.Key] = f.Value
 		}
 	}
-	if len(changed) == 0 {
-		return nil
+	if len(changed) > 0 {
+		if err := fs.SetFacts(ctx, key, changed); err != nil {
+			m.facts.forget(key)
+			return err
+		}
 	}
-	return fs.SetFacts(ctx, key, changed)
+	m.facts.put(key, created, now, m.now())
+	return nil
 }
 
 // maxSummaryChunk bounds the messages one summarizer call covers, so a
@@ -489,6 +504,7 @@ func (m *Memory) SetFacts(ctx context.Context, key Key, facts []Fact) error {
 		}
 		out[i] = f
 	}
+	m.facts.forget(key)
 	return fs.SetFacts(ctx, key, out)
 }
 
@@ -501,5 +517,53 @@ func (m *Memory) DeleteFact(ctx context.Context, key Key, name string) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
+	m.facts.forget(key)
 	return fs.DeleteFact(ctx, key, name)
+}
+
+// factCacheTTL is how long the fact values an extraction saw are trusted
+// before the next extraction reads them again (to see values others set).
+const factCacheTTL = 2 * time.Second
+
+// factCache keeps, per conversation, the current fact values this Memory
+// last read or wrote, so an extraction that finds only known values
+// neither reads nor writes. It is tied to the conversation's CreatedAt and
+// dropped when this Memory sets or deletes facts itself.
+type factCache struct {
+	mu      sync.Mutex
+	entries map[Key]cachedFacts
+}
+
+type cachedFacts struct {
+	created time.Time
+	values  map[string]string
+	fetched time.Time
+}
+
+func (c *factCache) get(key Key, created, now time.Time) (map[string]string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || created.IsZero() || !e.created.Equal(created) || now.Sub(e.fetched) > factCacheTTL {
+		return nil, false
+	}
+	return maps.Clone(e.values), true
+}
+
+func (c *factCache) put(key Key, created time.Time, values map[string]string, now time.Time) {
+	if created.IsZero() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= 100000 {
+		c.entries = make(map[Key]cachedFacts) // bounded: only a shortcut
+	}
+	c.entries[key] = cachedFacts{created: created, values: values, fetched: now}
+}
+
+func (c *factCache) forget(key Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, key)
 }
