@@ -235,7 +235,10 @@ func (a assembly) window() (w Window, gap bool, err error) {
 // summary's cover point, so that summary and window leave no gap.
 func reaches(w Window, after []Message, covers int64) bool {
 	if len(after) == 0 {
-		return true
+		// Nothing after the summary in this tail: a summary newer than the
+		// tail read (another writer's). Sending it would leave out the
+		// newest user message, so it counts as a gap.
+		return false
 	}
 	if after[0].Seq != covers+1 {
 		return false // the tail read did not reach back to the summary
