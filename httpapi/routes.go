@@ -1,5 +1,16 @@
 package httpapi
 
+import (
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+
+	"chatmem"
+	"chatmem/httpapi/inspector"
+)
+
 // route is one method and path the server answers. Pattern is in the syntax
 // of both net/http.ServeMux and OpenAPI ({id} is a path parameter).
 type route struct {
@@ -8,28 +19,73 @@ type route struct {
 	// Auth says the route needs an API key when keys are configured.
 	Auth   bool
 	handle func(*Server, *call) error
+	// Page marks the inspector's page and files: served beside the API,
+	// not part of it, so openapi.json leaves them out.
+	Page bool
 }
 
 // routes is every route the server registers. The mux is built from it, the
-// 405 answers list its methods per path, and the OpenAPI test checks it
-// against openapi.json in both directions.
+// 405 answers list its methods per path, and the OpenAPI test checks its
+// API routes (all but the Page ones) against openapi.json in both
+// directions.
 var routes = []route{
-	{"GET", "/v1/conversations", true, (*Server).listConversations},
-	{"GET", "/v1/conversations/{id}", true, (*Server).getConversation},
-	{"DELETE", "/v1/conversations/{id}", true, (*Server).deleteConversation},
-	{"POST", "/v1/conversations/{id}/messages", true, (*Server).appendMessages},
-	{"GET", "/v1/conversations/{id}/messages", true, (*Server).listMessages},
-	{"GET", "/v1/conversations/{id}/context", true, (*Server).getContext},
-	{"GET", "/v1/conversations/{id}/facts", true, (*Server).getFacts},
-	{"PATCH", "/v1/conversations/{id}/facts", true, (*Server).patchFacts},
-	{"PUT", "/v1/conversations/{id}/facts", true, (*Server).putFacts},
-	{"DELETE", "/v1/conversations/{id}/facts", true, (*Server).deleteFacts},
-	{"GET", "/v1/conversations/{id}/summary", true, (*Server).getSummary},
-	{"GET", "/healthz", false, (*Server).healthz},
-	{"GET", "/readyz", false, (*Server).readyz},
-	{"GET", "/metrics", false, (*Server).getMetrics},
-	{"GET", "/openapi.json", false, (*Server).getOpenAPI},
+	{"GET", "/v1/conversations", true, (*Server).listConversations, false},
+	{"GET", "/v1/conversations/{id}", true, (*Server).getConversation, false},
+	{"DELETE", "/v1/conversations/{id}", true, (*Server).deleteConversation, false},
+	{"POST", "/v1/conversations/{id}/messages", true, (*Server).appendMessages, false},
+	{"GET", "/v1/conversations/{id}/messages", true, (*Server).listMessages, false},
+	{"GET", "/v1/conversations/{id}/context", true, (*Server).getContext, false},
+	{"GET", "/v1/conversations/{id}/facts", true, (*Server).getFacts, false},
+	{"PATCH", "/v1/conversations/{id}/facts", true, (*Server).patchFacts, false},
+	{"PUT", "/v1/conversations/{id}/facts", true, (*Server).putFacts, false},
+	{"DELETE", "/v1/conversations/{id}/facts", true, (*Server).deleteFacts, false},
+	{"GET", "/v1/conversations/{id}/summary", true, (*Server).getSummary, false},
+	{"GET", "/healthz", false, (*Server).healthz, false},
+	{"GET", "/readyz", false, (*Server).readyz, false},
+	{"GET", "/metrics", false, (*Server).getMetrics, false},
+	{"GET", "/openapi.json", false, (*Server).getOpenAPI, false},
+	{"GET", "/{$}", false, (*Server).inspectorPage, true},
+	{"GET", "/inspector/{file}", false, (*Server).inspectorFile, true},
 }
 
 // routeUnmatched is the route label of requests no route matched.
 const routeUnmatched = "unmatched"
+
+// inspectorPage serves the inspector's page. It needs no key: the page holds
+// no data, and asks for the key to call the API with.
+func (s *Server) inspectorPage(c *call) error {
+	return serveInspectorFile(c, "index.html")
+}
+
+// inspectorFile serves the page's script and style sheet.
+func (s *Server) inspectorFile(c *call) error {
+	return serveInspectorFile(c, c.r.PathValue("file"))
+}
+
+// inspectorCSP lets the page load only its own script and style and call
+// only its own origin: message content is never markup, and if it ever
+// became some, it could run nothing.
+const inspectorCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+func serveInspectorFile(c *call, name string) error {
+	b, err := fs.ReadFile(inspector.Files, name)
+	if err != nil {
+		return fmt.Errorf("%w: no inspector file %q", chatmem.ErrNotFound, name)
+	}
+	h := c.w.Header()
+	ctype := mime.TypeByExtension(path.Ext(name))
+	if ctype == "" {
+		ctype = "application/octet-stream"
+	}
+	h.Set("Content-Type", ctype)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Content-Security-Policy", inspectorCSP)
+	c.w.WriteHeader(http.StatusOK)
+	if c.r.Method != http.MethodHead {
+		_, _ = c.w.Write(b)
+	}
+	return nil
+}

@@ -1,0 +1,810 @@
+// chatmem inspector: a single page over the public REST API. Every piece of
+// data from the server is put into the page with textContent or as an
+// attribute value, never parsed as HTML.
+
+const PAGE_SIZE = 20;          // conversations per list page
+const MESSAGE_PAGE = 1000;     // messages per request (the API's maximum)
+const MESSAGE_CAP = 5000;      // messages loaded before "Load more"
+const DEBOUNCE_MS = 120;       // slider and inputs to context request
+const KEY_STORE = "chatmem.apiKey";
+const SVG = "http://www.w3.org/2000/svg";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  key: sessionStorage.getItem(KEY_STORE) || "",
+  cursors: [""],       // after= of each list page seen, for Previous
+  page: 0,
+  listNext: "",
+  rows: [],            // conversations of the current list page
+  conv: null,          // the open conversation
+  messages: [],
+  nextAfter: null,
+  window: null,        // the last context answer
+  ctxAbort: null,
+  ctxTimer: 0,
+  askedKey: false,
+};
+
+// APIError is an error answer of the REST API.
+class APIError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+// api calls the REST API with the session's key and returns the decoded
+// JSON (null for 204). Error answers throw an APIError.
+async function api(method, path, { query, body, signal } = {}) {
+  const url = new URL(path, location.origin);
+  for (const [k, v] of Object.entries(query || {})) {
+    if (v !== undefined && v !== null && v !== "") url.searchParams.set(k, String(v));
+  }
+  const headers = { Accept: "application/json" };
+  if (state.key) headers.Authorization = "Bearer " + state.key;
+  const init = { method, headers, signal };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(url, init);
+  if (resp.status === 204) return null;
+  let data = null;
+  try {
+    data = await resp.json();
+  } catch {
+    data = null;
+  }
+  if (!resp.ok) {
+    const e = (data && data.error) || {};
+    if (resp.status === 401) askKey(true);
+    throw new APIError(resp.status, e.code || "http_" + resp.status, e.message || resp.statusText);
+  }
+  return data;
+}
+
+function convPath(id, sub) {
+  return "/v1/conversations/" + encodeURIComponent(id) + (sub ? "/" + sub : "");
+}
+
+// el makes an element with a class, text and children; text is always set
+// as textContent.
+function el(tag, { cls, text, attrs } = {}, ...children) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const c of children) if (c) e.append(c);
+  return e;
+}
+
+function setStatus(text, isError) {
+  const s = $("status");
+  s.textContent = text;
+  s.classList.toggle("error", !!isError);
+}
+
+function showError(id, err) {
+  const p = $(id);
+  if (!err) {
+    p.hidden = true;
+    p.textContent = "";
+    return;
+  }
+  p.hidden = false;
+  p.textContent = err instanceof APIError ? `${err.code}: ${err.message}` : String(err.message || err);
+}
+
+const numberFmt = new Intl.NumberFormat("en");
+const fmtNum = (n) => numberFmt.format(n || 0);
+
+function fmtTime(s) {
+  if (!s) return "";
+  const d = new Date(s);
+  return isNaN(d) ? s : d.toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "medium" });
+}
+
+function fmtAgo(s) {
+  const d = new Date(s);
+  if (isNaN(d)) return "";
+  const sec = Math.round((Date.now() - d.getTime()) / 1000);
+  if (sec < 60) return "just now";
+  if (sec < 3600) return Math.floor(sec / 60) + " min ago";
+  if (sec < 86400) return Math.floor(sec / 3600) + " h ago";
+  if (sec < 30 * 86400) return Math.floor(sec / 86400) + " d ago";
+  return d.toLocaleDateString("en-GB", { dateStyle: "medium" });
+}
+
+// ---- API key ----------------------------------------------------------
+
+function askKey(auto) {
+  if (auto && state.askedKey) return;
+  state.askedKey = true;
+  const d = $("key-dialog");
+  if (d.open) return;
+  $("key-input").value = state.key;
+  d.showModal();
+}
+
+function initKey() {
+  $("key-button").addEventListener("click", () => askKey(false));
+  $("key-dialog").addEventListener("close", () => {
+    const v = $("key-dialog").returnValue;
+    if (v === "save") {
+      state.key = $("key-input").value.trim();
+      sessionStorage.setItem(KEY_STORE, state.key);
+    } else if (v === "clear") {
+      state.key = "";
+      sessionStorage.removeItem(KEY_STORE);
+    } else {
+      return;
+    }
+    $("key-input").value = "";
+    state.askedKey = false;
+    updateKeyButton();
+    loadList();
+    if (state.conv) openConversation(state.conv.id);
+  });
+  updateKeyButton();
+}
+
+function updateKeyButton() {
+  $("key-button").textContent = state.key ? "API key ✓" : "API key";
+}
+
+// ---- conversation list ------------------------------------------------
+
+async function loadList() {
+  try {
+    const page = await api("GET", "/v1/conversations", {
+      query: { after: state.cursors[state.page], limit: PAGE_SIZE },
+    });
+    state.rows = page.conversations;
+    state.listNext = page.next;
+    renderList();
+    setStatus("");
+  } catch (err) {
+    state.rows = [];
+    renderList();
+    setStatus("Could not list conversations: " + err.message, true);
+  }
+}
+
+function renderList() {
+  const filter = $("search").value.trim().toLowerCase();
+  const rows = state.rows.filter((c) => !filter || c.id.toLowerCase().includes(filter));
+  const body = $("conv-rows");
+  body.replaceChildren(
+    ...rows.map((c) => {
+      const open = el("button", { cls: "link", text: c.id, attrs: { type: "button", "data-id": c.id } });
+      open.addEventListener("click", () => go(c.id));
+      if (state.conv && state.conv.id === c.id) open.setAttribute("aria-current", "true");
+      const when = el("time", { text: fmtAgo(c.updated_at), attrs: { datetime: c.updated_at, title: fmtTime(c.updated_at) } });
+      return el(
+        "tr",
+        {},
+        el("td", { cls: "id" }, open),
+        el("td", { cls: "num", text: fmtNum(c.last_seq) }),
+        el("td", { cls: "num", text: fmtNum(c.tokens + c.system_tokens) }),
+        el("td", {}, when),
+      );
+    }),
+  );
+  $("list-empty").hidden = rows.length > 0;
+  $("list-empty").textContent = filter && state.rows.length ? "No ID on this page contains that text; press Open to look it up." : "No conversations.";
+  $("prev-page").disabled = state.page === 0;
+  $("next-page").disabled = !state.listNext;
+  $("page-label").textContent = "Page " + (state.page + 1);
+}
+
+function initList() {
+  $("search").addEventListener("input", renderList);
+  $("search-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const id = $("search").value.trim();
+    if (id) go(id);
+  });
+  $("prev-page").addEventListener("click", () => {
+    if (state.page > 0) {
+      state.page--;
+      loadList();
+    }
+  });
+  $("next-page").addEventListener("click", () => {
+    if (!state.listNext) return;
+    state.cursors[state.page + 1] = state.listNext;
+    state.page++;
+    loadList();
+  });
+}
+
+// ---- conversation -----------------------------------------------------
+
+// go shows conversation id; the hash keeps it across reloads and history.
+function go(id) {
+  const h = "#/c/" + encodeURIComponent(id);
+  if (location.hash === h) openConversation(id);
+  else location.hash = h;
+}
+
+function route() {
+  const m = /^#\/c\/(.+)$/.exec(location.hash);
+  if (m) {
+    openConversation(decodeURIComponent(m[1]));
+  } else {
+    closeConversation();
+  }
+}
+
+function closeConversation() {
+  if (state.ctxAbort) state.ctxAbort.abort();
+  state.conv = null;
+  state.messages = [];
+  state.window = null;
+  $("conversation").hidden = true;
+  $("placeholder").hidden = false;
+  renderList();
+}
+
+async function openConversation(id) {
+  if (state.ctxAbort) state.ctxAbort.abort();
+  let conv;
+  try {
+    conv = await api("GET", convPath(id));
+  } catch (err) {
+    setStatus(err.status === 404 ? `No conversation "${id}".` : "Could not open " + id + ": " + err.message, true);
+    closeConversation();
+    return;
+  }
+  const changed = !state.conv || state.conv.id !== conv.id;
+  state.conv = conv;
+  state.messages = [];
+  state.nextAfter = null;
+  state.window = null;
+  setStatus("");
+  $("placeholder").hidden = true;
+  $("conversation").hidden = false;
+  renderHeader();
+  renderList();
+  try {
+    await loadMessages();
+  } catch (err) {
+    setStatus("Could not read messages: " + err.message, true);
+  }
+  if (changed) setupBudget();
+  renderMessages();
+  refreshContext();
+  loadSummary();
+  loadFacts();
+  drawChart();
+  if (changed) $("main").focus({ preventScroll: true });
+}
+
+function renderHeader() {
+  const c = state.conv;
+  $("conv-title").textContent = c.id;
+  const parts = [
+    `${fmtNum(c.last_seq)} messages`,
+    `${fmtNum(c.turns)} turns`,
+    `${fmtNum(c.tokens + c.system_tokens)} tokens (${fmtNum(c.system_tokens)} system)`,
+    `tokenizer ${c.tokenizer}`,
+    `last activity ${fmtTime(c.updated_at)}`,
+  ];
+  if (c.expires_at) parts.push(`expires ${fmtTime(c.expires_at)}`);
+  $("conv-meta").textContent = parts.join(" · ");
+}
+
+// loadMessages reads the conversation's messages, up to MESSAGE_CAP at a
+// time.
+async function loadMessages() {
+  const id = state.conv.id;
+  let loaded = 0;
+  do {
+    const page = await api("GET", convPath(id, "messages"), {
+      query: { after: state.nextAfter || undefined, limit: MESSAGE_PAGE },
+    });
+    if (!state.conv || state.conv.id !== id) return;
+    state.messages.push(...page.messages);
+    loaded += page.messages.length;
+    state.nextAfter = page.next_after;
+  } while (state.nextAfter !== null && loaded < MESSAGE_CAP);
+  $("more-messages").hidden = state.nextAfter === null;
+}
+
+// setupBudget sizes the slider to the conversation: from 1 to a little
+// over everything, starting at everything.
+function setupBudget() {
+  const c = state.conv;
+  const total = c.tokens + c.system_tokens;
+  const max = Math.max(10, Math.ceil((total + 8) / 10) * 10);
+  const b = $("budget");
+  b.max = String(max);
+  b.value = String(max);
+  $("budget-out").textContent = b.value;
+}
+
+function renderMessages() {
+  const list = $("messages");
+  const msgs = state.messages;
+  const items = [];
+  for (let i = 0; i < msgs.length; i++) {
+    const m = msgs[i];
+    if (m.role === "assistant" && m.tool_calls && m.tool_calls.length) {
+      // A call and the results that answer it, shown (and sent) together.
+      const ids = new Set(m.tool_calls.map((c) => c.id));
+      const group = [messageItem(m, null)];
+      while (i + 1 < msgs.length && msgs[i + 1].role === "tool" && ids.has(msgs[i + 1].tool_call_id)) {
+        i++;
+        group.push(messageItem(msgs[i], m));
+      }
+      const names = m.tool_calls.map((c) => c.function.name).join(", ");
+      items.push(
+        el(
+          "li",
+          { cls: "tool-pair", attrs: { "aria-label": "Tool call and results: " + names } },
+          el("p", { cls: "pair-label", text: `tool call${m.tool_calls.length > 1 ? "s" : ""}: ${names}` }),
+          el("ol", { cls: "pair" }, ...group.map((g) => el("li", {}, g))),
+        ),
+      );
+      continue;
+    }
+    items.push(el("li", {}, messageItem(m, null)));
+  }
+  list.replaceChildren(...items);
+  applyWindow();
+}
+
+function messageItem(m, call) {
+  const head = el(
+    "header",
+    { cls: "msg-head" },
+    el("span", { cls: "role role-" + m.role, text: m.role }),
+    el("span", { cls: "seq", text: "#" + m.seq }),
+    el("span", { cls: "tok", text: fmtNum(m.tokens) + " tok" }),
+    el("time", { text: fmtTime(m.created_at), attrs: { datetime: m.created_at || "" } }),
+    el("span", { cls: "state" }),
+  );
+  if (m.name) head.append(el("span", { cls: "name", text: m.name }));
+  const item = el("article", { cls: "msg role-" + m.role, attrs: { id: "m-" + m.seq, "data-seq": String(m.seq), tabindex: "-1" } }, head);
+  if (m.role === "tool") {
+    const c = call && call.tool_calls.find((tc) => tc.id === m.tool_call_id);
+    item.append(el("p", { cls: "result-of", text: `result of ${c ? c.function.name : "call"} (${m.tool_call_id})` }));
+  }
+  if (m.content) item.append(el("div", { cls: "content", text: m.content }));
+  for (const tc of m.tool_calls || []) {
+    item.append(
+      el(
+        "div",
+        { cls: "call" },
+        el("span", { cls: "call-name", text: tc.function.name }),
+        el("code", { cls: "call-args", text: tc.function.arguments || "" }),
+        el("span", { cls: "call-id muted", text: tc.id }),
+      ),
+    );
+  }
+  return item;
+}
+
+function initConversation() {
+  $("more-messages").addEventListener("click", async () => {
+    try {
+      await loadMessages();
+    } catch (err) {
+      setStatus("Could not read messages: " + err.message, true);
+    }
+    renderMessages();
+    drawChart();
+  });
+  $("delete-conv").addEventListener("click", () => {
+    $("confirm-text").textContent = `This deletes "${state.conv.id}" with its ${fmtNum(state.conv.last_seq)} messages, summary and facts. It cannot be undone.`;
+    $("confirm-dialog").showModal();
+  });
+  $("confirm-dialog").addEventListener("close", async () => {
+    if ($("confirm-dialog").returnValue !== "delete" || !state.conv) return;
+    const id = state.conv.id;
+    try {
+      await api("DELETE", convPath(id));
+      setStatus(`Deleted "${id}".`);
+      history.replaceState(null, "", location.pathname);
+      closeConversation();
+      loadList();
+      $("search").focus();
+    } catch (err) {
+      setStatus("Could not delete: " + err.message, true);
+    }
+  });
+}
+
+// ---- policy and context -----------------------------------------------
+
+function policyParams() {
+  const kind = $("policy-kind").value;
+  const q = { policy: kind };
+  if (kind === "token_budget" || kind === "summary_buffer") q.budget = $("budget").value;
+  if (kind === "last_turns") q.turns = Math.max(1, parseInt($("turns").value, 10) || 1);
+  if ($("with-facts").checked) q.facts = "true";
+  if ($("tokenizer").value) q.tokenizer = $("tokenizer").value;
+  return q;
+}
+
+function syncControls() {
+  const kind = $("policy-kind").value;
+  const budgeted = kind === "token_budget" || kind === "summary_buffer";
+  $("budget").disabled = !budgeted;
+  $("turns").disabled = kind !== "last_turns";
+  $("budget-out").textContent = budgeted ? $("budget").value : "–";
+}
+
+function scheduleContext() {
+  syncControls();
+  clearTimeout(state.ctxTimer);
+  state.ctxTimer = setTimeout(refreshContext, DEBOUNCE_MS);
+}
+
+async function refreshContext() {
+  if (!state.conv) return;
+  clearTimeout(state.ctxTimer);
+  if (state.ctxAbort) state.ctxAbort.abort();
+  const ctl = new AbortController();
+  state.ctxAbort = ctl;
+  syncControls();
+  const params = policyParams();
+  try {
+    const w = await api("GET", convPath(state.conv.id, "context"), { query: params, signal: ctl.signal });
+    if (ctl.signal.aborted) return;
+    state.window = w;
+    showError("policy-error", null);
+  } catch (err) {
+    if (ctl.signal.aborted || err.name === "AbortError") return;
+    state.window = null;
+    showError("policy-error", err);
+  }
+  $("policy").dataset.budget = params.budget || "";
+  applyWindow();
+  drawChart();
+}
+
+// applyWindow marks the messages the window sends and fills in the totals.
+function applyWindow() {
+  const w = state.window;
+  const kept = new Set();
+  if (w) for (const m of w.messages) if (m.seq) kept.add(m.seq);
+  for (const item of $("messages").querySelectorAll(".msg")) {
+    const sent = kept.has(Number(item.dataset.seq));
+    item.classList.toggle("kept", !!w && sent);
+    item.classList.toggle("dropped", !w || !sent);
+    item.querySelector(".state").textContent = w ? (sent ? "sent" : "dropped") : "";
+  }
+  const set = (id, v) => ($(id).textContent = w ? fmtNum(v) : "–");
+  set("total-kept", kept.size);
+  set("total-dropped", w && w.dropped);
+  set("total-tokens", w && w.tokens);
+  for (const p of ["system", "facts", "summary", "recent", "overhead"]) set("part-" + p, w && w.parts[p]);
+  const extra = [];
+  if (w && w.summary) extra.push(`Sends the summary of messages 1–${w.summary.covers_seq} (${fmtNum(w.parts.summary)} tokens) before the window.`);
+  if (w && w.facts && w.facts.length) extra.push(`Sends ${w.facts.length} fact${w.facts.length > 1 ? "s" : ""} as a system message (${fmtNum(w.parts.facts)} tokens).`);
+  $("window-extra").textContent = extra.join(" ");
+}
+
+function initPolicy() {
+  $("budget").addEventListener("input", scheduleContext);
+  $("turns").addEventListener("input", scheduleContext);
+  for (const id of ["policy-kind", "tokenizer", "with-facts"]) $(id).addEventListener("change", scheduleContext);
+  syncControls();
+}
+
+// ---- summary and facts ------------------------------------------------
+
+async function loadSummary() {
+  const id = state.conv.id;
+  try {
+    const s = await api("GET", convPath(id, "summary"));
+    if (!state.conv || state.conv.id !== id) return;
+    $("summary-meta").textContent = `Covers messages 1–${s.covers_seq} · ${fmtNum(s.tokens)} tokens · by ${s.summarizer} · ${fmtTime(s.created_at)}`;
+    $("summary-text").textContent = s.text;
+  } catch (err) {
+    if (!state.conv || state.conv.id !== id) return;
+    $("summary-meta").textContent = err.status === 404 ? "No summary yet: the conversation is below the summarizer's trigger, or none is configured." : "Could not read the summary: " + err.message;
+    $("summary-text").textContent = "";
+  }
+}
+
+async function loadFacts() {
+  const id = state.conv.id;
+  try {
+    const { facts } = await api("GET", convPath(id, "facts"));
+    if (!state.conv || state.conv.id !== id) return;
+    renderFacts(facts);
+    showError("facts-error", null);
+  } catch (err) {
+    renderFacts([]);
+    showError("facts-error", err);
+  }
+}
+
+function renderFacts(facts) {
+  $("fact-rows").replaceChildren(...facts.map(factRow));
+  $("facts-empty").hidden = facts.length > 0;
+}
+
+function factRow(f) {
+  const value = el("td", { cls: "value", text: f.value });
+  const source = el("td", { cls: "source" });
+  if (f.source_seq) {
+    const b = el("button", { cls: "link", text: "#" + f.source_seq, attrs: { type: "button", "aria-label": "Show message " + f.source_seq } });
+    b.addEventListener("click", () => showMessage(f.source_seq));
+    source.append(b);
+  } else {
+    source.textContent = "–";
+  }
+  const edit = el("button", { text: "Edit", attrs: { type: "button", "aria-label": "Edit " + f.key, "data-action": "edit" } });
+  const del = el("button", { cls: "danger", text: "Delete", attrs: { type: "button", "aria-label": "Delete " + f.key, "data-action": "delete" } });
+  const row = el(
+    "tr",
+    { attrs: { "data-key": f.key } },
+    el("td", { cls: "key" }, el("code", { text: f.key })),
+    value,
+    source,
+    el("td", { cls: "set-by", text: f.set_by, attrs: { title: `confidence ${f.confidence} · ${fmtTime(f.created_at)}` } }),
+    el("td", { cls: "fact-actions" }, edit, del),
+  );
+  edit.addEventListener("click", () => editFact(row, f));
+  del.addEventListener("click", () => deleteFact(f.key));
+  return row;
+}
+
+function editFact(row, f) {
+  const cell = row.querySelector(".value");
+  const input = el("input", { attrs: { "aria-label": "New value of " + f.key, maxlength: "4096", "data-role": "fact-value" } });
+  input.value = f.value;
+  const save = el("button", { cls: "primary", text: "Save", attrs: { type: "submit" } });
+  const cancel = el("button", { text: "Cancel", attrs: { type: "button" } });
+  const form = el("form", { cls: "inline-edit" }, input, save, cancel);
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    setFact(f.key, input.value);
+  });
+  cancel.addEventListener("click", () => loadFacts());
+  input.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") loadFacts();
+  });
+  cell.replaceChildren(form);
+  input.focus();
+  input.select();
+}
+
+async function setFact(key, value) {
+  try {
+    const { facts } = await api("PATCH", convPath(state.conv.id, "facts"), { body: { facts: [{ key, value }] } });
+    renderFacts(facts);
+    showError("facts-error", null);
+    setStatus(`Fact ${key} set.`);
+    if ($("with-facts").checked) refreshContext();
+  } catch (err) {
+    showError("facts-error", err);
+  }
+}
+
+async function deleteFact(key) {
+  try {
+    await api("DELETE", convPath(state.conv.id, "facts"), { query: { key } });
+    setStatus(`Fact ${key} deleted.`);
+    showError("facts-error", null);
+  } catch (err) {
+    showError("facts-error", err);
+  }
+  loadFacts();
+  if ($("with-facts").checked) refreshContext();
+}
+
+function showMessage(seq) {
+  const m = $("m-" + seq);
+  if (!m) return;
+  m.scrollIntoView({ block: "center" });
+  m.focus({ preventScroll: true });
+}
+
+function initFacts() {
+  $("fact-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    await setFact($("fact-key").value.trim(), $("fact-value").value);
+    $("fact-key").value = "";
+    $("fact-value").value = "";
+  });
+}
+
+// ---- per-turn chart ---------------------------------------------------
+
+// prevUnit and select repeat chatmem's Select (policy.go) over the loaded
+// messages: walking back from the newest unit (a message, or a tool call
+// with all its results), stop at the first that does not fit, then drop
+// leading units until the window starts with a user message.
+function prevUnit(ns, end) {
+  const i = end - 1;
+  const m = ns[i];
+  let u;
+  if (m.role === "tool") {
+    let j = i;
+    while (j >= 0 && ns[j].role === "tool") j--;
+    if (j >= 0 && ns[j].tool_calls && ns[j].tool_calls.length) {
+      u = { start: j, end, valid: answersAll(ns[j], ns.slice(j + 1, end)), user: false };
+    } else {
+      u = { start: j + 1, end, valid: false, user: false };
+    }
+  } else if (m.tool_calls && m.tool_calls.length) {
+    u = { start: i, end, valid: false, user: false };
+  } else {
+    u = { start: i, end, valid: true, user: m.role === "user" };
+  }
+  u.tokens = 0;
+  for (let k = u.start; k < u.end; k++) u.tokens += ns[k].tokens || 0;
+  return u;
+}
+
+function answersAll(call, results) {
+  if (results.length !== call.tool_calls.length) return false;
+  const want = new Set(call.tool_calls.map((c) => c.id));
+  for (const r of results) {
+    if (!want.has(r.tool_call_id)) return false;
+    want.delete(r.tool_call_id);
+  }
+  return true;
+}
+
+// select returns the tokens the policy sends for msgs (non-system messages
+// in order) after sys pinned tokens, or null when the budget is too small.
+function select(kind, budget, turns, overhead, sys, msgs) {
+  let avail = -1;
+  if (kind !== "all" && budget > 0) {
+    avail = budget - sys - overhead;
+    if (avail < 0) return null;
+  }
+  const walked = [];
+  let used = 0;
+  let nturns = 0;
+  for (let pos = msgs.length; pos > 0; ) {
+    const u = prevUnit(msgs, pos);
+    if (u.valid) {
+      if (avail >= 0 && used + u.tokens > avail) break;
+      used += u.tokens;
+    }
+    walked.push(u);
+    pos = u.start;
+    if (kind === "last_turns" && u.valid && u.user && ++nturns === turns) break;
+  }
+  if (kind !== "all") {
+    let first = walked.length - 1;
+    for (; first >= 0 && !(walked[first].valid && walked[first].user); first--) {
+      if (walked[first].valid) used -= walked[first].tokens;
+    }
+    if (first < 0) return null;
+  }
+  return sys + used + overhead;
+}
+
+// turnSeries computes, for each user message (a turn), the tokens each
+// policy sends with the history up to and including it.
+function turnSeries() {
+  const budget = parseInt($("budget").value, 10);
+  const turns = Math.max(1, parseInt($("turns").value, 10) || 1);
+  const overhead = state.window ? state.window.parts.overhead : 0;
+  const recent = [];
+  let sys = 0;
+  let cumulative = 0;
+  const pts = { all: [], last_turns: [], token_budget: [] };
+  const xs = [];
+  for (const m of state.messages) {
+    if (m.role === "system") {
+      sys += m.tokens || 0;
+      continue;
+    }
+    recent.push(m);
+    cumulative += m.tokens || 0;
+    if (m.role !== "user") continue;
+    xs.push(m.seq);
+    pts.all.push(sys + cumulative + overhead);
+    pts.last_turns.push(select("last_turns", 0, turns, overhead, sys, recent));
+    pts.token_budget.push(select("token_budget", budget, 0, overhead, sys, recent));
+  }
+  return { xs, pts, budget, turns };
+}
+
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+const SERIES = [
+  { key: "all", label: "all", cls: "s-all" },
+  { key: "token_budget", label: "token_budget", cls: "s-budget" },
+  { key: "last_turns", label: "last_turns", cls: "s-turns" },
+];
+
+function drawChart() {
+  const box = $("chart");
+  if (!state.conv) return;
+  const { xs, pts, budget, turns } = turnSeries();
+  $("chart-note").textContent =
+    `Each point is one turn (a user message): the tokens sent with the history up to it, from the stored counts (${state.conv.tokenizer}). ` +
+    `all sends everything; token_budget at ${budget} tokens; last_turns at ${turns} turns. ` +
+    `summary_buffer stays within the budget line, with the summary taking part of it.`;
+  if (xs.length === 0) {
+    box.replaceChildren(el("p", { cls: "muted", text: "No user messages yet." }));
+    return;
+  }
+  const W = 760, H = 260, L = 52, R = 16, T = 14, B = 34;
+  let ymax = budget;
+  for (const s of SERIES) for (const v of pts[s.key]) if (v !== null && v > ymax) ymax = v;
+  ymax = niceCeil(ymax);
+  const n = xs.length;
+  const x = (i) => L + (n === 1 ? (W - L - R) / 2 : (i * (W - L - R)) / (n - 1));
+  const y = (v) => T + (H - T - B) * (1 - v / ymax);
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-labelledby": "chart-svg-title chart-svg-desc", class: "chart-svg" });
+  root.append(svg("title", { id: "chart-svg-title" }, "Tokens sent per turn under each policy"));
+  const last = (k) => pts[k][n - 1];
+  root.append(svg("desc", { id: "chart-svg-desc" }, `${n} turns. At the last turn: all ${last("all")}, token_budget ${last("token_budget") ?? "too small"}, last_turns ${last("last_turns") ?? "too small"} tokens.`));
+  for (let k = 0; k <= 4; k++) {
+    const v = (ymax * k) / 4;
+    root.append(svg("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
+    root.append(svg("text", { x: L - 6, y: y(v) + 4, class: "tick", "text-anchor": "end" }, fmtNum(Math.round(v))));
+  }
+  const step = Math.max(1, Math.ceil(n / 12));
+  for (let i = 0; i < n; i += step) {
+    root.append(svg("text", { x: x(i), y: H - B + 16, class: "tick", "text-anchor": "middle" }, String(i + 1)));
+  }
+  root.append(svg("text", { x: (L + W - R) / 2, y: H - 4, class: "axis", "text-anchor": "middle" }, "turn"));
+  root.append(svg("line", { x1: L, x2: W - R, y1: y(budget), y2: y(budget), class: "budget-line" }));
+  root.append(svg("text", { x: W - R, y: y(budget) - 4, class: "tick", "text-anchor": "end" }, `budget ${budget}`));
+  for (const s of SERIES) {
+    const g = svg("g", { class: "series " + s.cls });
+    let d = "";
+    let pen = false;
+    pts[s.key].forEach((v, i) => {
+      if (v === null) {
+        pen = false;
+        return;
+      }
+      d += (pen ? "L" : "M") + x(i).toFixed(1) + " " + y(v).toFixed(1) + " ";
+      pen = true;
+    });
+    if (d) g.append(svg("path", { d }));
+    if (n <= 60) {
+      pts[s.key].forEach((v, i) => {
+        if (v === null) return;
+        const c = svg("circle", { cx: x(i), cy: y(v), r: 3.5 });
+        c.append(svg("title", {}, `turn ${i + 1} (message #${xs[i]}): ${s.label} sends ${fmtNum(v)} tokens`));
+        g.append(c);
+      });
+    }
+    root.append(g);
+  }
+  const legend = el(
+    "ul",
+    { cls: "chart-legend" },
+    ...SERIES.map((s) => el("li", {}, el("span", { cls: "swatch " + s.cls }), document.createTextNode(" " + s.label))),
+    el("li", {}, el("span", { cls: "swatch s-line" }), document.createTextNode(" budget")),
+  );
+  box.replaceChildren(root, legend);
+}
+
+function niceCeil(v) {
+  if (v <= 10) return 10;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+// ---- start ------------------------------------------------------------
+
+initKey();
+initList();
+initConversation();
+initPolicy();
+initFacts();
+window.addEventListener("hashchange", route);
+loadList();
+route();
