@@ -19,6 +19,7 @@ import (
 
 	"chatmem"
 	"chatmem/internal/seed"
+	"chatmem/memory"
 	"chatmem/offline"
 )
 
@@ -150,6 +151,15 @@ func TestInspector(t *testing.T) {
 		t.Errorf("after the edit, Facts(seed) = %+v; want name=Kavya Rao set by app", facts)
 	}
 
+	// Delete a fact in the page.
+	b.do(chromedp.Click(chromedp.CSS(`#fact-rows tr[data-key="language"] button[data-action="delete"]`)))
+	b.wait(`document.querySelector('#fact-rows tr[data-key="language"]') === null`)
+	facts, err = client.Facts(ctx, "seed")
+	must(t, "Facts(seed)", err)
+	if slices.ContainsFunc(facts, func(f chatmem.Fact) bool { return f.Key == "language" }) {
+		t.Errorf("after the delete, Facts(seed) = %+v; want no language", facts)
+	}
+
 	// A message with HTML shows as text: the markup is visible, no element
 	// is made from it, and no dialog opens.
 	b.do(chromedp.Click(chromedp.CSS(`#conv-rows button[data-id="support-html"]`)))
@@ -186,6 +196,42 @@ func TestInspector(t *testing.T) {
 
 	for _, m := range b.problems() {
 		t.Errorf("browser: %s", m)
+	}
+}
+
+// TestInspectorFiles checks how the page and its files are served: without
+// a key even when keys are configured, with their content types and a
+// Content-Security-Policy, and with the API's error shape for the rest.
+func TestInspectorFiles(t *testing.T) {
+	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		ctype, code  string
+	}{
+		{"GET", "/", 200, "text/html; charset=utf-8", ""},
+		{"HEAD", "/", 200, "text/html; charset=utf-8", ""},
+		{"GET", "/inspector/app.js", 200, "text/javascript; charset=utf-8", ""},
+		{"GET", "/inspector/style.css", 200, "text/css; charset=utf-8", ""},
+		{"GET", "/inspector/missing.js", 404, "application/json", "not_found"},
+		{"GET", "/inspector/inspector.go", 404, "application/json", "not_found"},
+		{"POST", "/", 405, "application/json", "method_not_allowed"},
+		{"GET", "/elsewhere", 404, "application/json", "not_found"},
+	} {
+		r := ts.raw(t, tc.method, tc.path, "", nil, "")
+		if r.status != tc.status || r.header.Get("Content-Type") != tc.ctype {
+			t.Errorf("%s %s = %d %q, want %d %q", tc.method, tc.path, r.status, r.header.Get("Content-Type"), tc.status, tc.ctype)
+		}
+		if tc.code != "" {
+			if e := r.apiError(); e.Code != tc.code {
+				t.Errorf("%s %s: code %q, want %q", tc.method, tc.path, e.Code, tc.code)
+			}
+		} else if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("%s %s: Content-Security-Policy %q, want script-src 'self'", tc.method, tc.path, csp)
+		}
+	}
+	if r := ts.raw(t, "GET", "/", "", nil, ""); !strings.Contains(string(r.body), `src="/inspector/app.js"`) {
+		t.Errorf("GET / does not load the script:\n%s", r.body)
 	}
 }
 

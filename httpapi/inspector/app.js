@@ -531,14 +531,14 @@ function renderFacts(facts) {
 
 function factRow(f) {
   const value = el("td", { cls: "value", text: f.value });
-  const source = el("td", { cls: "source" });
+  // Where the fact came from: its source message, if any, and who set it.
+  const from = el("td", { cls: "from", attrs: { title: `confidence ${f.confidence} · ${fmtTime(f.created_at)}` } });
   if (f.source_seq) {
     const b = el("button", { cls: "link", text: "#" + f.source_seq, attrs: { type: "button", "aria-label": "Show message " + f.source_seq } });
     b.addEventListener("click", () => showMessage(f.source_seq));
-    source.append(b);
-  } else {
-    source.textContent = "–";
+    from.append(b, document.createTextNode(" · "));
   }
+  from.append(el("span", { cls: "set-by", text: f.set_by }));
   const edit = el("button", { text: "Edit", attrs: { type: "button", "aria-label": "Edit " + f.key, "data-action": "edit" } });
   const del = el("button", { cls: "danger", text: "Delete", attrs: { type: "button", "aria-label": "Delete " + f.key, "data-action": "delete" } });
   const row = el(
@@ -546,8 +546,7 @@ function factRow(f) {
     { attrs: { "data-key": f.key } },
     el("td", { cls: "key" }, el("code", { text: f.key })),
     value,
-    source,
-    el("td", { cls: "set-by", text: f.set_by, attrs: { title: `confidence ${f.confidence} · ${fmtTime(f.created_at)}` } }),
+    from,
     el("td", { cls: "fact-actions" }, edit, del),
   );
   edit.addEventListener("click", () => editFact(row, f));
