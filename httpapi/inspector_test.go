@@ -123,7 +123,7 @@ func TestInspector(t *testing.T) {
 	for range int(top) - 40 {
 		b.do(chromedp.KeyEvent(kb.ArrowLeft))
 	}
-	b.wait(`document.getElementById("policy").dataset.budget === "40"`)
+	b.wait(`document.getElementById("policy").dataset.policy === "token_budget/40"`)
 	kept := b.eval(`[...document.querySelectorAll("#messages .msg.kept")].map(e => Number(e.dataset.seq))`)
 	dropped := b.eval(`[...document.querySelectorAll("#messages .msg.dropped")].map(e => Number(e.dataset.seq))`)
 	if fmt.Sprint(kept) != "[3 4 5]" || fmt.Sprint(dropped) != "[1 2]" {
@@ -138,6 +138,33 @@ func TestInspector(t *testing.T) {
 	shot("inspector-policy.png", chromedp.CaptureScreenshot())
 	shot("inspector-chart.png", chromedp.Screenshot(chromedp.ID("chart-panel")))
 	shot("inspector-full.jpg", chromedp.FullScreenshot(90))
+
+	// The other controls: last_turns with 1 turn sends the last message;
+	// facts add their part; another tokenizer recounts, with its overhead.
+	b.do(
+		chromedp.SetValue(chromedp.ID("policy-kind"), "last_turns"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("policy-kind").dispatchEvent(new Event("change"))`),
+		chromedp.SetValue(chromedp.ID("turns"), "1"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("turns").dispatchEvent(new Event("input"))`),
+	)
+	b.wait(`document.getElementById("policy").dataset.policy === "last_turns/1"`)
+	if got := b.eval(`[...document.querySelectorAll("#messages .msg.kept")].map(e => Number(e.dataset.seq))`); fmt.Sprint(got) != "[5]" {
+		t.Errorf("last_turns 1: highlighted %v, want [5]", got)
+	}
+	b.do(chromedp.Click(chromedp.ID("with-facts")))
+	b.wait(`document.getElementById("part-facts").textContent !== "0" && document.getElementById("window-extra").textContent.includes("facts")`)
+	b.do(
+		chromedp.Click(chromedp.ID("with-facts")),
+		chromedp.SetValue(chromedp.ID("tokenizer"), "o200k_base"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("tokenizer").dispatchEvent(new Event("change"))`),
+	)
+	b.wait(`document.getElementById("part-overhead").textContent === "3" && document.getElementById("part-facts").textContent === "0"`)
+	b.do(
+		chromedp.SetValue(chromedp.ID("policy-kind"), "token_budget"),
+		chromedp.SetValue(chromedp.ID("tokenizer"), ""),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("tokenizer").dispatchEvent(new Event("change"))`),
+	)
+	b.wait(`document.getElementById("policy").dataset.policy === "token_budget/40" && document.getElementById("total-tokens").textContent === "36"`)
 
 	// Edit a fact in the page, then read it through the API.
 	b.do(chromedp.Click(chromedp.CSS(`#fact-rows tr[data-key="name"] button[data-action="edit"]`)))

@@ -313,12 +313,13 @@ async function loadMessages() {
   $("more-messages").hidden = state.nextAfter === null;
 }
 
-// setupBudget sizes the slider to the conversation: from 1 to a little
-// over everything, starting at everything.
+// setupBudget sizes the slider to the conversation: from 1 to a quarter
+// over everything (room for another tokenizer's counts), starting at the
+// top.
 function setupBudget() {
   const c = state.conv;
   const total = c.tokens + c.system_tokens;
-  const max = Math.max(10, Math.ceil((total + 8) / 10) * 10);
+  const max = Math.max(10, Math.ceil((total * 1.25 + 8) / 10) * 10);
   const b = $("budget");
   b.max = String(max);
   b.value = String(max);
@@ -461,7 +462,8 @@ async function refreshContext() {
     state.window = null;
     showError("policy-error", err);
   }
-  $("policy").dataset.budget = params.budget || "";
+  // What the page shows now, for tests to wait on: policy/budget or turns.
+  $("policy").dataset.policy = params.policy + "/" + (params.budget || params.turns || "");
   applyWindow();
   drawChart();
 }
