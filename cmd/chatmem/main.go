@@ -27,6 +27,7 @@ func commands() []command {
 		{"window", "apply a policy to a JSON array of chat messages", runWindow},
 		{"bench", "measure per-turn cost (append + context) on a store", runBench},
 		{"serve", "serve the REST API", runServe},
+		{"eval", "measure what each policy remembers and costs on a dataset", runEval},
 	}
 }
 

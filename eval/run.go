@@ -1,0 +1,567 @@
+package eval
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"chatmem"
+)
+
+// DefaultBudgets are the budgets Config.Budgets defaults to.
+var DefaultBudgets = []int{512, 1024, 2048, 4096}
+
+// DefaultTurns is the last_turns window Config.Turns defaults to.
+const DefaultTurns = 10
+
+// Config says what Run measures. Store and Counter are required; the zero
+// value of every other field means its default.
+type Config struct {
+	// Store receives the replayed conversations (under Tenant, with IDs
+	// unique to the run); each is deleted once it has been scored.
+	Store chatmem.Store
+	// Counter counts the messages; Counters resolves other names (see
+	// chatmem.Options).
+	Counter  chatmem.Counter
+	Counters func(name string) (chatmem.Counter, error)
+	// Policies to measure; default chatmem.Policies. all and last_turns
+	// take no budget and make one row each; token_budget and
+	// summary_buffer make one row per budget.
+	Policies []chatmem.PolicyKind
+	// Budgets in tokens; default DefaultBudgets.
+	Budgets []int
+	// Turns is last_turns' window; default DefaultTurns.
+	Turns int
+	// Facts adds the facts block to every policy, and runs Extractors
+	// during the replay.
+	Facts      bool
+	Extractors []chatmem.Extractor
+	// Summarizer returns the summarizer a deployment sending summary_buffer
+	// at budget would run. Each summary_buffer budget gets its own replay
+	// with it, summarizing once the unsummarized messages pass budget/2
+	// tokens down to budget/4 (chatmem.SummaryOptions), so that summary and
+	// recent messages fit the budget together. Nil: no summaries, and
+	// summary_buffer sends a plain token window.
+	Summarizer func(budget int) chatmem.Summarizer
+	// Tenant the replayed conversations are stored under; default "eval".
+	Tenant string
+	// Parallel is how many conversations are replayed at once; default 1,
+	// which keeps the assembly times free of contention.
+	Parallel int
+	// Logger receives what Memory logs (failed summarizer calls, say).
+	// Nil: discarded.
+	Logger *slog.Logger
+	// Progress, if set, is called as messages are replayed, with the
+	// messages done and the total (replays times messages). Calls are
+	// serialized.
+	Progress func(done, total int)
+}
+
+// Result is what Run measured.
+type Result struct {
+	Dataset       string    `json:"dataset"`
+	Tokenizer     string    `json:"tokenizer"`
+	Conversations int       `json:"conversations"`
+	Messages      int       `json:"messages"`
+	Questions     int       `json:"questions"`
+	Data          DataStats `json:"data"`
+	Rows          []Row     `json:"rows"`
+	// Trace records the tokens each row sends at every user turn of the
+	// first conversation, as a live chatbot would send them.
+	Trace   *Trace  `json:"trace,omitempty"`
+	Seconds float64 `json:"seconds"`
+}
+
+// DataStats counts what the dataset got wrong, and what was left out of
+// which metric because of it.
+type DataStats struct {
+	MalformedEvidence  int `json:"malformed_evidence_ids"`
+	UnresolvedEvidence int `json:"unresolved_evidence_ids"`
+	// NoEvidence counts questions with an empty evidence list;
+	// NoValidEvidence those left with no valid ID (NoEvidence included),
+	// which evidence recall leaves out.
+	NoEvidence      int `json:"questions_without_evidence"`
+	NoValidEvidence int `json:"questions_without_valid_evidence"`
+	// NoAnswer counts questions without a gold answer that normalizes to
+	// anything, which answer presence leaves out.
+	NoAnswer int `json:"questions_without_answer"`
+}
+
+// Row is one policy at one budget.
+type Row struct {
+	Policy string `json:"policy"`
+	Budget int    `json:"budget,omitempty"`
+	Turns  int    `json:"turns,omitempty"`
+	Facts  bool   `json:"facts"`
+	// Overall covers every question but category 5's; Categories splits it
+	// by category (none when the data has no categories); Adversarial is
+	// category 5, reported apart.
+	Overall     Group   `json:"overall"`
+	Categories  []Group `json:"categories,omitempty"`
+	Adversarial *Group  `json:"adversarial,omitempty"`
+	// Failed counts questions whose context could not be assembled (the
+	// budget too small for the question); they score 0 and send nothing.
+	Failed int `json:"failed"`
+}
+
+// Label names the row as the table shows it: "token_budget@1024".
+func (r Row) Label() string {
+	switch {
+	case r.Budget > 0:
+		return r.Policy + "@" + strconv.Itoa(r.Budget)
+	case r.Turns > 0:
+		return r.Policy + "(" + strconv.Itoa(r.Turns) + ")"
+	}
+	return r.Policy
+}
+
+// Group holds the metrics over a set of questions.
+type Group struct {
+	Category  int `json:"category,omitempty"`
+	Questions int `json:"questions"`
+	// Recall is the mean, over the RecallQuestions with valid evidence, of
+	// the share of their evidence turns in the context; AllHit and AnyHit
+	// the share of them with all, or any, of their evidence there.
+	RecallQuestions int     `json:"recall_questions"`
+	Recall          float64 `json:"evidence_recall"`
+	AllHit          float64 `json:"all_hit"`
+	AnyHit          float64 `json:"any_hit"`
+	// AnswerPresence is the mean, over the AnswerQuestions with a gold
+	// answer, of the share of its normalized tokens in the context.
+	AnswerQuestions int     `json:"answer_questions"`
+	AnswerPresence  float64 `json:"answer_presence"`
+	// Tokens sent per question, question included; and the time
+	// Memory.Context took.
+	TokensMean    float64 `json:"tokens_mean"`
+	TokensP50     int     `json:"tokens_p50"`
+	TokensP95     int     `json:"tokens_p95"`
+	AssemblyP50us float64 `json:"assembly_p50_us"`
+	AssemblyP99us float64 `json:"assembly_p99_us"`
+}
+
+// Trace is the tokens sent per user turn over one replayed conversation.
+type Trace struct {
+	Conversation string   `json:"conversation"`
+	Series       []Series `json:"series"`
+}
+
+// Series is one row's tokens at each user turn, in order.
+type Series struct {
+	Label  string `json:"label"`
+	Policy string `json:"policy"`
+	Tokens []int  `json:"tokens"`
+}
+
+// Cumulative returns the running totals of s.Tokens.
+func (s Series) Cumulative() []int {
+	out := make([]int, len(s.Tokens))
+	sum := 0
+	for i, t := range s.Tokens {
+		sum += t
+		out[i] = sum
+	}
+	return out
+}
+
+// sample is one question's scores under one row.
+type sample struct {
+	category   int
+	recallOK   bool
+	recall     float64
+	hits       int // evidence turns found
+	evidence   int
+	presenceOK bool
+	presence   float64
+	tokens     int
+	dur        time.Duration
+	failed     bool
+}
+
+// replay is one replay of a conversation and the rows it serves.
+type replay struct {
+	name       string
+	rows       []int // indexes into the result's rows
+	summarizer chatmem.Summarizer
+	summary    chatmem.SummaryOptions
+}
+
+// Run replays every conversation of d into cfg.Store, asks each question as
+// the next user message under every policy and budget, and scores the
+// contexts. Summarizers and extractors run synchronously inside each append
+// (chatmem.Options.Sync), so results are deterministic.
+func Run(ctx context.Context, d *Dataset, cfg Config) (*Result, error) {
+	if cfg.Store == nil || cfg.Counter == nil {
+		return nil, fmt.Errorf("%w: eval.Run needs a store and a counter", chatmem.ErrInvalid)
+	}
+	start := time.Now()
+	cfg = cfg.withDefaults()
+	rows, policies, err := planRows(cfg)
+	if err != nil {
+		return nil, err
+	}
+	replays := planReplays(cfg, policies)
+
+	res := &Result{Dataset: d.Name, Tokenizer: cfg.Counter.Name(), Conversations: len(d.Conversations), Messages: d.Messages(), Questions: d.Questions(), Rows: rows}
+	for _, c := range d.Conversations {
+		for _, q := range c.Questions {
+			res.Data.MalformedEvidence += q.Malformed
+			res.Data.UnresolvedEvidence += q.Unresolved
+			if q.NoEvidence {
+				res.Data.NoEvidence++
+			}
+			if len(q.Evidence) == 0 {
+				res.Data.NoValidEvidence++
+			}
+			if len(Normalize(q.Answer)) == 0 {
+				res.Data.NoAnswer++
+			}
+		}
+	}
+
+	prefix := make([]byte, 4)
+	_, _ = rand.Read(prefix)
+	r := &runner{cfg: cfg, policies: policies, replays: replays, prefix: hex.EncodeToString(prefix),
+		total: len(replays) * res.Messages}
+	samples := make([][][]sample, len(d.Conversations)) // [conversation][row][question]
+	var trace *Trace
+	errs := make([]error, len(d.Conversations))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range cfg.Parallel {
+		wg.Go(func() {
+			for i := range next {
+				var t *Trace
+				if i == 0 {
+					t = &Trace{Conversation: d.Conversations[0].ID}
+				}
+				samples[i], errs[i] = r.conversation(ctx, d.Conversations[i], t)
+				if i == 0 {
+					trace = t
+				}
+			}
+		})
+	}
+feed:
+	for i := range d.Conversations {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for ri := range res.Rows {
+		var all []sample
+		for _, conv := range samples {
+			all = append(all, conv[ri]...)
+		}
+		res.Rows[ri].fill(all)
+	}
+	if trace != nil {
+		// Replays finish in their own order; show the series in the rows'.
+		slices.SortStableFunc(trace.Series, func(a, b Series) int { return rowIndex(res.Rows, a.Label) - rowIndex(res.Rows, b.Label) })
+	}
+	res.Trace = trace
+	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+func rowIndex(rows []Row, label string) int {
+	return slices.IndexFunc(rows, func(r Row) bool { return r.Label() == label })
+}
+
+func (cfg Config) withDefaults() Config {
+	if len(cfg.Policies) == 0 {
+		cfg.Policies = chatmem.Policies
+	}
+	if len(cfg.Budgets) == 0 {
+		cfg.Budgets = DefaultBudgets
+	}
+	if cfg.Turns == 0 {
+		cfg.Turns = DefaultTurns
+	}
+	if cfg.Tenant == "" {
+		cfg.Tenant = "eval"
+	}
+	if cfg.Parallel < 1 {
+		cfg.Parallel = 1
+	}
+	return cfg
+}
+
+// planRows makes the rows and their policies, in the order of
+// cfg.Policies and cfg.Budgets.
+func planRows(cfg Config) ([]Row, []chatmem.Policy, error) {
+	var rows []Row
+	var ps []chatmem.Policy
+	seen := make(map[string]bool)
+	add := func(p chatmem.Policy) error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		r := Row{Policy: string(p.Kind), Budget: p.Budget, Turns: p.Turns, Facts: p.Facts}
+		if seen[r.Label()] {
+			return nil
+		}
+		seen[r.Label()] = true
+		rows, ps = append(rows, r), append(ps, p)
+		return nil
+	}
+	for _, k := range cfg.Policies {
+		var err error
+		switch k {
+		case chatmem.PolicyAll:
+			err = add(chatmem.Policy{Kind: k, Facts: cfg.Facts})
+		case chatmem.PolicyLastTurns:
+			err = add(chatmem.Policy{Kind: k, Turns: cfg.Turns, Facts: cfg.Facts})
+		default:
+			for _, b := range cfg.Budgets {
+				if err = add(chatmem.Policy{Kind: k, Budget: b, Facts: cfg.Facts}); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return rows, ps, nil
+}
+
+// planReplays assigns rows to replays: one shared replay (without a
+// summarizer) for every row but summary_buffer's, and one per
+// summary_buffer budget, whose summaries are made for that budget.
+func planReplays(cfg Config, ps []chatmem.Policy) []replay {
+	base := replay{name: "base"}
+	var out []replay
+	for i, p := range ps {
+		if p.Kind == chatmem.PolicySummaryBuffer && cfg.Summarizer != nil {
+			out = append(out, replay{
+				name: "sb" + strconv.Itoa(p.Budget), rows: []int{i}, summarizer: cfg.Summarizer(p.Budget),
+				// A deterministic summarizer fails the same way on a retry:
+				// retry at once rather than after the default backoff.
+				summary: chatmem.SummaryOptions{Trigger: max(p.Budget/2, 2), Target: max(p.Budget/4, 1), Backoff: time.Microsecond},
+			})
+			continue
+		}
+		base.rows = append(base.rows, i)
+	}
+	if len(base.rows) > 0 {
+		out = append([]replay{base}, out...)
+	}
+	return out
+}
+
+// runner holds what every conversation's replay shares.
+type runner struct {
+	cfg      Config
+	policies []chatmem.Policy
+	replays  []replay
+	prefix   string
+
+	mu    sync.Mutex
+	done  int
+	total int
+}
+
+func (r *runner) progress(n int) {
+	if r.cfg.Progress == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done += n
+	r.cfg.Progress(r.done, r.total)
+}
+
+// conversation replays c once per replay and scores every question under
+// that replay's rows. It returns the samples per row, per question. With
+// t, it records each row's tokens at every user turn.
+func (r *runner) conversation(ctx context.Context, c Conversation, t *Trace) ([][]sample, error) {
+	out := make([][]sample, len(r.policies))
+	tc := newTextCache(c.Messages)
+	for _, rp := range r.replays {
+		opts := chatmem.Options{Counter: r.cfg.Counter, Counters: r.cfg.Counters, Sync: true, Summary: rp.summary, Logger: r.cfg.Logger}
+		if rp.summarizer != nil {
+			opts.Summarizer = rp.summarizer
+		}
+		if r.cfg.Facts {
+			opts.Extractors = r.cfg.Extractors
+		}
+		mem, err := chatmem.New(r.cfg.Store, opts)
+		if err != nil {
+			return nil, err
+		}
+		key := chatmem.Key{Tenant: r.cfg.Tenant, ID: keyID(r.prefix, c.ID, rp.name)}
+		err = r.replayInto(ctx, mem, key, c, rp, t, tc, out)
+		if derr := r.cfg.Store.Delete(context.WithoutCancel(ctx), key); derr != nil && !errors.Is(derr, chatmem.ErrNotFound) && err == nil {
+			err = fmt.Errorf("delete %s: %w", key, derr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
+		}
+	}
+	return out, nil
+}
+
+func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, c Conversation, rp replay, t *Trace, tc *textCache, out [][]sample) error {
+	seqTurn := make(map[int64]string, len(c.Messages))
+	var series []Series
+	if t != nil {
+		for _, ri := range rp.rows {
+			p := r.policies[ri]
+			series = append(series, Series{Label: rowOf(p).Label(), Policy: string(p.Kind)})
+		}
+	}
+	const step = 50 // messages per progress report
+	for i, msg := range c.Messages {
+		res, err := mem.Append(ctx, key, []chatmem.Message{msg}, chatmem.AppendOptions{})
+		if err != nil {
+			return fmt.Errorf("message %d: %w", i+1, err)
+		}
+		seqTurn[res.Messages[0].Seq] = msg.Metadata[TurnKey]
+		if t != nil && msg.Role == chatmem.RoleUser {
+			for j, ri := range rp.rows {
+				w, err := mem.Context(ctx, key, r.policies[ri], chatmem.ContextOptions{})
+				if err != nil && !errors.Is(err, chatmem.ErrBudgetTooSmall) {
+					return err
+				}
+				series[j].Tokens = append(series[j].Tokens, w.Tokens)
+			}
+		}
+		if (i+1)%step == 0 || i == len(c.Messages)-1 {
+			r.progress((i % step) + 1)
+		}
+	}
+	if t != nil {
+		t.Series = append(t.Series, series...)
+	}
+	for _, ri := range rp.rows {
+		p := r.policies[ri]
+		for _, q := range c.Questions {
+			s, err := ask(ctx, mem, key, p, q, seqTurn, tc)
+			if err != nil {
+				return fmt.Errorf("question %q under %s: %w", q.Question, rowOf(p).Label(), err)
+			}
+			out[ri] = append(out[ri], s)
+		}
+	}
+	return nil
+}
+
+func rowOf(p chatmem.Policy) Row {
+	return Row{Policy: string(p.Kind), Budget: p.Budget, Turns: p.Turns, Facts: p.Facts}
+}
+
+// questionMeta marks the pending question, which is not memory: it is left
+// out of the context text answer presence searches.
+const questionMeta = "eval"
+
+// ask assembles the context as if q were the next user message and scores
+// it.
+func ask(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, p chatmem.Policy, q Question, seqTurn map[int64]string, tc *textCache) (sample, error) {
+	s := sample{category: q.Category}
+	pending := chatmem.Message{Role: chatmem.RoleUser, Content: q.Question, Metadata: map[string]string{questionMeta: "question"}}
+	t0 := time.Now()
+	w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{Pending: []chatmem.Message{pending}})
+	s.dur = time.Since(t0)
+	if errors.Is(err, chatmem.ErrBudgetTooSmall) {
+		s.failed = true
+		w = chatmem.Window{}
+	} else if err != nil {
+		return sample{}, err
+	}
+	s.tokens = w.Tokens
+
+	found := make(map[string]bool)
+	var texts []tokenSet
+	for _, m := range w.Messages {
+		if m.Metadata[questionMeta] != "" {
+			continue
+		}
+		if id := m.Metadata[TurnKey]; id != "" {
+			found[id] = true
+			texts = append(texts, tc.get(id))
+			continue
+		}
+		texts = append(texts, newTokenSet(m.Name+" "+m.Content)) // summary, facts, other system text
+	}
+	for _, f := range w.Facts {
+		if id := seqTurn[f.SourceSeq]; id != "" {
+			found[id] = true
+		}
+	}
+	s.recall, s.hits, s.recallOK = EvidenceRecall(q.Evidence, found)
+	s.evidence = len(q.Evidence)
+	s.presence, s.presenceOK = AnswerPresence(Normalize(q.Answer), texts)
+	return s, nil
+}
+
+// EvidenceRecall returns the share of evidence whose IDs are in found, and
+// how many are. ok is false for no evidence: such a question is not scored.
+func EvidenceRecall(evidence []string, found map[string]bool) (recall float64, hits int, ok bool) {
+	if len(evidence) == 0 {
+		return 0, 0, false
+	}
+	for _, id := range evidence {
+		if found[id] {
+			hits++
+		}
+	}
+	return float64(hits) / float64(len(evidence)), hits, true
+}
+
+// textCache keeps each dataset message's normalized tokens (its speaker's
+// name and its content), by evidence ID, so that long contexts are not
+// normalized again for every question.
+type textCache struct {
+	byID map[string]tokenSet
+}
+
+func newTextCache(msgs []chatmem.Message) *textCache {
+	tc := &textCache{byID: make(map[string]tokenSet, len(msgs))}
+	for _, m := range msgs {
+		id := m.Metadata[TurnKey]
+		if prev, ok := tc.byID[id]; ok {
+			// Two messages share an ID (a dataset defect): the set holds both.
+			for t := range newTokenSet(m.Name + " " + m.Content) {
+				prev[t] = struct{}{}
+			}
+			continue
+		}
+		tc.byID[id] = newTokenSet(m.Name + " " + m.Content)
+	}
+	return tc
+}
+
+func (tc *textCache) get(id string) tokenSet { return tc.byID[id] }
+
+// keyID makes a conversation ID the store accepts, unique to this run and
+// replay.
+func keyID(prefix, id, replay string) string {
+	b := []byte(prefix + "." + replay + "." + id)
+	for i, c := range b {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && c != '.' && c != '_' && c != ':' && c != '@' && c != '-' {
+			b[i] = '-'
+		}
+	}
+	if len(b) > chatmem.MaxIDLen {
+		b = b[:chatmem.MaxIDLen]
+	}
+	return string(b)
+}
