@@ -67,6 +67,9 @@ func group(samples []sample) Group {
 			g.AnswerQuestions++
 			g.AnswerPresence += s.presence
 		}
+		if s.summary {
+			g.SummarySent++
+		}
 		tokens = append(tokens, s.tokens)
 		sumTokens += s.tokens
 		durs = append(durs, s.dur)
@@ -80,6 +83,7 @@ func group(samples []sample) Group {
 	}
 	if len(samples) > 0 {
 		g.TokensMean = float64(sumTokens) / float64(len(samples))
+		g.SummarySent /= float64(len(samples))
 		g.TokensP50, g.TokensP95 = Percentile(tokens, 0.50), Percentile(tokens, 0.95)
 		g.AssemblyP50us = float64(Percentile(durs, 0.50).Nanoseconds()) / 1e3
 		g.AssemblyP99us = float64(Percentile(durs, 0.99).Nanoseconds()) / 1e3

@@ -44,11 +44,14 @@ type Config struct {
 	Facts      bool
 	Extractors []chatmem.Extractor
 	// Summarizer returns the summarizer a deployment sending summary_buffer
-	// at budget would run. Each summary_buffer budget gets its own replay
-	// with it, summarizing once the unsummarized messages pass budget/2
-	// tokens down to budget/4 (chatmem.SummaryOptions), so that summary and
-	// recent messages fit the budget together. Nil: no summaries, and
-	// summary_buffer sends a plain token window.
+	// at budget would run; it should keep summaries to about a quarter of
+	// budget. Each summary_buffer budget gets its own replay with it,
+	// summarizing once the unsummarized messages pass 5/8 of the budget,
+	// down to 3/8 (chatmem.SummaryOptions), so that the summary, the recent
+	// messages and the question fit the budget together: the library's
+	// default (2000 tokens, down to 1000) suits budgets of 4096 and more
+	// only. Nil: no summaries, and summary_buffer sends a plain token
+	// window.
 	Summarizer func(budget int) chatmem.Summarizer
 	// Tenant the replayed conversations are stored under; default "eval".
 	Tenant string
@@ -137,6 +140,9 @@ type Group struct {
 	// answer, of the share of its normalized tokens in the context.
 	AnswerQuestions int     `json:"answer_questions"`
 	AnswerPresence  float64 `json:"answer_presence"`
+	// SummarySent is the share of questions whose context held a summary
+	// (summary_buffer sends a plain window while the summary lags behind).
+	SummarySent float64 `json:"summary_sent"`
 	// Tokens sent per question, question included; and the time
 	// Memory.Context took.
 	TokensMean    float64 `json:"tokens_mean"`
@@ -180,6 +186,7 @@ type sample struct {
 	presenceOK bool
 	presence   float64
 	tokens     int
+	summary    bool // a summary was sent
 	dur        time.Duration
 	failed     bool
 }
@@ -354,7 +361,7 @@ func planReplays(cfg Config, ps []chatmem.Policy) []replay {
 				name: "sb" + strconv.Itoa(p.Budget), rows: []int{i}, summarizer: cfg.Summarizer(p.Budget),
 				// A deterministic summarizer fails the same way on a retry:
 				// retry at once rather than after the default backoff.
-				summary: chatmem.SummaryOptions{Trigger: max(p.Budget/2, 2), Target: max(p.Budget/4, 1), Backoff: time.Microsecond},
+				summary: chatmem.SummaryOptions{Trigger: max(p.Budget*5/8, 2), Target: max(p.Budget*3/8, 1), Backoff: time.Microsecond},
 			})
 			continue
 		}
@@ -485,7 +492,7 @@ func ask(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, p chatmem.Po
 	} else if err != nil {
 		return sample{}, err
 	}
-	s.tokens = w.Tokens
+	s.tokens, s.summary = w.Tokens, w.Summary != nil
 
 	found := make(map[string]bool)
 	var texts []tokenSet

@@ -27,8 +27,8 @@ var published = []struct {
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
 
 const (
-	chartW, chartH                  = 760, 460
-	padL, padR, padT, padB          = 70, 190, 40, 50
+	chartW, chartH                  = 880, 480
+	padL, padR, padT, padB          = 70, 250, 40, 50
 	plotW, plotH                    = chartW - padL - padR, chartH - padT - padB
 	fontAttrs                       = `font-family="sans-serif" font-size="12"`
 	axisColor, gridColor, textColor = "#333", "#ddd", "#222"
@@ -103,14 +103,14 @@ func (s *svg) frame(xTitle, yTitle string) {
 	s.printf(`<text transform="translate(16 %d) rotate(-90)" text-anchor="middle" fill="%s">%s</text>`+"\n", padT+plotH/2, textColor, html.EscapeString(yTitle))
 }
 
-// RecallChart writes an SVG chart of evidence recall (categories 1-4)
-// against mean tokens sent per question, on a log scale, one line per
-// policy through its budgets. For LoCoMo it marks the published context
+// RecallChart writes an SVG chart of evidence recall (solid) and answer
+// presence (dashed), categories 1-4, against mean tokens sent per question
+// on a log scale, one line per policy through its budgets. For LoCoMo it marks the published context
 // sizes of full context, Zep and Mem0.
 func RecallChart(w io.Writer, res *Result) error {
 	s := &svg{w: bufio.NewWriter(w)}
-	s.begin(fmt.Sprintf("Evidence recall vs tokens sent per question (%s, %s)", res.Dataset, res.Tokenizer))
-	s.frame("mean tokens sent per question (log scale)", "evidence recall")
+	s.begin(fmt.Sprintf("Evidence recall and answer presence vs tokens sent per question (%s, %s)", res.Dataset, res.Tokenizer))
+	s.frame("mean tokens sent per question (log scale)", "share (mean over questions)")
 
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, r := range res.Rows {
@@ -143,7 +143,7 @@ func RecallChart(w io.Writer, res *Result) error {
 	if res.Dataset == "locomo" {
 		for i, p := range published {
 			s.line(x(p.tokens), padT, x(p.tokens), padT+plotH, "#999", true)
-			s.text(x(p.tokens)+3, float64(padT+plotH-8-14*i), "start", "#666", p.name)
+			s.text(x(p.tokens)+3, float64(padT+16+14*i), "start", "#666", p.name)
 		}
 	}
 
@@ -165,6 +165,14 @@ func RecallChart(w io.Writer, res *Result) error {
 			xs, ys = append(xs, x(r.Overall.TokensMean)), append(ys, y(r.Overall.Recall))
 		}
 		s.polyline(xs, ys, color, false)
+		var ps []float64
+		for _, r := range rows {
+			ps = append(ps, y(r.Overall.AnswerPresence))
+		}
+		s.polyline(xs, ps, color, true)
+		for j := range rows {
+			s.printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="white" stroke="%s"/>`+"\n", xs[j], ps[j], color)
+		}
 		for j, r := range rows {
 			s.printf(`<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`+"\n", xs[j], ys[j], color)
 			label := ""
@@ -177,6 +185,8 @@ func RecallChart(w io.Writer, res *Result) error {
 		}
 		s.legend(i, color, rows[0].legendName(), false)
 	}
+	s.legend(len(order)+1, "#555", "evidence recall", false)
+	s.legend(len(order)+2, "#555", "answer presence", true)
 	return s.end()
 }
 

@@ -184,11 +184,15 @@ func printEval(w io.Writer, res *eval.Result) error {
 	}
 	fmt.Fprintf(w, "Overall (%s):\n", scope)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\trecall\tall-hit\tany-hit\tanswer\ttokens mean\tp50\tp95\tp50 µs\tp99 µs\tfailed\t")
+	fmt.Fprintln(tw, "policy\trecall\tall-hit\tany-hit\tanswer\ttokens mean\tp50\tp95\tp50 µs\tp99 µs\tsummary\tfailed\t")
 	for _, r := range res.Rows {
 		g := r.Overall
-		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f\t%d\t%d\t%.0f\t%.0f\t%d\t\n",
-			r.Label(), g.Recall, g.AllHit, g.AnyHit, g.AnswerPresence, g.TokensMean, g.TokensP50, g.TokensP95, g.AssemblyP50us, g.AssemblyP99us, r.Failed)
+		summary := "-"
+		if r.Policy == string(chatmem.PolicySummaryBuffer) {
+			summary = fmt.Sprintf("%.0f%%", 100*g.SummarySent)
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%.0f\t%d\t%d\t%.0f\t%.0f\t%s\t%d\t\n",
+			r.Label(), g.Recall, g.AllHit, g.AnyHit, g.AnswerPresence, g.TokensMean, g.TokensP50, g.TokensP95, g.AssemblyP50us, g.AssemblyP99us, summary, r.Failed)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -199,33 +203,36 @@ func printEval(w io.Writer, res *eval.Result) error {
 	for _, metric := range []struct {
 		name string
 		get  func(eval.Group) float64
+		n    func(eval.Group) int
 	}{
-		{"Evidence recall", func(g eval.Group) float64 { return g.Recall }},
-		{"Answer presence", func(g eval.Group) float64 { return g.AnswerPresence }},
+		{"Evidence recall", func(g eval.Group) float64 { return g.Recall }, func(g eval.Group) int { return g.RecallQuestions }},
+		{"Answer presence", func(g eval.Group) float64 { return g.AnswerPresence }, func(g eval.Group) int { return g.AnswerQuestions }},
 	} {
-		fmt.Fprintf(w, "\n%s by category:\n", metric.name)
+		fmt.Fprintf(w, "\n%s by category (n: questions scored):\n", metric.name)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		header := "policy\t"
 		for _, g := range res.Rows[0].Categories {
-			header += fmt.Sprintf("cat %d (n=%d)\t", g.Category, g.Questions)
+			header += fmt.Sprintf("cat %d (n=%d)\t", g.Category, metric.n(g))
 		}
-		header += "overall\t"
+		header += fmt.Sprintf("overall (n=%d)\t", metric.n(res.Rows[0].Overall))
 		if a := res.Rows[0].Adversarial; a != nil {
-			header += fmt.Sprintf("cat 5 apart (n=%d)\t", a.Questions)
+			header += fmt.Sprintf("cat 5 apart (n=%d)\t", metric.n(*a))
 		}
 		fmt.Fprintln(tw, header)
 		for _, r := range res.Rows {
+			cell := func(g eval.Group) string {
+				if metric.n(g) == 0 {
+					return "-\t"
+				}
+				return fmt.Sprintf("%.3f\t", metric.get(g))
+			}
 			line := r.Label() + "\t"
 			for _, g := range r.Categories {
-				line += fmt.Sprintf("%.3f\t", metric.get(g))
+				line += cell(g)
 			}
-			line += fmt.Sprintf("%.3f\t", metric.get(r.Overall))
+			line += cell(r.Overall)
 			if r.Adversarial != nil {
-				if metric.name == "Answer presence" && r.Adversarial.AnswerQuestions == 0 {
-					line += "-\t"
-				} else {
-					line += fmt.Sprintf("%.3f\t", metric.get(*r.Adversarial))
-				}
+				line += cell(*r.Adversarial)
 			}
 			fmt.Fprintln(tw, line)
 		}
