@@ -197,3 +197,22 @@ type FactStore interface {
 	// there is none).
 	DeleteFact(ctx context.Context, key Key, name string) error
 }
+
+// Recounter rewrites a conversation's stored token counts under another
+// tokenizer. Memory.Recount finds it by a type assertion; every store in
+// this module implements it.
+type Recounter interface {
+	// Recount sets the tokens of messages 1..len(tokens) (tokens[i] is the
+	// count of seq i+1), recomputes the running totals and the
+	// conversation's Tokens and SystemTokens, and records tokenizer as the
+	// conversation's Tokenizer, atomically, if the conversation's LastSeq
+	// is still lastSeq: ErrConflict otherwise (appends arrived). It wraps
+	// ErrInvalid if len(tokens) != lastSeq, a count is negative or
+	// tokenizer is empty, and returns ErrNotFound for a conversation that
+	// does not exist (or has expired). Nothing changes on error. LastSeq,
+	// Turns, UpdatedAt, ExpiresAt, the summary and the facts stay as they
+	// are: a recount is maintenance, not activity. It is safe for
+	// concurrent use; concurrent appends either wait for it or make it
+	// fail with ErrConflict.
+	Recount(ctx context.Context, key Key, tokenizer string, lastSeq int64, tokens []int) error
+}

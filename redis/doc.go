@@ -23,6 +23,9 @@
 //	chatmem:{acme/c1}:facts     hash: fact key -> current chatmem.Fact JSON
 //	chatmem:{acme/c1}:facthist  hash: fact key -> JSON array of its values
 //
+// (Recount's script also builds chatmem:{acme/c1}:recount:msgs and
+// :recount:cum, and renames them over msgs and cum before it ends.)
+//
 // Tenants and IDs pass chatmem.ValidateID, which excludes * ? [ ] { } and /,
 // so no ID can reach into another conversation's keys, change a hash tag or
 // widen a SCAN pattern; the prefix is held to a similar set.
@@ -62,7 +65,10 @@
 // from replicas read a lagging one), a last script reads the run and
 // checks gen atomically on the master, and Tail returns
 // chatmem.ErrNotFound if the conversation is not the same, as a Tail at
-// that moment would have.
+// that moment would have. The one write that changes stored messages is
+// Recount, which rewrites their counts: a Tail beside it may find its run
+// by the old counts and read the messages with the new ones (see
+// Store.Recount).
 //
 // # Listing
 //
