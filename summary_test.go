@@ -300,3 +300,24 @@ func TestSummaryCacheDoesNotOutliveTheConversation(t *testing.T) {
 		t.Fatalf("re-created conversation: summary %+v, %d messages, %v; want no summary, 1 message", w.Summary, len(w.Messages), err)
 	}
 }
+
+// A conversation that opens with a system message: the first cut must not
+// hand the summarizer the system message alone (it is pinned, not
+// summarized), which would fail and retry on every append.
+func TestSummaryCutSkipsSystemOnlyChunks(t *testing.T) {
+	sum := &countingSummarizer{inner: offline.NewSummarizer(offline.Options{})}
+	sum.mode.Store("")
+	mem := newSummaryMemory(t, sum, chatmem.Options{
+		Summary: chatmem.SummaryOptions{Trigger: 30, Target: 10, Retries: 1, Backoff: time.Hour}, // a retry would hang the test
+		Sync:    true,
+	})
+	key := chatmem.Key{Tenant: "t", ID: "sys"}
+	if _, err := mem.Append(context.Background(), key, []chatmem.Message{{Role: chatmem.RoleSystem, Content: "You are a support bot for an online shoe shop."}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	appendTurns(t, mem, key, 0, 6)
+	s, err := mem.Summary(context.Background(), key)
+	if err != nil || s.CoversSeq < 2 || strings.Contains(s.Text, "support bot") {
+		t.Fatalf("summary = %+v, %v; want one covering turns, without the pinned system message", s, err)
+	}
+}

@@ -362,10 +362,11 @@ func (m *Memory) summarize(ctx context.Context, key Key) (int, error) {
 		if err != nil {
 			return -1, err
 		}
-		cut := -1
+		cut, content := -1, false
 		for i := 0; i+1 < len(chunk) && chunk[i].Seq <= end; i++ {
-			if chunk[i+1].Role == RoleUser {
-				cut = i
+			content = content || chunk[i].Role != RoleSystem
+			if chunk[i+1].Role == RoleUser && content {
+				cut = i // a cut with something to summarize, not system messages alone
 			}
 		}
 		if cut < 0 {
