@@ -10,7 +10,7 @@ type Conversation struct {
 	// Key is filled in by every store method that returns a Conversation.
 	Key Key `json:"-"`
 	// Tokenizer names the Counter whose counts the stored messages carry.
-	// It is set by the first append and never changes (see Memory.Recount).
+	// It is set by the first append and changed only by Memory.Recount.
 	Tokenizer string `json:"tokenizer"`
 	// LastSeq is the sequence number of the newest message; sequence numbers
 	// are dense, so it is also the message count.

@@ -6,28 +6,8 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"chatmem"
-	"chatmem/storetest"
 )
-
-// TestRecount runs the chatmem.Recounter conformance subtests.
-func TestRecount(t *testing.T) {
-	storetest.RunRecount(t, harness(dialer(t)))
-}
-
-// TestRecountCluster runs them on a Redis Cluster, where the script's
-// scratch keys must share the conversation's hash slot.
-func TestRecountCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Redis Cluster; skipped with -short")
-	}
-	addrs := startCluster(t)
-	storetest.RunRecount(t, harness(func() goredis.UniversalClient {
-		return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
-	}))
-}
 
 // TestRecountKeepsExpiry checks that the lists Recount renames into place
 // keep the conversation's time to live, and that no scratch key is left.

@@ -4,22 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"chatmem"
-	"chatmem/storetest"
 )
-
-// TestRecount runs the chatmem.Recounter conformance subtests.
-func TestRecount(t *testing.T) {
-	storetest.RunRecount(t, storetest.Harness{
-		New: func(t *testing.T) chatmem.Store {
-			return open(t, filepath.Join(t.TempDir(), "chatmem.db"))
-		},
-		Reopen: func(t *testing.T, s chatmem.Store) chatmem.Store {
-			return open(t, s.(*Store).path)
-		},
-	})
-}
 
 // TestRecountPlans checks that Recount's statements search indexes: the
 // UPDATE seeks its message in messages_seq, and the system seqs come from

@@ -11,7 +11,7 @@ import (
 )
 
 // recountTests lists the chatmem.Recounter subtests in the order
-// RunRecount runs them.
+// testRecounts runs the chatmem.Recounter subtests when the store implements it.
 var recountTests = []struct {
 	name string
 	fn   func(t *testing.T, h Harness)
@@ -27,16 +27,10 @@ var recountTests = []struct {
 	{"ConcurrentAppends", testRecountConcurrentAppends},
 }
 
-// RunRecount runs the chatmem.Recounter subtests, one per behaviour of its
-// contract, if the harness's stores implement it (and logs that they do
-// not otherwise). Stores call it beside Run:
-//
-//	func TestRecount(t *testing.T) { storetest.RunRecount(t, harness) }
-func RunRecount(t *testing.T, h Harness) {
-	t.Helper()
-	if h.New == nil {
-		t.Fatal("storetest.RunRecount: Harness.New is nil")
-	}
+// testRecounts runs the chatmem.Recounter subtests, one per behaviour of
+// its contract, if the harness's stores implement it (and logs that they do
+// not otherwise).
+func testRecounts(t *testing.T, h Harness) {
 	if _, ok := h.New(t).(chatmem.Recounter); !ok {
 		t.Log("store does not implement Recounter")
 		return

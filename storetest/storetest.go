@@ -81,6 +81,7 @@ var tests = []struct {
 	{"LongTail", testLongTail},
 	{"Summary", testSummaries},
 	{"Facts", testFacts},
+	{"Recount", testRecounts},
 }
 
 // BenchmarkTail fills one conversation of s per size (user and assistant

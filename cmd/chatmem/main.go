@@ -27,6 +27,8 @@ func commands() []command {
 		{"window", "apply a policy to a JSON array of chat messages", runWindow},
 		{"bench", "measure per-turn cost (append + context) on a store", runBench},
 		{"serve", "serve the REST API", runServe},
+		{"recount", "recount conversations' stored tokens under another tokenizer", runRecount},
+		{"purge", "delete conversations not updated for a while (--older-than)", runPurge},
 		{"eval", "measure what each policy remembers and costs on a dataset", runEval},
 	}
 }
