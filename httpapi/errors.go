@@ -16,6 +16,8 @@ var (
 	// ErrMethodNotAllowed reports a known path asked with a method it does
 	// not serve.
 	ErrMethodNotAllowed = errors.New("method not allowed")
+	// ErrRateLimited reports a tenant over its configured request rate.
+	ErrRateLimited = errors.New("rate limited")
 )
 
 // errorCodes is the one table from errors to HTTP statuses and error codes,
@@ -35,6 +37,7 @@ var errorCodes = []struct {
 	{chatmem.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
+	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
 	{chatmem.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 }
 

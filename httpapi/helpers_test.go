@@ -9,18 +9,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
 	"chatmem"
+	"chatmem/internal/testenv"
 	"chatmem/memory"
 	"chatmem/postgres"
 	"chatmem/redis"
@@ -54,37 +52,11 @@ func openSQLite(t *testing.T) chatmem.Store {
 	return s
 }
 
-// skipOrFail skips a test whose backend is missing, except on CI, where a
-// missing backend is a broken setup.
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
-func redisURL() string {
-	if u := os.Getenv("CHATMEM_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379"
-}
-
 // openRedis opens a store under a random key prefix, and deletes the
 // prefix's keys when the test ends.
 func openRedis(t *testing.T) chatmem.Store {
-	o, err := goredis.ParseURL(redisURL())
-	if err != nil {
-		t.Fatalf("CHATMEM_REDIS_URL: %v", err)
-	}
-	client := goredis.NewClient(o)
+	client := goredis.NewClient(testenv.RedisOptions(t))
 	t.Cleanup(func() { client.Close() })
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-	defer cancel()
-	if err := client.Ping(ctx).Err(); err != nil {
-		skipOrFail(t, "no Redis at %s (set CHATMEM_REDIS_URL): %v", o.Addr, err)
-	}
 	prefix := "httpapitest-" + strings.ToLower(rand.Text()[:12])
 	s, err := redis.New(client, redis.Options{Prefix: prefix})
 	if err != nil {
@@ -103,41 +75,11 @@ func openRedis(t *testing.T) chatmem.Store {
 	return s
 }
 
-func postgresURL() string {
-	if u := os.Getenv("CHATMEM_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-var (
-	pgOnce  sync.Once
-	pgAdmin *pgxpool.Pool
-	pgErr   error
-)
-
 // openPostgres opens a store over a random schema, dropped when the test
 // ends.
 func openPostgres(t *testing.T) chatmem.Store {
-	pgOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if pgAdmin, pgErr = pgxpool.New(ctx, postgresURL()); pgErr == nil {
-			pgErr = pgAdmin.Ping(ctx)
-		}
-	})
-	if pgErr != nil {
-		skipOrFail(t, "PostgreSQL at %s is unreachable (set CHATMEM_POSTGRES_URL): %v", postgresURL(), pgErr)
-	}
-	schema := "httpapi_test_" + strings.ToLower(rand.Text()[:10])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := pgAdmin.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	s, err := postgres.Open(t.Context(), postgresURL(), postgres.Options{Schema: schema})
+	schema := testenv.PostgresSchema(t, "httpapi_test_")
+	s, err := postgres.Open(t.Context(), testenv.PostgresURL(), postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatalf("postgres.Open: %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"chatmem"
 	"chatmem/internal/seed"
+	"chatmem/internal/testenv"
 	"chatmem/memory"
 	"chatmem/offline"
 )
@@ -39,7 +40,7 @@ const htmlContent = "<script>alert(1)</script><b>bold</b>"
 // go to $CHATMEM_ARTIFACTS (default: a temporary directory).
 func TestInspector(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
-		skipOrFail(t, "no Chromium at %s (apt-get install chromium; .ci/run installs it): %v", chromiumPath, err)
+		testenv.SkipOrFail(t, "no Chromium at %s (apt-get install chromium; .ci/run installs it): %v", chromiumPath, err)
 	}
 	artifacts := os.Getenv("CHATMEM_ARTIFACTS")
 	if artifacts == "" {

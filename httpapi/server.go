@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"path"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +70,9 @@ type Options struct {
 	// Gatherer is what /metrics serves. Nil: the Registerer if it is a
 	// Gatherer (a *prometheus.Registry is), else the private registry.
 	Gatherer prometheus.Gatherer
+	// RateLimit bounds each tenant's requests to the API. The zero value
+	// means no limit.
+	RateLimit RateLimit
 }
 
 // Server is the REST API over one Memory. It is an http.Handler, safe for
@@ -79,6 +84,7 @@ type Server struct {
 	limits  Limits
 	log     *slog.Logger
 	metrics *metrics
+	rate    *rateLimiter // nil: no limit
 	mux     *http.ServeMux
 }
 
@@ -97,7 +103,10 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 	if l.MaxBodyBytes < 0 || l.MaxMessages < 0 || l.MaxContentBytes < 0 {
 		return nil, fmt.Errorf("%w: httpapi limits must not be negative", chatmem.ErrInvalid)
 	}
-	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux()}
+	if opts.RateLimit.PerSecond < 0 || opts.RateLimit.Burst < 0 {
+		return nil, fmt.Errorf("%w: httpapi rate limit must not be negative", chatmem.ErrInvalid)
+	}
+	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -302,6 +311,11 @@ func (s *Server) handler(rt route) http.Handler {
 					return
 				}
 				c.tenant = tenant
+			}
+			if wait, ok := s.rate.allow(c.tenant); !ok {
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+				s.writeError(w, r, fmt.Errorf("%w: tenant %s is over %g requests per second; retry after %s", ErrRateLimited, c.tenant, s.rate.perSecond, wait.Round(time.Millisecond)))
+				return
 			}
 			info.tenant = c.tenant
 		}

@@ -318,3 +318,41 @@ func TestClientGoneIsNotAnError(t *testing.T) {
 		t.Errorf("status %d, log %q; want 499 logged below error", rec.Code, logs.String())
 	}
 }
+
+// Each tenant has its own bucket: one over its rate gets 429 with
+// Retry-After, another tenant is not affected.
+func TestRateLimitPerTenant(t *testing.T) {
+	keys, err := ParseKeys("acme:k1,globex:k2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := New(newMemory(t, memory.New(), nil), Options{Keys: keys, RateLimit: RateLimit{PerSecond: 0.5, Burst: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/v1/conversations", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := range 2 {
+		if rec := get("k1"); rec.Code != http.StatusOK {
+			t.Fatalf("request %d within the burst: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	rec := get("k1")
+	if rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), `"rate_limited"`) || rec.Header().Get("Retry-After") != "2" {
+		t.Errorf("over the rate: %d, Retry-After %q, %s; want 429 rate_limited, Retry-After 2", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if rec := get("k2"); rec.Code != http.StatusOK {
+		t.Errorf("another tenant: %d, want 200", rec.Code)
+	}
+	if rec := get("nope"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a wrong key is refused before the limiter: %d", rec.Code)
+	}
+	if _, err := New(newMemory(t, memory.New(), nil), Options{RateLimit: RateLimit{PerSecond: -1}}); !errors.Is(err, chatmem.ErrInvalid) {
+		t.Errorf("negative rate: %v", err)
+	}
+}

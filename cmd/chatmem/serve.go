@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,8 @@ type serveConfig struct {
 	idleTimeout, shutdownTimeout, sweepInterval  time.Duration
 	anthropicKey, anthropicModel, anthropicBase  string
 	llmBaseURL, llmModel, llmKey                 string
+	rateLimit                                    float64
+	rateBurst                                    int
 }
 
 func (c *serveConfig) settings() *settings {
@@ -55,6 +58,15 @@ func (c *serveConfig) settings() *settings {
 	ss.int(&c.maxBodyBytes, "max-body-bytes", 4<<20, "largest request body")
 	ss.int(&c.maxMessages, "max-messages", 1000, "most messages in one append")
 	ss.int(&c.maxContentBytes, "max-content-bytes", 256<<10, "largest message content")
+	ss.add("rate-limit", "0", "API requests per second per tenant (0: no limit); over it, 429 with Retry-After", func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return fmt.Errorf("not a rate like 50 or 0.5: %q", v)
+		}
+		c.rateLimit = f
+		return nil
+	})
+	ss.int(&c.rateBurst, "rate-burst", 0, "requests a tenant may make at once above the rate (0: the rate, at least 1)")
 	ss.duration(&c.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read request headers")
 	ss.duration(&c.readTimeout, "read-timeout", 30*time.Second, "time to read a request")
 	ss.duration(&c.writeTimeout, "write-timeout", 60*time.Second, "time to write a response")
@@ -104,6 +116,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 
 	srv, err := newServer(ctx, c, keys, log)
+	if errors.Is(err, chatmem.ErrInvalid) {
+		return &exitError{code: 2, err: err} // a setting the store or API refused
+	}
 	if err != nil {
 		return err
 	}
@@ -166,9 +181,10 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		return nil, err
 	}
 	api, err := httpapi.New(mem, httpapi.Options{
-		Keys:   keys,
-		Limits: httpapi.Limits{MaxBodyBytes: int64(c.maxBodyBytes), MaxMessages: c.maxMessages, MaxContentBytes: c.maxContentBytes},
-		Logger: log,
+		Keys:      keys,
+		Limits:    httpapi.Limits{MaxBodyBytes: int64(c.maxBodyBytes), MaxMessages: c.maxMessages, MaxContentBytes: c.maxContentBytes},
+		RateLimit: httpapi.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
+		Logger:    log,
 	})
 	if err != nil {
 		mem.Close()

@@ -59,6 +59,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--addr", "0.0.0.0:0"}, "without API keys"},
 		{[]string{"--max-messages", "many"}, "max-messages"},
 		{[]string{"--read-timeout", "soon"}, "read-timeout"},
+		{[]string{"--rate-limit", "fast"}, "rate-limit"},
+		{[]string{"--rate-burst", "-1"}, "rate limit"},
 		{[]string{"--tokenizer", "gpt2"}, "unknown tokenizer"},
 		{[]string{"--summarizer", "magic"}, "unknown summarizer"},
 		{[]string{"--summarizer", "openai"}, "summarizer: "}, // no model named
