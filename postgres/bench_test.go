@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"chatmem"
+	"chatmem/internal/testenv"
 	"chatmem/storetest"
 )
 
@@ -53,7 +54,7 @@ func BenchmarkWindowVsRaw(b *testing.B) {
 	ctx := context.Background()
 	// Settle the table as autovacuum would, so that neither side of the
 	// comparison runs while it works.
-	if _, err := adminPool(b).Exec(ctx, "VACUUM ANALYZE "+schema+".messages"); err != nil {
+	if _, err := testenv.PostgresAdmin(b).Exec(ctx, "VACUUM ANALYZE "+schema+".messages"); err != nil {
 		b.Fatal(err)
 	}
 

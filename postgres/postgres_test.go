@@ -2,80 +2,32 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"chatmem"
+	"chatmem/internal/testenv"
 	"chatmem/postgres"
 	"chatmem/storetest"
 )
 
-// testURL is the database the tests use: CHATMEM_POSTGRES_URL, or a local
-// PostgreSQL with trust authentication.
-func testURL() string {
-	if u := os.Getenv("CHATMEM_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-}
-
-var (
-	adminOnce sync.Once
-	admin     *pgxpool.Pool
-	adminErr  error
-)
-
-// adminPool returns a pool for dropping test schemas, skipping the test if
-// PostgreSQL cannot be reached (failing it in CI, where it must be).
-func adminPool(tb testing.TB) *pgxpool.Pool {
-	tb.Helper()
-	adminOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		admin, adminErr = pgxpool.New(ctx, testURL())
-		if adminErr == nil {
-			adminErr = admin.Ping(ctx)
-		}
-	})
-	if adminErr != nil {
-		msg := fmt.Sprintf("PostgreSQL at %s is unreachable (set CHATMEM_POSTGRES_URL): %v", testURL(), adminErr)
-		if os.Getenv("CI") == "true" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
-	}
-	return admin
-}
-
 // newSchema returns a fresh schema name and drops the schema when tb ends.
 func newSchema(tb testing.TB) string {
 	tb.Helper()
-	pool := adminPool(tb)
-	schema := "chatmem_test_" + strings.ToLower(rand.Text()[:10])
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			tb.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return schema
+	return testenv.PostgresSchema(tb, "chatmem_test_")
 }
 
 // open opens a store over schema and closes it when tb ends (before the
 // schema is dropped, as cleanups run last-registered first).
 func open(tb testing.TB, schema string) *postgres.Store {
 	tb.Helper()
-	s, err := postgres.Open(context.Background(), testURL(), postgres.Options{Schema: schema})
+	s, err := postgres.Open(context.Background(), testenv.PostgresURL(), postgres.Options{Schema: schema})
 	if err != nil {
 		tb.Fatalf("Open(schema %s): %v", schema, err)
 	}
@@ -103,7 +55,7 @@ func TestConcurrentOpen(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			stores[i], errs[i] = postgres.Open(t.Context(), testURL(), postgres.Options{Schema: schema})
+			stores[i], errs[i] = postgres.Open(t.Context(), testenv.PostgresURL(), postgres.Options{Schema: schema})
 		})
 	}
 	wg.Wait()
@@ -118,7 +70,7 @@ func TestConcurrentOpen(t *testing.T) {
 		return
 	}
 	var applied int
-	if err := adminPool(t).QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&applied); err != nil {
+	if err := testenv.PostgresAdmin(t).QueryRow(t.Context(), "SELECT count(*) FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
 	if want := postgres.MigrationCount(); applied != want {
@@ -142,7 +94,7 @@ func TestConcurrentOpen(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	ctx := t.Context()
 	for _, schema := range []string{"Upper", "1abc", "a-b", `a"b`, strings.Repeat("a", 64)} {
-		_, err := postgres.Open(ctx, testURL(), postgres.Options{Schema: schema})
+		_, err := postgres.Open(ctx, testenv.PostgresURL(), postgres.Options{Schema: schema})
 		if !errors.Is(err, chatmem.ErrInvalid) {
 			t.Errorf("Open(schema %q) error = %v, want ErrInvalid", schema, err)
 		}
@@ -175,7 +127,7 @@ func TestOpenErrors(t *testing.T) {
 // TestNew checks that a store over a caller's pool leaves the pool open.
 func TestNew(t *testing.T) {
 	schema := newSchema(t)
-	pool, err := pgxpool.New(t.Context(), testURL())
+	pool, err := pgxpool.New(t.Context(), testenv.PostgresURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +155,7 @@ func TestTailPlan(t *testing.T) {
 	fill(t, s, key, 50000)
 	// A second conversation, so the table is not all one key.
 	fill(t, s, chatmem.Key{Tenant: "plan", ID: "small"}, 100)
-	pool := adminPool(t)
+	pool := testenv.PostgresAdmin(t)
 	ctx := t.Context()
 	if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, "messages"}.Sanitize()); err != nil {
 		t.Fatal(err)

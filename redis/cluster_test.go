@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"chatmem"
+	"chatmem/internal/testenv"
 	"chatmem/storetest"
 )
 
@@ -91,11 +92,11 @@ func startCluster(t *testing.T) []string {
 	t.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
-		skipOrFail(t, "redis-server not installed: %v", err)
+		testenv.SkipOrFail(t, "redis-server not installed: %v", err)
 	}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		skipOrFail(t, "redis-cli not installed: %v", err)
+		testenv.SkipOrFail(t, "redis-cli not installed: %v", err)
 	}
 	dir := t.TempDir()
 	var addrs []string

@@ -3,50 +3,20 @@ package redis
 import (
 	"context"
 	"crypto/rand"
-	"os"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"chatmem"
+	"chatmem/internal/testenv"
 	"chatmem/storetest"
 )
 
-// redisURL is the server the tests use: CHATMEM_REDIS_URL, or the local
-// default.
-func redisURL() string {
-	if u := os.Getenv("CHATMEM_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379"
-}
-
-// skipOrFail skips a test that lacks its backend, except on CI, where a
-// missing backend is a broken setup.
-func skipOrFail(tb testing.TB, format string, args ...any) {
-	tb.Helper()
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf(format, args...)
-	}
-	tb.Skipf(format, args...)
-}
-
-// dialer returns a function that makes new clients for the server at
-// redisURL, after checking once that it answers.
+// dialer returns a function that makes new clients for the Redis server
+// the tests use (testenv.RedisURL), after checking once that it answers.
 func dialer(tb testing.TB) func() goredis.UniversalClient {
 	tb.Helper()
-	o, err := goredis.ParseURL(redisURL())
-	if err != nil {
-		tb.Fatalf("CHATMEM_REDIS_URL: %v", err)
-	}
-	c := goredis.NewClient(o)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		skipOrFail(tb, "no Redis at %s (set CHATMEM_REDIS_URL to test against another): %v", o.Addr, err)
-	}
+	o := testenv.RedisOptions(tb)
 	return func() goredis.UniversalClient { return goredis.NewClient(o) }
 }
 

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"chatmem"
+	"chatmem/internal/testenv"
 )
 
 // These tests cover what the shared suite cannot see: the key layout, URL
@@ -52,7 +53,7 @@ func TestPrefixValidation(t *testing.T) {
 func TestOpen(t *testing.T) {
 	dialer(t) // skips without a server
 	ctx := context.Background()
-	s, err := Open(ctx, redisURL()+"?prefix=viaurl&dial_timeout=2s", Options{})
+	s, err := Open(ctx, testenv.RedisURL()+"?prefix=viaurl&dial_timeout=2s", Options{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -489,7 +490,7 @@ func TestListAndPurge(t *testing.T) {
 // big enough that the script outlasts the client's read timeout.
 func TestAppendNotResent(t *testing.T) {
 	s := newTestStore(t, dialer(t))
-	o, err := goredis.ParseURL(redisURL())
+	o, err := goredis.ParseURL(testenv.RedisURL())
 	if err != nil {
 		t.Fatal(err)
 	}
