@@ -11,8 +11,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"chatmem"
-	chatmemopenai "chatmem/openai"
 	"chatmem/memory"
+	chatmemopenai "chatmem/openai"
 	"chatmem/tokenizer"
 )
 
