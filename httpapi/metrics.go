@@ -19,7 +19,13 @@ type metrics struct {
 	duration      *prometheus.HistogramVec // route, method
 	store         *prometheus.HistogramVec // op
 	contextTokens *prometheus.HistogramVec // policy
-	handler       http.Handler             // serves /metrics
+	// promptTokens counts the prompt tokens of proxied turns as the
+	// upstream reported them and as chatmem counted them (label counter:
+	// "upstream", "chatmem"); promptTokensDiff is the per-turn difference,
+	// upstream minus chatmem: the error of chatmem's counter.
+	promptTokens     *prometheus.CounterVec
+	promptTokensDiff prometheus.Histogram
+	handler          http.Handler // serves /metrics
 }
 
 // newMetrics registers the collectors with reg (a private registry, with
@@ -58,12 +64,21 @@ func newMetrics(mem *chatmem.Memory, reg prometheus.Registerer, gather prometheu
 			Help:    "Tokens of the context windows sent, by policy.",
 			Buckets: prometheus.ExponentialBuckets(64, 2, 14), // 64 to ~524k
 		}, []string{"policy"}),
+		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatmem_proxy_prompt_tokens_total",
+			Help: "Prompt tokens of chat proxy turns whose upstream reported usage, as the upstream counted them and as chatmem did (counter=upstream|chatmem).",
+		}, []string{"counter"}),
+		promptTokensDiff: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chatmem_proxy_prompt_tokens_difference",
+			Help:    "Per chat proxy turn, the upstream's reported prompt tokens minus chatmem's count of the messages sent (positive: chatmem counted too few).",
+			Buckets: []float64{-1000, -300, -100, -30, -10, -3, 0, 3, 10, 30, 100, 300, 1000},
+		}),
 	}
 	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "chatmem_worker_queue_depth",
 		Help: "Conversations with summary or fact work queued for the worker.",
 	}, func() float64 { return float64(mem.QueueDepth()) })
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, queue} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, queue} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 		}
@@ -96,4 +111,12 @@ func timed[T any](s *Server, op string, f func() (T, error)) (T, error) {
 	v, err := f()
 	s.metrics.store.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	return v, err
+}
+
+// observePromptTokens records one turn's prompt tokens as the upstream
+// reported them and as chatmem counted them.
+func (m *metrics) observePromptTokens(upstream, chatmem int) {
+	m.promptTokens.WithLabelValues("upstream").Add(float64(upstream))
+	m.promptTokens.WithLabelValues("chatmem").Add(float64(chatmem))
+	m.promptTokensDiff.Observe(float64(upstream - chatmem))
 }

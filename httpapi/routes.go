@@ -40,6 +40,7 @@ var routes = []route{
 	{"PUT", "/v1/conversations/{id}/facts", true, (*Server).putFacts, false},
 	{"DELETE", "/v1/conversations/{id}/facts", true, (*Server).deleteFacts, false},
 	{"GET", "/v1/conversations/{id}/summary", true, (*Server).getSummary, false},
+	{"POST", "/v1/chat/completions", true, (*Server).chatCompletions, false},
 	{"GET", "/healthz", false, (*Server).healthz, false},
 	{"GET", "/readyz", false, (*Server).readyz, false},
 	{"GET", "/metrics", false, (*Server).getMetrics, false},

@@ -73,6 +73,9 @@ type Options struct {
 	// RateLimit bounds each tenant's requests to the API. The zero value
 	// means no limit.
 	RateLimit RateLimit
+	// Upstream is the model server POST /v1/chat/completions forwards to.
+	// Nil: that route answers 503 unavailable.
+	Upstream *Upstream
 }
 
 // Server is the REST API over one Memory. It is an http.Handler, safe for
@@ -86,6 +89,7 @@ type Server struct {
 	metrics *metrics
 	rate    *rateLimiter // nil: no limit
 	mux     *http.ServeMux
+	up      *upstream // nil: no chat proxy
 }
 
 // New returns a Server over mem. It wraps chatmem.ErrInvalid for bad keys
@@ -107,6 +111,11 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: httpapi rate limit must not be negative", chatmem.ErrInvalid)
 	}
 	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now)}
+	if opts.Upstream != nil {
+		if s.up, err = newUpstream(*opts.Upstream); err != nil {
+			return nil, err
+		}
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -1,0 +1,789 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"chatmem"
+)
+
+// Upstream is the OpenAI-compatible model server the chat proxy
+// (POST /v1/chat/completions) forwards to.
+type Upstream struct {
+	// BaseURL is the OpenAI-compatible base URL, such as
+	// https://api.openai.com/v1; requests go to BaseURL + "/chat/completions".
+	BaseURL string
+	// APIKey is sent to the upstream as "Authorization: Bearer APIKey". It
+	// is never logged, and never taken from the client's request.
+	APIKey string
+	// HTTPClient sends the upstream requests. Nil: a client with dial, TLS
+	// and response-header timeouts and no overall timeout (a stream lasts as
+	// long as the model writes). Its Transport may translate the OpenAI
+	// chat-completions wire format to another provider's.
+	HTTPClient *http.Client
+	// Policy is the default context policy, which the X-Chatmem-* headers
+	// override per request. The zero value means token_budget 4000.
+	Policy chatmem.Policy
+}
+
+// DefaultProxyPolicy is the policy a zero Upstream.Policy stands for.
+var DefaultProxyPolicy = chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 4000}
+
+// upstream is a checked Upstream.
+type upstream struct {
+	url    string // BaseURL + "/chat/completions"
+	key    string
+	client *http.Client
+	policy chatmem.Policy
+}
+
+func newUpstream(u Upstream) (*upstream, error) {
+	base, err := url.Parse(u.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("%w: upstream base URL must be an absolute http or https URL", chatmem.ErrInvalid)
+	}
+	p := u.Policy
+	if p.Kind == "" {
+		p = DefaultProxyPolicy
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("upstream policy: %w", err)
+	}
+	client := u.HTTPClient
+	if client == nil {
+		client = defaultUpstreamClient()
+	}
+	return &upstream{url: strings.TrimSuffix(u.BaseURL, "/") + "/chat/completions", key: u.APIKey, client: client, policy: p}, nil
+}
+
+// defaultUpstreamClient bounds connecting and waiting for the response
+// headers (a non-streaming completion sends its headers only when the
+// model is done, hence the generous wait), but not the body, which a
+// stream writes for as long as the model does.
+func defaultUpstreamClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = 10 * time.Second
+	t.ResponseHeaderTimeout = 5 * time.Minute
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
+}
+
+// The headers of the chat proxy.
+const (
+	headerConversation = "X-Chatmem-Conversation"
+	headerPolicy       = "X-Chatmem-Policy"
+	headerBudget       = "X-Chatmem-Budget"
+	headerTurns        = "X-Chatmem-Turns"
+	headerFacts        = "X-Chatmem-Facts"
+	headerWindowTokens = "X-Chatmem-Window-Tokens"
+)
+
+// Metadata keys of a stored reply: the prompt tokens of its turn as the
+// upstream reported them and as chatmem counted them.
+const (
+	MetaPromptTokensUpstream = "prompt_tokens_upstream"
+	MetaPromptTokensChatmem  = "prompt_tokens_chatmem"
+)
+
+// maxUpstreamBody bounds a non-streaming upstream response and
+// maxUpstreamError an upstream error body.
+const (
+	maxUpstreamBody  = 64 << 20
+	maxUpstreamError = 1 << 20
+)
+
+// errNoUpstream answers the chat proxy on a server without an upstream.
+var errNoUpstream = fmt.Errorf("%w: no upstream configured", chatmem.ErrUnavailable)
+
+// chatCompletions is the chat proxy. Without X-Chatmem-Conversation it
+// forwards the request as it is; with it, the request's messages are the
+// turn's new ones: system (and developer) messages are not stored but sent
+// first, as this request's pinned system prompt; the others are appended
+// (once per Idempotency-Key); the stored context under the policy replaces
+// the messages; every other field goes to the upstream untouched; and a
+// successful reply is stored. A reply that does not complete (an upstream
+// error, a client that goes away, a stream that breaks before [DONE]) is
+// not stored, partial or whole, so the history stays valid. Errors are in
+// the OpenAI shape.
+func (s *Server) chatCompletions(c *call) error {
+	if err := s.proxyChat(c); err != nil {
+		s.writeOpenAIError(c.w, c.r, err)
+	}
+	return nil
+}
+
+func (s *Server) proxyChat(c *call) error {
+	if s.up == nil {
+		return errNoUpstream
+	}
+	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil || req == nil {
+		return fmt.Errorf("%w: body must be a JSON object", chatmem.ErrInvalid)
+	}
+	stream := false
+	if v, ok := req["stream"]; ok && !bytes.Equal(v, []byte("null")) {
+		if err := json.Unmarshal(v, &stream); err != nil {
+			return fmt.Errorf("%w: stream must be true or false", chatmem.ErrInvalid)
+		}
+	}
+	id := c.r.Header.Get(headerConversation)
+	if id == "" {
+		return s.forward(c, body, stream, nil)
+	}
+	if err := chatmem.ValidateID(id); err != nil {
+		return fmt.Errorf("header %s: %w", headerConversation, err)
+	}
+	t := &turn{key: chatmem.Key{Tenant: c.tenant, ID: id}}
+	if t.policy, err = s.proxyPolicy(c.r.Header); err != nil {
+		return err
+	}
+	var opts chatmem.AppendOptions
+	if v := c.r.Header.Get("Idempotency-Key"); v != "" {
+		if err := checkIdempotencyKey(v); err != nil {
+			return err
+		}
+		opts.IdempotencyKey = v
+	}
+	system, msgs, err := s.splitMessages(req["messages"])
+	if err != nil {
+		return err
+	}
+	ctx := c.r.Context()
+	tokenizer := ""
+	answered := int64(-1) // the Seq after which a replayed turn's reply was stored
+	if len(msgs) > 0 {
+		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
+			return s.mem.Append(ctx, t.key, msgs, opts)
+		})
+		if err != nil {
+			return err
+		}
+		tokenizer = res.Conversation.Tokenizer
+		if last := res.Messages[len(res.Messages)-1].Seq; res.Replayed && res.Conversation.LastSeq > last {
+			answered = last
+		}
+	} else if conv, err := s.mem.Store().Conversation(ctx, t.key); err != nil {
+		return err
+	} else {
+		tokenizer = conv.Tokenizer
+	}
+
+	// The request's system prompt counts against the budget.
+	counter, err := s.mem.Counter(tokenizer)
+	if err != nil {
+		return err
+	}
+	sysTokens := 0
+	for _, m := range system {
+		n, err := counter.Count(ctx, m.msg)
+		if err != nil {
+			return err
+		}
+		sysTokens += n
+	}
+	p := t.policy
+	if p.Budget > 0 {
+		if p.Budget -= sysTokens; p.Budget < 1 {
+			return fmt.Errorf("%w: the request's system messages take %d tokens, the whole budget of %d", chatmem.ErrBudgetTooSmall, sysTokens, t.policy.Budget)
+		}
+	}
+	w, err := timed(s, "context", func() (chatmem.Window, error) {
+		return s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{})
+	})
+	if err != nil {
+		return err
+	}
+	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
+	t.tokens = w.Tokens + sysTokens
+	t.store = answered < 0
+	out := make([]json.RawMessage, 0, len(system)+len(w.Messages))
+	for _, m := range system {
+		out = append(out, m.raw)
+	}
+	for _, m := range w.Messages {
+		if answered >= 0 && m.Seq > answered {
+			// A retry of a turn already answered: send the history it was
+			// answered from, and keep the stored reply.
+			t.tokens -= m.Tokens
+			continue
+		}
+		b, err := MarshalOpenAIMessage(m)
+		if err != nil {
+			return err
+		}
+		out = append(out, b)
+	}
+	if req["messages"], err = json.Marshal(out); err != nil {
+		return err
+	}
+	if body, err = json.Marshal(req); err != nil {
+		return err
+	}
+	c.w.Header().Set(headerWindowTokens, strconv.Itoa(t.tokens))
+	return s.forward(c, body, stream, t)
+}
+
+// turn is one chat proxy request with a conversation: where its reply is
+// stored and what chatmem counted for it.
+type turn struct {
+	key    chatmem.Key
+	policy chatmem.Policy
+	tokens int  // chatmem's count of the prompt sent
+	store  bool // false: the reply of this turn is stored already
+}
+
+// systemMessage is a system (or developer) message of the request: sent
+// as the client wrote it, counted as a system message.
+type systemMessage struct {
+	raw json.RawMessage
+	msg chatmem.Message
+}
+
+// splitMessages decodes the request's messages into its system prompt and
+// the messages to append, which are checked as an append's are.
+func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.Message, error) {
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
+		return nil, nil, fmt.Errorf("%w: messages is required: a non-empty array of chat messages", chatmem.ErrInvalid)
+	}
+	if len(list) > s.limits.MaxMessages {
+		return nil, nil, fmt.Errorf("%w: %d messages in one request, over the limit of %d", chatmem.ErrTooLarge, len(list), s.limits.MaxMessages)
+	}
+	limits := chatmem.Limits{MaxContentBytes: s.limits.MaxContentBytes, MaxBatch: s.limits.MaxMessages}
+	var system []systemMessage
+	var msgs []chatmem.Message
+	for i, r := range list {
+		var head struct {
+			Role string `json:"role"`
+		}
+		if err := json.Unmarshal(r, &head); err != nil {
+			return nil, nil, fmt.Errorf("%w: message %d is not a chat message object", chatmem.ErrInvalid, i)
+		}
+		var m chatmem.Message
+		if err := json.Unmarshal(r, &m); err != nil {
+			if !errors.Is(err, chatmem.ErrInvalid) {
+				err = fmt.Errorf("%w: %s", chatmem.ErrInvalid, strings.TrimPrefix(err.Error(), "json: "))
+			}
+			return nil, nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		// Only the chat fields are kept: seq, tokens, created_at and
+		// metadata are the store's to set.
+		m = chatmem.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+		if head.Role == "system" || head.Role == "developer" {
+			m.Role = chatmem.RoleSystem
+			if err := m.Validate(limits); err != nil {
+				return nil, nil, fmt.Errorf("message %d: %w", i, err)
+			}
+			system = append(system, systemMessage{raw: r, msg: m})
+			continue
+		}
+		if err := m.Validate(limits); err != nil {
+			return nil, nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		msgs = append(msgs, m)
+	}
+	return system, msgs, nil
+}
+
+// proxyPolicy returns the server's policy with the request's X-Chatmem-*
+// headers applied. Bad values wrap chatmem.ErrInvalid.
+func (s *Server) proxyPolicy(h http.Header) (chatmem.Policy, error) {
+	p := s.up.policy
+	if v := h.Get(headerPolicy); v != "" {
+		p.Kind = chatmem.PolicyKind(v)
+		if !slices.Contains(chatmem.Policies, p.Kind) {
+			return p, fmt.Errorf("%w: header %s: unknown policy %q (want one of %s)", chatmem.ErrInvalid, headerPolicy, v, policyNames())
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{headerBudget, &p.Budget}, {headerTurns, &p.Turns}} {
+		v := h.Get(f.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return p, fmt.Errorf("%w: header %s must be a positive integer, got %q", chatmem.ErrInvalid, f.name, v)
+		}
+		*f.dst = n
+	}
+	if v := h.Get(headerFacts); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return p, fmt.Errorf("%w: header %s must be true or false, got %q", chatmem.ErrInvalid, headerFacts, v)
+		}
+		p.Facts = b
+	}
+	if err := p.Validate(); err != nil {
+		return p, fmt.Errorf("headers %s: %w", headerPolicy, err)
+	}
+	return p, nil
+}
+
+// openAIMessage is a chat message as the OpenAI API takes it.
+type openAIMessage struct {
+	Role       chatmem.Role       `json:"role"`
+	Content    *string            `json:"content"`
+	Name       string             `json:"name,omitempty"`
+	ToolCalls  []chatmem.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string             `json:"tool_call_id,omitempty"`
+}
+
+// MarshalOpenAIMessage returns m as an OpenAI chat message parameter:
+// role, content (null for an assistant message with only tool calls),
+// name, tool_calls (type "function" where unset) and tool_call_id; none of
+// chatmem's own fields (seq, tokens, created_at, metadata).
+func MarshalOpenAIMessage(m chatmem.Message) ([]byte, error) {
+	o := openAIMessage{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID}
+	if m.Content != "" || len(m.ToolCalls) == 0 {
+		o.Content = &m.Content
+	}
+	if len(m.ToolCalls) > 0 {
+		o.ToolCalls = slices.Clone(m.ToolCalls)
+		for i := range o.ToolCalls {
+			if o.ToolCalls[i].Type == "" {
+				o.ToolCalls[i].Type = "function"
+			}
+		}
+	}
+	return json.Marshal(o)
+}
+
+// forward sends body to the upstream and relays its answer; with t, it
+// stores the reply in t's conversation.
+func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
+	ctx := c.r.Context()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.up.url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("upstream request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	if s.up.key != "" {
+		req.Header.Set("Authorization", "Bearer "+s.up.key)
+	}
+	if id := infoOf(ctx).id; id != "" {
+		req.Header.Set("X-Request-Id", id)
+	}
+	resp, err := s.up.client.Do(req)
+	if err != nil {
+		return transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return upstreamStatusError(resp)
+	}
+	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return s.relayStream(c, resp, t)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	if err != nil {
+		return transportError(ctx, err)
+	}
+	if len(b) > maxUpstreamBody {
+		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream response over %d bytes", maxUpstreamBody)}
+	}
+	if t != nil && t.store {
+		var cc chatCompletion
+		if err := json.Unmarshal(b, &cc); err != nil {
+			return &upstreamError{status: http.StatusBadGateway, msg: "upstream response is not a chat completion", err: err}
+		}
+		if len(cc.Choices) > 0 {
+			msg := cc.Choices[0].Message
+			content := ""
+			if msg.Content != nil {
+				content = *msg.Content
+			}
+			s.storeReply(ctx, t, content, msg.ToolCalls, cc.Usage)
+		}
+	}
+	h := c.w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	c.w.WriteHeader(resp.StatusCode)
+	_, _ = c.w.Write(b)
+	return nil
+}
+
+// chatCompletion is what the proxy reads of an upstream chat completion.
+type chatCompletion struct {
+	Choices []struct {
+		Message struct {
+			Content   *string            `json:"content"`
+			ToolCalls []chatmem.ToolCall `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage *usage `json:"usage"`
+}
+
+type usage struct {
+	PromptTokens int `json:"prompt_tokens"`
+}
+
+// storeReply appends the turn's reply, with the prompt tokens as the
+// upstream reported them beside chatmem's count. A reply with neither
+// content nor tool calls (a refusal, an empty completion) has nothing to
+// store. The client gets the reply whether or not it could be stored, so a
+// failure is logged here, not returned.
+func (s *Server) storeReply(ctx context.Context, t *turn, content string, calls []chatmem.ToolCall, u *usage) {
+	if content == "" && len(calls) == 0 {
+		return
+	}
+	for i := range calls {
+		if calls[i].Type == "" {
+			calls[i].Type = "function"
+		}
+	}
+	msg := chatmem.Message{Role: chatmem.RoleAssistant, Content: content, ToolCalls: calls}
+	if u != nil && u.PromptTokens > 0 {
+		msg.Metadata = map[string]string{
+			MetaPromptTokensUpstream: strconv.Itoa(u.PromptTokens),
+			MetaPromptTokensChatmem:  strconv.Itoa(t.tokens),
+		}
+		s.metrics.observePromptTokens(u.PromptTokens, t.tokens)
+	}
+	_, err := timed(s, "append", func() (chatmem.AppendResult, error) {
+		return s.mem.Append(ctx, t.key, []chatmem.Message{msg}, chatmem.AppendOptions{})
+	})
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "chat proxy: reply not stored",
+			slog.String("request_id", infoOf(ctx).id), slog.String("conversation", t.key.ID), slog.String("error", err.Error()))
+	}
+}
+
+// relayStream copies the upstream's server-sent events to the client as
+// they come, one flush per event, and assembles the reply from the chunks'
+// deltas. The reply is stored only when the stream ends with data: [DONE]
+// and every event reached the client.
+func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
+	h := c.w.Header()
+	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(c.w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlasts a server's write timeout
+	c.w.WriteHeader(resp.StatusCode)
+	_ = rc.Flush()
+
+	var acc streamReply
+	done := false
+	rd := bufio.NewReaderSize(resp.Body, 32<<10)
+	for {
+		line, err := rd.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: read the rest of it.
+			rest, err2 := rd.ReadBytes('\n')
+			line, err = append(slices.Clone(line), rest...), err2
+		}
+		if len(line) > 0 {
+			if t != nil && !done {
+				done = acc.line(line)
+			}
+			if _, werr := c.w.Write(line); werr != nil {
+				s.streamBroken(c, t, "client write", werr)
+				return nil
+			}
+			if len(bytes.TrimSpace(line)) == 0 {
+				if ferr := rc.Flush(); ferr != nil {
+					s.streamBroken(c, t, "client flush", ferr)
+					return nil
+				}
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// The headers are sent: tell the client in the stream, as
+			// OpenAI does, and keep the partial reply out of the history.
+			ev, _ := json.Marshal(openAIErrorBody{Error: openAIErrorDetail{Message: "the upstream stream failed", Type: "upstream_error", Code: "unavailable"}})
+			_, _ = fmt.Fprintf(c.w, "data: %s\n\n", ev)
+			_ = rc.Flush()
+			s.streamBroken(c, t, "upstream read", err)
+			return nil
+		}
+	}
+	_ = rc.Flush()
+	if t == nil || !t.store {
+		return nil
+	}
+	if !done || acc.failed {
+		s.streamBroken(c, t, "upstream stream", errors.New("ended without data: [DONE]"))
+		return nil
+	}
+	if c.r.Context().Err() != nil {
+		return nil // the client went away: the reply did not reach it
+	}
+	s.storeReply(c.r.Context(), t, acc.content.String(), acc.calls(), acc.usage)
+	return nil
+}
+
+// streamBroken notes on the request's log line that the stream stopped
+// early, so nothing of the reply was stored.
+func (s *Server) streamBroken(c *call, t *turn, where string, err error) {
+	info := infoOf(c.r.Context())
+	info.code = "stream_incomplete"
+	if t != nil {
+		s.log.LogAttrs(c.r.Context(), slog.LevelWarn, "chat proxy: stream incomplete, reply not stored",
+			slog.String("request_id", info.id), slog.String("conversation", t.key.ID), slog.String("where", where), slog.String("error", err.Error()))
+	}
+}
+
+// streamReply assembles a streamed reply from its chat.completion.chunk
+// events: choice 0's content deltas, and its tool-call deltas by index
+// (id and function name from the first delta that has them, arguments
+// concatenated).
+type streamReply struct {
+	content strings.Builder
+	tools   []chatmem.ToolCall
+	usage   *usage
+	failed  bool // an event could not be read, or was an error
+}
+
+type chunk struct {
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content   *string `json:"content"`
+			ToolCalls []struct {
+				Index    int    `json:"index"`
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Usage *usage          `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// maxStreamToolCalls bounds the tool-call index a stream may use.
+const maxStreamToolCalls = 1024
+
+// line takes one line of the stream and reports whether it was the final
+// data: [DONE].
+func (a *streamReply) line(line []byte) bool {
+	line = bytes.TrimRight(line, "\r\n")
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return false // a comment, an event name, an id or the blank line
+	}
+	data = bytes.TrimSpace(data)
+	if string(data) == "[DONE]" {
+		return true
+	}
+	var ch chunk
+	if err := json.Unmarshal(data, &ch); err != nil || len(ch.Error) > 0 && string(ch.Error) != "null" {
+		a.failed = true
+		return false
+	}
+	if ch.Usage != nil {
+		a.usage = ch.Usage
+	}
+	for _, c := range ch.Choices {
+		if c.Index != 0 {
+			continue
+		}
+		if c.Delta.Content != nil {
+			a.content.WriteString(*c.Delta.Content)
+		}
+		for _, d := range c.Delta.ToolCalls {
+			if d.Index < 0 || d.Index >= maxStreamToolCalls {
+				a.failed = true
+				continue
+			}
+			for len(a.tools) <= d.Index {
+				a.tools = append(a.tools, chatmem.ToolCall{})
+			}
+			tc := &a.tools[d.Index]
+			if d.ID != "" {
+				tc.ID = d.ID
+			}
+			if d.Type != "" {
+				tc.Type = d.Type
+			}
+			tc.Function.Name += d.Function.Name
+			tc.Function.Arguments += d.Function.Arguments
+		}
+	}
+	return false
+}
+
+// calls returns the assembled tool calls, without the index gaps a stream
+// may have left.
+func (a *streamReply) calls() []chatmem.ToolCall {
+	var out []chatmem.ToolCall
+	for _, tc := range a.tools {
+		if tc.ID != "" || tc.Function.Name != "" {
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+// upstreamError is an upstream failure as the client sees it: the
+// upstream's own error body (relayed as it is) or a message, with the
+// status to answer.
+type upstreamError struct {
+	status int
+	body   []byte // the upstream's error body in the OpenAI shape; nil: msg
+	msg    string
+	err    error // the cause, for the log
+}
+
+func (e *upstreamError) Error() string {
+	s := fmt.Sprintf("upstream %d", e.status)
+	if e.msg != "" {
+		s += ": " + e.msg
+	}
+	if e.err != nil {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+
+func (e *upstreamError) Unwrap() error { return e.err }
+
+// transportError turns a failed upstream call into the answer for the
+// client: 504 for a timeout, 502 for anything else, and the client's own
+// cancellation as it is.
+func transportError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("upstream call: %w", context.Cause(ctx))
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return &upstreamError{status: http.StatusGatewayTimeout, msg: "the upstream timed out", err: err}
+	}
+	return &upstreamError{status: http.StatusBadGateway, msg: "the upstream cannot be reached", err: err}
+}
+
+// upstreamStatusError reads an upstream error response. A body in the
+// OpenAI error shape is relayed as it is; any other is summed up in one.
+func upstreamStatusError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamError))
+	var e struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != nil && e.Error.Message != "" {
+		return &upstreamError{status: resp.StatusCode, body: b}
+	}
+	snippet := strings.TrimSpace(string(b))
+	if len(snippet) > 200 {
+		snippet = snippet[:200] + "..."
+	}
+	msg := fmt.Sprintf("the upstream answered %s", resp.Status)
+	if snippet != "" {
+		msg += ": " + snippet
+	}
+	return &upstreamError{status: resp.StatusCode, msg: msg}
+}
+
+// openAIErrorBody is the OpenAI API's error shape, which the chat proxy
+// answers in so that OpenAI clients report its errors as the model's.
+// Code is one of the Error codes; Type is the OpenAI error type.
+type openAIErrorBody struct {
+	Error openAIErrorDetail `json:"error"`
+}
+
+type openAIErrorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// writeOpenAIError answers the chat proxy's errors as writeError answers
+// the others', in the OpenAI shape. An upstream's error body is relayed
+// with its status; the upstream's other failures answer the upstream's
+// status (502 or 504 when there was none) with a message saying so.
+func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err error) {
+	info := infoOf(r.Context())
+	var ue *upstreamError
+	if errors.As(err, &ue) {
+		info.code, info.err = "upstream_error", err
+		if ue.body != nil {
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(ue.status)
+			_, _ = w.Write(ue.body)
+			return
+		}
+		writeJSON(w, ue.status, openAIErrorBody{Error: openAIErrorDetail{Message: ue.msg, Type: "upstream_error", Code: codeForStatus(ue.status)}})
+		return
+	}
+	status, code := classify(err)
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		status, code = statusClientClosed, "client_closed_request"
+	}
+	info.code, info.err = code, err
+	msg := err.Error()
+	switch {
+	case errors.Is(err, errNoUpstream):
+		msg = "no upstream configured"
+	case status == http.StatusServiceUnavailable:
+		msg = "a backend is unavailable; retry later"
+	case status >= 500:
+		msg = "internal error; the server's log has the details under request " + info.id
+	}
+	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType(status), Code: code}})
+}
+
+// openAIErrorType is the OpenAI error type for a status.
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// codeForStatus is the error code of the table for an upstream status
+// without an error body: the table's code for it, else invalid_request for
+// a 4xx and unavailable for a 5xx.
+func codeForStatus(status int) string {
+	for _, e := range errorCodes {
+		if e.status == status {
+			return e.code
+		}
+	}
+	if status < 500 {
+		return "invalid_request"
+	}
+	return "unavailable"
+}
