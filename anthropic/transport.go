@@ -1,0 +1,1016 @@
+package anthropic
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// messagesAPIVersion is the anthropic-version header the chat completions
+// transport sends: the version the SDK that Summarizer and Extractor use
+// sends (anthropic-sdk-go v2), so that the whole package speaks one API
+// version. It no longer accepts temperature, top_p or top_k, so the
+// transport drops them (see [NewChatCompletionsTransport]).
+const messagesAPIVersion = "2026-10-21"
+
+// maxErrorBody caps how much of an upstream error body is read.
+const maxErrorBody = 1 << 20
+
+// chatTransport is the http.RoundTripper NewChatCompletionsTransport
+// returns.
+type chatTransport struct {
+	opts     Options
+	client   *http.Client
+	endpoint string
+	now      func() time.Time
+}
+
+// NewChatCompletionsTransport returns an http.RoundTripper that accepts
+// OpenAI Chat Completions requests (POST .../chat/completions, JSON,
+// optionally "stream": true) and answers them in the OpenAI format by
+// calling Anthropic's Messages API (POST {BaseURL}/v1/messages).
+//
+// Of opts, BaseURL, APIKey, Model (the model of a request that names
+// none), MaxTokens (the max_tokens of a request that sets neither
+// max_tokens nor max_completion_tokens) and HTTPClient (which sends the
+// Anthropic request) are used; MaxRetries is not: the transport sends each
+// request once and leaves retries to its caller. APIKey is required when
+// BaseURL is the default.
+//
+// The incoming request's headers are not forwarded: the Anthropic request
+// carries only Content-Type, Accept, x-api-key (opts.APIKey) and
+// anthropic-version. An Authorization header meant for a proxy in front
+// never reaches Anthropic. See the package documentation for how requests,
+// answers, streams and errors are translated.
+func NewChatCompletionsTransport(opts Options) (http.RoundTripper, error) {
+	if opts.BaseURL == "" && opts.APIKey == "" {
+		return nil, fmt.Errorf("anthropic: an API key is required for %s", DefaultBaseURL)
+	}
+	if opts.MaxTokens < 0 {
+		return nil, fmt.Errorf("anthropic: max tokens %d is negative", opts.MaxTokens)
+	}
+	if opts.MaxTokens == 0 {
+		opts.MaxTokens = DefaultMaxTokens
+	}
+	base := opts.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	client := opts.HTTPClient
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return &chatTransport{
+		opts:     opts,
+		client:   client,
+		endpoint: strings.TrimRight(base, "/") + "/v1/messages",
+		now:      time.Now,
+	}, nil
+}
+
+// ---- OpenAI request ----
+
+type oaRequest struct {
+	Model               string          `json:"model"`
+	Messages            []oaMessage     `json:"messages"`
+	MaxTokens           *int64          `json:"max_tokens"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	Stop                json.RawMessage `json:"stop"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	N                 *int            `json:"n"`
+	Tools             []oaTool        `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	User              string          `json:"user"`
+}
+
+type oaMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []oaToolCall    `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+type oaToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type oaTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+type oaPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL *struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// ---- Anthropic request ----
+
+type anRequest struct {
+	Model         string         `json:"model"`
+	MaxTokens     int64          `json:"max_tokens"`
+	System        string         `json:"system,omitempty"`
+	Messages      []anMessage    `json:"messages"`
+	StopSequences []string       `json:"stop_sequences,omitempty"`
+	Stream        bool           `json:"stream,omitempty"`
+	Tools         []anTool       `json:"tools,omitempty"`
+	ToolChoice    map[string]any `json:"tool_choice,omitempty"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+}
+
+type anMessage struct {
+	Role    string    `json:"role"`
+	Content []anBlock `json:"content"`
+}
+
+// anBlock is a content block of a request: text, image, tool_use or
+// tool_result.
+type anBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text,omitempty"`
+	Source    map[string]any  `json:"source,omitempty"`
+	ID        string          `json:"id,omitempty"`
+	Name      string          `json:"name,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ToolUseID string          `json:"tool_use_id,omitempty"`
+	Content   string          `json:"content,omitempty"`
+}
+
+type anTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// requestError is a request the transport refuses itself, answered with a
+// 400 invalid_request_error in the OpenAI format.
+type requestError struct{ msg string }
+
+func (e *requestError) Error() string { return e.msg }
+
+func invalidf(format string, args ...any) error {
+	return &requestError{msg: fmt.Sprintf(format, args...)}
+}
+
+// translateRequest turns an OpenAI chat completions request body into a
+// Messages API request. defaultModel and defaultMaxTokens stand in for a
+// request that sets neither.
+func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) (*anRequest, *oaRequest, error) {
+	var in oaRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, nil, invalidf("the request body is not a chat completions request: %v", err)
+	}
+	out := &anRequest{Model: in.Model, MaxTokens: defaultMaxTokens, Stream: in.Stream}
+	if out.Model == "" {
+		out.Model = defaultModel
+	}
+	if out.Model == "" {
+		return nil, nil, invalidf("model: a model is required")
+	}
+	switch {
+	case in.MaxCompletionTokens != nil:
+		out.MaxTokens = *in.MaxCompletionTokens
+	case in.MaxTokens != nil:
+		out.MaxTokens = *in.MaxTokens
+	}
+	if out.MaxTokens < 1 {
+		return nil, nil, invalidf("max_tokens: %d is below 1", out.MaxTokens)
+	}
+	if in.N != nil && *in.N != 1 {
+		return nil, nil, invalidf("n: only 1 choice is supported by this upstream")
+	}
+	// temperature and top_p are dropped: anthropic-version 2026-10-21
+	// refuses them.
+	stops, err := stopSequences(in.Stop)
+	if err != nil {
+		return nil, nil, err
+	}
+	out.StopSequences = stops
+	if in.User != "" {
+		out.Metadata = map[string]any{"user_id": in.User}
+	}
+
+	var system []string
+	for i, m := range in.Messages {
+		var msg anMessage
+		switch m.Role {
+		case "system", "developer":
+			text, err := contentText(m.Content)
+			if err != nil {
+				return nil, nil, invalidf("messages[%d].content: %v", i, err)
+			}
+			if text != "" {
+				system = append(system, text)
+			}
+			continue
+		case "user":
+			blocks, err := contentBlocks(m.Content)
+			if err != nil {
+				return nil, nil, invalidf("messages[%d].content: %v", i, err)
+			}
+			msg = anMessage{Role: "user", Content: blocks}
+		case "assistant":
+			text, err := contentText(m.Content)
+			if err != nil {
+				return nil, nil, invalidf("messages[%d].content: %v", i, err)
+			}
+			msg.Role = "assistant"
+			if text != "" {
+				msg.Content = append(msg.Content, anBlock{Type: "text", Text: text})
+			}
+			for j, tc := range m.ToolCalls {
+				if tc.Type != "" && tc.Type != "function" {
+					return nil, nil, invalidf("messages[%d].tool_calls[%d].type: %q is not supported", i, j, tc.Type)
+				}
+				if tc.ID == "" || tc.Function.Name == "" {
+					return nil, nil, invalidf("messages[%d].tool_calls[%d]: id and function.name are required", i, j)
+				}
+				input, err := toolInput(tc.Function.Arguments)
+				if err != nil {
+					return nil, nil, invalidf("messages[%d].tool_calls[%d].function.arguments: %v", i, j, err)
+				}
+				msg.Content = append(msg.Content, anBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+			}
+		case "tool":
+			if m.ToolCallID == "" {
+				return nil, nil, invalidf("messages[%d].tool_call_id: required for a tool message", i)
+			}
+			text, err := contentText(m.Content)
+			if err != nil {
+				return nil, nil, invalidf("messages[%d].content: %v", i, err)
+			}
+			msg = anMessage{Role: "user", Content: []anBlock{{Type: "tool_result", ToolUseID: m.ToolCallID, Content: text}}}
+		default:
+			return nil, nil, invalidf("messages[%d].role: %q is not supported", i, m.Role)
+		}
+		if len(msg.Content) == 0 {
+			// An empty message (an assistant turn with no text and no tool
+			// calls, a user message of empty text) is dropped: the API
+			// refuses empty content.
+			continue
+		}
+		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == msg.Role {
+			out.Messages[n-1].Content = append(out.Messages[n-1].Content, msg.Content...)
+			continue
+		}
+		out.Messages = append(out.Messages, msg)
+	}
+	if len(out.Messages) == 0 {
+		return nil, nil, invalidf("messages: at least one user or assistant message with content is required")
+	}
+	// The API wants tool_result blocks before any text in a user message.
+	for i := range out.Messages {
+		if out.Messages[i].Role == "user" {
+			c := out.Messages[i].Content
+			sort.SliceStable(c, func(a, b int) bool {
+				return c[a].Type == "tool_result" && c[b].Type != "tool_result"
+			})
+		}
+	}
+	out.System = strings.Join(system, "\n\n")
+
+	for i, t := range in.Tools {
+		if t.Type != "function" {
+			return nil, nil, invalidf("tools[%d].type: %q is not supported", i, t.Type)
+		}
+		if t.Function.Name == "" {
+			return nil, nil, invalidf("tools[%d].function.name: required", i)
+		}
+		schema := t.Function.Parameters
+		if len(bytes.TrimSpace(schema)) == 0 || string(bytes.TrimSpace(schema)) == "null" {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		} else if !isObject(schema) {
+			return nil, nil, invalidf("tools[%d].function.parameters: not a JSON object", i)
+		}
+		out.Tools = append(out.Tools, anTool{Name: t.Function.Name, Description: t.Function.Description, InputSchema: schema})
+	}
+	if len(out.Tools) > 0 {
+		choice, err := toolChoice(in.ToolChoice)
+		if err != nil {
+			return nil, nil, err
+		}
+		if in.ParallelToolCalls != nil && !*in.ParallelToolCalls {
+			if choice == nil {
+				choice = map[string]any{"type": "auto"}
+			}
+			if choice["type"] != "none" {
+				choice["disable_parallel_tool_use"] = true
+			}
+		}
+		out.ToolChoice = choice
+	}
+	return out, &in, nil
+}
+
+// contentText returns content given as a string, null or an array of text
+// parts, the parts joined.
+func contentText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []oaPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("neither a string nor an array of content parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			b.WriteString(p.Text)
+		case "refusal":
+			b.WriteString(p.Refusal)
+		default:
+			return "", fmt.Errorf("a %q part is not supported here", p.Type)
+		}
+	}
+	return b.String(), nil
+}
+
+// contentBlocks returns a user message's content as blocks: text, and
+// image_url parts as image blocks (a data: URL as base64, any other URL as
+// a url source). Empty text is left out.
+func contentBlocks(raw json.RawMessage) ([]anBlock, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil, nil
+		}
+		return []anBlock{{Type: "text", Text: s}}, nil
+	}
+	var parts []oaPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, errors.New("neither a string nor an array of content parts")
+	}
+	var blocks []anBlock
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			if p.Text != "" {
+				blocks = append(blocks, anBlock{Type: "text", Text: p.Text})
+			}
+		case "image_url":
+			if p.ImageURL == nil || p.ImageURL.URL == "" {
+				return nil, errors.New("an image_url part without a url")
+			}
+			src, err := imageSource(p.ImageURL.URL)
+			if err != nil {
+				return nil, err
+			}
+			blocks = append(blocks, anBlock{Type: "image", Source: src})
+		default:
+			return nil, fmt.Errorf("a %q part is not supported", p.Type)
+		}
+	}
+	return blocks, nil
+}
+
+func imageSource(url string) (map[string]any, error) {
+	if rest, ok := strings.CutPrefix(url, "data:"); ok {
+		meta, data, ok := strings.Cut(rest, ",")
+		mediaType, isBase64 := strings.CutSuffix(meta, ";base64")
+		if !ok || !isBase64 || mediaType == "" {
+			return nil, errors.New("an image data URL must be data:<media type>;base64,<data>")
+		}
+		return map[string]any{"type": "base64", "media_type": mediaType, "data": data}, nil
+	}
+	return map[string]any{"type": "url", "url": url}, nil
+}
+
+// toolInput returns a tool call's arguments as the tool_use input: a JSON
+// object; empty arguments stand for {}.
+func toolInput(args string) (json.RawMessage, error) {
+	if strings.TrimSpace(args) == "" {
+		return json.RawMessage(`{}`), nil
+	}
+	if !json.Valid([]byte(args)) || !isObject(json.RawMessage(args)) {
+		return nil, errors.New("not a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(args)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}
+
+// stopSequences returns stop given as a string or an array of strings;
+// empty and whitespace-only sequences are left out (the API refuses them).
+func stopSequences(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		list = []string{s}
+	} else if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, invalidf("stop: neither a string nor an array of strings")
+	}
+	var out []string
+	for _, s := range list {
+		if strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// toolChoice maps OpenAI's tool_choice: "auto" → auto, "none" → none,
+// "required" → any, {"type":"function","function":{"name"}} → tool.
+func toolChoice(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto":
+			return map[string]any{"type": "auto"}, nil
+		case "none":
+			return map[string]any{"type": "none"}, nil
+		case "required":
+			return map[string]any{"type": "any"}, nil
+		}
+		return nil, invalidf("tool_choice: %q is not supported", s)
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "function" || obj.Function.Name == "" {
+		return nil, invalidf("tool_choice: not a supported choice")
+	}
+	return map[string]any{"type": "tool", "name": obj.Function.Name}, nil
+}
+
+// ---- Anthropic response ----
+
+type anResponse struct {
+	ID         string           `json:"id"`
+	Type       string           `json:"type"`
+	Role       string           `json:"role"`
+	Model      string           `json:"model"`
+	Content    []anContentBlock `json:"content"`
+	StopReason string           `json:"stop_reason"`
+	Usage      anUsage          `json:"usage"`
+}
+
+type anContentBlock struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type anUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+// ---- OpenAI response ----
+
+type oaCompletion struct {
+	ID      string     `json:"id"`
+	Object  string     `json:"object"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Choices []oaChoice `json:"choices"`
+	Usage   *oaUsage   `json:"usage,omitempty"`
+}
+
+type oaChoice struct {
+	Index        int              `json:"index"`
+	Message      *oaOutMessage    `json:"message,omitempty"`
+	Delta        *oaOutMessage    `json:"delta,omitempty"`
+	Logprobs     *json.RawMessage `json:"logprobs"`
+	FinishReason *string          `json:"finish_reason"`
+}
+
+type oaOutMessage struct {
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []oaOutToolCall `json:"tool_calls,omitempty"`
+}
+
+type oaOutToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type oaUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// usage maps Anthropic's usage: prompt tokens are all the input tokens,
+// those written to and read from the cache included (Anthropic counts them
+// apart, OpenAI within), the cache reads also as cached_tokens.
+func (u anUsage) openAI() *oaUsage {
+	prompt := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+	out := &oaUsage{PromptTokens: prompt, CompletionTokens: u.OutputTokens, TotalTokens: prompt + u.OutputTokens}
+	out.PromptTokensDetails.CachedTokens = u.CacheReadInputTokens
+	return out
+}
+
+// finishReason maps a stop_reason: end_turn, stop_sequence and pause_turn
+// → stop; max_tokens and model_context_window_exceeded → length; tool_use
+// → tool_calls; refusal → content_filter.
+func finishReason(stop string) string {
+	switch stop {
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "tool_use":
+		return "tool_calls"
+	case "refusal":
+		return "content_filter"
+	}
+	return "stop"
+}
+
+func completionID(msgID string) string {
+	if msgID == "" {
+		return "chatcmpl-anthropic"
+	}
+	return "chatcmpl-" + msgID
+}
+
+// translateResponse turns a Messages API answer into a chat.completion.
+func translateResponse(msg *anResponse, created int64) *oaCompletion {
+	var text strings.Builder
+	out := &oaOutMessage{Role: "assistant"}
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "tool_use":
+			tc := oaOutToolCall{ID: b.ID, Type: "function"}
+			tc.Function.Name = b.Name
+			tc.Function.Arguments = compactJSON(b.Input)
+			out.ToolCalls = append(out.ToolCalls, tc)
+		}
+	}
+	if s := text.String(); s != "" || len(out.ToolCalls) == 0 {
+		out.Content = &s
+	}
+	fr := finishReason(msg.StopReason)
+	return &oaCompletion{
+		ID:      completionID(msg.ID),
+		Object:  "chat.completion",
+		Created: created,
+		Model:   msg.Model,
+		Choices: []oaChoice{{Index: 0, Message: out, FinishReason: &fr}},
+		Usage:   msg.Usage.openAI(),
+	}
+}
+
+func compactJSON(raw json.RawMessage) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "{}"
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// ---- errors ----
+
+type oaErrorBody struct {
+	Error oaError `json:"error"`
+}
+
+type oaError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// openAIErrorType is the OpenAI error type of an HTTP status.
+func openAIErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+func errorResponse(req *http.Request, status int, msg, code string, header http.Header) *http.Response {
+	e := oaError{Message: msg, Type: openAIErrorType(status)}
+	if code != "" {
+		e.Code = &code
+	}
+	body, _ := json.Marshal(oaErrorBody{Error: e})
+	h := http.Header{}
+	for _, k := range []string{"Retry-After", "Request-Id"} {
+		if v := header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	h.Set("Content-Type", "application/json")
+	return newResponse(req, status, h, body)
+}
+
+// upstreamError translates an Anthropic error answer: its
+// {"type":"error","error":{"type","message"}} body becomes
+// {"error":{"message","type","code"}} with the Anthropic error type as the
+// code, and its status is kept, but 529 (overloaded) becomes 503.
+func upstreamError(req *http.Request, resp *http.Response) *http.Response {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var parsed struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+		RequestID string `json:"request_id"`
+	}
+	msg, code := "", ""
+	if json.Unmarshal(body, &parsed) == nil && parsed.Error.Message != "" {
+		msg, code = parsed.Error.Message, parsed.Error.Type
+	} else {
+		msg = strings.TrimSpace(string(body))
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		msg = "anthropic: " + strconv.Itoa(resp.StatusCode) + " " + http.StatusText(resp.StatusCode) + ": " + msg
+	}
+	status := resp.StatusCode
+	if status == 529 {
+		status = http.StatusServiceUnavailable
+		if code == "" {
+			code = "overloaded_error"
+		}
+	}
+	return errorResponse(req, status, msg, code, resp.Header)
+}
+
+func newResponse(req *http.Request, status int, h http.Header, body []byte) *http.Response {
+	return &http.Response{
+		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		StatusCode:    status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
+}
+
+// ---- RoundTrip ----
+
+// RoundTrip answers one chat completions request. A request that is not a
+// POST to a path ending in /chat/completions gets a 404, a request it
+// cannot translate a 400, both in the OpenAI error format; a network
+// failure toward Anthropic is returned as an error.
+func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		var err error
+		body, err = io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if req.Method != http.MethodPost || !strings.HasSuffix(strings.TrimRight(req.URL.Path, "/"), "/chat/completions") {
+		return errorResponse(req, http.StatusNotFound, "only POST .../chat/completions is served by this transport", "not_found", nil), nil
+	}
+	areq, oreq, err := translateRequest(body, t.opts.Model, int64(t.opts.MaxTokens))
+	if err != nil {
+		return errorResponse(req, http.StatusBadRequest, err.Error(), "invalid_request", nil), nil
+	}
+	payload, err := json.Marshal(areq)
+	if err != nil {
+		return nil, err
+	}
+	out, err := http.NewRequestWithContext(req.Context(), http.MethodPost, t.endpoint, bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	out.Header.Set("Content-Type", "application/json")
+	out.Header.Set("Anthropic-Version", messagesAPIVersion)
+	if t.opts.APIKey != "" {
+		out.Header.Set("X-Api-Key", t.opts.APIKey)
+	}
+	if areq.Stream {
+		out.Header.Set("Accept", "text/event-stream")
+	} else {
+		out.Header.Set("Accept", "application/json")
+	}
+	resp, err := t.client.Do(out)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return upstreamError(req, resp), nil
+	}
+	h := http.Header{}
+	if v := resp.Header.Get("Request-Id"); v != "" {
+		h.Set("Request-Id", v)
+	}
+	if areq.Stream {
+		includeUsage := oreq.StreamOptions != nil && oreq.StreamOptions.IncludeUsage
+		pr, pw := io.Pipe()
+		go t.relay(resp.Body, pw, includeUsage)
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		r := newResponse(req, http.StatusOK, h, nil)
+		r.Body = pr
+		r.ContentLength = -1
+		return r, nil
+	}
+	defer resp.Body.Close()
+	var msg anResponse
+	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+		return nil, fmt.Errorf("anthropic: reading the answer: %w", err)
+	}
+	if msg.Type != "message" {
+		return nil, fmt.Errorf("anthropic: the answer is a %q, not a message", msg.Type)
+	}
+	completion, err := json.Marshal(translateResponse(&msg, t.now().Unix()))
+	if err != nil {
+		return nil, err
+	}
+	h.Set("Content-Type", "application/json")
+	return newResponse(req, http.StatusOK, h, completion), nil
+}
+
+// ---- streaming ----
+
+// anEvent is one server-sent event of a Messages stream, all types in one.
+type anEvent struct {
+	Type         string          `json:"type"`
+	Message      *anResponse     `json:"message"`
+	Index        int             `json:"index"`
+	ContentBlock *anContentBlock `json:"content_block"`
+	Delta        struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anUsage `json:"usage"`
+	Error *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// streamState translates one Messages stream into chunks.
+type streamState struct {
+	id, model    string
+	created      int64
+	usage        anUsage
+	stopReason   string
+	toolIndex    map[int]int // content block index → tool call index
+	tools        int
+	includeUsage bool
+}
+
+func (s *streamState) chunk(delta *oaOutMessage, finish *string) *oaCompletion {
+	if delta == nil {
+		delta = &oaOutMessage{}
+	}
+	return &oaCompletion{
+		ID:      s.id,
+		Object:  "chat.completion.chunk",
+		Created: s.created,
+		Model:   s.model,
+		Choices: []oaChoice{{Index: 0, Delta: delta, FinishReason: finish}},
+	}
+}
+
+// errStreamCut is what the reader of a stream gets when Anthropic's stream
+// ended before message_stop.
+var errStreamCut = errors.New("anthropic: the stream ended before message_stop")
+
+// relay reads Anthropic's events from src and writes the OpenAI chunks to
+// dst as each arrives. A stream that ends normally ends with "data:
+// [DONE]"; an error event is written as data: {"error":{...}} and then the
+// body fails with an error, as does a stream cut short; a reader that
+// closes the body stops the relay and closes src.
+func (t *chatTransport) relay(src io.ReadCloser, dst *io.PipeWriter, includeUsage bool) {
+	defer src.Close()
+	s := &streamState{created: t.now().Unix(), toolIndex: map[int]int{}, includeUsage: includeUsage}
+	err := s.run(src, dst)
+	dst.CloseWithError(err) // nil closes it normally
+}
+
+func writeData(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "data: %s\n\n", b)
+	return err
+}
+
+func (s *streamState) run(src io.Reader, dst io.Writer) error {
+	sc := bufio.NewScanner(src)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			if len(data) == 0 {
+				continue
+			}
+			done, err := s.event(data, dst)
+			data = data[:0]
+			if err != nil || done {
+				return err
+			}
+			continue
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		if string(name) == "data" {
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		if done, err := s.event(data, dst); err != nil || done {
+			return err
+		}
+	}
+	return errStreamCut
+}
+
+// event handles one event; done is true after message_stop.
+func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
+	var ev anEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return false, fmt.Errorf("anthropic: a stream event is not JSON: %w", err)
+	}
+	switch ev.Type {
+	case "message_start":
+		if ev.Message != nil {
+			s.id, s.model = completionID(ev.Message.ID), ev.Message.Model
+			s.usage = ev.Message.Usage
+		}
+		empty := ""
+		return false, writeData(w, s.chunk(&oaOutMessage{Role: "assistant", Content: &empty}, nil))
+	case "content_block_start":
+		if ev.ContentBlock == nil {
+			return false, nil
+		}
+		switch ev.ContentBlock.Type {
+		case "text":
+			if ev.ContentBlock.Text != "" {
+				text := ev.ContentBlock.Text
+				return false, writeData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
+			}
+		case "tool_use":
+			idx := s.tools
+			s.tools++
+			s.toolIndex[ev.Index] = idx
+			tc := oaOutToolCall{Index: &idx, ID: ev.ContentBlock.ID, Type: "function"}
+			tc.Function.Name = ev.ContentBlock.Name
+			// The input comes in input_json_delta events; the start block
+			// holds {} (or, rarely, the whole input, sent here if so).
+			if in := compactJSON(ev.ContentBlock.Input); in != "{}" {
+				tc.Function.Arguments = in
+			}
+			return false, writeData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
+		}
+	case "content_block_delta":
+		switch ev.Delta.Type {
+		case "text_delta":
+			if ev.Delta.Text != "" {
+				text := ev.Delta.Text
+				return false, writeData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
+			}
+		case "input_json_delta":
+			idx, ok := s.toolIndex[ev.Index]
+			if ok && ev.Delta.PartialJSON != "" {
+				tc := oaOutToolCall{Index: &idx}
+				tc.Function.Arguments = ev.Delta.PartialJSON
+				return false, writeData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
+			}
+		}
+	case "message_delta":
+		if ev.Delta.StopReason != "" {
+			s.stopReason = ev.Delta.StopReason
+		}
+		if ev.Usage != nil {
+			// message_delta's usage is cumulative; output_tokens always,
+			// input counts when the API sends them.
+			s.usage.OutputTokens = ev.Usage.OutputTokens
+			if ev.Usage.InputTokens != 0 {
+				s.usage.InputTokens = ev.Usage.InputTokens
+			}
+			if ev.Usage.CacheCreationInputTokens != 0 {
+				s.usage.CacheCreationInputTokens = ev.Usage.CacheCreationInputTokens
+			}
+			if ev.Usage.CacheReadInputTokens != 0 {
+				s.usage.CacheReadInputTokens = ev.Usage.CacheReadInputTokens
+			}
+		}
+	case "message_stop":
+		fr := finishReason(s.stopReason)
+		if err := writeData(w, s.chunk(nil, &fr)); err != nil {
+			return true, err
+		}
+		if s.includeUsage {
+			c := s.chunk(nil, nil)
+			c.Choices = []oaChoice{}
+			c.Usage = s.usage.openAI()
+			if err := writeData(w, c); err != nil {
+				return true, err
+			}
+		}
+		_, err := io.WriteString(w, "data: [DONE]\n\n")
+		return true, err
+	case "error":
+		msg, typ := "stream error", "api_error"
+		if ev.Error != nil {
+			msg, typ = ev.Error.Message, ev.Error.Type
+		}
+		status := http.StatusInternalServerError
+		if typ == "overloaded_error" {
+			status = http.StatusServiceUnavailable
+		}
+		e := oaError{Message: msg, Type: openAIErrorType(status), Code: &typ}
+		if err := writeData(w, oaErrorBody{Error: e}); err != nil {
+			return true, err
+		}
+		return true, fmt.Errorf("anthropic: stream error %s: %s", typ, msg)
+	}
+	// ping, content_block_stop, thinking and signature deltas and unknown
+	// events send nothing.
+	return false, nil
+}
