@@ -476,8 +476,10 @@ func (s *Server) storeReply(ctx context.Context, t *turn, content string, calls 
 
 // relayStream copies the upstream's server-sent events to the client as
 // they come, one flush per event, and assembles the reply from the chunks'
-// deltas. The reply is stored only when the stream ends with data: [DONE]
-// and every event reached the client.
+// deltas. The reply is stored when data: [DONE] arrives, once every event
+// before it reached the client, and before [DONE] is relayed, so that the
+// client's next turn finds it; a stream that stops before [DONE] stores
+// nothing of the reply.
 func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	h := c.w.Header()
 	h.Set("Content-Type", resp.Header.Get("Content-Type"))
@@ -488,6 +490,8 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	c.w.WriteHeader(resp.StatusCode)
 	_ = rc.Flush()
 
+	ctx := c.r.Context()
+	assemble := t != nil && t.store
 	var acc streamReply
 	done := false
 	rd := bufio.NewReaderSize(resp.Body, 32<<10)
@@ -499,16 +503,25 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 			line, err = append(slices.Clone(line), rest...), err2
 		}
 		if len(line) > 0 {
-			if t != nil && !done {
-				done = acc.line(line)
+			if assemble && !done && acc.line(line) {
+				done = true
+				if acc.failed || ctx.Err() != nil {
+					s.streamBroken(c, t, "upstream stream", errors.New("an event could not be read"))
+				} else {
+					s.storeReply(ctx, t, acc.content.String(), acc.calls(), acc.usage)
+				}
 			}
 			if _, werr := c.w.Write(line); werr != nil {
-				s.streamBroken(c, t, "client write", werr)
+				if !done {
+					s.streamBroken(c, t, "client write", werr)
+				}
 				return nil
 			}
 			if len(bytes.TrimSpace(line)) == 0 {
 				if ferr := rc.Flush(); ferr != nil {
-					s.streamBroken(c, t, "client flush", ferr)
+					if !done {
+						s.streamBroken(c, t, "client flush", ferr)
+					}
 					return nil
 				}
 			}
@@ -517,6 +530,9 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 			break
 		}
 		if err != nil {
+			if done {
+				return nil
+			}
 			// The headers are sent: tell the client in the stream, as
 			// OpenAI does, and keep the partial reply out of the history.
 			ev, _ := json.Marshal(openAIErrorBody{Error: openAIErrorDetail{Message: "the upstream stream failed", Type: "upstream_error", Code: "unavailable"}})
@@ -527,17 +543,9 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 		}
 	}
 	_ = rc.Flush()
-	if t == nil || !t.store {
-		return nil
-	}
-	if !done || acc.failed {
+	if assemble && !done {
 		s.streamBroken(c, t, "upstream stream", errors.New("ended without data: [DONE]"))
-		return nil
 	}
-	if c.r.Context().Err() != nil {
-		return nil // the client went away: the reply did not reach it
-	}
-	s.storeReply(c.r.Context(), t, acc.content.String(), acc.calls(), acc.usage)
 	return nil
 }
 
