@@ -783,7 +783,7 @@ func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		r := newResponse(req, http.StatusOK, h, nil)
-		r.Body = pr
+		r.Body = &streamBody{PipeReader: pr, upstream: resp.Body}
 		r.ContentLength = -1
 		return r, nil
 	}
@@ -846,6 +846,19 @@ func (s *streamState) chunk(delta *oaOutMessage, finish *string) *oaCompletion {
 		Model:   s.model,
 		Choices: []oaChoice{{Index: 0, Delta: delta, FinishReason: finish}},
 	}
+}
+
+// streamBody is a streamed answer's body: closing it also closes the
+// Anthropic stream, so a reader that goes away ends the upstream request
+// at once rather than at the next event.
+type streamBody struct {
+	*io.PipeReader
+	upstream io.Closer
+}
+
+func (b *streamBody) Close() error {
+	b.PipeReader.Close()
+	return b.upstream.Close()
 }
 
 // errStreamCut is what the reader of a stream gets when Anthropic's stream

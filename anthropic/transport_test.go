@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	openai "github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
@@ -761,4 +762,51 @@ func FuzzTranslateRequest(f *testing.F) {
 			t.Fatalf("accepted a body without messages: %s", body)
 		}
 	})
+}
+
+// TestTransportStreamRelaysAsItComes checks that a chunk reaches the reader
+// while Anthropic's stream is still open, and that closing the body ends
+// the upstream request.
+func TestTransportStreamRelaysAsItComes(t *testing.T) {
+	release := make(chan struct{})
+	upstreamDone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(upstreamDone)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"first\"}}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	tr, err := NewChatCompletionsTransport(Options{BaseURL: srv.URL, APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := post(t, tr, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	r := bufio.NewReader(resp.Body)
+	var seen []string
+	for len(seen) < 2 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %v: %v", seen, err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			seen = append(seen, line)
+		}
+	}
+	if !strings.Contains(seen[1], `"content":"first"`) {
+		t.Errorf("second chunk %q, want the first text delta", seen[1])
+	}
+	resp.Body.Close()
+	select {
+	case <-upstreamDone:
+	case <-time.After(5 * time.Second):
+		t.Error("closing the body did not end the upstream request")
+	}
 }
