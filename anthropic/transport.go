@@ -527,7 +527,7 @@ type oaCompletion struct {
 
 type oaChoice struct {
 	Index        int              `json:"index"`
-	Message      *oaOutMessage    `json:"message,omitempty"`
+	Message      *oaFullMessage   `json:"message,omitempty"`
 	Delta        *oaOutMessage    `json:"delta,omitempty"`
 	Logprobs     *json.RawMessage `json:"logprobs"`
 	FinishReason *string          `json:"finish_reason"`
@@ -536,6 +536,15 @@ type oaChoice struct {
 type oaOutMessage struct {
 	Role      string          `json:"role,omitempty"`
 	Content   *string         `json:"content,omitempty"`
+	ToolCalls []oaOutToolCall `json:"tool_calls,omitempty"`
+}
+
+// oaFullMessage is a chat.completion's message: content and refusal are
+// null, not left out, when absent, as OpenAI sends them.
+type oaFullMessage struct {
+	Role      string          `json:"role"`
+	Content   *string         `json:"content"`
+	Refusal   *string         `json:"refusal"`
 	ToolCalls []oaOutToolCall `json:"tool_calls,omitempty"`
 }
 
@@ -593,7 +602,7 @@ func completionID(msgID string) string {
 // translateResponse turns a Messages API answer into a chat.completion.
 func translateResponse(msg *anResponse, created int64) *oaCompletion {
 	var text strings.Builder
-	out := &oaOutMessage{Role: "assistant"}
+	out := &oaFullMessage{Role: "assistant"}
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":

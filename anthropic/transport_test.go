@@ -441,11 +441,41 @@ func TestTransportResponse(t *testing.T) {
 	jsonEq(t, "completion", got, `{
 	  "id": "chatcmpl-msg_01fake1", "object": "chat.completion", "model": "claude-x",
 	  "choices": [{"index": 0, "logprobs": null, "finish_reason": "tool_calls", "message": {
-	    "role": "assistant", "content": "Let me check.",
+	    "role": "assistant", "content": "Let me check.", "refusal": null,
 	    "tool_calls": [{"id": "toolu_01A", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"unit\":\"c\"}"}}]
 	  }}],
 	  "usage": {"prompt_tokens": 50, "completion_tokens": 17, "total_tokens": 67, "prompt_tokens_details": {"cached_tokens": 8}}
 	}`)
+}
+
+func TestTransportResponseToolCallsOnly(t *testing.T) {
+	f := newMessagesFake(t)
+	f.answer = func(int) fakeAnswer {
+		return fakeAnswer{content: []map[string]any{
+			{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+			{"type": "tool_use", "id": "toolu_1", "name": "a", "input": map[string]any{}},
+			{"type": "tool_use", "id": "toolu_2", "name": "b", "input": map[string]any{"x": []any{1, 2}}},
+		}, stopReason: "tool_use"}
+	}
+	got := decode(t, post(t, f.transport(t), `{"model":"m","messages":[{"role":"user","content":"go"}]}`))
+	jsonEq(t, "message", got["choices"].([]any)[0].(map[string]any)["message"], `{"role":"assistant","content":null,"refusal":null,"tool_calls":[
+	  {"id":"toolu_1","type":"function","function":{"name":"a","arguments":"{}"}},
+	  {"id":"toolu_2","type":"function","function":{"name":"b","arguments":"{\"x\":[1,2]}"}}]}`)
+}
+
+func TestTransportStreamCut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n")
+	}))
+	defer srv.Close()
+	tr, _ := NewChatCompletionsTransport(Options{BaseURL: srv.URL, APIKey: "k"})
+	resp := post(t, tr, `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	defer resp.Body.Close()
+	chunks, done, err := readChunks(t, resp.Body)
+	if !errors.Is(err, errStreamCut) || done || len(chunks) != 1 {
+		t.Errorf("cut stream: %d chunks, [DONE] %v, error %v; want 1, false, errStreamCut", len(chunks), done, err)
+	}
 }
 
 func TestFinishReasons(t *testing.T) {
