@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -787,9 +786,6 @@ func FuzzTranslateRequest(f *testing.F) {
 		}
 		if _, err := json.Marshal(out); err != nil {
 			t.Fatal(err)
-		}
-		if !bytes.Contains(body, []byte("messages")) {
-			t.Fatalf("accepted a body without messages: %s", body)
 		}
 	})
 }
