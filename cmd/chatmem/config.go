@@ -17,6 +17,7 @@ import (
 // by environment variable or by config file, in that precedence.
 type setting struct {
 	name  string // flag name and config file key
+	envAs string // the environment variable, if not CHATMEM_ + NAME
 	def   string
 	help  string
 	parse func(string) error
@@ -25,6 +26,9 @@ type setting struct {
 }
 
 func (s *setting) env() string {
+	if s.envAs != "" {
+		return s.envAs
+	}
 	return "CHATMEM_" + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
 }
 
@@ -37,6 +41,9 @@ type settings struct {
 func (ss *settings) add(name, def, help string, parse func(string) error) {
 	ss.list = append(ss.list, &setting{name: name, def: def, help: help, parse: parse})
 }
+
+// envName makes the last added setting read the named environment variable.
+func (ss *settings) envName(env string) { ss.list[len(ss.list)-1].envAs = env }
 
 func (ss *settings) str(p *string, name, def, help string) {
 	ss.add(name, def, help, func(v string) error { *p = v; return nil })

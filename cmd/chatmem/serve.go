@@ -24,22 +24,25 @@ import (
 
 // serveConfig is everything `chatmem serve` can be told.
 type serveConfig struct {
-	addr, store, dataDir, apiKeys                string
-	insecure                                     bool
-	tokenizer, summarizer, extractors            string
-	summaryTrigger, summaryTarget                int
-	logFormat, logLevel                          string
-	maxBodyBytes, maxMessages, maxContentBytes   int
-	readHeaderTimeout, readTimeout, writeTimeout time.Duration
-	idleTimeout, shutdownTimeout, sweepInterval  time.Duration
-	anthropicKey, anthropicModel, anthropicBase  string
-	llmBaseURL, llmModel, llmKey                 string
-	rateLimit                                    float64
-	rateBurst                                    int
+	addr, store, dataDir, apiKeys                      string
+	insecure                                           bool
+	tokenizer, summarizer, extractors                  string
+	summaryTrigger, summaryTarget                      int
+	logFormat, logLevel                                string
+	maxBodyBytes, maxMessages, maxContentBytes         int
+	readHeaderTimeout, readTimeout, writeTimeout       time.Duration
+	idleTimeout, shutdownTimeout, sweepInterval        time.Duration
+	anthropicKey, anthropicModel, anthropicBase        string
+	llmBaseURL, llmModel, llmKey                       string
+	rateLimit                                          float64
+	rateBurst                                          int
+	upstream, upstreamKind, upstreamKey, upstreamModel string
+	proxyPolicy                                        string
+	proxyBudget                                        int
 }
 
 func (c *serveConfig) settings() *settings {
-	ss := &settings{secret: map[string]bool{"api-keys": true, "anthropic-api-key": true, "llm-api-key": true}}
+	ss := &settings{secret: map[string]bool{"api-keys": true, "anthropic-api-key": true, "llm-api-key": true, "upstream-key": true}}
 	ss.str(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	ss.str(&c.store, "store", "", storeURLHelp)
 	ss.str(&c.dataDir, "data-dir", defaultDataDir, "data directory of the default SQLite store")
@@ -73,6 +76,13 @@ func (c *serveConfig) settings() *settings {
 	ss.duration(&c.idleTimeout, "idle-timeout", 120*time.Second, "keep-alive idle time")
 	ss.duration(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time to finish in-flight requests and drain the worker on SIGTERM")
 	ss.duration(&c.sweepInterval, "sweep-interval", time.Minute, "how often SQL stores delete expired conversations")
+	ss.str(&c.upstream, "upstream", "", "base URL of the model API that POST /v1/chat/completions forwards to, OpenAI-compatible\n(https://api.openai.com/v1, a vLLM, Ollama or llama.cpp server's /v1); empty: no proxy")
+	ss.envName("CHATMEM_UPSTREAM_URL")
+	ss.str(&c.upstreamKind, "upstream-kind", "openai", "what the upstream speaks: openai, or anthropic (Messages API, translated both ways)")
+	ss.str(&c.upstreamKey, "upstream-key", "", "API key for the upstream (prefer the environment variable to the flag)")
+	ss.str(&c.upstreamModel, "upstream-model", "", "model for requests that name none (anthropic upstream)")
+	ss.str(&c.proxyPolicy, "proxy-policy", string(chatmem.PolicyTokenBudget), "the proxy's default policy (X-Chatmem-Policy overrides it per request)")
+	ss.int(&c.proxyBudget, "proxy-budget", 4000, "the proxy's default token budget (X-Chatmem-Budget overrides it)")
 	ss.str(&c.anthropicKey, "anthropic-api-key", "", "API key for the anthropic tokenizer")
 	ss.str(&c.anthropicModel, "anthropic-model", "", "model whose tokenizer the anthropic tokenizer counts with")
 	ss.str(&c.anthropicBase, "anthropic-base-url", "", "base URL of the Anthropic API (default https://api.anthropic.com)")
@@ -180,10 +190,17 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		store.Close()
 		return nil, err
 	}
+	up, err := c.upstreamConfig()
+	if err != nil {
+		mem.Close()
+		store.Close()
+		return nil, err
+	}
 	api, err := httpapi.New(mem, httpapi.Options{
 		Keys:      keys,
 		Limits:    httpapi.Limits{MaxBodyBytes: int64(c.maxBodyBytes), MaxMessages: c.maxMessages, MaxContentBytes: c.maxContentBytes},
 		RateLimit: httpapi.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
+		Upstream:  up,
 		Logger:    log,
 	})
 	if err != nil {
@@ -204,6 +221,33 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		s.sweeps.Go(func() { s.sweep(sw, c.sweepInterval) })
 	}
 	return s, nil
+}
+
+// upstreamConfig is the chat proxy's upstream, or nil without --upstream.
+func (c serveConfig) upstreamConfig() (*httpapi.Upstream, error) {
+	if c.upstream == "" {
+		return nil, nil
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(c.proxyPolicy), Budget: c.proxyBudget}
+	if p.Kind == chatmem.PolicyLastTurns {
+		p.Turns = 10
+	}
+	if err := p.Validate(); err != nil {
+		return nil, &exitError{code: 2, err: fmt.Errorf("proxy-policy: %w", err)}
+	}
+	up := &httpapi.Upstream{BaseURL: c.upstream, APIKey: c.upstreamKey, Policy: p}
+	switch c.upstreamKind {
+	case "openai", "":
+	case "anthropic":
+		tr, err := anthropic.NewChatCompletionsTransport(anthropic.Options{BaseURL: c.upstream, APIKey: c.upstreamKey, Model: c.upstreamModel})
+		if err != nil {
+			return nil, &exitError{code: 2, err: fmt.Errorf("upstream: %w", err)}
+		}
+		up.HTTPClient = &http.Client{Transport: tr}
+	default:
+		return nil, usageErr("unknown upstream-kind %q (want openai or anthropic)", c.upstreamKind)
+	}
+	return up, nil
 }
 
 // models builds the configured summarizer and extractors.

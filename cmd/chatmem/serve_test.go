@@ -60,6 +60,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--max-messages", "many"}, "max-messages"},
 		{[]string{"--read-timeout", "soon"}, "read-timeout"},
 		{[]string{"--rate-limit", "fast"}, "rate-limit"},
+		{[]string{"--upstream", "http://127.0.0.1:1/v1", "--upstream-kind", "gemini"}, "unknown upstream-kind"},
+		{[]string{"--upstream", "http://127.0.0.1:1/v1", "--proxy-policy", "everything"}, "proxy-policy"},
 		{[]string{"--rate-burst", "-1"}, "rate limit"},
 		{[]string{"--tokenizer", "gpt2"}, "unknown tokenizer"},
 		{[]string{"--summarizer", "magic"}, "unknown summarizer"},
