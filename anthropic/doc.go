@@ -47,7 +47,9 @@
 // message with a tool_result block (tool_use_id = tool_call_id).
 // Consecutive messages of one role are merged into one message of several
 // blocks, tool_result blocks first, so roles alternate; empty messages are
-// dropped. Function tools become tools with input_schema = parameters
+// dropped. An assistant message may come first or last: the Messages API
+// accepts both (a last one is a prefill, which newer models refuse with a
+// 400, returned as such). Function tools become tools with input_schema = parameters
 // ({"type":"object","properties":{}} if none); tool_choice "auto", "none",
 // "required" and {"type":"function",...} become auto, none, any and tool,
 // and parallel_tool_calls false sets disable_parallel_tool_use.

@@ -836,3 +836,28 @@ func TestTransportStreamRelaysAsItComes(t *testing.T) {
 		t.Error("closing the body did not end the upstream request")
 	}
 }
+
+// An OpenAI client talks to Claude through the transport; the base URL is
+// not dialed.
+func ExampleNewChatCompletionsTransport() {
+	tr, err := NewChatCompletionsTransport(Options{APIKey: "sk-ant-...", Model: "claude-haiku-4-5", MaxTokens: 1024})
+	if err != nil {
+		panic(err)
+	}
+	client := openai.NewClient(
+		oaoption.WithBaseURL("http://anthropic.invalid/v1"),
+		oaoption.WithAPIKey("unused"),
+		oaoption.WithHTTPClient(&http.Client{Transport: tr}),
+	)
+	res, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage("Answer in one word."),
+			openai.UserMessage("What colour is the sky?"),
+		},
+		Model: "claude-haiku-4-5",
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Choices[0].Message.Content)
+}
