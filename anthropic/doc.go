@@ -58,8 +58,10 @@
 // stop_sequences (blank ones dropped); user becomes metadata.user_id; the
 // model is passed through, Options.Model if the request names none.
 // temperature and top_p are dropped, since API version 2026-10-21 refuses
-// them; response_format, logprobs, seed, penalties and other OpenAI-only
-// fields are ignored; n other than 1 is refused. What cannot be
+// them; response_format json_schema becomes output_config.format (a
+// structured output, on the models that have them), json_object and text
+// send nothing; reasoning_effort, logprobs, seed, penalties and other
+// OpenAI-only fields are ignored; n other than 1 is refused. What cannot be
 // translated (unknown roles or part types, arguments that are not a JSON
 // object) is answered 400 without calling Anthropic.
 //

@@ -95,6 +95,12 @@ type oaRequest struct {
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	User              string          `json:"user"`
+	ResponseFormat    *struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
 }
 
 type oaMessage struct {
@@ -143,6 +149,7 @@ type anRequest struct {
 	Tools         []anTool       `json:"tools,omitempty"`
 	ToolChoice    map[string]any `json:"tool_choice,omitempty"`
 	Metadata      map[string]any `json:"metadata,omitempty"`
+	OutputConfig  map[string]any `json:"output_config,omitempty"`
 }
 
 type anMessage struct {
@@ -215,6 +222,15 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 	out.StopSequences = stops
 	if in.User != "" {
 		out.Metadata = map[string]any{"user_id": in.User}
+	}
+	// response_format json_schema becomes a structured output
+	// (output_config.format); json_object has no counterpart and, like
+	// text, sends nothing.
+	if rf := in.ResponseFormat; rf != nil && rf.Type == "json_schema" {
+		if rf.JSONSchema == nil || !isObject(rf.JSONSchema.Schema) {
+			return nil, nil, invalidf("response_format.json_schema.schema: a JSON object is required")
+		}
+		out.OutputConfig = map[string]any{"format": map[string]any{"type": "json_schema", "schema": rf.JSONSchema.Schema}}
 	}
 
 	var system []string

@@ -314,7 +314,8 @@ const toolTurnRequest = `{
   "temperature": 0.2,
   "top_p": 0.9,
   "stop": ["END", "  "],
-  "user": "u-1"
+  "user": "u-1",
+  "response_format": {"type": "json_schema", "json_schema": {"name": "w", "strict": true, "schema": {"type": "object", "properties": {"warmer": {"type": "string"}}}}}
 }`
 
 func TestTransportTranslatesRequest(t *testing.T) {
@@ -352,7 +353,8 @@ func TestTransportTranslatesRequest(t *testing.T) {
 	    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}],
 	  "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
 	  "stop_sequences": ["END"],
-	  "metadata": {"user_id": "u-1"}
+	  "metadata": {"user_id": "u-1"},
+	  "output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"warmer": {"type": "string"}}}}}
 	}`)
 }
 
@@ -368,8 +370,10 @@ func TestTransportDefaultsAndToolChoice(t *testing.T) {
 	jsonEq(t, "tools", body["tools"], `[{"name":"f","input_schema":{"type":"object","properties":{}}}]`)
 	jsonEq(t, "tool_choice", body["tool_choice"], `{"type":"tool","name":"f"}`)
 	jsonEq(t, "stop_sequences", body["stop_sequences"], `["STOP"]`)
-	if _, ok := body["system"]; ok {
-		t.Errorf("system %v sent without a system message", body["system"])
+	for _, k := range []string{"system", "output_config", "metadata"} {
+		if _, ok := body[k]; ok {
+			t.Errorf("%s %v sent, want none", k, body[k])
+		}
 	}
 
 	for choice, want := range map[string]string{`"auto"`: `{"type":"auto"}`, `"none"`: `{"type":"none"}`, `"required"`: `{"type":"any"}`} {
