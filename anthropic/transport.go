@@ -49,7 +49,8 @@ type chatTransport struct {
 // carries only Content-Type, Accept, x-api-key (opts.APIKey) and
 // anthropic-version. An Authorization header meant for a proxy in front
 // never reaches Anthropic. See the package documentation for how requests,
-// answers, streams and errors are translated.
+// answers, streams and errors are translated. The transport is safe for
+// concurrent use.
 func NewChatCompletionsTransport(opts Options) (http.RoundTripper, error) {
 	if opts.BaseURL == "" && opts.APIKey == "" {
 		return nil, fmt.Errorf("anthropic: an API key is required for %s", DefaultBaseURL)

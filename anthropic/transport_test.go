@@ -865,3 +865,24 @@ func ExampleNewChatCompletionsTransport() {
 	}
 	fmt.Println(res.Choices[0].Message.Content)
 }
+
+func TestTransportConcurrent(t *testing.T) {
+	f := newMessagesFake(t)
+	f.answer = toolUseAnswer
+	tr := f.transport(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := i%2 == 0
+			resp := post(t, tr, fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"q%d"}]}`, stream, i))
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 || !strings.Contains(string(b), "toolu_01A") {
+				t.Errorf("request %d: %d %v %s", i, resp.StatusCode, err, b)
+			}
+		}()
+	}
+	wg.Wait()
+}
