@@ -112,13 +112,20 @@ var errNoUpstream = fmt.Errorf("%w: no upstream configured", chatmem.ErrUnavaila
 // chatCompletions is the chat proxy. Without X-Chatmem-Conversation it
 // forwards the request as it is; with it, the request's messages are the
 // turn's new ones: system (and developer) messages are not stored but sent
-// first, as this request's pinned system prompt; the others are appended
+// first, as this request's pinned system prompt; the others are stored
 // (once per Idempotency-Key); the stored context under the policy replaces
 // the messages; every other field goes to the upstream untouched; and a
 // successful reply is stored. A reply that does not complete (an upstream
 // error, a client that goes away, a stream that breaks before [DONE]) is
-// not stored, partial or whole, so the history stays valid. Errors are in
-// the OpenAI shape.
+// not stored, partial or whole, so the history stays valid; the turn's own
+// messages are stored all the same. Errors are in the OpenAI shape.
+//
+// On an existing conversation without an Idempotency-Key, the turn's
+// messages go into the context as pending and are written with the reply
+// in one append, which saves a commit per turn; when no reply comes they
+// are written alone as the request ends. A new conversation, or a request
+// with an Idempotency-Key (which must be checked before the context is
+// read), appends them first.
 func (s *Server) chatCompletions(c *call) error {
 	if err := s.proxyChat(c); err != nil {
 		s.writeOpenAIError(c.w, c.r, err)
@@ -167,24 +174,38 @@ func (s *Server) proxyChat(c *call) error {
 		return err
 	}
 	ctx := c.r.Context()
-	tokenizer := ""
+	conv, err := s.mem.Store().Conversation(ctx, t.key)
+	exists := err == nil
+	if err != nil && (len(msgs) == 0 || !errors.Is(err, chatmem.ErrNotFound)) {
+		return err
+	}
 	answered := int64(-1) // the Seq after which a replayed turn's reply was stored
-	if len(msgs) > 0 {
+	var pending []chatmem.Message
+	switch {
+	case len(msgs) == 0:
+	case exists && opts.IdempotencyKey == "":
+		// The turn's messages are written with the reply, in one append
+		// (one commit on the request path instead of two), or alone when
+		// no reply comes; the context counts them as pending.
+		pending = msgs
+		t.pending = msgs
+		defer s.writePending(ctx, t)
+	default:
+		// A new conversation (which Context cannot read before it exists),
+		// or an Idempotency-Key, which must be checked before the context is
+		// assembled: append first.
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 			return s.mem.Append(ctx, t.key, msgs, opts)
 		})
 		if err != nil {
 			return err
 		}
-		tokenizer = res.Conversation.Tokenizer
+		conv = res.Conversation
 		if last := res.Messages[len(res.Messages)-1].Seq; res.Replayed && res.Conversation.LastSeq > last {
 			answered = last
 		}
-	} else if conv, err := s.mem.Store().Conversation(ctx, t.key); err != nil {
-		return err
-	} else {
-		tokenizer = conv.Tokenizer
 	}
+	tokenizer := conv.Tokenizer
 
 	// The request's system prompt counts against the budget.
 	counter, err := s.mem.Counter(tokenizer)
@@ -206,17 +227,26 @@ func (s *Server) proxyChat(c *call) error {
 		}
 	}
 	w, err := timed(s, "context", func() (chatmem.Window, error) {
-		return s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{})
+		return s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: pending})
 	})
+	if errors.Is(err, chatmem.ErrInvalid) || errors.Is(err, chatmem.ErrTooLarge) {
+		t.pending = nil // the messages do not fit the history: store nothing
+	}
 	if err != nil {
 		return err
 	}
 	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
 	t.tokens = w.Tokens + sysTokens
 	t.store = answered < 0
-	out := make([]json.RawMessage, 0, len(system)+len(w.Messages))
+	// The body is put together by hand: json.Marshal would re-validate
+	// every raw value, the window's messages twice, for nothing.
+	var msgsJSON bytes.Buffer
+	msgsJSON.WriteByte('[')
 	for _, m := range system {
-		out = append(out, m.raw)
+		if msgsJSON.Len() > 1 {
+			msgsJSON.WriteByte(',')
+		}
+		msgsJSON.Write(m.raw)
 	}
 	for _, m := range w.Messages {
 		if answered >= 0 && m.Seq > answered {
@@ -229,16 +259,42 @@ func (s *Server) proxyChat(c *call) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, b)
+		if msgsJSON.Len() > 1 {
+			msgsJSON.WriteByte(',')
+		}
+		msgsJSON.Write(b)
 	}
-	if req["messages"], err = json.Marshal(out); err != nil {
-		return err
-	}
-	if body, err = json.Marshal(req); err != nil {
-		return err
-	}
+	msgsJSON.WriteByte(']')
+	req["messages"] = msgsJSON.Bytes()
+	body = encodeObject(req)
 	c.w.Header().Set(headerWindowTokens, strconv.Itoa(t.tokens))
 	return s.forward(c, body, stream, t)
+}
+
+// encodeObject returns the JSON object of fields, whose values are valid
+// JSON (as json.Unmarshal leaves them), with the keys sorted.
+func encodeObject(fields map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, len(fields))
+	n := 2
+	for k, v := range fields {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 4
+	}
+	slices.Sort(keys)
+	var b bytes.Buffer
+	b.Grow(n)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		q, _ := json.Marshal(k) // a string always marshals
+		b.Write(q)
+		b.WriteByte(':')
+		b.Write(fields[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
 }
 
 // turn is one chat proxy request with a conversation: where its reply is
@@ -248,6 +304,34 @@ type turn struct {
 	policy chatmem.Policy
 	tokens int  // chatmem's count of the prompt sent
 	store  bool // false: the reply of this turn is stored already
+	// pending are the turn's messages not yet written: they go with the
+	// reply, or alone when the request ends without one.
+	pending []chatmem.Message
+}
+
+// pendingWriteTimeout bounds writing a turn's messages after its request
+// failed or its client went away.
+const pendingWriteTimeout = 10 * time.Second
+
+// writePending writes the turn's messages if the reply did not take them
+// along: the request failed upstream or its client went away, and the
+// messages stay, as they would have had they been appended first. It
+// runs when the request ends, so it no longer honours the request's
+// cancellation, only a timeout of its own.
+func (s *Server) writePending(ctx context.Context, t *turn) {
+	if len(t.pending) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
+	defer cancel()
+	_, err := timed(s, "append", func() (chatmem.AppendResult, error) {
+		return s.mem.Append(ctx, t.key, t.pending, chatmem.AppendOptions{})
+	})
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "chat proxy: messages not stored",
+			slog.String("request_id", infoOf(ctx).id), slog.String("conversation", t.key.ID), slog.String("error", err.Error()))
+	}
+	t.pending = nil
 }
 
 // systemMessage is a system (or developer) message of the request: sent
@@ -465,13 +549,17 @@ func (s *Server) storeReply(ctx context.Context, t *turn, content string, calls 
 		}
 		s.metrics.observePromptTokens(u.PromptTokens, t.tokens)
 	}
+	msgs := append(slices.Clip(t.pending), msg)
 	_, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-		return s.mem.Append(ctx, t.key, []chatmem.Message{msg}, chatmem.AppendOptions{})
+		return s.mem.Append(ctx, t.key, msgs, chatmem.AppendOptions{})
 	})
 	if err != nil {
+		// The turn's messages, if pending, are still written alone.
 		s.log.LogAttrs(ctx, slog.LevelError, "chat proxy: reply not stored",
 			slog.String("request_id", infoOf(ctx).id), slog.String("conversation", t.key.ID), slog.String("error", err.Error()))
+		return
 	}
+	t.pending = nil
 }
 
 // relayStream copies the upstream's server-sent events to the client as
@@ -534,7 +622,12 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 				return nil
 			}
 			// The headers are sent: tell the client in the stream, as
-			// OpenAI does, and keep the partial reply out of the history.
+			// OpenAI does, and keep the partial reply out of the history
+			// (the turn's own messages are written first, so the client's
+			// next turn finds them).
+			if t != nil {
+				s.writePending(ctx, t)
+			}
 			ev, _ := json.Marshal(openAIErrorBody{Error: openAIErrorDetail{Message: "the upstream stream failed", Type: "upstream_error", Code: "unavailable"}})
 			_, _ = fmt.Fprintf(c.w, "data: %s\n\n", ev)
 			_ = rc.Flush()

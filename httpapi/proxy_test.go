@@ -928,10 +928,23 @@ func TestMarshalOpenAIMessage(t *testing.T) {
 }
 
 // BenchmarkProxyOverhead times the same non-streaming request sent to the
-// fake upstream directly and through the proxy (sqlite store, one
-// conversation, token_budget 4000) and reports the medians and their
-// difference, the proxy's overhead.
+// fake upstream directly and through the proxy (sqlite store in a temp
+// dir, the default token_budget 4000) and reports the medians and their
+// difference, the proxy's overhead per turn. The proxied turn appends the
+// user message, assembles the context, forwards it and appends the reply.
+// turns=10 rotates conversations every 10 turns (a short chat: up to 20
+// messages in the window); full-window keeps one conversation, whose
+// window fills the budget (about 250 messages sent every turn).
 func BenchmarkProxyOverhead(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		turns int // per conversation; 0: one conversation
+	}{{"turns=10", 10}, {"full-window", 0}} {
+		b.Run(bc.name, func(b *testing.B) { benchmarkProxyOverhead(b, bc.turns) })
+	}
+}
+
+func benchmarkProxyOverhead(b *testing.B, turns int) {
 	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -959,14 +972,19 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		}
 		return d
 	}
-	proxied := map[string]string{"Authorization": "Bearer " + proxyKey, "X-Chatmem-Conversation": "bench"}
+	proxied := map[string]string{"Authorization": "Bearer " + proxyKey}
 	var direct, proxy []time.Duration
-	b.ResetTimer()
+	i := 0
 	for b.Loop() {
+		conv := "bench"
+		if turns > 0 {
+			conv = fmt.Sprintf("bench-%d", i/turns)
+		}
+		i++
+		proxied["X-Chatmem-Conversation"] = conv
 		direct = append(direct, send(env.up.URL+"/v1/chat/completions", nil))
 		proxy = append(proxy, send(env.url+"/v1/chat/completions", proxied))
 	}
-	b.StopTimer()
 	d, p := median(direct), median(proxy)
 	b.ReportMetric(float64(d.Microseconds()), "direct-p50-µs")
 	b.ReportMetric(float64(p.Microseconds()), "proxy-p50-µs")
