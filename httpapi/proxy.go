@@ -505,8 +505,9 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 			s.storeReply(ctx, t, content, msg.ToolCalls, cc.Usage)
 		}
 	}
-	h := c.w.Header()
-	h.Set("Content-Type", resp.Header.Get("Content-Type"))
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		c.w.Header().Set("Content-Type", ct)
+	}
 	c.w.WriteHeader(resp.StatusCode)
 	_, _ = c.w.Write(b)
 	return nil

@@ -706,6 +706,8 @@ func pmust(t testing.TB, what string, err error) {
 // message stored and no reply.
 func TestProxyClientGone(t *testing.T) {
 	env := newProxyEnv(t, proxyConfig{})
+	_, err := env.client("g1").Chat.Completions.New(t.Context(), userTurn("hi"))
+	pmust(t, "first turn", err)
 	env.up.push(fakeReply{hang: true})
 	ctx, cancel := context.WithCancel(t.Context())
 	stream := env.client("g1").Chat.Completions.NewStreaming(ctx, userTurn("hello"))
@@ -716,10 +718,10 @@ func TestProxyClientGone(t *testing.T) {
 	}
 	cancel()
 	waitHandled(t, env)
-	wantBrief(t, "stored", brief(env.stored(t, "g1")), []string{"user:hello"})
-	_, err := env.client("g1").Chat.Completions.New(t.Context(), userTurn("again"))
+	wantBrief(t, "stored", brief(env.stored(t, "g1")), []string{"user:hi", "assistant:answer 1", "user:hello"})
+	_, err = env.client("g1").Chat.Completions.New(t.Context(), userTurn("again"))
 	pmust(t, "next turn", err)
-	wantBrief(t, "next upstream request", brief(env.up.last(t).messages(t)), []string{"user:hello", "user:again"})
+	wantBrief(t, "next upstream request", brief(env.up.last(t).messages(t)), []string{"user:hi", "assistant:answer 1", "user:hello", "user:again"})
 }
 
 // TestProxyIdempotency: a retry with the same Idempotency-Key does not
