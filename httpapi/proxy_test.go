@@ -429,6 +429,15 @@ func TestProxyTurns(t *testing.T) {
 	if reply.Metadata[MetaPromptTokensUpstream] != "42" || reply.Metadata[MetaPromptTokensChatmem] != resp.Header.Get("X-Chatmem-Window-Tokens") {
 		t.Errorf("reply metadata = %v, want upstream 42 and chatmem %s", reply.Metadata, resp.Header.Get("X-Chatmem-Window-Tokens"))
 	}
+	// Turn 3's user message was written with its reply: the count of the
+	// prompt is that of all five messages sent.
+	want := 0
+	for _, m := range msgs[:5] {
+		want += m.Tokens
+	}
+	if got := msgs[5].Metadata[MetaPromptTokensChatmem]; got != fmt.Sprint(want) || msgs[4].Metadata != nil {
+		t.Errorf("turn 3: reply metadata %v, user metadata %v; want chatmem %d on the reply only", msgs[5].Metadata, msgs[4].Metadata, want)
+	}
 
 	// The usage reached the metrics.
 	mreq := httptest.NewRequest("GET", "/metrics", nil)
