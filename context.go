@@ -97,7 +97,7 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		last = max(last, recent[len(recent)-1].Seq) // appended since conv was read
 	}
 	if len(opts.Pending) > 0 {
-		if recent, err = m.withPending(ctx, recent, opts.Pending, counter); err != nil {
+		if recent, err = m.withPending(ctx, recent, opts.Pending, counter, last); err != nil {
 			return Window{}, err
 		}
 	}
@@ -127,28 +127,41 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 			w, _, err = a.window()
 		}
 	}
-	if err == nil && p.Kind != PolicyAll && conv.Turns > 0 && w.Parts.Recent == 0 {
-		// The bounded tail held no user message that fits, so the newest
-		// one is too big: read the last turn to say how big.
-		err = m.budgetTooSmall(ctx, key, p, pinned, counter, recount)
+	if err == nil && p.Kind != PolicyAll && conv.Turns > 0 && w.Parts.Recent == 0 && len(opts.Pending) == 0 {
+		// The bounded tail held no user message that fits: either the
+		// newest one is too big, or unsendable units (a call still waiting
+		// for its results) took the tail's room. Assemble again over the
+		// whole last turn: a window, or ErrBudgetTooSmall saying how big.
+		var lastTurn []Message
+		if lastTurn, err = m.store.Tail(ctx, key, TailQuery{Turns: 1}); err == nil && recount {
+			err = recountAll(ctx, counter, lastTurn)
+		}
+		if err == nil {
+			_, a.recent = splitPinned(lastTurn)
+			a.summary = nil
+			w, _, err = a.window()
+		}
 	}
 	if err != nil {
 		return Window{}, err
 	}
-	w.Dropped = int(last) - (len(w.Messages) - w.synthetic() - min(len(opts.Pending), len(w.Messages)))
+	sent := 0 // stored messages sent: not made up (Seq 0), not pending (Seq > last)
+	for _, msg := range w.Messages {
+		if msg.Seq > 0 && msg.Seq <= last {
+			sent++
+		}
+	}
+	w.Dropped = int(last) - sent
 	return w, nil
 }
 
 // withPending validates and counts pending and returns recent followed by
 // them, with sequence numbers after the stored ones.
-func (m *Memory) withPending(ctx context.Context, recent, pending []Message, c Counter) ([]Message, error) {
+func (m *Memory) withPending(ctx context.Context, recent, pending []Message, c Counter, last int64) ([]Message, error) {
 	if err := ValidateHistory(recent, pending, m.limits); err != nil {
 		return nil, err
 	}
-	next := int64(1)
-	if len(recent) > 0 {
-		next = recent[len(recent)-1].Seq + 1
-	}
+	next := last + 1
 	out := append(make([]Message, 0, len(recent)+len(pending)), recent...)
 	for _, msg := range pending {
 		msg = msg.Clone()
@@ -268,17 +281,6 @@ func (a assembly) label(w Window) Window {
 	return w
 }
 
-// synthetic counts the messages in w that Context made up.
-func (w Window) synthetic() int {
-	n := 0
-	for _, m := range w.Messages {
-		if m.Metadata[MetaKey] != "" {
-			n++
-		}
-	}
-	return n
-}
-
 // factsMessage returns the facts block, or nil when there are no facts.
 func (m *Memory) factsMessage(ctx context.Context, key Key, c Counter) (*factsPart, error) {
 	fs, ok := m.store.(FactStore)
@@ -326,26 +328,6 @@ func summaryAsMessage(s Summary) Message {
 		Tokens:   s.Tokens,
 		Metadata: map[string]string{MetaKey: MetaSummary},
 	}
-}
-
-// budgetTooSmall reads the last turn and returns the ErrBudgetTooSmall that
-// says how much it needs.
-func (m *Memory) budgetTooSmall(ctx context.Context, key Key, p Policy, pinned []Message, c Counter, recount bool) error {
-	last, err := m.store.Tail(ctx, key, TailQuery{Turns: 1})
-	if err != nil {
-		return fmt.Errorf("context of %s: %w", key, err)
-	}
-	if recount {
-		if err := recountAll(ctx, c, last); err != nil {
-			return err
-		}
-	}
-	if p.Kind == PolicySummaryBuffer {
-		p.Kind = PolicyTokenBudget
-	}
-	_, recent := splitPinned(last)
-	_, err = Select(p, pinned, recent)
-	return err
 }
 
 // tail reads the pinned system messages and the newest messages the policy
@@ -445,8 +427,11 @@ const summaryCacheTTL = 2 * time.Second
 // turns need no summary read. Any older summary of the same conversation
 // is still a valid one (summaries only move forward, and Context checks
 // that the window reaches back to it), so a stale entry costs efficiency,
-// never correctness. Entries are tied to the conversation's CreatedAt: a
-// deleted and re-created conversation never sees its predecessor's.
+// never correctness. Entries are tied to the conversation's CreatedAt and
+// checked against its LastSeq, so a deleted and re-created conversation
+// does not see its predecessor's (a re-created conversation with the same
+// CreatedAt and as many messages within 2 s is the remaining blind spot;
+// a store-level generation would close it).
 type summaryCache struct {
 	mu      sync.Mutex
 	entries map[Key]cachedSummary
@@ -458,42 +443,44 @@ type cachedSummary struct {
 	fetched time.Time
 }
 
-func (c *summaryCache) get(key Key, created, now time.Time) (*Summary, bool) {
+// get returns the cached summary of the conversation with this CreatedAt
+// and LastSeq. Freshness is judged by the wall clock, not Options.Now (a
+// test clock may stand still), and a summary covering more than the
+// conversation holds belongs to a predecessor, whatever its CreatedAt.
+func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
-	if !ok || !e.created.Equal(created) || now.Sub(e.fetched) > summaryCacheTTL {
+	if !ok || !e.created.Equal(conv.CreatedAt) || time.Since(e.fetched) > summaryCacheTTL ||
+		(e.summary != nil && e.summary.CoversSeq > conv.LastSeq) {
 		return nil, false
 	}
 	return e.summary, true
 }
 
-func (c *summaryCache) put(key Key, created time.Time, s *Summary, now time.Time) {
+// put records what the store holds (read) or what this Memory just wrote.
+func (c *summaryCache) put(key Key, created time.Time, s *Summary) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil || len(c.entries) >= 100000 {
 		c.entries = make(map[Key]cachedSummary) // bounded: only a shortcut
 	}
-	if e, ok := c.entries[key]; ok && e.created.Equal(created) && e.summary != nil && s != nil && e.summary.CoversSeq > s.CoversSeq {
-		s = e.summary // never move back
-	}
-	c.entries[key] = cachedSummary{created: created, summary: s, fetched: now}
+	c.entries[key] = cachedSummary{created: created, summary: s, fetched: time.Now()}
 }
 
 // cachedSummary returns the conversation's summary (nil if none), from the
 // cache when it is fresh.
 func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) (*Summary, error) {
-	now := m.now()
-	if s, ok := m.summaries.get(key, conv.CreatedAt, now); ok {
+	if s, ok := m.summaries.get(key, conv); ok {
 		return s, nil
 	}
 	s, err := m.Summary(ctx, key)
 	switch {
 	case err == nil:
-		m.summaries.put(key, conv.CreatedAt, &s, now)
+		m.summaries.put(key, conv.CreatedAt, &s)
 		return &s, nil
 	case errors.Is(err, ErrNotFound):
-		m.summaries.put(key, conv.CreatedAt, nil, now)
+		m.summaries.put(key, conv.CreatedAt, nil)
 		return nil, nil
 	}
 	return nil, err

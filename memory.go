@@ -40,7 +40,8 @@ type Options struct {
 	Sync bool
 	// QueueSize bounds the worker's queue of conversations with work
 	// pending. Zero means 1024. When it is full, new work is dropped and
-	// logged; the conversation's next append queues it again.
+	// logged: the summary catches up at the conversation's next append (it
+	// reads the store), but the dropped messages' facts are not extracted.
 	QueueSize int
 }
 
@@ -200,7 +201,7 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 	if needsPrior(msgs) && conv.LastSeq > 0 {
 		// Tool results answer calls stored earlier: read the last turn and
 		// pin the write to it, so no other append can slip in between.
-		if prior, err = m.store.Tail(ctx, key, TailQuery{Turns: 1}); err != nil && !errors.Is(err, ErrNotFound) {
+		if prior, err = m.trailingUnit(ctx, key, conv); err != nil && !errors.Is(err, ErrNotFound) {
 			return AppendResult{}, false, fmt.Errorf("append to %s: %w", key, err)
 		}
 		if opts.ExpectedLastSeq == nil {
@@ -235,6 +236,17 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Messages)
 	}
 	return res, false, nil
+}
+
+// trailingUnit reads enough of the conversation's end to hold its trailing
+// tool unit: with MaxToolCalls bounding the results a call message can
+// have, that is the last MaxToolCalls+1 messages, however long the turn.
+func (m *Memory) trailingUnit(ctx context.Context, key Key, conv Conversation) ([]Message, error) {
+	l := m.limits.withDefaults()
+	if l.MaxToolCalls < 0 {
+		return m.store.Tail(ctx, key, TailQuery{Turns: 1})
+	}
+	return m.store.Range(ctx, key, max(conv.LastSeq-int64(l.MaxToolCalls)-1, 0), 0)
 }
 
 // needsPrior reports whether msgs starts with tool results, which can only

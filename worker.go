@@ -137,7 +137,11 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 	}
 	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq, created: created}
 	if len(msgs) <= maxJobMessages {
-		j.msgs = msgs
+		// A copy: the caller owns the messages Append returned.
+		j.msgs = make([]Message, len(msgs))
+		for i, msg := range msgs {
+			j.msgs[i] = msg.Clone()
+		}
 	}
 	for _, msg := range msgs {
 		j.user = j.user || msg.Role == RoleUser
@@ -155,12 +159,11 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 	switch p := w.pending[key]; {
 	case w.closed || !w.running:
 		m.log.Warn("chatmem worker not running; summary and facts not updated (call Memory.Start, or set Options.Sync)", "key", key.String())
+	case p != nil && !p.created.Equal(j.created):
+		*p = j // the conversation was deleted and re-created: its old work is moot
 	case p != nil:
 		p.from, p.to = min(p.from, j.from), max(p.to, j.to)
 		p.user, p.tokens = p.user || j.user, p.tokens+j.tokens
-		if !p.created.Equal(j.created) {
-			p.created = time.Time{} // re-created meanwhile: no cached facts
-		}
 		if p.msgs != nil && j.msgs != nil && len(p.msgs)+len(j.msgs) <= maxJobMessages {
 			p.msgs = append(p.msgs, j.msgs...)
 		} else {
@@ -317,6 +320,13 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 		}
 	}
 	if len(changed) > 0 {
+		// The conversation may have been deleted (and re-created) while the
+		// extractors ran: facts of the old one must not reach the new one.
+		if conv, err := m.store.Conversation(ctx, key); errors.Is(err, ErrNotFound) || (err == nil && !conv.CreatedAt.Equal(created)) {
+			return nil
+		} else if err != nil {
+			return err
+		}
 		if err := fs.SetFacts(ctx, key, changed); err != nil {
 			m.facts.forget(key)
 			return err
@@ -347,7 +357,7 @@ func (m *Memory) summarize(ctx context.Context, key Key) (int, error) {
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return -1, err
 		}
-		end, unsummarized, err := m.summaryEnd(ctx, key, prev.CoversSeq)
+		end, unsummarized, created, err := m.summaryEnd(ctx, key, prev.CoversSeq)
 		if err != nil {
 			return -1, err
 		}
@@ -372,7 +382,7 @@ func (m *Memory) summarize(ctx context.Context, key Key) (int, error) {
 		if cut < 0 {
 			return -1, nil // no user message to cut before within a chunk
 		}
-		if err := m.summarizeChunk(ctx, key, prev, chunk[:cut+1]); err != nil {
+		if err := m.summarizeChunk(ctx, key, prev, chunk[:cut+1], created); err != nil {
 			return -1, err
 		}
 		if chunk[cut].Seq >= end {
@@ -385,14 +395,15 @@ func (m *Memory) summarize(ctx context.Context, key Key) (int, error) {
 // the message before the oldest user message among the newest that fit
 // Target, if the messages after covered hold more than Trigger tokens, and
 // covered (nothing to do) otherwise, with the tokens after covered.
-func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end int64, unsummarized int, err error) {
+func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end int64, unsummarized int, created time.Time, err error) {
 	conv, err := m.store.Conversation(ctx, key)
 	if err != nil || conv.LastSeq <= covered {
-		return covered, 0, err
+		return covered, 0, conv.CreatedAt, err
 	}
+	created = conv.CreatedAt
 	over, err := m.store.Tail(ctx, key, TailQuery{Tokens: m.sumOpts.Trigger})
 	if err != nil {
-		return covered, 0, err
+		return covered, 0, created, err
 	}
 	if len(over) > 0 && over[0].Seq <= covered+1 {
 		for _, msg := range over { // what is unsummarized fits Trigger
@@ -400,25 +411,25 @@ func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end in
 				unsummarized += msg.Tokens
 			}
 		}
-		return covered, unsummarized, nil
+		return covered, unsummarized, created, nil
 	}
 	keep, err := m.store.Tail(ctx, key, TailQuery{Tokens: m.sumOpts.Target})
 	if err != nil {
-		return covered, 0, err
+		return covered, 0, created, err
 	}
 	for _, msgs := range [][]Message{keep, over} {
 		for _, msg := range msgs {
 			if msg.Role == RoleUser && msg.Seq > covered+1 {
-				return msg.Seq - 1, 0, nil
+				return msg.Seq - 1, 0, created, nil
 			}
 		}
 	}
-	return conv.LastSeq, 0, nil // no user message in the tail: cover what a chunk can
+	return conv.LastSeq, 0, created, nil // no user message in the tail: cover what a chunk can
 }
 
 // summarizeChunk summarizes prev plus msgs and stores the result as covering
 // msgs' last message, if the summary still covers prev.CoversSeq.
-func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message) error {
+func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message, created time.Time) error {
 	_, covered := splitPinned(msgs)
 	var text string
 	err := m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
@@ -436,6 +447,9 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 	if err != nil {
 		return err
 	}
+	if !conv.CreatedAt.Equal(created) {
+		return nil // deleted and re-created while the summarizer ran
+	}
 	counter, err := m.Counter(conv.Tokenizer)
 	if err != nil {
 		return err
@@ -446,7 +460,7 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 	}
 	err = m.store.(SummaryStore).PutSummary(ctx, key, s, prev.CoversSeq)
 	if err == nil {
-		m.summaries.put(key, conv.CreatedAt, &s, m.now())
+		m.summaries.put(key, conv.CreatedAt, &s)
 	}
 	if errors.Is(err, ErrConflict) {
 		return nil // another worker moved the summary on; the next job looks again

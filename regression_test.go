@@ -1,0 +1,104 @@
+package chatmem_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"chatmem"
+	"chatmem/memory"
+	"chatmem/tokenizer"
+)
+
+// Regression: facts extracted from a deleted conversation once landed in
+// its successor with the same ID.
+type gateExtractor struct{ gate chan struct{} }
+
+func (g gateExtractor) Name() string { return "gate" }
+func (g gateExtractor) Extract(ctx context.Context, msgs []chatmem.Message) ([]chatmem.Fact, error) {
+	<-g.gate
+	var out []chatmem.Fact
+	for _, m := range msgs {
+		if m.Role == chatmem.RoleUser && strings.HasPrefix(m.Content, "name ") {
+			out = append(out, chatmem.Fact{Key: "name", Value: strings.TrimPrefix(m.Content, "name "), SourceSeq: m.Seq, Confidence: 1})
+		}
+	}
+	return out, nil
+}
+
+func TestFactsOfADeletedConversationDoNotReachItsSuccessor(t *testing.T) {
+	ctx := context.Background()
+	gate := make(chan struct{})
+	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{gateExtractor{gate}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem.Start()
+	defer mem.Close()
+	key := chatmem.Key{Tenant: "t", ID: "x"}
+	mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "name Alice"}}, chatmem.AppendOptions{})
+	time.Sleep(20 * time.Millisecond) // worker is now inside Extract for Alice's job
+	if err := mem.Store().Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "hello, I am someone else"}}, chatmem.AppendOptions{})
+	close(gate)
+	mem.Flush(ctx)
+	facts, _ := mem.Facts(ctx, key)
+	if len(facts) != 0 {
+		t.Errorf("new conversation got the deleted one's facts: %+v", facts)
+	}
+}
+
+// Regression (3): empty window with nil error.
+func TestContextSkipsAnUnansweredCallInsteadOfAnEmptyWindow(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemory(t)
+	key := chatmem.Key{Tenant: "t", ID: "big"}
+	_, err := mem.Append(ctx, key, []chatmem.Message{
+		{Role: chatmem.RoleUser, Content: "look it up"},
+		{Role: chatmem.RoleAssistant, ToolCalls: []chatmem.ToolCall{{ID: "c1", Type: "function", Function: chatmem.FunctionCall{Name: "f", Arguments: strings.Repeat("x", 4000)}}}},
+	}, chatmem.AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 100}, chatmem.ContextOptions{})
+	all, _ := mem.Store().Range(ctx, key, 0, 0)
+	aw, aerr := chatmem.TokenBudget(all, 100)
+	t.Logf("Apply: %d msgs err=%v", len(aw.Messages), aerr)
+	if err == nil && len(w.Messages) == 0 {
+		t.Errorf("Context returned an empty window with nil error (Apply gives %d messages)", len(aw.Messages))
+	}
+}
+
+// Regression (4): Dropped wrong when Pending does not fully fit.
+func TestDroppedWithPendingThatDoesNotFit(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemory(t)
+	key := chatmem.Key{Tenant: "t", ID: "pend"}
+	_, err := mem.Append(ctx, key, []chatmem.Message{
+		{Role: chatmem.RoleSystem, Content: "sys one sys one"},
+		{Role: chatmem.RoleSystem, Content: "sys two sys two"},
+		{Role: chatmem.RoleUser, Content: strings.Repeat("u", 400)},
+		{Role: chatmem.RoleAssistant, Content: strings.Repeat("a", 400)},
+	}, chatmem.AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := []chatmem.Message{
+		{Role: chatmem.RoleUser, Content: strings.Repeat("p", 400)},
+		{Role: chatmem.RoleAssistant, Content: strings.Repeat("q", 400)},
+		{Role: chatmem.RoleUser, Content: "short"},
+	}
+	w, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 50}, chatmem.ContextOptions{Pending: pending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range w.Messages {
+		t.Logf("%d %s %.10q", m.Seq, m.Role, m.Content)
+	}
+	if w.Dropped != 2 {
+		t.Errorf("Dropped = %d, want 2 (stored u,a not sent; both system messages sent)", w.Dropped)
+	}
+}
