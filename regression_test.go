@@ -2,12 +2,15 @@ package chatmem_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"chatmem"
 	"chatmem/memory"
+	"chatmem/offline"
 	"chatmem/tokenizer"
 )
 
@@ -101,4 +104,32 @@ func TestDroppedWithPendingThatDoesNotFit(t *testing.T) {
 	if w.Dropped != 2 {
 		t.Errorf("Dropped = %d, want 2 (stored u,a not sent; both system messages sent)", w.Dropped)
 	}
+}
+
+// Regression: a run of more than 256 messages without a user message (an
+// agent's tool loop) once stalled summarization for good.
+func TestSummaryCrossesLongToolLoops(t *testing.T) {
+	ctx := context.Background()
+	mem := newSummaryMemory(t, offline.NewSummarizer(offline.Options{}), chatmem.Options{Summary: chatmem.SummaryOptions{Trigger: 200, Target: 100}, Sync: true})
+	key := chatmem.Key{Tenant: "t", ID: "agent"}
+	mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "run the job, my order is SE-1"}}, chatmem.AppendOptions{})
+	for i := 0; i < 150; i++ {
+		id := fmt.Sprintf("c%d", i)
+		_, err := mem.Append(ctx, key, []chatmem.Message{
+			{Role: chatmem.RoleAssistant, ToolCalls: []chatmem.ToolCall{{ID: id, Type: "function", Function: chatmem.FunctionCall{Name: "step", Arguments: "{}"}}}},
+			{Role: chatmem.RoleTool, ToolCallID: id, Content: "step done"},
+		}, chatmem.AppendOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTurns(t, mem, key, 0, 40)
+	s, err := mem.Summary(ctx, key)
+	conv, _ := mem.Store().Conversation(ctx, key)
+	if err != nil {
+		t.Errorf("no summary after %d messages (%d tokens): %v", conv.LastSeq, conv.Tokens, err)
+	} else {
+		t.Logf("summary covers %d of %d", s.CoversSeq, conv.LastSeq)
+	}
+	_ = errors.Is
 }

@@ -366,29 +366,62 @@ func (m *Memory) summarize(ctx context.Context, key Key) (int, error) {
 		}
 		// One lookahead message shows where the chunk may end: just before a
 		// user message, so no tool unit is split and the window after the
-		// summary starts with a user message.
-		n := min(end-prev.CoversSeq, maxSummaryChunk) + 1
-		chunk, err := m.store.Range(ctx, key, prev.CoversSeq, int(n))
-		if err != nil {
-			return -1, err
-		}
-		cut, content := -1, false
-		for i := 0; i+1 < len(chunk) && chunk[i].Seq <= end; i++ {
-			content = content || chunk[i].Role != RoleSystem
-			if chunk[i+1].Role == RoleUser && content {
-				cut = i // a cut with something to summarize, not system messages alone
+		// summary starts with a user message. A chunk with no such place (a
+		// long run of tool calls) is folded into a running summary that the
+		// next chunk extends; it is stored only at a cut.
+		running := prev
+		for from := prev.CoversSeq; ; {
+			n := min(end-from, maxSummaryChunk) + 1
+			chunk, err := m.store.Range(ctx, key, from, int(n))
+			if err != nil {
+				return -1, err
 			}
-		}
-		if cut < 0 {
-			return -1, nil // no user message to cut before within a chunk
-		}
-		if err := m.summarizeChunk(ctx, key, prev, chunk[:cut+1], created); err != nil {
-			return -1, err
-		}
-		if chunk[cut].Seq >= end {
-			return -1, nil
+			cut, content := -1, running.Text != "" || from > prev.CoversSeq
+			for i := 0; i+1 < len(chunk) && chunk[i].Seq <= end; i++ {
+				content = content || chunk[i].Role != RoleSystem
+				if chunk[i+1].Role == RoleUser && content {
+					cut = i // a cut with something to summarize, not system messages alone
+				}
+			}
+			if cut >= 0 {
+				if err := m.summarizeChunk(ctx, key, running, chunk[:cut+1], created); err != nil {
+					return -1, err
+				}
+				if chunk[cut].Seq >= end {
+					return -1, nil
+				}
+				break // the next step starts from the stored summary
+			}
+			if len(chunk) < 2 || chunk[len(chunk)-2].Seq >= end {
+				// No user message to cut before up to end: look again
+				// after another Trigger's worth of tokens, not every append.
+				return 0, nil
+			}
+			if running.Text, err = m.summaryText(ctx, running.Text, chunk[:len(chunk)-1]); err != nil {
+				return -1, err
+			}
+			from = chunk[len(chunk)-2].Seq
 		}
 	}
+}
+
+// summaryText calls the summarizer (with retries) on prev plus msgs' non-system
+// messages; an empty answer is an error.
+func (m *Memory) summaryText(ctx context.Context, prev string, msgs []Message) (string, error) {
+	_, covered := splitPinned(msgs)
+	var text string
+	err := m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
+		t, err := m.summarizer.Summarize(ctx, prev, covered)
+		if err == nil && strings.TrimSpace(t) == "" {
+			err = errors.New("summarizer returned an empty summary")
+		}
+		text = strings.TrimSpace(t)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("summarizer %s: %w", m.summarizer.Name(), err)
+	}
+	return text, nil
 }
 
 // summaryEnd returns the last sequence number the summary should cover:
@@ -430,18 +463,9 @@ func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end in
 // summarizeChunk summarizes prev plus msgs and stores the result as covering
 // msgs' last message, if the summary still covers prev.CoversSeq.
 func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message, created time.Time) error {
-	_, covered := splitPinned(msgs)
-	var text string
-	err := m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
-		t, err := m.summarizer.Summarize(ctx, prev.Text, covered)
-		if err == nil && strings.TrimSpace(t) == "" {
-			err = errors.New("summarizer returned an empty summary")
-		}
-		text = strings.TrimSpace(t)
-		return err
-	})
+	text, err := m.summaryText(ctx, prev.Text, msgs)
 	if err != nil {
-		return fmt.Errorf("summarizer %s: %w", m.summarizer.Name(), err)
+		return err
 	}
 	conv, err := m.store.Conversation(ctx, key)
 	if err != nil {
