@@ -12,10 +12,7 @@ import (
 
 // factTests lists the chatmem.FactStore subtests in the order testFacts
 // runs them.
-var factTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
+var factTests = []subtest{
 	{"NotFound", testFactsNotFound},
 	{"Invalid", testFactsInvalid},
 	{"Current", testFactsCurrent},
@@ -26,27 +23,8 @@ var factTests = []struct {
 	{"Endings", testFactsEndings},
 }
 
-// testFacts runs the chatmem.FactStore subtests if the harness's stores
-// implement it.
-func testFacts(t *testing.T, h Harness) {
-	if _, ok := h.New(t).(chatmem.FactStore); !ok {
-		t.Log("store does not implement FactStore")
-		return
-	}
-	for _, tc := range factTests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
-	}
-}
-
-// asFactStore returns s as a chatmem.FactStore.
-func asFactStore(t *testing.T, s chatmem.Store) chatmem.FactStore {
-	t.Helper()
-	fs, ok := s.(chatmem.FactStore)
-	if !ok {
-		t.Fatalf("store %T does not implement FactStore", s)
-	}
-	return fs
-}
+// testFacts runs the chatmem.FactStore subtests if the harness's stores implement it.
+var testFacts = optional[chatmem.FactStore](factTests)
 
 // factTime is when the suite's facts were set, with microseconds.
 var factTime = time.Date(2025, 2, 3, 4, 5, 6, 789012000, time.UTC)
@@ -146,7 +124,7 @@ func mustSetFacts(t *testing.T, fs chatmem.FactStore, key chatmem.Key, facts ...
 // nothing, and that malformed keys and fact names wrap ErrInvalid.
 func testFactsNotFound(t *testing.T, h Harness) {
 	s := h.New(t)
-	fs := asFactStore(t, s)
+	fs := as[chatmem.FactStore](t, s)
 	ctx := t.Context()
 	known := randomKey("known")
 	fill(t, ctx, s, known, 2)
@@ -202,7 +180,7 @@ func testFactsNotFound(t *testing.T, h Harness) {
 // the facts before the bad one nor a new value of a key it already has.
 func testFactsInvalid(t *testing.T, h Harness) {
 	s := h.New(t)
-	fs := asFactStore(t, s)
+	fs := as[chatmem.FactStore](t, s)
 	ctx := t.Context()
 	key := randomKey("invalid")
 	fill(t, ctx, s, key, 2)
@@ -266,7 +244,7 @@ func indexOf(facts []chatmem.Fact, f chatmem.Fact) int {
 // conversation's metadata.
 func testFactsCurrent(t *testing.T, h Harness) {
 	s := h.New(t)
-	fs := asFactStore(t, s)
+	fs := as[chatmem.FactStore](t, s)
 	key := randomKey("current")
 	fill(t, t.Context(), s, key, 4)
 	conv := mustConversation(t, s, key)
@@ -301,7 +279,7 @@ func testFactsCurrent(t *testing.T, h Harness) {
 // the same data.
 func testFactHistory(t *testing.T, h Harness) {
 	s := h.New(t)
-	fs := asFactStore(t, s)
+	fs := as[chatmem.FactStore](t, s)
 	key := randomKey("history")
 	fill(t, t.Context(), s, key, 5)
 
@@ -329,7 +307,7 @@ func testFactHistory(t *testing.T, h Harness) {
 	wantHistory(t, "history of a fact set once", fs, key, "order_id", order)
 	wantFacts(t, "current facts", fs, key, v3, order)
 
-	s2 := asFactStore(t, h.reopen(t, s))
+	s2 := as[chatmem.FactStore](t, h.reopen(t, s))
 	wantHistory(t, "second store", s2, key, "name", v1, v2, v3)
 	wantFacts(t, "second store", s2, key, v3, order)
 }
@@ -339,7 +317,7 @@ func testFactHistory(t *testing.T, h Harness) {
 // wraps ErrNotFound, and that the key set again starts a new history.
 func testDeleteFact(t *testing.T, h Harness) {
 	s := h.New(t)
-	fs := asFactStore(t, s)
+	fs := as[chatmem.FactStore](t, s)
 	ctx := t.Context()
 	key := randomKey("delete-fact")
 	fill(t, ctx, s, key, 2)
@@ -379,7 +357,7 @@ func testDeleteFact(t *testing.T, h Harness) {
 // MaxFactValueLen bytes are stored exactly, and so is SetBy.
 func testFactsContent(t *testing.T, h Harness) {
 	s := h.New(t)
-	fs := asFactStore(t, s)
+	fs := as[chatmem.FactStore](t, s)
 	key := randomKey("unicode")
 	fill(t, t.Context(), s, key, 1)
 	longest := strings.Repeat("日", chatmem.MaxFactValueLen/3) + strings.Repeat("x", chatmem.MaxFactValueLen%3)
@@ -410,7 +388,7 @@ func testFactsContent(t *testing.T, h Harness) {
 // DeleteFact nor Delete of one reaches another's.
 func testFactsTenantIsolation(t *testing.T, h Harness) {
 	s := h.New(t)
-	fs := asFactStore(t, s)
+	fs := as[chatmem.FactStore](t, s)
 	ctx := t.Context()
 	a, b := randomTenant(), randomTenant()
 	aShared := chatmem.Key{Tenant: a, ID: "shared"}
@@ -458,7 +436,7 @@ func testFactsTenantIsolation(t *testing.T, h Harness) {
 // conversation starts without facts or history.
 func testFactsEndings(t *testing.T, h Harness) {
 	s := h.New(t)
-	fs := asFactStore(t, s)
+	fs := as[chatmem.FactStore](t, s)
 	ctx := t.Context()
 	endings(t, s,
 		func(key chatmem.Key) {

@@ -12,10 +12,7 @@ import (
 
 // recountTests lists the chatmem.Recounter subtests in the order
 // testRecounts runs the chatmem.Recounter subtests when the store implements it.
-var recountTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
+var recountTests = []subtest{
 	{"Double", testRecountDouble},
 	{"Long", testRecountLong},
 	{"Content", testRecountContent},
@@ -27,33 +24,13 @@ var recountTests = []struct {
 	{"ConcurrentAppends", testRecountConcurrentAppends},
 }
 
-// testRecounts runs the chatmem.Recounter subtests, one per behaviour of
-// its contract, if the harness's stores implement it (and logs that they do
-// not otherwise).
-func testRecounts(t *testing.T, h Harness) {
-	if _, ok := h.New(t).(chatmem.Recounter); !ok {
-		t.Log("store does not implement Recounter")
-		return
-	}
-	for _, tc := range recountTests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
-	}
-}
-
-// asRecounter returns s as a chatmem.Recounter.
-func asRecounter(t *testing.T, s chatmem.Store) chatmem.Recounter {
-	t.Helper()
-	rc, ok := s.(chatmem.Recounter)
-	if !ok {
-		t.Fatalf("store %T does not implement Recounter", s)
-	}
-	return rc
-}
+// testRecounts runs the chatmem.Recounter subtests if the harness's stores implement it.
+var testRecounts = optional[chatmem.Recounter](recountTests)
 
 // mustRecount recounts key and fails the test on an error.
 func mustRecount(t *testing.T, s chatmem.Store, key chatmem.Key, tokenizer string, lastSeq int64, tokens []int) {
 	t.Helper()
-	if err := asRecounter(t, s).Recount(t.Context(), key, tokenizer, lastSeq, tokens); err != nil {
+	if err := as[chatmem.Recounter](t, s).Recount(t.Context(), key, tokenizer, lastSeq, tokens); err != nil {
 		t.Fatalf("Recount(%s, %q, %d, %d counts) error = %v, want nil", key, tokenizer, lastSeq, len(tokens), err)
 	}
 }
@@ -291,7 +268,7 @@ func testRecountConflict(t *testing.T, h Harness) {
 	s := h.New(t)
 	key := tailFixture(t, s)
 	before := takeSnapshot(t, s, key)
-	rc := asRecounter(t, s)
+	rc := as[chatmem.Recounter](t, s)
 	for _, last := range []int64{7, 9, 1} {
 		tokens := make([]int, last)
 		for i := range tokens {
@@ -309,7 +286,7 @@ func testRecountInvalid(t *testing.T, h Harness) {
 	s := h.New(t)
 	key := tailFixture(t, s)
 	before := takeSnapshot(t, s, key)
-	rc := asRecounter(t, s)
+	rc := as[chatmem.Recounter](t, s)
 	good := []int{1, 2, 3, 4, 5, 6, 7, 8}
 	for _, c := range []struct {
 		name      string
@@ -337,7 +314,7 @@ func testRecountInvalid(t *testing.T, h Harness) {
 // existed, was deleted or has expired.
 func testRecountNotFound(t *testing.T, h Harness) {
 	s := h.New(t)
-	rc := asRecounter(t, s)
+	rc := as[chatmem.Recounter](t, s)
 	ctx := t.Context()
 	tenant := randomTenant()
 	one := []chatmem.Message{msg(chatmem.RoleUser, "hi", 1)}
@@ -379,7 +356,7 @@ func testRecountTenantIsolation(t *testing.T, h Harness) {
 	aOnly := chatmem.Key{Tenant: a.Tenant, ID: "a-only"}
 	mustAppend(t, s, aOnly, []chatmem.Message{msg(chatmem.RoleUser, "x", 1)}, chatmem.AppendOptions{})
 	bOnly := chatmem.Key{Tenant: b.Tenant, ID: aOnly.ID}
-	err := asRecounter(t, s).Recount(t.Context(), bOnly, "other", 1, []int{9})
+	err := as[chatmem.Recounter](t, s).Recount(t.Context(), bOnly, "other", 1, []int{9})
 	wantErr(t, fmt.Sprintf("Recount(%s) of tenant A's ID", bOnly), err, chatmem.ErrNotFound)
 	if got := mustConversation(t, s, aOnly); got.Tokens != 1 || got.Tokenizer != "" {
 		t.Errorf("Conversation(%s) after tenant B's recount = Tokens %d, Tokenizer %q; want 1, \"\"", aOnly, got.Tokens, got.Tokenizer)
@@ -435,7 +412,7 @@ func testRecountConcurrentAppends(t *testing.T, h Harness) {
 		for i := range tokens {
 			tokens[i] = 3
 		}
-		return asRecounter(t, s).Recount(ctx, key, "three", int64(len(msgs)), tokens)
+		return as[chatmem.Recounter](t, s).Recount(ctx, key, "three", int64(len(msgs)), tokens)
 	}
 	for range 20 {
 		switch err := recount(); {

@@ -13,6 +13,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"chatmem"
@@ -54,10 +55,7 @@ func Run(t *testing.T, h Harness) {
 }
 
 // tests lists the subtests in the order Run runs them.
-var tests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
+var tests = []subtest{
 	{"Ping", testPing},
 	{"AppendOrder", testAppendOrder},
 	{"NotFound", testNotFound},
@@ -106,4 +104,34 @@ func BenchmarkTail(b *testing.B, s chatmem.Store, sizes []int) {
 			}
 		})
 	}
+}
+
+// subtest is one named behaviour of the contract.
+type subtest struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}
+
+// optional returns a subtest that runs tests if the harness's stores
+// implement the optional interface I, and logs that they do not otherwise.
+func optional[I any](tests []subtest) func(t *testing.T, h Harness) {
+	return func(t *testing.T, h Harness) {
+		if _, ok := h.New(t).(I); !ok {
+			t.Logf("store does not implement %v", reflect.TypeFor[I]())
+			return
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+		}
+	}
+}
+
+// as returns s as the optional interface I, failing the test if it is not.
+func as[I any](t *testing.T, s chatmem.Store) I {
+	t.Helper()
+	i, ok := s.(I)
+	if !ok {
+		t.Fatalf("store %T does not implement %v", s, reflect.TypeFor[I]())
+	}
+	return i
 }

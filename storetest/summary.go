@@ -11,10 +11,7 @@ import (
 
 // summaryTests lists the chatmem.SummaryStore subtests in the order
 // testSummaries runs them.
-var summaryTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
+var summaryTests = []subtest{
 	{"NotFound", testSummaryNotFound},
 	{"RoundTrip", testSummaryRoundTrip},
 	{"CompareAndSet", testSummaryCompareAndSet},
@@ -24,27 +21,8 @@ var summaryTests = []struct {
 	{"Endings", testSummaryEndings},
 }
 
-// testSummaries runs the chatmem.SummaryStore subtests if the harness's
-// stores implement it.
-func testSummaries(t *testing.T, h Harness) {
-	if _, ok := h.New(t).(chatmem.SummaryStore); !ok {
-		t.Log("store does not implement SummaryStore")
-		return
-	}
-	for _, tc := range summaryTests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
-	}
-}
-
-// asSummaryStore returns s as a chatmem.SummaryStore.
-func asSummaryStore(t *testing.T, s chatmem.Store) chatmem.SummaryStore {
-	t.Helper()
-	ss, ok := s.(chatmem.SummaryStore)
-	if !ok {
-		t.Fatalf("store %T does not implement SummaryStore", s)
-	}
-	return ss
-}
+// testSummaries runs the chatmem.SummaryStore subtests if the harness's stores implement it.
+var testSummaries = optional[chatmem.SummaryStore](summaryTests)
 
 // diffSummary describes the first difference between got and want, or
 // returns "". Times compare with Equal (stores may change the location).
@@ -107,7 +85,7 @@ func summaryAt(text string, seq int64) chatmem.Summary {
 // malformed keys wrap ErrInvalid.
 func testSummaryNotFound(t *testing.T, h Harness) {
 	s := h.New(t)
-	ss := asSummaryStore(t, s)
+	ss := as[chatmem.SummaryStore](t, s)
 	ctx := t.Context()
 	known := randomKey("known")
 	fill(t, ctx, s, known, 2)
@@ -138,7 +116,7 @@ func testSummaryNotFound(t *testing.T, h Harness) {
 // conversation's metadata.
 func testSummaryRoundTrip(t *testing.T, h Harness) {
 	s := h.New(t)
-	ss := asSummaryStore(t, s)
+	ss := as[chatmem.SummaryStore](t, s)
 	key := randomKey("summary")
 	fill(t, t.Context(), s, key, 6)
 	conv := mustConversation(t, s, key)
@@ -153,7 +131,7 @@ func testSummaryRoundTrip(t *testing.T, h Harness) {
 	}
 	mustPutSummary(t, ss, key, first, 0)
 	wantSummary(t, "after the first PutSummary", ss, key, first)
-	wantSummary(t, "after the first PutSummary, through a second store", asSummaryStore(t, h.reopen(t, s)), key, first)
+	wantSummary(t, "after the first PutSummary, through a second store", as[chatmem.SummaryStore](t, h.reopen(t, s)), key, first)
 	wantConversation(t, "Conversation after PutSummary", mustConversation(t, s, key), conv)
 
 	second := chatmem.Summary{
@@ -185,7 +163,7 @@ func testSummaryRoundTrip(t *testing.T, h Harness) {
 // summary is stored, and a retry of a PutSummary that succeeded conflicts.
 func testSummaryCompareAndSet(t *testing.T, h Harness) {
 	s := h.New(t)
-	ss := asSummaryStore(t, s)
+	ss := as[chatmem.SummaryStore](t, s)
 	ctx := t.Context()
 	key := randomKey("cas")
 	fill(t, ctx, s, key, 10)
@@ -222,7 +200,7 @@ func testSummaryCompareAndSet(t *testing.T, h Harness) {
 // not exist.
 func testSummaryInvalid(t *testing.T, h Harness) {
 	s := h.New(t)
-	ss := asSummaryStore(t, s)
+	ss := as[chatmem.SummaryStore](t, s)
 	ctx := t.Context()
 	key := randomKey("invalid")
 	fill(t, ctx, s, key, 5)
@@ -269,7 +247,7 @@ func testSummaryRace(t *testing.T, h Harness) {
 	const rounds, racers = 4, 8
 	s1 := h.New(t)
 	s2 := h.reopen(t, s1)
-	stores := []chatmem.SummaryStore{asSummaryStore(t, s1), asSummaryStore(t, s2)}
+	stores := []chatmem.SummaryStore{as[chatmem.SummaryStore](t, s1), as[chatmem.SummaryStore](t, s2)}
 	key := randomKey("race")
 	fill(t, t.Context(), s1, key, rounds*racers)
 
@@ -316,7 +294,7 @@ func testSummaryRace(t *testing.T, h Harness) {
 // would collide if a store joined tenant and ID naively, have their own.
 func testSummaryTenantIsolation(t *testing.T, h Harness) {
 	s := h.New(t)
-	ss := asSummaryStore(t, s)
+	ss := as[chatmem.SummaryStore](t, s)
 	ctx := t.Context()
 	a, b := randomTenant(), randomTenant()
 	aShared := chatmem.Key{Tenant: a, ID: "shared"}
@@ -360,7 +338,7 @@ func testSummaryTenantIsolation(t *testing.T, h Harness) {
 // starts without one (its first summary is put with prev 0).
 func testSummaryEndings(t *testing.T, h Harness) {
 	s := h.New(t)
-	ss := asSummaryStore(t, s)
+	ss := as[chatmem.SummaryStore](t, s)
 	endings(t, s,
 		func(key chatmem.Key) { mustPutSummary(t, ss, key, summaryAt("the old conversation", 2), 0) },
 		func(how string, key chatmem.Key) {
