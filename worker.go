@@ -393,9 +393,13 @@ func (m *Memory) summarize(ctx context.Context, key Key) (int, error) {
 				break // the next step starts from the stored summary
 			}
 			if len(chunk) < 2 || chunk[len(chunk)-2].Seq >= end {
-				// No user message to cut before up to end: look again
-				// after another Trigger's worth of tokens, not every append.
-				return 0, nil
+				// No user message to cut before up to end. After folding a
+				// long run, look again only after another Trigger's worth of
+				// tokens (not at every append); after a short one, at once.
+				if from-prev.CoversSeq >= maxSummaryChunk {
+					return 0, nil
+				}
+				return -1, nil
 			}
 			if running.Text, err = m.summaryText(ctx, running.Text, chunk[:len(chunk)-1]); err != nil {
 				return -1, err
