@@ -300,7 +300,7 @@ func (m *Memory) factsMessage(ctx context.Context, key Key, c Counter) (*factsPa
 		fmt.Fprintf(&b, " %s=%s", f.Key, f.Value)
 	}
 	msg := Message{Role: RoleSystem, Content: b.String(), Metadata: map[string]string{MetaKey: MetaFacts}}
-	if msg.Tokens, err = c.Count(ctx, msg); err != nil {
+	if msg.Tokens, err = m.blocks.count(ctx, c, msg); err != nil {
 		return nil, err
 	}
 	return &factsPart{msg: msg, facts: facts}, nil
@@ -484,4 +484,33 @@ func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) 
 		return nil, nil
 	}
 	return nil, err
+}
+
+// blockCounts remembers the token counts of the blocks Context makes up
+// (the facts block), by counter and text: facts change rarely, so most
+// turns count nothing, as for stored messages.
+type blockCounts struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (b *blockCounts) count(ctx context.Context, c Counter, msg Message) (int, error) {
+	k := c.Name() + "\x00" + msg.Content
+	b.mu.Lock()
+	n, ok := b.counts[k]
+	b.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	n, err := c.Count(ctx, msg)
+	if err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	if b.counts == nil || len(b.counts) >= 10000 {
+		b.counts = make(map[string]int) // bounded: only a shortcut
+	}
+	b.counts[k] = n
+	b.mu.Unlock()
+	return n, nil
 }

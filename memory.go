@@ -97,6 +97,7 @@ type Memory struct {
 	worker     worker
 	summaries  summaryCache
 	facts      factCache
+	blocks     blockCounts
 }
 
 // New returns a Memory over store.

@@ -321,3 +321,34 @@ func TestSummaryCutSkipsSystemOnlyChunks(t *testing.T) {
 		t.Fatalf("summary = %+v, %v; want one covering turns, without the pinned system message", s, err)
 	}
 }
+
+// A turn's context counts nothing it counted before: stored messages carry
+// their counts, and an unchanged facts block is counted once.
+func TestContextDoesNotRecountTheFactsBlock(t *testing.T) {
+	ctx := context.Background()
+	c := &countingCounter{Counter: tokenizer.Estimate{}}
+	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Append(ctx, seedKey, seed.History(), chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.SetFacts(ctx, seedKey, []chatmem.Fact{{Key: "name", Value: "Kavya"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 100, Facts: true}
+	if _, err := mem.Context(ctx, seedKey, p, chatmem.ContextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := c.calls.Load()
+	for range 3 {
+		w, err := mem.Context(ctx, seedKey, p, chatmem.ContextOptions{})
+		if err != nil || w.Parts.Facts == 0 {
+			t.Fatalf("context: parts %+v, %v", w.Parts, err)
+		}
+	}
+	if n := c.calls.Load() - before; n != 0 {
+		t.Errorf("three more turns counted %d messages, want 0", n)
+	}
+}
