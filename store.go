@@ -216,3 +216,23 @@ type Recounter interface {
 	// fail with ErrConflict.
 	Recount(ctx context.Context, key Key, tokenizer string, lastSeq int64, tokens []int) error
 }
+
+// Searcher is implemented by stores that index their messages for
+// PolicyRecall. A store indexes each non-system message under
+// IndexTerms(m) in the same transaction as the append that stores it, and
+// drops the index entries with the conversation; a search never scans the
+// history. Every store in this module implements it.
+type Searcher interface {
+	// Postings returns, for each of terms, the sequence numbers of the
+	// conversation's messages indexed under that term with Seq < before,
+	// newest first, at most limit of them (limit >= 1): out[i] answers
+	// terms[i]. Its cost depends on len(terms) and limit, not on the length
+	// of the conversation. An empty terms list returns nothing; a missing
+	// conversation is ErrNotFound.
+	Postings(ctx context.Context, key Key, terms []string, before int64, limit int) ([][]int64, error)
+
+	// MessagesAt returns the conversation's messages with the given
+	// sequence numbers, oldest first, each once; numbers with no message
+	// are skipped. A missing conversation is ErrNotFound.
+	MessagesAt(ctx context.Context, key Key, seqs []int64) ([]Message, error)
+}
