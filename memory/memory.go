@@ -25,6 +25,7 @@ var (
 	_ chatmem.Purger       = (*Store)(nil)
 	_ chatmem.SummaryStore = (*Store)(nil)
 	_ chatmem.FactStore    = (*Store)(nil)
+	_ chatmem.Searcher     = (*Store)(nil)
 )
 
 // Store is an in-process chatmem.Store. It is safe for concurrent use; every
@@ -55,6 +56,9 @@ type conversation struct {
 	users []int64
 	// system holds the indexes into msgs of the system messages.
 	system []int
+	// postings maps each term to the sequence numbers of the messages
+	// indexed under it, ascending: the inverted index Postings searches.
+	postings map[string][]int64
 	// idem maps an idempotency key to the messages its append stored.
 	idem map[string]applied
 	// summary is the rolling summary; its CoversSeq is 0 while there is
@@ -156,12 +160,13 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 	// Copy before taking the lock: the caller's messages are never shared.
 	in := make([]chatmem.Message, len(msgs))
+	terms := make([][]string, len(msgs))
 	for i, m := range msgs {
 		m = m.Clone()
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now
 		}
-		in[i] = m
+		in[i], terms[i] = m, chatmem.IndexTerms(m)
 	}
 
 	s.mu.Lock()
@@ -187,8 +192,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		c = s.create(key, opts.Tokenizer, now)
 	}
 	first := c.meta.LastSeq + 1
-	for _, m := range in {
-		c.add(m)
+	for i, m := range in {
+		c.add(m, terms[i])
 	}
 	c.meta.UpdatedAt = now
 	if opts.TTL > 0 {
@@ -212,18 +217,23 @@ func (s *Store) create(key chatmem.Key, tokenizer string, now time.Time) *conver
 		tn.ids = slices.Insert(tn.ids, i, key.ID)
 	}
 	c := &conversation{
-		meta: chatmem.Conversation{Key: key, Tokenizer: tokenizer, CreatedAt: now},
-		cum:  []int64{0},
-		idem: make(map[string]applied),
+		meta:     chatmem.Conversation{Key: key, Tokenizer: tokenizer, CreatedAt: now},
+		cum:      []int64{0},
+		idem:     make(map[string]applied),
+		postings: make(map[string][]int64),
 	}
 	tn.convs[key.ID] = c
 	return c
 }
 
-// add appends m, which the store owns, and updates the indexes and totals.
-func (c *conversation) add(m chatmem.Message) {
+// add appends m, which the store owns, and updates the indexes and totals;
+// terms are m's IndexTerms.
+func (c *conversation) add(m chatmem.Message, terms []string) {
 	c.meta.LastSeq++
 	m.Seq = c.meta.LastSeq
+	for _, t := range terms {
+		c.postings[t] = append(c.postings[t], m.Seq)
+	}
 	total := c.cum[len(c.cum)-1]
 	switch m.Role {
 	case chatmem.RoleSystem:

@@ -80,6 +80,7 @@ var tests = []subtest{
 	{"Summary", testSummaries},
 	{"Facts", testFacts},
 	{"Recount", testRecounts},
+	{"Search", testSearch},
 }
 
 // BenchmarkTail fills one conversation of s per size (user and assistant
