@@ -15,8 +15,10 @@ import (
 // Append stores msgs at the end of the conversation in one transaction (see
 // chatmem.Store). It locks the conversation's row, creating it if missing,
 // and then, in this order: starts an expired conversation afresh (its
-// messages, keys, summary and facts deleted), replays an idempotency key already applied,
-// checks ExpectedLastSeq, and writes the batch with one INSERT.
+// messages, postings, keys, summary and facts deleted), replays an
+// idempotency key already applied, checks ExpectedLastSeq, and writes the
+// batch and its postings (the search index, see Postings) with one
+// statement.
 //
 // A retried append therefore replays even if its ExpectedLastSeq no longer
 // matches (the first attempt moved LastSeq on): the retry is the same
@@ -72,8 +74,8 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 	}
 	if expires != nil && !expires.After(now) {
 		// Expired: readers no longer see it. Delete what is left (messages,
-		// keys, summary, facts) and start the conversation afresh with this
-		// append.
+		// postings, keys, summary, facts) and start the conversation afresh
+		// with this append.
 		if _, err := tx.Exec(ctx, s.q.deleteContents, key.Tenant, key.ID); err != nil {
 			return chatmem.AppendResult{}, false, err
 		}
@@ -123,7 +125,7 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 
 	if _, err := tx.Exec(ctx, s.q.insertMessages, key.Tenant, key.ID,
 		b.seq, b.role, b.content, b.name, b.toolCalls, b.toolCallID,
-		b.tokens, b.cum, b.turn, b.createdAt, b.metadata); err != nil {
+		b.tokens, b.cum, b.turn, b.createdAt, b.metadata, b.terms, b.termSeq); err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
 	if _, err := tx.Exec(ctx, s.q.updateConversation, key.Tenant, key.ID, conv.Tokenizer,

@@ -32,6 +32,16 @@
 // ordinary disks); batches of messages are what scale, not concurrency on
 // one conversation.
 //
+// Search (chatmem.Searcher): message_terms holds one row per posting,
+// (tenant, conv_id, term, seq), for the terms chatmem.IndexTerms gives each
+// non-system message, written by the statement that stores the messages and
+// deleted with the conversation. Its primary key orders a term's postings
+// by seq, so Postings reads the newest ones before a seq with a backward
+// index scan that stops at the limit, whatever the history's length. A GIN
+// index over a tsvector, PostgreSQL's own full-text search, was measured
+// and not used: it returns every match of a term, to be sorted by seq, so a
+// search costs more as the conversation grows (see BenchmarkPostings).
+//
 // Content is stored as bytea, so any content round-trips byte for byte, NUL
 // included. PostgreSQL's text and jsonb cannot hold NUL (U+0000), so a
 // message whose name, tool_call_id, tool calls or metadata contain one is
@@ -96,7 +106,9 @@ var (
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, as pgxpool.ParseConfig accepts), applies the
-// migrations and returns a Store that owns the pool: Close closes it. It
+// migrations, indexes for search any messages stored before the search
+// index existed (once, on the first open after the upgrade: about 1,000
+// messages per transaction), and returns a Store that owns the pool: Close closes it. It
 // wraps chatmem.ErrInvalid for a bad URL or schema and chatmem.ErrUnavailable
 // when the database cannot be reached.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
@@ -136,6 +148,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	}
 	if err := migrate(ctx, pool, schema); err != nil {
 		return nil, wrap(ctx, "postgres: migrate schema "+schema, err)
+	}
+	if err := s.backfill(ctx); err != nil {
+		return nil, wrap(ctx, "postgres: index the messages of schema "+schema, err)
 	}
 	return s, nil
 }

@@ -13,6 +13,7 @@ type queries struct {
 
 	insertMessages, replayMessages string
 	tail, rangeAfter, system       string
+	postings, messagesAt           string
 
 	idempotencyKey, insertIdempotency string
 
@@ -54,9 +55,12 @@ WHERE tenant = $1 AND id > $2 AND (expires_at IS NULL OR expires_at > $3)
 ORDER BY id
 LIMIT $4`),
 
-		// One statement for the whole batch: the arrays are unnested into
-		// rows. Empty strings stand for NULL JSON (JSON text is never empty).
+		// One statement for the whole batch, messages and their postings
+		// ($14[i], $15[i]): the arrays are unnested into rows. Empty strings
+		// stand for NULL JSON (JSON text is never empty).
 		insertMessages: q(`
+WITH p AS (INSERT INTO {s}.message_terms (tenant, conv_id, term, seq)
+           SELECT $1, $2, u.term, u.seq FROM unnest($14::text[], $15::bigint[]) AS u (term, seq))
 INSERT INTO {s}.messages
     (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
 SELECT $1, $2, u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb, u.tool_call_id,
@@ -112,6 +116,31 @@ LIMIT $5`),
 SELECT ` + messageColumns + `
 FROM {s}.messages m
 WHERE m.tenant = $1 AND m.conv_id = $2 AND m.role = 'system'
+  AND EXISTS (SELECT 1 FROM {s}.conversations c
+              WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
+ORDER BY m.seq`),
+
+		// postings reads, for each term $4[i], the newest $6 postings
+		// before seq $5: per term, one backward range scan of
+		// message_terms_pkey that stops after $6 entries. The rows are
+		// (i, seq), with one (i, NULL) for a term with none; a missing or
+		// expired conversation returns no row at all.
+		postings: q(`
+SELECT t.ord, p.seq
+FROM {s}.conversations c
+CROSS JOIN unnest($4::text[]) WITH ORDINALITY AS t (term, ord)
+LEFT JOIN LATERAL (SELECT x.seq FROM {s}.message_terms x
+                   WHERE x.tenant = $1 AND x.conv_id = $2 AND x.term = t.term AND x.seq < $5
+                   ORDER BY x.seq DESC
+                   LIMIT $6) p ON true
+WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3)`),
+
+		// messagesAt reads the messages $4, probing the primary key once
+		// per number.
+		messagesAt: q(`
+SELECT ` + messageColumns + `
+FROM {s}.messages m
+WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq = ANY($4::bigint[])
   AND EXISTS (SELECT 1 FROM {s}.conversations c
               WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
 ORDER BY m.seq`),
@@ -188,16 +217,18 @@ WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
 
 		// deleteContents deletes every row of one conversation but its
 		// conversations row, and deleteContentsOf those of the
-		// conversations ($1[i], $2[i]): messages, idempotency keys, the
-		// summary and the facts, in one statement.
+		// conversations ($1[i], $2[i]): messages, postings, idempotency
+		// keys, the summary and the facts, in one statement.
 		deleteContents: q(`
 WITH m AS (DELETE FROM {s}.messages WHERE tenant = $1 AND conv_id = $2),
+     p AS (DELETE FROM {s}.message_terms WHERE tenant = $1 AND conv_id = $2),
      k AS (DELETE FROM {s}.idempotency WHERE tenant = $1 AND conv_id = $2),
      s AS (DELETE FROM {s}.summaries WHERE tenant = $1 AND conv_id = $2)
 DELETE FROM {s}.facts WHERE tenant = $1 AND conv_id = $2`),
 		deleteContentsOf: q(`
 WITH g AS (SELECT * FROM unnest($1::text[], $2::text[]) AS g (tenant, id)),
      m AS (DELETE FROM {s}.messages x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
+     p AS (DELETE FROM {s}.message_terms x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
      k AS (DELETE FROM {s}.idempotency x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
      s AS (DELETE FROM {s}.summaries x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id)
 DELETE FROM {s}.facts x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id`),

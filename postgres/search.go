@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"chatmem"
+)
+
+var _ chatmem.Searcher = (*Store)(nil)
+
+// Postings returns, for each of terms, the seqs of the conversation's
+// messages indexed under it with Seq < before, newest first, at most limit
+// of them (see chatmem.Searcher). It is one statement: for each term, a
+// backward range scan of message_terms' primary key that stops after limit
+// entries, so its cost follows len(terms) and limit, not the history. It
+// wraps chatmem.ErrInvalid for a bad key, limit < 1 or an empty term, and
+// chatmem.ErrNotFound if the conversation does not exist or has expired.
+// It is safe for concurrent use.
+func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, before int64, limit int) ([][]int64, error) {
+	op := "postgres: postings of " + key.String()
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%s: %w: limit %d, want at least 1", op, chatmem.ErrInvalid, limit)
+	}
+	// A term that text cannot hold (NUL, invalid UTF-8) was never indexed:
+	// it is not sent, and has no postings.
+	send := make([]string, len(terms))
+	for i, t := range terms {
+		if t == "" {
+			return nil, fmt.Errorf("%s: %w: term %d is empty", op, chatmem.ErrInvalid, i)
+		}
+		if storableText("term", t) == nil {
+			send[i] = t
+		}
+	}
+	if len(terms) == 0 {
+		if err := s.live(ctx, op, key); err != nil {
+			return nil, err
+		}
+		return [][]int64{}, nil
+	}
+
+	rows, err := s.pool.Query(ctx, s.q.postings, key.Tenant, key.ID, s.now(), send, before, limit)
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	out := make([][]int64, len(terms))
+	found := false
+	var ord int64
+	var seq *int64
+	for rows.Next() {
+		if err := rows.Scan(&ord, &seq); err != nil {
+			return nil, wrap(ctx, op, err)
+		}
+		found = true // the conversation is live: every term has a row
+		if seq != nil {
+			out[ord-1] = append(out[ord-1], *seq)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("%s: %w", op, chatmem.ErrNotFound)
+	}
+	// Each term's rows come from its own LIMITed scan, newest first; SQL
+	// does not promise the join keeps that order, so make sure (sorting
+	// sorted input is linear).
+	for _, p := range out {
+		if !slices.IsSortedFunc(p, descending) {
+			slices.SortFunc(p, descending)
+		}
+	}
+	return out, nil
+}
+
+func descending(a, b int64) int { return cmp.Compare(b, a) }
+
+// MessagesAt returns the conversation's messages with the given seqs,
+// oldest first, each once; seqs with no message are skipped (see
+// chatmem.Searcher). It is one statement probing the primary key once per
+// seq. It wraps chatmem.ErrInvalid for a bad key and chatmem.ErrNotFound if
+// the conversation does not exist or has expired. It is safe for concurrent
+// use.
+func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) ([]chatmem.Message, error) {
+	op := "postgres: messages of " + key.String()
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if len(seqs) == 0 {
+		return s.none(ctx, op, key)
+	}
+	return s.read(ctx, op, key, s.q.messagesAt, key.Tenant, key.ID, s.now(), seqs)
+}
