@@ -44,6 +44,65 @@ local function keepExpiry(meta, key)
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
 
+-- termBase returns the start of the names of a conversation's term keys
+-- (<base>t:), given its terms set (<base>terms). Term keys are not in KEYS:
+-- the client does not know them all, and they share the hash tag, so they
+-- live in the slot of the script's keys.
+local function termBase(set)
+  return string.sub(set, 1, -6) .. 't:'
+end
+
+-- dropTerms deletes the conversation's term keys and its terms set.
+local function dropTerms(set)
+  local base = termBase(set)
+  local members = redis.call('SMEMBERS', set)
+  for i = 1, #members, 500 do
+    local ks = {}
+    for j = i, math.min(i + 499, #members) do ks[#ks + 1] = base .. members[j] end
+    redis.call('UNLINK', unpack(ks))
+  end
+  redis.call('DEL', set)
+end
+
+-- addPostings indexes seqs under terms: postings maps each term of order to
+-- its seqs, ascending. ttl is the conversation's time to live in
+-- milliseconds (nil: none). Term keys and the terms set expire together, at
+-- least as late as the conversation: when the set's time to live is shorter
+-- than ttl, all of them get twice ttl, so that appends that keep pushing
+-- the expiry touch every term key once per ttl of time, not on every
+-- append; term keys created later take the set's remaining time, read on
+-- the server, so they never outlive it whatever the clients' clocks say.
+-- They may outlive the conversation by up to ttl: reads check meta, and a
+-- new conversation under the key drops them first.
+local function addPostings(set, order, postings, ttl)
+  local base = termBase(set)
+  local created = {}
+  for _, term in ipairs(order) do
+    local k = base .. term
+    if redis.call('SADD', set, term) == 1 then created[#created + 1] = k end
+    local seqs = postings[term]
+    for i = 1, #seqs, 500 do
+      local args = {}
+      for j = i, math.min(i + 499, #seqs) do
+        args[#args + 1] = seqs[j]
+        args[#args + 1] = seqs[j]
+      end
+      redis.call('ZADD', k, unpack(args))
+    end
+  end
+  if not ttl then return end
+  local left = redis.call('PTTL', set)
+  if left == -2 then return end -- no terms
+  if left < ttl then
+    left = 2 * ttl
+    local ms = string.format('%d', left)
+    redis.call('PEXPIRE', set, ms)
+    for _, term in ipairs(redis.call('SMEMBERS', set)) do redis.call('PEXPIRE', base .. term, ms) end
+  else
+    for _, k in ipairs(created) do redis.call('PEXPIRE', k, left) end
+  end
+end
+
 -- pushAll pushes the values of t onto key in chunks, because unpack is
 -- limited to a few thousand values.
 local function pushAll(key, t)
@@ -58,15 +117,21 @@ end
 // KEYS: all of the conversation's. ARGV: now, expires_at ('0': this append sets no expiry), expected last seq
 // (-1: none), idempotency key (empty: none), tokenizer, generation (a random
 // token, recorded as meta's gen if the append creates the conversation),
-// then one triple per message: its JSON object without seq, its tokens, and
-// its kind ('s' system, 'u' user, 'o' other).
+// then per message: its JSON object without seq, its tokens, its kind ('s'
+// system, 'u' user, 'o' other), the number of its index terms and those
+// terms (chatmem.IndexTerms).
+//
+// The terms are indexed in the same script, so an append that fails or is
+// replayed indexes nothing: each term's seqs go to the sorted set
+// <base>t:<term> (score and member the seq), and the term to the set
+// <base>terms, through which Delete and a re-creation find the term keys.
 //
 // It replies {0, last_seq} on a failed ExpectedLastSeq check (nothing is
 // written), {1, first_seq, meta...} after appending, and {2, first_seq,
 // meta..., messages} when the idempotency key was applied before (nothing is
 // written; messages are the original ones).
 var appendScript = newScript(luaPrelude + `
-local meta, msgs, cum, users, sys, idem = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10]
 local now, newExp, expected, ikey, tokenizer, gen = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns')
@@ -81,6 +146,7 @@ if not last then
   -- Nothing of an earlier conversation with this ID may leak into the new
   -- one: keys written after its last append can outlive its meta by a
   -- millisecond of expiry.
+  dropTerms(terms)
   redis.call('DEL', unpack(KEYS))
 end
 
@@ -104,13 +170,28 @@ if last then
   tokens, systemTokens, turns = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
 else
   last, exp = 0, '0'
-  redis.call('HSET', meta, 'tokenizer', tokenizer, 'created_at', now, 'gen', gen)
+  -- indexed: every message of this conversation is indexed (see
+  -- Store.backfill for those stored before the index existed).
+  redis.call('HSET', meta, 'tokenizer', tokenizer, 'created_at', now, 'gen', gen, 'indexed', '1')
 end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
-for i = 7, #ARGV, 3 do
+local postings, order = {}, {}
+local i = 7
+while i <= #ARGV do
   last = last + 1
+  local nterms = tonumber(ARGV[i + 3])
+  for j = i + 4, i + 3 + nterms do
+    local term = ARGV[j]
+    local p = postings[term]
+    if not p then
+      p = {}
+      postings[term] = p
+      order[#order + 1] = term
+    end
+    p[#p + 1] = last
+  end
   -- Stored messages carry their seq, so each list entry reads on its own.
   local msg = '{"seq":' .. last .. ',' .. string.sub(ARGV[i], 2)
   local n, kind = tonumber(ARGV[i + 1]), ARGV[i + 2]
@@ -126,6 +207,7 @@ for i = 7, #ARGV, 3 do
   end
   outMsgs[#outMsgs + 1] = msg
   outCum[#outCum + 1] = tokens
+  i = i + 4 + nterms
 end
 pushAll(msgs, outMsgs)
 pushAll(cum, outCum)
@@ -137,12 +219,16 @@ end
 if newExp ~= '0' then exp = newExp end
 redis.call('HSET', meta, 'last_seq', last, 'tokens', tokens, 'system_tokens', systemTokens,
   'turns', turns, 'updated_at', now, 'expires_at', exp)
+local ttl
 if exp ~= '0' then
   -- Every key gets the expiry again, including those this append created.
-  local ms = math.max(1, math.floor((tonumber(exp) - tonumber(now)) / 1e6))
-  ms = string.format('%d', ms)
-  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ms) end
+  ttl = math.max(1, math.floor((tonumber(exp) - tonumber(now)) / 1e6))
+  local ms = string.format('%d', ttl)
+  for _, k in ipairs(KEYS) do
+    if k ~= terms then redis.call('PEXPIRE', k, ms) end
+  end
 end
+addPostings(terms, order, postings, ttl)
 return {1, first, redis.call('HGETALL', meta)}
 `)
 
@@ -269,8 +355,8 @@ return {0, redis.call('LRANGE', sys, 0, -1)}
 // conversation was updated at or after it (a purge that lost a race with an
 // append).
 //
-// KEYS: all of the conversation's. ARGV: now, before (empty for an
-// unconditional delete). It replies 1 if a live conversation was deleted, 0
+// KEYS: all of the conversation's (the term keys are found through the
+// terms set). ARGV: now, before (empty for an unconditional delete). It replies 1 if a live conversation was deleted, 0
 // if it was kept, and -1 if there was none (its keys, if it had expired, are
 // deleted too).
 var deleteScript = newScript(luaPrelude + `
@@ -279,6 +365,7 @@ local now, before = ARGV[1], ARGV[2]
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'updated_at')
 local live = m[1] and not expired(m[2], now)
 if live and before ~= '' and not lt(m[3], before) then return 0 end
+dropTerms(KEYS[10])
 redis.call('DEL', unpack(KEYS))
 if live then return 1 end
 return -1

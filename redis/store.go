@@ -47,8 +47,9 @@ type Store struct {
 }
 
 var (
-	_ chatmem.Store  = (*Store)(nil)
-	_ chatmem.Purger = (*Store)(nil)
+	_ chatmem.Store    = (*Store)(nil)
+	_ chatmem.Purger   = (*Store)(nil)
+	_ chatmem.Searcher = (*Store)(nil)
 )
 
 // New returns a Store over client, which may be a *goredis.Client, a
@@ -208,11 +209,15 @@ const (
 	kSummary
 	kFacts
 	kFactHist
+	kTerms
 	numKeys
 )
 
 // keySuffixes are the last parts of a conversation's keys, by position.
-var keySuffixes = [numKeys]string{"meta", "msgs", "cum", "users", "sys", "idem", "summary", "facts", "facthist"}
+// The term keys (<base>t:<term>, see termKey) are not among them: a
+// conversation has as many as it has distinct terms, and the terms set
+// names them.
+var keySuffixes = [numKeys]string{"meta", "msgs", "cum", "users", "sys", "idem", "summary", "facts", "facthist", "terms"}
 
 // convKeys returns every key of a conversation, in the order of the k*
 // constants.
@@ -288,7 +293,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		expected = *opts.ExpectedLastSeq
 	}
 
-	args := make([]any, 0, 6+3*len(msgs))
+	args := make([]any, 0, 6+4*len(msgs))
 	// The generation token tells this conversation from one created under
 	// the same key after it is deleted (see Tail); only the append that
 	// creates the conversation records it.
@@ -317,7 +322,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		case chatmem.RoleUser:
 			kind = "u"
 		}
-		args = append(args, b, m.Tokens, kind)
+		terms := chatmem.IndexTerms(m)
+		args = append(args, b, m.Tokens, kind, len(terms))
+		for _, t := range terms {
+			args = append(args, t)
+		}
 	}
 
 	reply, err := s.runOnce(ctx, appendScript, s.convKeys(key), args...)

@@ -420,8 +420,14 @@ func TestLifecycle(t *testing.T) {
 	if ttl := s.client.PTTL(ctx, s.convKeys(key)[1]).Val(); ttl <= 0 || ttl > 200*time.Millisecond {
 		t.Errorf("PTTL of msgs = %v, want (0, 200ms]", ttl)
 	}
+	// The term keys expire too, up to a TTL later (see addPostings).
+	for _, k := range []string{s.convKeys(key)[kTerms], s.termKey(key, "hi")} {
+		if ttl := s.client.PTTL(ctx, k).Val(); ttl <= 200*time.Millisecond || ttl > 400*time.Millisecond {
+			t.Errorf("PTTL of %s = %v, want (200ms, 400ms]", k, ttl)
+		}
+	}
 	time.Sleep(300 * time.Millisecond)
-	if n := s.client.Exists(ctx, s.convKeys(key)...).Val(); n != 0 {
+	if n := s.client.Exists(ctx, s.convKeys(key)[:kTerms]...).Val(); n != 0 {
 		t.Errorf("%d keys left after the TTL", n)
 	}
 	page, err = s.List(ctx, "acme", chatmem.PageRequest{})
