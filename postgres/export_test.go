@@ -11,3 +11,8 @@ func MigrationCount() int {
 	}
 	return len(ms)
 }
+
+// PostingsSQL and MessagesAtSQL return the search statements over schema,
+// for EXPLAIN in tests.
+func PostingsSQL(schema string) string   { return buildQueries(schema).postings }
+func MessagesAtSQL(schema string) string { return buildQueries(schema).messagesAt }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"chatmem"
 )
 
@@ -53,14 +55,14 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 	out := make([][]int64, len(terms))
 	found := false
 	var ord int64
-	var seq *int64
+	var seq pgtype.Int8 // not *int64: no allocation per row
 	for rows.Next() {
 		if err := rows.Scan(&ord, &seq); err != nil {
 			return nil, wrap(ctx, op, err)
 		}
 		found = true // the conversation is live: every term has a row
-		if seq != nil {
-			out[ord-1] = append(out[ord-1], *seq)
+		if seq.Valid {
+			out[ord-1] = append(out[ord-1], seq.Int64)
 		}
 	}
 	if err := rows.Err(); err != nil {
