@@ -29,12 +29,17 @@ const (
 		WHERE tenant = ?1 AND id > ?2 AND ` + liveCond + ` ORDER BY id LIMIT ?4`
 
 	// upsertConversation creates a conversation or stores its new totals;
-	// the tokenizer and creation time stay those of the first append.
-	upsertConversation = `INSERT INTO conversations (` + conversationCols + `)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+	// the tokenizer, creation time and number (?11) stay those of the
+	// first append. It returns the number.
+	upsertConversation = `INSERT INTO conversations (` + conversationCols + `, num)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
 		ON CONFLICT (tenant, id) DO UPDATE SET
 			last_seq = excluded.last_seq, tokens = excluded.tokens, system_tokens = excluded.system_tokens,
-			turns = excluded.turns, updated_at = excluded.updated_at, expires_at = excluded.expires_at`
+			turns = excluded.turns, updated_at = excluded.updated_at, expires_at = excluded.expires_at
+		RETURNING num`
+
+	// nextConversationNum hands out the number of a new conversation.
+	nextConversationNum = `UPDATE counters SET value = value + 1 WHERE name = 'conversation' RETURNING value`
 
 	// deleteConversation deletes a conversation; its messages, keys,
 	// summary and facts go with it by ON DELETE CASCADE.
@@ -147,6 +152,39 @@ const (
 	deleteFact = `DELETE FROM facts WHERE tenant = ?1 AND conv_id = ?2 AND key = ?3`
 )
 
+// The lexical index (migrations/0003_search.sql). A conversation's rows in
+// message_terms have rowids num<<32 | seq, and each of its terms carries
+// the prefix termPrefix(num).
+const (
+	// selectLiveConversationNum reads the number of a conversation not
+	// expired at ?3.
+	selectLiveConversationNum = `SELECT num FROM conversations WHERE tenant = ?1 AND id = ?2 AND ` + liveCond
+
+	insertTerms = `INSERT INTO message_terms (rowid, terms) VALUES (?1, ?2)`
+
+	// selectPostings reads the newest rowids, at most ?4, in [?2, ?3) of
+	// the rows holding the token ?1 (an FTS5 string, "..."). FTS5 takes
+	// the MATCH, the rowid range and the descending order itself (plan:
+	// INDEX n:M<>, no sort), so it seeks to the end of the range in the
+	// token's doclist and stops after ?4 rows.
+	selectPostings = `SELECT rowid FROM message_terms
+		WHERE message_terms MATCH ?1 AND rowid >= ?2 AND rowid < ?3 ORDER BY rowid DESC LIMIT ?4`
+
+	// selectMessagesAt reads the messages whose seqs are in the JSON array
+	// ?3, oldest first: one seek in messages_seq per seq.
+	selectMessagesAt = `SELECT ` + messageCols + ` FROM messages
+		WHERE tenant = ?1 AND conv_id = ?2 AND seq IN (SELECT value FROM json_each(?3)) ORDER BY seq`
+
+	// selectUnindexed finds a conversation with messages stored before the
+	// index existed and not indexed yet.
+	selectUnindexed = `SELECT tenant, id, num, unindexed_seq FROM conversations INDEXED BY conversations_unindexed
+		WHERE unindexed_seq > 0 ORDER BY num LIMIT 1`
+
+	// setUnindexed records that the conversation's messages after ?3 are
+	// indexed.
+	setUnindexed = `UPDATE conversations SET unindexed_seq = ?3 WHERE tenant = ?1 AND id = ?2`
+)
+
 // writeStatements are prepared on the write pool, readStatements on the
 // read pool.
 var (
@@ -156,10 +194,12 @@ var (
 		insertMessage, selectRange, selectIdempotencyKey, insertIdempotencyKey,
 		selectSummaryCovers, upsertSummary,
 		retireFact, insertFact, deleteFact,
+		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
 		selectRange, selectBudgetStart, selectTurnStart, selectSystem,
 		selectSummary, selectFacts, selectFactHistory,
+		selectLiveConversationNum, selectPostings, selectMessagesAt,
 	}
 )

@@ -43,6 +43,7 @@ var (
 	_ chatmem.Purger       = (*Store)(nil)
 	_ chatmem.SummaryStore = (*Store)(nil)
 	_ chatmem.FactStore    = (*Store)(nil)
+	_ chatmem.Searcher     = (*Store)(nil)
 )
 
 // Options configure a Store. The zero value means the defaults.
@@ -174,7 +175,10 @@ func (s *Store) setup(ctx context.Context) error {
 	if err := s.w.prepare(ctx, writeStatements...); err != nil {
 		return err
 	}
-	return s.r.prepare(ctx, readStatements...)
+	if err := s.r.prepare(ctx, readStatements...); err != nil {
+		return err
+	}
+	return s.backfill(ctx)
 }
 
 // Ping reports whether the database file can be read, wrapping

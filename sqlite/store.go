@@ -187,6 +187,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	// Everything that can be refused is refused before the transaction.
 	out := make([]chatmem.Message, len(msgs))
 	rows := make([]messageRow, len(msgs))
+	terms := make([][]string, len(msgs)) // the index's, computed outside the write lock
 	for i, m := range msgs {
 		m = m.Clone()
 		if !m.Role.Valid() {
@@ -206,6 +207,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
 		}
 		out[i] = m
+		terms[i] = chatmem.IndexTerms(m)
 	}
 
 	var res chatmem.AppendResult
@@ -232,8 +234,18 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		if e := opts.ExpectedLastSeq; e != nil && *e != conv.LastSeq {
 			return fmt.Errorf("%w: conversation %s is at seq %d, not the expected %d", chatmem.ErrConflict, key, conv.LastSeq, *e)
 		}
+		var num int64 // for an existing conversation, upsertConversation returns it
 		if !found {
 			conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, CreatedAt: now}
+			if err := t.row(nextConversationNum).Scan(&num); err != nil {
+				return fmt.Errorf("number the conversation: %w", err)
+			}
+			if num > maxConversationNum {
+				return fmt.Errorf("sqlite: conversation numbers are exhausted (%d)", num)
+			}
+		}
+		if conv.LastSeq+int64(len(out)) > maxIndexedSeq {
+			return fmt.Errorf("%w: conversation %s would pass %d messages", chatmem.ErrInvalid, key, int64(maxIndexedSeq))
 		}
 		first := conv.LastSeq + 1
 		for i := range out {
@@ -256,7 +268,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 			conv.ExpiresAt = expires
 		}
 		// The conversation row first: the messages reference it.
-		if err := putConversation(t, conv); err != nil {
+		if num, err = putConversation(t, conv, num); err != nil {
 			return err
 		}
 		for i, m := range out {
@@ -265,6 +277,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 				r.toolCalls, m.ToolCallID, m.Tokens, r.tokensBefore, r.turn, m.CreatedAt.UnixNano(), r.metadata); err != nil {
 				return fmt.Errorf("insert message %d: %w", m.Seq, err)
 			}
+		}
+		if err := indexMessages(t, num, out, terms); err != nil {
+			return err
 		}
 		if opts.IdempotencyKey != "" {
 			if _, err := t.exec(insertIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey, first, len(out)); err != nil {
@@ -299,14 +314,23 @@ func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversa
 	return c, true, nil
 }
 
-func putConversation(t tx, c chatmem.Conversation) error {
+// putConversation stores c, with number num if it is new, and returns its
+// number.
+func putConversation(t tx, c chatmem.Conversation, num int64) (int64, error) {
 	var expires sql.NullInt64
 	if !c.ExpiresAt.IsZero() {
 		expires = sql.NullInt64{Int64: c.ExpiresAt.UnixNano(), Valid: true}
 	}
-	_, err := t.exec(upsertConversation, c.Key.Tenant, c.Key.ID, c.Tokenizer, c.LastSeq, c.Tokens, c.SystemTokens,
-		c.Turns, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), expires)
-	return err
+	var stored sql.NullInt64
+	err := t.row(upsertConversation, c.Key.Tenant, c.Key.ID, c.Tokenizer, c.LastSeq, c.Tokens, c.SystemTokens,
+		c.Turns, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), expires, num).Scan(&stored)
+	if err != nil {
+		return 0, err
+	}
+	if !stored.Valid {
+		return 0, fmt.Errorf("sqlite: conversation %s has no number", c.Key)
+	}
+	return stored.Int64, nil
 }
 
 // messageRow holds the columns of a message row that are not Message

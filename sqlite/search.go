@@ -1,0 +1,222 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"chatmem"
+)
+
+// maxIndexedSeq is the largest seq the index can hold: a message's rowid in
+// message_terms is num<<32 | seq.
+const maxIndexedSeq = 1<<32 - 1
+
+// maxConversationNum is the largest conversation number whose rowids fit an
+// int64.
+const maxConversationNum = 1<<31 - 1
+
+// termPrefix returns the prefix of the conversation's tokens in
+// message_terms: num in base 36 and an underscore, which no term contains.
+func termPrefix(num int64) string {
+	return strconv.FormatInt(num, 36) + "_"
+}
+
+// indexText returns what message_terms holds for a message with terms: the
+// terms with the conversation's prefix, separated by spaces.
+func indexText(num int64, terms []string) string {
+	p := termPrefix(num)
+	var b strings.Builder
+	b.Grow(len(terms) * (len(p) + 8))
+	for i, t := range terms {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(p)
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// indexable reports whether term can be in the index: the ascii tokenizer
+// splits at every ASCII byte other than a letter, a digit, ' and _, and
+// folds upper-case ASCII letters, none of which chatmem.IndexTerms ever
+// returns. Non-ASCII bytes are kept as they are. A term that fails this
+// has no postings.
+func indexable(term string) bool {
+	for i := 0; i < len(term); i++ {
+		c := term[i]
+		if c < 0x80 && !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '\'') {
+			return false
+		}
+	}
+	return true
+}
+
+// indexMessages adds the messages with the given terms to the index of
+// conversation num, in t. terms[i] are msgs[i]'s; a message with none (a
+// system message) gets no row.
+func indexMessages(t tx, num int64, msgs []chatmem.Message, terms [][]string) error {
+	for i, m := range msgs {
+		if len(terms[i]) == 0 {
+			continue
+		}
+		if m.Seq < 1 || m.Seq > maxIndexedSeq {
+			return fmt.Errorf("index message %d: seq is outside 1..%d", m.Seq, int64(maxIndexedSeq))
+		}
+		if _, err := t.exec(insertTerms, num<<32|m.Seq, indexText(num, terms[i])); err != nil {
+			return fmt.Errorf("index message %d: %w", m.Seq, err)
+		}
+	}
+	return nil
+}
+
+// Postings returns, for each of terms, the seqs of the conversation's
+// messages indexed under it with Seq < before, newest first, at most limit
+// (chatmem.Searcher). All terms are read in one snapshot, each with one
+// FTS5 query that seeks to the end of the range in the doclist of the
+// conversation's own token and reads at most limit rowids, so the cost
+// follows len(terms) and limit, not the conversation's length nor the
+// other conversations'. It returns chatmem.ErrNotFound for a conversation
+// that does not exist or has expired, and wraps chatmem.ErrInvalid for a
+// bad key, a limit below 1 or an empty term. It is safe for concurrent use.
+func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, before int64, limit int) ([][]int64, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: postings limit %d is below 1", chatmem.ErrInvalid, limit)
+	}
+	for i, term := range terms {
+		if term == "" {
+			return nil, fmt.Errorf("%w: term %d is empty", chatmem.ErrInvalid, i)
+		}
+	}
+	now := s.now()
+	out := make([][]int64, len(terms))
+	err := s.read(ctx, func(t tx) error {
+		var num int64
+		if err := t.row(selectLiveConversationNum, key.Tenant, key.ID, clampedNanos(now)).Scan(&num); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return notFound(key)
+			}
+			return err
+		}
+		if before <= 1 {
+			return nil
+		}
+		lo, hi := num<<32, (num+1)<<32
+		if before <= maxIndexedSeq {
+			hi = lo | before
+		}
+		p := termPrefix(num)
+		for i, term := range terms {
+			if !indexable(term) {
+				continue
+			}
+			// An FTS5 string: the token as it is, quotes doubled (the
+			// terms indexable lets through have none).
+			match := `"` + strings.ReplaceAll(p+term, `"`, `""`) + `"`
+			rows, err := t.query(selectPostings, match, lo, hi, limit)
+			if err != nil {
+				return fmt.Errorf("postings of %q: %w", term, err)
+			}
+			var seqs []int64
+			for rows.Next() {
+				var rowid int64
+				if err := rows.Scan(&rowid); err != nil {
+					rows.Close()
+					return err
+				}
+				seqs = append(seqs, rowid&maxIndexedSeq)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			out[i] = seqs
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MessagesAt returns the conversation's messages with the given seqs,
+// oldest first, each once; seqs with no message are skipped
+// (chatmem.Searcher). It reads them with one query, a seek per seq. It
+// returns chatmem.ErrNotFound for a conversation that does not exist or has
+// expired, and wraps chatmem.ErrInvalid for a bad key. It is safe for
+// concurrent use.
+func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) ([]chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	list, err := json.Marshal(seqs)
+	if err != nil {
+		return nil, err
+	}
+	if seqs == nil {
+		list = []byte("[]")
+	}
+	return s.readMessages(ctx, key, selectMessagesAt, key.Tenant, key.ID, string(list))
+}
+
+// backfillBatch is how many messages one transaction of the backfill
+// indexes.
+const backfillBatch = 1000
+
+// backfill indexes the messages stored before the index existed (see
+// migrations/0003_search.sql), newest first, backfillBatch messages per
+// write transaction, so that appenders get the lock in between. Each
+// transaction records how far it got, so an interrupted backfill resumes
+// where it stopped, and processes opening the file at once share the work
+// without indexing a message twice. Messages appended since the migration
+// were indexed by their appends.
+func (s *Store) backfill(ctx context.Context) error {
+	for {
+		done := false
+		err := s.write(ctx, func(t tx) error {
+			var (
+				key      chatmem.Key
+				num, end int64
+			)
+			err := t.row(selectUnindexed).Scan(&key.Tenant, &key.ID, &num, &end)
+			if errors.Is(err, sql.ErrNoRows) {
+				done = true
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			start := max(end-backfillBatch, 0)
+			msgs, err := queryMessages(t, selectRange, key.Tenant, key.ID, start, end-start)
+			if err != nil {
+				return err
+			}
+			terms := make([][]string, len(msgs))
+			for i, m := range msgs {
+				terms[i] = chatmem.IndexTerms(m)
+			}
+			if err := indexMessages(t, num, msgs, terms); err != nil {
+				return fmt.Errorf("conversation %s: %w", key, err)
+			}
+			_, err = t.exec(setUnindexed, key.Tenant, key.ID, start)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("index the messages stored before the index: %w", err)
+		}
+		if done {
+			return nil
+		}
+	}
+}
