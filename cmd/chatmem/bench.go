@@ -35,7 +35,8 @@ type benchResult struct {
 func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench",
 		"bench [--store URL] [--messages 1000,100000,1000000] [--budget 4000] [--policy P] [--turns N] [--iterations 300] [--json]\n"+
-			"       chatmem bench --http URL [--api-key K] [--conversations 1000] [--duration 30s] [--baseline]\n\n"+
+			"       chatmem bench --http URL [--api-key K] [--conversations 1000] [--duration 30s] [--baseline]\n"+
+			"       chatmem bench --http URL --soak [--conversations 10000] [--duration 30m] [--workers 64] [--sample 10s] [--max-rss-growth 0.25]\n\n"+
 			"For each size, fills one conversation with that many messages (with a progress bar on\n"+
 			"standard error), then measures per-turn cost: append one message and read the context\n"+
 			"under the policy. Prints p50 and p99 per size; with --json one JSON object per size.\n"+
@@ -43,7 +44,12 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			"With --http, load-tests a running server instead: one client per conversation appends a\n"+
 			"message and reads the context, over and over, for --duration (at most --max-turns turns),\n"+
 			"then every conversation is read back and checked: each acknowledged append present once, in\n"+
-			"order. Exits 1 on any error or lost message. Only point it at servers you run.",
+			"order. Exits 1 on any error or lost message. Only point it at servers you run.\n\n"+
+			"With --http and --soak, soak-tests it: --workers clients make a mix of appends, context reads\n"+
+			"(every policy), summary and facts reads and deletes over --conversations conversations for\n"+
+			"--duration, scraping /metrics every --sample; then every conversation is checked against\n"+
+			"what the clients were told. Exits 1 on any error, any difference, or resident memory or\n"+
+			"goroutines not flat. Start the server with a summarizer and a low --summary-trigger (600).",
 		"chatmem bench --store sqlite:/tmp/bench.db --messages 1000,1000000 --budget 4000", stderr)
 	storeURL := fs.String("store", "", storeURLHelp)
 	dataDir := fs.String("data-dir", defaultDataDir, "data directory of the default SQLite store")
@@ -60,6 +66,7 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	duration := fs.Duration("duration", 30*time.Second, "with --http: how long to drive the load")
 	maxTurns := fs.Int("max-turns", 100000, "with --http: most turns per conversation")
 	baseline := fs.Bool("baseline", false, "with --http: also drive a bare net/http handler the same way and print the throughput ratio")
+	soak := addSoakFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -73,6 +80,13 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		}
 		if *apiKey == "" {
 			*apiKey = os.Getenv("CHATMEM_API_KEY")
+		}
+		if *soak.soak {
+			cfg, err := soak.config(strings.TrimRight(*httpURL, "/"), *apiKey, *conversations, *duration)
+			if err != nil {
+				return err
+			}
+			return benchSoak(ctx, cfg, *asJSON, stdout, stderr)
 		}
 		cfg := loadConfig{url: strings.TrimRight(*httpURL, "/"), apiKey: *apiKey, conversations: *conversations, duration: *duration, maxTurns: *maxTurns, policy: p, verify: true}
 		return benchHTTP(ctx, cfg, *baseline, *asJSON, stdout, stderr)
