@@ -113,6 +113,9 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 			return Window{}, err
 		}
 	}
+	if p.Kind == PolicySummaryBuffer && p.Recall {
+		a.p.Budget = p.recentBudget() // recall gets the rest
+	}
 	w, gap, err := a.window()
 	if gap && m.sync && m.summarizer != nil {
 		// The summary lags behind the window: catch it up, then assemble
@@ -141,6 +144,9 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 			a.summary = nil
 			w, _, err = a.window()
 		}
+	}
+	if err == nil && p.recalls() {
+		w, err = m.recallInto(ctx, key, p, w, counter, last)
 	}
 	if err != nil {
 		return Window{}, err
@@ -201,8 +207,8 @@ type summaryPart struct {
 // a summary left out because the window could not reach back to it.
 func (a assembly) window() (w Window, gap bool, err error) {
 	p := a.p
-	if p.Kind == PolicySummaryBuffer {
-		p.Kind = PolicyTokenBudget
+	if p.Kind == PolicySummaryBuffer || p.Kind == PolicyRecall {
+		p.Kind, p.Recall = PolicyTokenBudget, false
 	}
 	if p.Kind == PolicyAll || p.Budget == 0 {
 		pinned := a.pinned

@@ -22,10 +22,16 @@ const (
 	// the newest messages after it that fit Budget (see Memory.Context).
 	// Over a plain list of messages (Apply, Select) it is PolicyTokenBudget.
 	PolicySummaryBuffer PolicyKind = "summary_buffer"
+	// PolicyRecall sends a short window of the newest messages (Recent
+	// tokens) and, in the rest of Budget, the older messages most relevant
+	// to the newest user message, found in the store's search index (see
+	// Memory.Context). Over a plain list of messages (Apply, Select) it is
+	// PolicyTokenBudget.
+	PolicyRecall PolicyKind = "recall"
 )
 
 // Policies lists the policy kinds in the order help texts show them.
-var Policies = []PolicyKind{PolicyAll, PolicyLastTurns, PolicyTokenBudget, PolicySummaryBuffer}
+var Policies = []PolicyKind{PolicyAll, PolicyLastTurns, PolicyTokenBudget, PolicySummaryBuffer, PolicyRecall}
 
 // Policy says what to send. The zero value is invalid; see Validate.
 type Policy struct {
@@ -38,13 +44,41 @@ type Policy struct {
 	// Overhead is the tokens the chat format adds once per request (see
 	// RequestOverhead). It counts against Budget and is reported in Tokens.
 	Overhead int
+	// Recall adds recalled older messages to PolicySummaryBuffer (the
+	// summary and its window get Recent tokens, recall the rest of
+	// Budget); PolicyRecall always recalls.
+	Recall bool
+	// Recent is the tokens of Budget the recent part may take before
+	// recall gets the rest: PolicyRecall's window of newest messages
+	// (default Budget/8), or PolicySummaryBuffer's summary and window with
+	// Recall (default Budget/2). The newest user message always has room.
+	Recent int
+}
+
+// recalls reports whether p adds recalled messages.
+func (p Policy) recalls() bool {
+	return p.Kind == PolicyRecall || p.Kind == PolicySummaryBuffer && p.Recall
+}
+
+// recentBudget is the Recent tokens p's recent part gets.
+func (p Policy) recentBudget() int {
+	switch {
+	case p.Recent > 0:
+		return min(p.Recent, p.Budget)
+	case p.Kind == PolicyRecall:
+		return p.Budget / defaultRecentShare
+	}
+	return p.Budget / 2
 }
 
 // Validate checks that the policy is known and its parameters are in range.
 // It wraps ErrInvalid.
 func (p Policy) Validate() error {
-	if p.Budget < 0 || p.Turns < 0 || p.Overhead < 0 {
-		return fmt.Errorf("%w: budget and turns must not be negative (budget=%d turns=%d)", ErrInvalid, p.Budget, p.Turns)
+	if p.Budget < 0 || p.Turns < 0 || p.Overhead < 0 || p.Recent < 0 {
+		return fmt.Errorf("%w: budget, turns and recent must not be negative (budget=%d turns=%d recent=%d)", ErrInvalid, p.Budget, p.Turns, p.Recent)
+	}
+	if p.Recall && p.Kind != PolicySummaryBuffer && p.Kind != PolicyRecall {
+		return fmt.Errorf("%w: recall is an option of summary_buffer (and what recall does), not of %s", ErrInvalid, p.Kind)
 	}
 	switch p.Kind {
 	case PolicyAll:
@@ -52,7 +86,7 @@ func (p Policy) Validate() error {
 		if p.Turns < 1 {
 			return fmt.Errorf("%w: last_turns needs turns >= 1", ErrInvalid)
 		}
-	case PolicyTokenBudget, PolicySummaryBuffer:
+	case PolicyTokenBudget, PolicySummaryBuffer, PolicyRecall:
 		if p.Budget < 1 {
 			return fmt.Errorf("%w: %s needs budget >= 1", ErrInvalid, p.Kind)
 		}
@@ -92,6 +126,7 @@ type Parts struct {
 	Facts    int `json:"facts"`
 	Summary  int `json:"summary"`
 	Recent   int `json:"recent"`
+	Recalled int `json:"recalled"`
 	Overhead int `json:"overhead"`
 }
 

@@ -170,7 +170,7 @@ func (s *Server) getContext(c *call) error {
 	if err != nil {
 		return err
 	}
-	q, err := query(c.r, "policy", "budget", "turns", "facts", "tokenizer")
+	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "tokenizer")
 	if err != nil {
 		return err
 	}
@@ -189,9 +189,13 @@ func (s *Server) getContext(c *call) error {
 	if err != nil {
 		return err
 	}
-	p.Budget, p.Turns = int(budget), int(turns)
+	recent, err := intParam(q, "recent", 0, 1, 1<<31-1)
+	if err != nil {
+		return err
+	}
+	p.Budget, p.Turns, p.Recent = int(budget), int(turns), int(recent)
 	switch {
-	case (p.Kind == chatmem.PolicyTokenBudget || p.Kind == chatmem.PolicySummaryBuffer) && p.Budget == 0:
+	case p.Kind != chatmem.PolicyAll && p.Kind != chatmem.PolicyLastTurns && p.Budget == 0:
 		return fmt.Errorf("%w: parameter budget is required for policy %s", chatmem.ErrInvalid, p.Kind)
 	case p.Kind == chatmem.PolicyLastTurns && p.Turns == 0:
 		return fmt.Errorf("%w: parameter turns is required for policy %s", chatmem.ErrInvalid, p.Kind)
@@ -199,6 +203,11 @@ func (s *Server) getContext(c *call) error {
 	if v := q.Get("facts"); v != "" {
 		if p.Facts, err = strconv.ParseBool(v); err != nil {
 			return fmt.Errorf("%w: parameter facts must be true or false, got %q", chatmem.ErrInvalid, v)
+		}
+	}
+	if v := q.Get("recall"); v != "" {
+		if p.Recall, err = strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%w: parameter recall must be true or false, got %q", chatmem.ErrInvalid, v)
 		}
 	}
 	tok := q.Get("tokenizer")

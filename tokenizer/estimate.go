@@ -17,7 +17,10 @@ const EstimateName = "estimate"
 // reproducing the seed.
 type Estimate struct{}
 
-var _ chatmem.Counter = Estimate{}
+var (
+	_ chatmem.Counter     = Estimate{}
+	_ chatmem.TextCounter = Estimate{}
+)
 
 // Name returns "estimate".
 func (Estimate) Name() string { return EstimateName }
@@ -31,6 +34,10 @@ func (Estimate) Count(_ context.Context, m chatmem.Message) (int, error) {
 	}
 	return n, nil
 }
+
+// CountText returns EstimateText(text): what text adds to a message's
+// content (chatmem.TextCounter).
+func (Estimate) CountText(text string) (int, error) { return EstimateText(text), nil }
 
 // EstimateText is the seed's tokens(text).
 func EstimateText(text string) int {

@@ -88,6 +88,7 @@ type Tiktoken struct {
 var (
 	_ chatmem.Counter         = (*Tiktoken)(nil)
 	_ chatmem.RequestOverhead = (*Tiktoken)(nil)
+	_ chatmem.TextCounter     = (*Tiktoken)(nil)
 )
 
 // NewTiktoken returns the counter for the named encoding, "o200k_base" or

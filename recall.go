@@ -1,0 +1,460 @@
+package chatmem
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"maps"
+	"strings"
+)
+
+// MetaRecalled is the "chatmem" metadata value of the messages PolicyRecall
+// brings back from older history (copies of stored messages, their content
+// prefixed with a marker; see Memory.Context).
+const MetaRecalled = "recalled"
+
+// TextCounter is implemented by counters that count plain text, without a
+// message's framing. PolicyRecall uses it to count the markers it adds; for
+// counters without it, a marker is taken to cost one token per byte, an
+// upper bound for every tokenizer.
+type TextCounter interface {
+	CountText(text string) (int, error)
+}
+
+// How recall ranks (see recallRanking): these were tuned on LoCoMo and are
+// measured by `chatmem eval` (docs/evaluation.md).
+const (
+	// recallTerms caps the query terms taken from the newest user message.
+	recallTerms = 32
+	// recallPostings is the limit per term: a term's newest 256 messages.
+	// It bounds a search's cost; a term found in more messages than that
+	// is common in this conversation and weighs little anyway.
+	recallPostings = 256
+	// A message's score spreads to its neighbours: near1 of it to the
+	// messages next to it, near2 to those two away, because the answer to
+	// a question is often the turn after the one that matches it.
+	near1, near2 = 0.6, 0.4
+	// recallPool is how many of the best-scored messages are read to be
+	// packed (at least; larger budgets read more).
+	recallPool = 100
+	// speakerBoost multiplies the score of a message whose speaker (Name)
+	// the query names.
+	speakerBoost = 2.0
+	// defaultRecentShare is the share of a recall budget the recent window
+	// gets when Policy.Recent is 0.
+	defaultRecentShare = 8 // one eighth
+)
+
+// recallMarker is the prefix a recalled message's content gets: its
+// sequence number and the time it was stored, so the model can tell when it
+// was said.
+func recallMarker(m Message) string {
+	return fmt.Sprintf("[#%d %s] ", m.Seq, m.CreatedAt.UTC().Format("2006-01-02 15:04"))
+}
+
+// recaller finds and packs the older messages most relevant to a query.
+type recaller struct {
+	search  Searcher
+	key     Key
+	counter Counter
+}
+
+// scored is one candidate message and its score.
+type scored struct {
+	seq   int64
+	score float64
+}
+
+// ranking scores the messages before `before` for query: each message
+// indexed under a query term gets the term's inverse document frequency
+// (BM25 with binary term frequency and no length normalization, the
+// variant that ranked best on LoCoMo), spread to its neighbours. It
+// returns the candidates, best first.
+func (r recaller) ranking(ctx context.Context, query string, before int64) ([]scored, error) {
+	terms := Terms(query)
+	if len(terms) > recallTerms {
+		terms = terms[:recallTerms]
+	}
+	if len(terms) == 0 || before <= 1 {
+		return nil, nil
+	}
+	postings, err := r.search.Postings(ctx, r.key, terms, before, recallPostings)
+	if err != nil {
+		return nil, err
+	}
+	n := float64(before - 1)
+	base := make(map[int64]float64)
+	for _, list := range postings {
+		df := float64(len(list))
+		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		for _, seq := range list {
+			base[seq] += idf
+		}
+	}
+	spread := make(map[int64]float64, len(base)*5)
+	for seq, s := range base {
+		for d, w := range [...]float64{1, near1, near2} {
+			for _, at := range [...]int64{seq - int64(d), seq + int64(d)} {
+				if at >= 1 && at < before {
+					spread[at] += w * s
+				}
+				if d == 0 {
+					break
+				}
+			}
+		}
+	}
+	out := make([]scored, 0, len(spread))
+	for seq, s := range spread {
+		out = append(out, scored{seq, s})
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq) // newer first among equals
+	})
+	return out, nil
+}
+
+// recall returns copies of the older messages (Seq < before, none in
+// exclude) most relevant to query that fit budget tokens, marked and in
+// conversation order, and their tokens. Tool calls come with all their
+// results (or not at all), and the first message returned is a user
+// message, so the window that puts them first still starts with one.
+func (r recaller) recall(ctx context.Context, query string, before int64, budget int) ([]Message, int, error) {
+	ranked, err := r.ranking(ctx, query, before)
+	if err != nil || len(ranked) == 0 || budget <= 0 {
+		return nil, 0, err
+	}
+	pool := max(recallPool, budget/10)
+	if len(ranked) > pool {
+		ranked = ranked[:pool]
+	}
+	// Read the pool with the message before each (a recalled run that
+	// starts with an answer needs its question) and a few after (tool
+	// results).
+	want := make([]int64, 0, len(ranked)*3)
+	for _, c := range ranked {
+		want = append(want, c.seq-1, c.seq, c.seq+1)
+	}
+	msgs, err := r.search.MessagesAt(ctx, r.key, want)
+	if err != nil {
+		return nil, 0, err
+	}
+	bySeq := make(map[int64]Message, len(msgs))
+	for _, m := range msgs {
+		bySeq[m.Seq] = m
+	}
+	if err := r.completeToolUnits(ctx, bySeq, before); err != nil {
+		return nil, 0, err
+	}
+
+	lq := " " + strings.Join(strings.FieldsFunc(strings.ToLower(query), notWordRune), " ") + " "
+	for i, c := range ranked {
+		if m, ok := bySeq[c.seq]; ok && m.Name != "" && strings.Contains(lq, " "+strings.ToLower(m.Name)+" ") {
+			ranked[i].score *= speakerBoost
+		}
+	}
+	slices.SortStableFunc(ranked, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
+
+	p := packer{r: r, bySeq: bySeq, before: before, left: budget, chosen: make(map[int64]int)}
+	for _, c := range ranked {
+		if p.left <= 0 {
+			break
+		}
+		if err := p.add(ctx, c.seq); err != nil {
+			return nil, 0, err
+		}
+	}
+	if err := p.startWithUser(ctx); err != nil {
+		return nil, 0, err
+	}
+	return p.result(), budget - p.left, nil
+}
+
+func notWordRune(r rune) bool {
+	return !(r == '\'' || r == '-' || r == '_' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r > 127)
+}
+
+// completeToolUnits reads, for every tool call or result in bySeq, the rest
+// of its unit, so that units are sent whole or not at all.
+func (r recaller) completeToolUnits(ctx context.Context, bySeq map[int64]Message, before int64) error {
+	var want []int64
+	for seq, m := range bySeq {
+		if m.Role == RoleTool || len(m.ToolCalls) > 0 {
+			// A call's results follow it, at most one per call; a
+			// result's call is at most maxToolCalls messages back.
+			lo, hi := seq-maxUnitReach, seq+maxUnitReach
+			for s := max(lo, 1); s <= hi && s < before; s++ {
+				if _, ok := bySeq[s]; !ok {
+					want = append(want, s)
+				}
+			}
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	more, err := r.search.MessagesAt(ctx, r.key, want)
+	for _, m := range more {
+		bySeq[m.Seq] = m
+	}
+	return err
+}
+
+// maxUnitReach is how far from a tool message recall looks for the rest of
+// its unit. A unit with more parallel calls than that is not recalled.
+const maxUnitReach = 16
+
+// packer fills a recall budget with units, best first.
+type packer struct {
+	r      recaller
+	bySeq  map[int64]Message
+	before int64
+	left   int
+	chosen map[int64]int // seq -> tokens charged (message and marker)
+}
+
+// unitOf returns the sequence numbers of the unit holding seq (a message,
+// or a tool call with all its results), and whether it can be sent.
+func (p *packer) unitOf(seq int64) (lo, hi int64, ok bool) {
+	m, found := p.bySeq[seq]
+	if !found || m.Role == RoleSystem {
+		return 0, 0, false
+	}
+	lo, hi = seq, seq
+	if m.Role == RoleTool {
+		for lo > 0 {
+			prev, found := p.bySeq[lo-1]
+			if !found {
+				return 0, 0, false
+			}
+			lo--
+			if prev.Role != RoleTool {
+				break
+			}
+		}
+	}
+	call := p.bySeq[lo]
+	if len(call.ToolCalls) == 0 {
+		return lo, hi, m.Role != RoleTool
+	}
+	for hi = lo; hi-lo < int64(len(call.ToolCalls)); hi++ {
+		next, found := p.bySeq[hi+1]
+		if !found || next.Role != RoleTool || hi+1 >= p.before {
+			return 0, 0, false
+		}
+	}
+	results := make([]Message, 0, hi-lo)
+	for s := lo + 1; s <= hi; s++ {
+		results = append(results, p.bySeq[s])
+	}
+	return lo, hi, answersAll(call, results)
+}
+
+// add packs the unit holding seq if it fits.
+func (p *packer) add(ctx context.Context, seq int64) error {
+	if _, done := p.chosen[seq]; done {
+		return nil
+	}
+	lo, hi, ok := p.unitOf(seq)
+	if !ok {
+		return nil
+	}
+	cost := make([]int, 0, hi-lo+1)
+	total := 0
+	for s := lo; s <= hi; s++ {
+		c, err := p.cost(ctx, p.bySeq[s])
+		if err != nil {
+			return err
+		}
+		cost = append(cost, c)
+		total += c
+	}
+	if total > p.left {
+		return nil
+	}
+	for s := lo; s <= hi; s++ {
+		p.chosen[s] = cost[s-lo]
+	}
+	p.left -= total
+	return nil
+}
+
+// cost is what m costs recalled: its tokens and its marker's.
+func (p *packer) cost(ctx context.Context, m Message) (int, error) {
+	marker := recallMarker(m)
+	n := len(marker)
+	if tc, ok := p.r.counter.(TextCounter); ok {
+		var err error
+		if n, err = tc.CountText(marker); err != nil {
+			return 0, err
+		}
+	}
+	return m.Tokens + n, nil
+}
+
+// startWithUser makes the earliest recalled message a user message: it adds
+// the user message just before the earliest run if it fits, and drops the
+// earliest run otherwise, until the first is a user message.
+func (p *packer) startWithUser(ctx context.Context) error {
+	for len(p.chosen) > 0 {
+		first := slices.Min(slices.Collect(maps.Keys(p.chosen)))
+		if p.bySeq[first].Role == RoleUser {
+			return nil
+		}
+		if prev, ok := p.bySeq[first-1]; ok && prev.Role == RoleUser {
+			c, err := p.cost(ctx, prev)
+			if err != nil {
+				return err
+			}
+			if c <= p.left {
+				p.chosen[first-1] = c
+				p.left -= c
+				return nil
+			}
+		}
+		// Drop the earliest run up to the next user message.
+		for s := first; ; s++ {
+			c, ok := p.chosen[s]
+			if !ok || p.bySeq[s].Role == RoleUser {
+				break
+			}
+			delete(p.chosen, s)
+			p.left += c
+		}
+	}
+	return nil
+}
+
+// result returns the chosen messages, marked, in conversation order.
+func (p *packer) result() []Message {
+	seqs := slices.Sorted(maps.Keys(p.chosen))
+	out := make([]Message, 0, len(seqs))
+	for _, s := range seqs {
+		m := p.bySeq[s].Clone()
+		m.Content = recallMarker(m) + m.Content
+		m.Tokens = p.chosen[s]
+		if m.Metadata == nil {
+			m.Metadata = make(map[string]string, 1)
+		}
+		m.Metadata[MetaKey] = MetaRecalled
+		out = append(out, m)
+	}
+	return out
+}
+
+// recallInto adds recalled messages to w, a window assembled under p with
+// the recent part's budget (summary_buffer) or the whole budget (recall).
+// For PolicyRecall it first cuts the window's newest messages down to
+// p.Recent tokens (never below the newest user message), recalls into the
+// rest of the budget, then gives what recall left unused back to the
+// messages it cut, newest first. last is the conversation's newest stored
+// sequence number.
+func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c Counter, last int64) (Window, error) {
+	search, ok := m.store.(Searcher)
+	if !ok {
+		return Window{}, fmt.Errorf("%w: this store keeps no search index, so it cannot recall", ErrInvalid)
+	}
+	head := 0 // pinned and made-up system messages come first
+	for head < len(w.Messages) && w.Messages[head].Role == RoleSystem {
+		head++
+	}
+	recent := w.Messages[head:]
+	if len(recent) == 0 || recent[0].Seq <= 1 {
+		return w, nil // the window reaches back to the start: nothing to recall
+	}
+	query := ""
+	for i := len(recent) - 1; i >= 0; i-- {
+		if recent[i].Role == RoleUser {
+			query = recent[i].Content
+			break
+		}
+	}
+	cut := 0
+	if p.Kind == PolicyRecall {
+		cut = recentCut(recent, p.recentBudget())
+	}
+	kept := sumTokens(recent[cut:])
+	fixed := w.Tokens - w.Parts.Recent // pinned, facts, summary, overhead
+	left := p.Budget - fixed - kept
+	r := recaller{search: search, key: key, counter: c}
+	recalled, used, err := r.recall(ctx, query, recent[cut].Seq, left)
+	if err != nil {
+		return Window{}, fmt.Errorf("recall for %s: %w", key, err)
+	}
+	// Give what is left back to the cut messages, newest unit first, up to
+	// the first recalled one.
+	floor := int64(0)
+	if len(recalled) > 0 {
+		floor = recalled[len(recalled)-1].Seq
+	}
+	spare := left - used
+	ext := cut
+	for ext > 0 {
+		u := prevUnit(recent, ext)
+		if recent[u.start].Seq <= floor || u.tokens > spare {
+			break
+		}
+		spare -= u.tokens
+		ext = u.start
+	}
+	for ext < cut && recent[ext].Role != RoleUser { // the recent part starts with a user message
+		u := nextUnit(recent, ext)
+		ext = u
+	}
+	out := make([]Message, 0, head+len(recalled)+len(recent)-ext)
+	out = append(out, w.Messages[:head]...)
+	out = append(out, recalled...)
+	out = append(out, recent[ext:]...)
+	w.Messages = out
+	w.Parts.Recent = sumTokens(recent[ext:])
+	w.Parts.Recalled = used
+	w.Tokens = fixed + w.Parts.Recent + used
+	return w, nil
+}
+
+// recentCut returns where the newest part of recent (a window's messages,
+// all sendable) that fits keep tokens starts: the oldest user message of
+// it, and never after the newest user message.
+func recentCut(recent []Message, keep int) int {
+	cut, used, user := len(recent), 0, false
+	for pos := len(recent); pos > 0; {
+		u := prevUnit(recent, pos)
+		if user && used+u.tokens > keep {
+			break
+		}
+		used += u.tokens
+		pos = u.start
+		if u.user {
+			cut, user = pos, true
+		}
+	}
+	if !user {
+		return 0
+	}
+	return cut
+}
+
+// nextUnit returns where the unit of msgs starting at i ends: past a tool
+// call's results.
+func nextUnit(msgs []Message, i int) int {
+	j := i + 1
+	if len(msgs[i].ToolCalls) > 0 {
+		for j < len(msgs) && msgs[j].Role == RoleTool {
+			j++
+		}
+	}
+	return j
+}
+
+func sumTokens(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += m.Tokens
+	}
+	return n
+}
