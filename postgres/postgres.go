@@ -106,11 +106,11 @@ var (
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, as pgxpool.ParseConfig accepts), applies the
-// migrations, indexes for search any messages stored before the search
-// index existed (once, on the first open after the upgrade: about 1,000
-// messages per transaction), and returns a Store that owns the pool: Close closes it. It
-// wraps chatmem.ErrInvalid for a bad URL or schema and chatmem.ErrUnavailable
-// when the database cannot be reached.
+// migrations, indexes for search the messages stored before the search
+// index existed (on the first open after the upgrade, 1000 messages per
+// transaction), and returns a Store that owns the pool: Close closes it. It
+// wraps chatmem.ErrInvalid for a bad URL or schema and
+// chatmem.ErrUnavailable when the database cannot be reached.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
