@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -132,4 +133,131 @@ func BenchmarkWindowVsRaw(b *testing.B) {
 		b.ReportMetric(float64(sums[1].Nanoseconds())/float64(b.N), "tail-cold-ns")
 		b.ReportMetric(float64(sums[2].Nanoseconds())/float64(b.N), "raw-ns")
 	})
+}
+
+// BenchmarkPostings measures Postings of six terms with limit 256, the
+// shape of a recall query, on conversations of 1,000 and 1,000,000
+// messages (the latter skipped with -short). The messages are sentences of
+// 6 to 20 words drawn from a Zipf-distributed vocabulary of 5,000 words,
+// so terms have realistic document frequencies; the query mixes terms of
+// ranks 1 to 3,000, from one in most messages to one in a few hundred of a
+// million. The time per operation should not grow with the size.
+//
+// "interleaved" alternates the two sizes in one loop, so that a busy
+// machine slows them alike, and reports the ratio of their total and of
+// their median times ("1M/1k", "1M/1k-median"); the goal is at most 1.5.
+func BenchmarkPostings(b *testing.B) {
+	s := newTestStore(b, dialer(b))
+	ctx := context.Background()
+	vocab := benchVocabulary(5000)
+	var terms []string
+	for _, rank := range []int{0, 5, 30, 150, 700, 3000} {
+		terms = append(terms, chatmem.Terms(vocab[rank])...)
+	}
+	sizes := []int{1000, 1000000}
+	if testing.Short() {
+		sizes = sizes[:1] // the million-message fill takes a minute or more
+	}
+	keys := make([]chatmem.Key, len(sizes))
+	for i, n := range sizes {
+		keys[i] = chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("postings-%d", n)}
+		fillText(b, s, keys[i], n, vocab)
+	}
+	query := func(i int) int {
+		out, err := s.Postings(ctx, keys[i], terms, int64(sizes[i])+1, 256)
+		if err != nil {
+			b.Fatal(err)
+		}
+		found := 0
+		for _, p := range out {
+			found += len(p)
+		}
+		return found
+	}
+	for i, n := range sizes {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			found := 0
+			for b.Loop() {
+				found = query(i)
+			}
+			b.ReportMetric(float64(found), "postings/op")
+		})
+	}
+	if len(sizes) < 2 {
+		return
+	}
+	b.Run("interleaved", func(b *testing.B) {
+		var sums [2]time.Duration
+		var times [2][]time.Duration
+		k := 0
+		for b.Loop() {
+			for j := range 2 {
+				i := (k + j) % 2
+				t0 := time.Now()
+				query(i)
+				d := time.Since(t0)
+				sums[i] += d
+				times[i] = append(times[i], d)
+			}
+			k++
+		}
+		for i := range times {
+			slices.Sort(times[i])
+		}
+		b.ReportMetric(float64(sums[1])/float64(sums[0]), "1M/1k")
+		b.ReportMetric(float64(times[1][len(times[1])/2])/float64(times[0][len(times[0])/2]), "1M/1k-median")
+	})
+}
+
+// benchVocabulary returns n distinct made-up words of two to four
+// syllables, none of them a stop word, most common first (for fillText's
+// Zipf draw).
+func benchVocabulary(n int) []string {
+	const consonants, vowels = "bcdfghklmnprstvz", "aeiou"
+	r := rand.New(rand.NewPCG(1, 2))
+	seen := make(map[string]bool)
+	var words []string
+	for len(words) < n {
+		var w []byte
+		for range 2 + r.IntN(3) {
+			w = append(w, consonants[r.IntN(len(consonants))], vowels[r.IntN(len(vowels))])
+		}
+		if t := chatmem.Terms(string(w)); len(t) == 1 && !seen[t[0]] {
+			seen[t[0]] = true
+			words = append(words, string(w))
+		}
+	}
+	return words
+}
+
+// fillText appends n messages of Zipf-drawn sentences from vocab to key,
+// alternating user and assistant, in batches of 1,000.
+func fillText(b *testing.B, s *Store, key chatmem.Key, n int, vocab []string) {
+	b.Helper()
+	r := rand.New(rand.NewPCG(3, 4))
+	zipf := rand.NewZipf(r, 1.1, 1, uint64(len(vocab)-1))
+	var text []byte
+	for done := 0; done < n; done += 1000 {
+		msgs := make([]chatmem.Message, min(1000, n-done))
+		for i := range msgs {
+			text = text[:0]
+			words := 6 + r.IntN(15)
+			for j := range words {
+				if j > 0 {
+					text = append(text, ' ')
+				}
+				text = append(text, vocab[zipf.Uint64()]...)
+			}
+			text = append(text, '.')
+			role := chatmem.RoleUser
+			if (done+i)%2 == 1 {
+				role = chatmem.RoleAssistant
+			}
+			msgs[i] = chatmem.Message{Role: role, Content: string(text), Tokens: words + 1}
+		}
+		if _, err := s.Append(context.Background(), key, msgs, chatmem.AppendOptions{}); err != nil {
+			b.Fatalf("fill %s at %d: %v", key, done, err)
+		}
+	}
 }

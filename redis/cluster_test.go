@@ -40,7 +40,7 @@ func TestCluster(t *testing.T) {
 		for i := range 20 {
 			key := chatmem.Key{Tenant: "acme", ID: fmt.Sprintf("c%d", i)}
 			var slot int64 = -1
-			for _, k := range s.convKeys(key) {
+			for _, k := range append(s.convKeys(key), s.termKey(key, "order"), s.termKey(key, "o'brien")) {
 				n, err := c.ClusterKeySlot(ctx, k).Result()
 				if err != nil {
 					t.Fatal(err)

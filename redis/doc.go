@@ -22,6 +22,10 @@
 //	                            created_at
 //	chatmem:{acme/c1}:facts     hash: fact key -> current chatmem.Fact JSON
 //	chatmem:{acme/c1}:facthist  hash: fact key -> JSON array of its values
+//	chatmem:{acme/c1}:terms     set: the terms the conversation's messages
+//	                            are indexed under
+//	chatmem:{acme/c1}:t:<term>  sorted set, one per term: the seqs of the
+//	                            messages with the term (score = member = seq)
 //
 // (Recount's script also builds chatmem:{acme/c1}:recount:msgs and
 // :recount:cum, and renames them over msgs and cum before it ends.)
@@ -32,7 +36,9 @@
 //
 // Append is one script: it checks expiry, replays an applied idempotency key,
 // checks ExpectedLastSeq, assigns the seqs and pushes the messages, running
-// totals and indexes, and sets the expiry. The client never resends it on its
+// totals and indexes, indexes each non-system message under its
+// chatmem.IndexTerms (computed in Go and passed with the message), and sets
+// the expiry. The client never resends it on its
 // own (go-redis retries other commands after network errors), so a lost
 // reply cannot make an append land twice; a retry with an IdempotencyKey is
 // the safe way to repeat one.
@@ -70,6 +76,28 @@
 // by the old counts and read the messages with the new ones (see
 // Store.Recount).
 //
+// # Search
+//
+// The store is a chatmem.Searcher. Postings reads each term's sorted set
+// with ZREVRANGEBYSCORE key (before -inf LIMIT 0 limit, O(log n + limit),
+// in one MULTI/EXEC with the read of meta that tells whether the
+// conversation exists; MessagesAt reads the messages it names the way
+// Range does, by list index, with one LRANGE per run of consecutive seqs,
+// in one MULTI/EXEC too. A term is lower-case letters, digits and
+// apostrophes, so "t:" and a term name no other kind of key. Delete,
+// PurgeInactive and an append that creates a conversation again over an
+// expired one delete the term keys the terms set names, in their scripts.
+//
+// Conversations stored before the index existed have no "indexed" field in
+// meta. The first Postings on one indexes it (Store.backfill): it reads the
+// messages 1,000 at a time and indexes each batch with a script that
+// checks the conversation was not replaced meanwhile and records the
+// progress in meta, so an interrupted backfill resumes and a repeated one
+// changes nothing. That first Postings costs a read of the conversation;
+// appends made after the upgrade index their messages as they go. All
+// processes writing to one Redis must run a version that indexes:
+// messages appended by an older one are never indexed.
+//
 // # Listing
 //
 // List reads a per-tenant sorted set, chatmem:tenant:<tenant>:convs, whose
@@ -92,4 +120,12 @@
 // expires_at with the store's clock, so a conversation is not found from the
 // moment it expires. Index members of expired conversations are removed
 // lazily, by List and PurgeInactive.
+//
+// The term keys would cost an append a PEXPIRE each if they followed the
+// conversation's expiry exactly, and a conversation has thousands. Instead,
+// they and the terms set get twice the conversation's time to live
+// whenever the set has less left than the conversation, and term keys
+// created in between take the set's remaining time; so they expire at
+// most one time to live after the conversation (reads check meta, and an
+// append that starts the conversation again deletes them first).
 package redis
