@@ -203,22 +203,23 @@ func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) (
 // stored before the index existed, if the conversation is still the one
 // they were read from.
 //
-// KEYS: meta, terms. ARGV: gen, the last seq of the batch, the last seq to
-// backfill, then per message: its seq, the number of its terms and the
-// terms. It replies -1 if the conversation is gone or has another gen, 1 if
-// it is indexed already, and 0 after indexing the batch. Indexing is
-// idempotent (a ZADD of a seq that is there changes nothing), so batches
-// may run twice, concurrently too. The last batch marks meta "indexed";
-// the others record their progress in meta's "backfilled", where the next
-// backfill resumes. New term keys expire with the conversation (meta's
-// remaining time to live), as the append script's do.
+// KEYS: meta, terms. ARGV: gen, the last seq of the batch, then per
+// message: its seq, the number of its terms and the terms. It replies -1 if
+// the conversation is gone or has another gen, 0 if the conversation is
+// indexed (by this batch, or before), and else its last seq: the backfill
+// goes on to there. Indexing is idempotent (a ZADD of a seq that is there
+// changes nothing), so batches may run twice, concurrently too. The batch
+// that reaches the last seq marks meta "indexed"; the others record their
+// progress in meta's "backfilled", where the next backfill resumes. New
+// term keys expire with the conversation (meta's remaining time to live),
+// as the append script's do.
 var backfillScript = newScript(luaPrelude + `
 local meta, terms = KEYS[1], KEYS[2]
 local m = redis.call('HMGET', meta, 'last_seq', 'gen', 'indexed', 'backfilled')
 if not m[1] or (m[2] or '') ~= ARGV[1] then return -1 end
-if m[3] then return 1 end
+if m[3] then return 0 end
 local postings, order = {}, {}
-local i = 4
+local i = 3
 while i <= #ARGV do
   local seq, nterms = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   for j = i + 2, i + 1 + nterms do
@@ -236,23 +237,27 @@ end
 local ttl = redis.call('PTTL', meta)
 if ttl < 0 then ttl = nil end
 addPostings(terms, order, postings, ttl)
-local to, hi = tonumber(ARGV[2]), tonumber(ARGV[3])
-if to >= hi then
+local to, last = tonumber(ARGV[2]), tonumber(m[1])
+if to >= last then
   redis.call('HSET', meta, 'indexed', '1')
   redis.call('HDEL', meta, 'backfilled')
-elseif to > (tonumber(m[4]) or 0) then
+  return 0
+end
+if to > (tonumber(m[4]) or 0) then
   redis.call('HSET', meta, 'backfilled', to)
 end
-return 0
+return last
 `)
 
 // backfill indexes a conversation stored before the index existed, batch
 // by batch, from where an earlier backfill stopped (meta's "backfilled")
-// to the last seq it has now. Messages appended meanwhile are indexed by
-// their appends. It reads the messages with plain LRANGEs and indexes them
-// with backfillScript, which checks that the conversation was not deleted
-// or created again in between (gen); if it was, backfill stops, and the
-// caller reads meta again.
+// to its last seq. It reads the messages with plain LRANGEs and indexes
+// them with backfillScript, which checks that the conversation was not
+// deleted or created again in between (gen; if it was, backfill stops, and
+// the caller reads meta again) and, on the master, whether the last seq is
+// reached: a client that reads from replicas may have read an older one.
+// Messages appended meanwhile are indexed by their appends, and perhaps
+// again by the backfill, which changes nothing.
 func (s *Store) backfill(ctx context.Context, key chatmem.Key) error {
 	keys := s.keysAt(key, kMeta, kMsgs, kTerms)
 	fields, err := s.client.HMGet(ctx, keys[0], "last_seq", "gen", "indexed", "backfilled").Result()
@@ -269,13 +274,17 @@ func (s *Store) backfill(ctx context.Context, key chatmem.Key) error {
 		n, _ := strconv.ParseInt(done, 10, 64)
 		from = n + 1
 	}
-	for ; ; from += backfillBatch {
+	for {
 		to := min(from+backfillBatch-1, hi)
-		args := []any{gen, to, hi}
+		args := []any{gen, to}
 		if from <= to {
 			list, err := s.client.LRange(ctx, keys[1], from-1, to-1).Result()
 			if err != nil {
 				return wrap(ctx, err)
+			}
+			if int64(len(list)) != to-from+1 {
+				// Gone, or a replica behind the meta read.
+				return fmt.Errorf("backfill: read %d messages of %d..%d", len(list), from, to)
 			}
 			msgs, err := decodeRecords(list)
 			if err != nil {
@@ -296,8 +305,13 @@ func (s *Store) backfill(ctx context.Context, key chatmem.Key) error {
 		if err != nil {
 			return fmt.Errorf("backfill: %w", err)
 		}
-		if n, _ := reply.(int64); n != 0 || to >= hi {
+		n, ok := reply.(int64)
+		if !ok {
+			return fmt.Errorf("backfill: unexpected script reply %v", reply)
+		}
+		if n <= 0 {
 			return nil
 		}
+		from, hi = to+1, max(hi, n)
 	}
 }

@@ -238,12 +238,23 @@ func TestBackfill(t *testing.T) {
 	// The script refuses a batch for another generation of the
 	// conversation.
 	unindex(t, s, key)
-	reply, err := s.run(ctx, backfillScript, []string{s.metaKey(key), s.convKeys(key)[kTerms]}, "not-the-gen", 1, n+1, 1, 1, "x")
+	reply, err := s.run(ctx, backfillScript, []string{s.metaKey(key), s.convKeys(key)[kTerms]}, "not-the-gen", 1, 1, 1, "x")
 	if err != nil || reply != int64(-1) {
 		t.Errorf("backfill script with another gen = %v, %v; want -1", reply, err)
 	}
 	if n := s.client.Exists(ctx, s.termKey(key, "x")).Val(); n != 0 {
 		t.Error("backfill script with another gen indexed its batch")
+	}
+	// A batch short of the last seq on the master (read from a lagging
+	// replica, say) does not finish the backfill: the script names the
+	// last seq to go on to.
+	gen := s.client.HGet(ctx, s.metaKey(key), "gen").Val()
+	reply, err = s.run(ctx, backfillScript, []string{s.metaKey(key), s.convKeys(key)[kTerms]}, gen, 1, 1, 1, "x")
+	if err != nil || reply != int64(n+1) {
+		t.Errorf("backfill script for seq 1 of %d = %v, %v; want %d", n+1, reply, err, n+1)
+	}
+	if s.client.HExists(ctx, s.metaKey(key), "indexed").Val() || s.client.HGet(ctx, s.metaKey(key), "backfilled").Val() != "1" {
+		t.Error("meta after a partial batch: want backfilled 1 and not indexed")
 	}
 }
 
