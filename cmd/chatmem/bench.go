@@ -70,6 +70,9 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if *soak.soak && *httpURL == "" {
+		return usageErr("--soak needs --http URL: it soaks a running server")
+	}
 	if *httpURL != "" {
 		p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
 		if err := p.Validate(); err != nil {
