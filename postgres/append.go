@@ -63,9 +63,10 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch, opts chatmem.AppendOptions, now time.Time) (_ chatmem.AppendResult, write bool, _ error) {
 	conv := chatmem.Conversation{Key: key}
 	var expires *time.Time
+	var num int64 // names the conversation in message_terms
 	err := tx.QueryRow(ctx, s.q.lockConversation, key.Tenant, key.ID, opts.Tokenizer, now).Scan(
 		&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
-		&conv.CreatedAt, &conv.UpdatedAt, &expires)
+		&conv.CreatedAt, &conv.UpdatedAt, &expires, &num)
 	if err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
@@ -76,7 +77,7 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 		// Expired: readers no longer see it. Delete what is left (messages,
 		// postings, keys, summary, facts) and start the conversation afresh
 		// with this append.
-		if _, err := tx.Exec(ctx, s.q.deleteContents, key.Tenant, key.ID); err != nil {
+		if _, err := tx.Exec(ctx, s.q.deleteContents, key.Tenant, key.ID, num); err != nil {
 			return chatmem.AppendResult{}, false, err
 		}
 		conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, CreatedAt: now, UpdatedAt: now}
@@ -125,7 +126,7 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 
 	if _, err := tx.Exec(ctx, s.q.insertMessages, key.Tenant, key.ID,
 		b.seq, b.role, b.content, b.name, b.toolCalls, b.toolCallID,
-		b.tokens, b.cum, b.turn, b.createdAt, b.metadata, b.terms, b.termSeq); err != nil {
+		b.tokens, b.cum, b.turn, b.createdAt, b.metadata, b.terms, b.termSeq, num); err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
 	if _, err := tx.Exec(ctx, s.q.updateConversation, key.Tenant, key.ID, conv.Tokenizer,

@@ -37,7 +37,7 @@ FOR UPDATE`),
 		// or not, so that no Delete, Sweep or restarting append runs
 		// between reading its messages and writing their postings.
 		lockConversation: q(`
-SELECT last_seq FROM {s}.conversations WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE`),
+SELECT num FROM {s}.conversations WHERE tenant = $1 AND id = $2 FOR NO KEY UPDATE`),
 		messages: q(`
 SELECT ` + messageColumns + `
 FROM {s}.messages m
@@ -47,8 +47,8 @@ LIMIT $5`),
 		// A message appended after the migration (the conversation deleted
 		// and started again since) already has its postings: the same ones.
 		insert: q(`
-INSERT INTO {s}.message_terms (tenant, conv_id, term, seq)
-SELECT $1, $2, u.term, u.seq FROM unnest($3::text[], $4::bigint[]) AS u (term, seq)
+INSERT INTO {s}.message_terms (conv, term, seq)
+SELECT $1, u.term, u.seq FROM unnest($2::text[], $3::bigint[]) AS u (term, seq)
 ON CONFLICT DO NOTHING`),
 		advance: q(`UPDATE {s}.terms_backfill SET done = $3 WHERE tenant = $1 AND conv_id = $2`),
 		finish:  q(`DELETE FROM {s}.terms_backfill WHERE tenant = $1 AND conv_id = $2`),
@@ -87,8 +87,8 @@ func (s *Store) backfillStep(ctx context.Context, bq backfillQueries) (more bool
 			return err
 		}
 		more = true
-		var last int64
-		err = tx.QueryRow(ctx, bq.lockConversation, tenant, id).Scan(&last)
+		var num int64
+		err = tx.QueryRow(ctx, bq.lockConversation, tenant, id).Scan(&num)
 		if errors.Is(err, pgx.ErrNoRows) {
 			_, err = tx.Exec(ctx, bq.finish, tenant, id) // deleted since: nothing to index
 			return err
@@ -112,7 +112,7 @@ func (s *Store) backfillStep(ctx context.Context, bq backfillQueries) (more bool
 			}
 		}
 		if len(terms) > 0 {
-			if _, err := tx.Exec(ctx, bq.insert, tenant, id, terms, seqs); err != nil {
+			if _, err := tx.Exec(ctx, bq.insert, num, terms, seqs); err != nil {
 				return err
 			}
 		}

@@ -244,6 +244,12 @@ func bulkFill(tb testing.TB, s *postgres.Store, key chatmem.Key, n int, z *zipfT
 		byTerm[r] = pos
 	}
 
+	var num int64
+	if err := s.Pool().QueryRow(ctx, `INSERT INTO `+pgx.Identifier{s.Schema(), "conversations"}.Sanitize()+`
+		(tenant, id, last_seq, tokens, turns, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)
+		RETURNING num`, key.Tenant, key.ID, n, 20*n, (n+1)/2, now).Scan(&num); err != nil {
+		tb.Fatalf("bulk fill %s: conversation: %v", key, err)
+	}
 	var postings []uint64 // byTerm[rank]<<32 | seq
 	seq := 0
 	rows := pgx.CopyFromFunc(func() ([]any, error) {
@@ -268,21 +274,16 @@ func bulkFill(tb testing.TB, s *postgres.Store, key chatmem.Key, n int, z *zipfT
 	}
 	slices.Sort(postings)
 	i := 0
-	if _, err := s.Pool().CopyFrom(ctx, pgx.Identifier{s.Schema(), "message_terms"}, []string{"tenant", "conv_id", "term", "seq"},
+	if _, err := s.Pool().CopyFrom(ctx, pgx.Identifier{s.Schema(), "message_terms"}, []string{"conv", "term", "seq"},
 		pgx.CopyFromFunc(func() ([]any, error) {
 			if i == len(postings) {
 				return nil, nil
 			}
 			p := postings[i]
 			i++
-			return []any{key.Tenant, key.ID, terms[order[p>>32]], int64(p & (1<<32 - 1))}, nil
+			return []any{num, terms[order[p>>32]], int64(p & (1<<32 - 1))}, nil
 		})); err != nil {
 		tb.Fatalf("bulk fill %s: message_terms: %v", key, err)
-	}
-	if _, err := s.Pool().Exec(ctx, `INSERT INTO `+pgx.Identifier{s.Schema(), "conversations"}.Sanitize()+`
-		(tenant, id, last_seq, tokens, turns, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
-		key.Tenant, key.ID, n, 20*n, (n+1)/2, now); err != nil {
-		tb.Fatalf("bulk fill %s: conversation: %v", key, err)
 	}
 }
 
@@ -358,19 +359,21 @@ func BenchmarkPostings(b *testing.B) {
 	// The alternative, built from the same postings.
 	start := time.Now()
 	exec(`CREATE TABLE {s}.gin_docs AS
-		SELECT tenant, conv_id, seq, array_to_tsvector(array_agg(term)) AS tsv
-		FROM {s}.message_terms GROUP BY tenant, conv_id, seq`)
-	exec(`ALTER TABLE {s}.gin_docs ADD PRIMARY KEY (tenant, conv_id, seq)`)
+		SELECT conv, seq, array_to_tsvector(array_agg(term)) AS tsv
+		FROM {s}.message_terms GROUP BY conv, seq`)
+	exec(`ALTER TABLE {s}.gin_docs ADD PRIMARY KEY (conv, seq)`)
 	exec(`CREATE INDEX gin_docs_tsv ON {s}.gin_docs USING gin (tsv)`)
 	exec(`VACUUM ANALYZE {s}.messages, {s}.message_terms, {s}.conversations, {s}.gin_docs`)
 	b.Logf("gin_docs built and tables vacuumed in %v", time.Since(start).Round(time.Millisecond))
 	gin := strings.ReplaceAll(`
 SELECT t.ord, p.seq
-FROM unnest($3::text[]) WITH ORDINALITY AS t (term, ord)
+FROM {s}.conversations c
+CROSS JOIN unnest($3::text[]) WITH ORDINALITY AS t (term, ord)
 LEFT JOIN LATERAL (SELECT d.seq FROM {s}.gin_docs d
-                   WHERE d.tenant = $1 AND d.conv_id = $2 AND d.tsv @@ t.term::tsquery AND d.seq < $4
+                   WHERE d.conv = c.num AND d.tsv @@ t.term::tsquery AND d.seq < $4
                    ORDER BY d.seq DESC
-                   LIMIT $5) p ON true`, "{s}", pgx.Identifier{schema}.Sanitize())
+                   LIMIT $5) p ON true
+WHERE c.tenant = $1 AND c.id = $2`, "{s}", pgx.Identifier{schema}.Sanitize())
 
 	for _, q := range benchQueries {
 		terms := make([]string, len(q.ranks))

@@ -24,14 +24,11 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q.deleteConversation, key.Tenant, key.ID, s.now())
-		if err != nil {
-			return err
+		var num int64
+		if err := tx.QueryRow(ctx, s.q.deleteConversation, key.Tenant, key.ID, s.now()).Scan(&num); err != nil {
+			return err // pgx.ErrNoRows: wrap makes it ErrNotFound
 		}
-		if tag.RowsAffected() == 0 {
-			return pgx.ErrNoRows // rolls back; wrap makes it ErrNotFound
-		}
-		_, err = tx.Exec(ctx, s.q.deleteContents, key.Tenant, key.ID)
+		_, err := tx.Exec(ctx, s.q.deleteContents, key.Tenant, key.ID, num)
 		return err
 	})
 	if err != nil {
@@ -88,9 +85,11 @@ func (s *Store) deleteWhere(ctx context.Context, sql string, args ...any) (int, 
 				return err
 			}
 			var tenants, ids []string
+			var nums []int64
 			var tenant, id string
-			if _, err := pgx.ForEachRow(rows, []any{&tenant, &id}, func() error {
-				tenants, ids = append(tenants, tenant), append(ids, id)
+			var num int64
+			if _, err := pgx.ForEachRow(rows, []any{&tenant, &id, &num}, func() error {
+				tenants, ids, nums = append(tenants, tenant), append(ids, id), append(nums, num)
 				return nil
 			}); err != nil {
 				return err
@@ -98,7 +97,7 @@ func (s *Store) deleteWhere(ctx context.Context, sql string, args ...any) (int, 
 			if n = len(ids); n == 0 {
 				return nil
 			}
-			_, err = tx.Exec(ctx, s.q.deleteContentsOf, tenants, ids)
+			_, err = tx.Exec(ctx, s.q.deleteContentsOf, tenants, ids, nums)
 			return err
 		})
 		if err != nil {

@@ -33,9 +33,11 @@
 // one conversation.
 //
 // Search (chatmem.Searcher): message_terms holds one row per posting,
-// (tenant, conv_id, term, seq), for the terms chatmem.IndexTerms gives each
+// (conv, term, seq), for the terms chatmem.IndexTerms gives each
 // non-system message, written by the statement that stores the messages and
-// deleted with the conversation. Its primary key orders a term's postings
+// deleted with the conversation; conv is conversations.num, a number each
+// conversation row gets, so that the conversation's key is not repeated in
+// every posting. Its primary key orders a term's postings
 // by seq, so Postings reads the newest ones before a seq with a backward
 // index scan that stops at the limit, whatever the history's length. A GIN
 // index over a tsvector, PostgreSQL's own full-text search, was measured

@@ -35,7 +35,7 @@ func buildQueries(schema string) queries {
 INSERT INTO {s}.conversations AS c (tenant, id, tokenizer, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $4)
 ON CONFLICT (tenant, id) DO UPDATE SET last_seq = c.last_seq
-RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at`),
+RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at, c.num`),
 
 		updateConversation: q(`
 UPDATE {s}.conversations
@@ -56,11 +56,12 @@ ORDER BY id
 LIMIT $4`),
 
 		// One statement for the whole batch, messages and their postings
-		// ($14[i], $15[i]): the arrays are unnested into rows. Empty strings
-		// stand for NULL JSON (JSON text is never empty).
+		// ($14[i], $15[i], of conversation number $16): the arrays are
+		// unnested into rows. Empty strings stand for NULL JSON (JSON text
+		// is never empty).
 		insertMessages: q(`
-WITH p AS (INSERT INTO {s}.message_terms (tenant, conv_id, term, seq)
-           SELECT $1, $2, u.term, u.seq FROM unnest($14::text[], $15::bigint[]) AS u (term, seq))
+WITH p AS (INSERT INTO {s}.message_terms (conv, term, seq)
+           SELECT $16, u.term, u.seq FROM unnest($14::text[], $15::bigint[]) AS u (term, seq))
 INSERT INTO {s}.messages
     (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
 SELECT $1, $2, u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb, u.tool_call_id,
@@ -130,7 +131,7 @@ SELECT t.ord, p.seq
 FROM {s}.conversations c
 CROSS JOIN unnest($4::text[]) WITH ORDINALITY AS t (term, ord)
 LEFT JOIN LATERAL (SELECT x.seq FROM {s}.message_terms x
-                   WHERE x.tenant = $1 AND x.conv_id = $2 AND x.term = t.term AND x.seq < $5
+                   WHERE x.conv = c.num AND x.term = t.term AND x.seq < $5
                    ORDER BY x.seq DESC
                    LIMIT $6) p ON true
 WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3)`),
@@ -213,22 +214,23 @@ FROM unnest($3::text[], $4::bigint[], $5::boolean[], $6::text[], $7::bigint[], $
 
 		deleteConversation: q(`
 DELETE FROM {s}.conversations
-WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
+WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)
+RETURNING num`),
 
-		// deleteContents deletes every row of one conversation but its
-		// conversations row, and deleteContentsOf those of the
-		// conversations ($1[i], $2[i]): messages, postings, idempotency
-		// keys, the summary and the facts, in one statement.
+		// deleteContents deletes every row of one conversation (number $3)
+		// but its conversations row, and deleteContentsOf those of the
+		// conversations ($1[i], $2[i], number $3[i]): messages, postings,
+		// idempotency keys, the summary and the facts, in one statement.
 		deleteContents: q(`
 WITH m AS (DELETE FROM {s}.messages WHERE tenant = $1 AND conv_id = $2),
-     p AS (DELETE FROM {s}.message_terms WHERE tenant = $1 AND conv_id = $2),
+     p AS (DELETE FROM {s}.message_terms WHERE conv = $3),
      k AS (DELETE FROM {s}.idempotency WHERE tenant = $1 AND conv_id = $2),
      s AS (DELETE FROM {s}.summaries WHERE tenant = $1 AND conv_id = $2)
 DELETE FROM {s}.facts WHERE tenant = $1 AND conv_id = $2`),
 		deleteContentsOf: q(`
 WITH g AS (SELECT * FROM unnest($1::text[], $2::text[]) AS g (tenant, id)),
      m AS (DELETE FROM {s}.messages x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
-     p AS (DELETE FROM {s}.message_terms x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
+     p AS (DELETE FROM {s}.message_terms WHERE conv = ANY($3::bigint[])),
      k AS (DELETE FROM {s}.idempotency x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
      s AS (DELETE FROM {s}.summaries x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id)
 DELETE FROM {s}.facts x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id`),
@@ -243,7 +245,7 @@ WHERE (c.tenant, c.id) IN (SELECT tenant, id FROM {s}.conversations
                            ORDER BY expires_at LIMIT $2
                            FOR UPDATE SKIP LOCKED)
   AND c.expires_at <= $1
-RETURNING c.tenant, c.id`),
+RETURNING c.tenant, c.id, c.num`),
 		purge: q(`
 DELETE FROM {s}.conversations c
 WHERE (c.tenant, c.id) IN (SELECT tenant, id FROM {s}.conversations
@@ -251,7 +253,7 @@ WHERE (c.tenant, c.id) IN (SELECT tenant, id FROM {s}.conversations
                            ORDER BY updated_at LIMIT $3
                            FOR UPDATE SKIP LOCKED)
   AND c.updated_at < $1
-RETURNING c.tenant, c.id`),
+RETURNING c.tenant, c.id, c.num`),
 	}
 }
 

@@ -126,7 +126,8 @@ func TestBackfill(t *testing.T) {
 		t.Fatalf("message_terms has %d rows after the appends, want more", len(indexed))
 	}
 
-	exec(`DROP TABLE {s}.message_terms, {s}.terms_backfill; DELETE FROM {s}.schema_migrations WHERE version = 3`)
+	exec(`DROP TABLE {s}.message_terms, {s}.terms_backfill; ALTER TABLE {s}.conversations DROP COLUMN num;
+		DELETE FROM {s}.schema_migrations WHERE version = 3`)
 	s2 := open(t, schema)
 	if got := postingRows(t, admin, schema); !slices.Equal(got, indexed) {
 		t.Fatalf("after the backfill message_terms has %d rows, want the appends' %d", len(got), len(indexed))
@@ -135,7 +136,8 @@ func TestBackfill(t *testing.T) {
 
 	// An interrupted backfill: big's first 1000 messages indexed; a
 	// conversation deleted since it was listed; one whose postings exist.
-	exec(`DELETE FROM {s}.message_terms WHERE tenant = 'bf' AND conv_id = 'big' AND seq > 1000`)
+	exec(`DELETE FROM {s}.message_terms WHERE seq > 1000
+		AND conv = (SELECT num FROM {s}.conversations WHERE tenant = 'bf' AND id = 'big')`)
 	exec(`INSERT INTO {s}.terms_backfill VALUES ('bf', 'big', 1000, 2500), ('bf', 'deleted', 0, 50), ('bf', 'small', 0, 4)`)
 	var wg sync.WaitGroup
 	for i := range 3 {
@@ -158,12 +160,14 @@ func TestBackfill(t *testing.T) {
 	}
 }
 
-// postingRows returns every row of message_terms as "tenant/conv term seq",
+// postingRows returns every row of message_terms as "tenant/id term seq",
 // in order.
 func postingRows(t *testing.T, pool *pgxpool.Pool, schema string) []string {
 	t.Helper()
-	rows, err := pool.Query(t.Context(), "SELECT tenant || '/' || conv_id || ' ' || term || ' ' || seq FROM "+schema+
-		".message_terms ORDER BY tenant, conv_id, term, seq")
+	rows, err := pool.Query(t.Context(), strings.ReplaceAll(`
+		SELECT c.tenant || '/' || c.id || ' ' || x.term || ' ' || x.seq
+		FROM {s}.message_terms x LEFT JOIN {s}.conversations c ON c.num = x.conv
+		ORDER BY 1`, "{s}", schema))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,11 +216,19 @@ func TestPostingsRemoved(t *testing.T) {
 	s := open(t, schema)
 	ctx := t.Context()
 	admin := testenv.PostgresAdmin(t)
+	nums := make(map[chatmem.Key]int64) // conversations.num, which names them in message_terms
 	count := func(key chatmem.Key) int {
 		t.Helper()
+		if _, ok := nums[key]; !ok {
+			var num int64
+			if err := admin.QueryRow(ctx, "SELECT num FROM "+schema+".conversations WHERE tenant = $1 AND id = $2",
+				key.Tenant, key.ID).Scan(&num); err != nil {
+				t.Fatal(err)
+			}
+			nums[key] = num
+		}
 		var n int
-		if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".message_terms WHERE tenant = $1 AND conv_id = $2",
-			key.Tenant, key.ID).Scan(&n); err != nil {
+		if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+schema+".message_terms WHERE conv = $1", nums[key]).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -238,8 +250,10 @@ func TestPostingsRemoved(t *testing.T) {
 	add(purged, "zebra crossing ahead", chatmem.AppendOptions{Now: long})
 	add(restarted, "zebra crossing ahead", chatmem.AppendOptions{Now: long, TTL: time.Hour})
 	add(kept, "zebra crossing ahead", chatmem.AppendOptions{})
-	if n := count(restarted); n != 3 {
-		t.Fatalf("message_terms has %d rows for %q, want 3", n, "zebra crossing ahead")
+	for _, key := range []chatmem.Key{deleted, swept, purged, restarted, kept} {
+		if n := count(key); n != 3 {
+			t.Fatalf("message_terms has %d rows for %s, %q; want 3", n, key, "zebra crossing ahead")
+		}
 	}
 
 	if err := s.Delete(ctx, deleted); err != nil {

@@ -10,12 +10,19 @@
 -- cannot do that: it yields every match of the term, which must then be
 -- sorted by seq, so its cost grows with the conversation.)
 
+-- Postings name their conversation by conversations.num, a number of its
+-- own, rather than by (tenant, id): there are about ten postings per
+-- message, each in the table and in its primary key, and the conversation's
+-- key would be most of their size (twice 37 bytes for UUIDs). A
+-- conversation keeps its num while its row lives, an expired one started
+-- afresh included; one deleted and created again gets a new one.
+ALTER TABLE conversations ADD COLUMN num bigint GENERATED ALWAYS AS IDENTITY;
+
 CREATE TABLE message_terms (
-    tenant  text COLLATE "C" NOT NULL,
-    conv_id text COLLATE "C" NOT NULL,
-    term    text COLLATE "C" NOT NULL,
-    seq     bigint NOT NULL,
-    PRIMARY KEY (tenant, conv_id, term, seq)
+    conv bigint NOT NULL,                -- conversations.num
+    term text COLLATE "C" NOT NULL,
+    seq  bigint NOT NULL,
+    PRIMARY KEY (conv, term, seq)
 );
 
 -- The messages stored before this migration are indexed by the store (in
