@@ -356,9 +356,9 @@ return {0, redis.call('LRANGE', sys, 0, -1)}
 // append).
 //
 // KEYS: all of the conversation's (the term keys are found through the
-// terms set). ARGV: now, before (empty for an unconditional delete). It replies 1 if a live conversation was deleted, 0
-// if it was kept, and -1 if there was none (its keys, if it had expired, are
-// deleted too).
+// terms set). ARGV: now, before (empty for an unconditional delete). It
+// replies 1 if a live conversation was deleted, 0 if it was kept, and -1 if
+// there was none (its keys, if it had expired, are deleted too).
 var deleteScript = newScript(luaPrelude + `
 local meta = KEYS[1]
 local now, before = ARGV[1], ARGV[2]
