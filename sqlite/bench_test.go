@@ -2,7 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,4 +43,113 @@ func (s *timedAppends) Append(ctx context.Context, key chatmem.Key, msgs []chatm
 	}
 	s.spent[key] += time.Since(start)
 	return res, err
+}
+
+// BenchmarkPostings measures Postings of six terms of assorted frequencies
+// (limit 256, before the newest 40 messages, as PolicyRecall asks beside a
+// recent window) in conversations of 1,000 and 1,000,000 messages whose
+// text is drawn from a Zipf-distributed vocabulary of 5,000 words, so the
+// terms have realistic document frequencies. Both conversations are in one
+// file, the short one begun first, so its postings sit before the long
+// one's in every doclist. The time per call should not grow with the
+// length. It reports the process's CPU time per call too (cpu-ns/op),
+// steadier than the wall clock on a busy machine. -short leaves out the
+// 1,000,000.
+func BenchmarkPostings(b *testing.B) {
+	sizes := []int{1000, 1000000}
+	if testing.Short() {
+		sizes = sizes[:1]
+	}
+	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
+	ctx := b.Context()
+	vocab := benchVocabulary(5000)
+	// Ranks 1, 4, 21, 151, 1001 and 4001: from a word in about a fifth of
+	// the messages to one in a few hundredths of a percent.
+	var terms []string
+	for _, rank := range []int{0, 3, 20, 150, 1000, 4000} {
+		terms = append(terms, chatmem.Terms(vocab[rank])...)
+	}
+	keys := make([]chatmem.Key, len(sizes))
+	for i, n := range sizes {
+		keys[i] = chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("postings-%d", n)}
+		start := time.Now()
+		fillText(b, s, keys[i], n, vocab, uint64(i))
+		b.Logf("filled %d messages in %v", n, time.Since(start).Round(time.Millisecond))
+	}
+	for i, n := range sizes {
+		before := int64(n - 40)
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var found int
+			cpu := cpuTime()
+			for b.Loop() {
+				out, err := s.Postings(ctx, keys[i], terms, before, 256)
+				if err != nil {
+					b.Fatal(err)
+				}
+				found = 0
+				for _, seqs := range out {
+					found += len(seqs)
+				}
+			}
+			if cpu := cpuTime() - cpu; cpu > 0 {
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			}
+			b.ReportMetric(float64(found), "postings/op")
+		})
+	}
+}
+
+// benchVocabulary returns n distinct made-up words of two to four
+// syllables, none of them a stop word.
+func benchVocabulary(n int) []string {
+	onsets := []string{"b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr", "kl"}
+	vowels := []string{"a", "e", "i", "o", "u", "ai", "ou"}
+	r := rand.New(rand.NewPCG(7, 11))
+	seen := make(map[string]bool, n)
+	words := make([]string, 0, n)
+	for len(words) < n {
+		var w strings.Builder
+		for range 2 + r.IntN(3) {
+			w.WriteString(onsets[r.IntN(len(onsets))])
+			w.WriteString(vowels[r.IntN(len(vowels))])
+		}
+		if word := w.String(); !seen[word] {
+			seen[word] = true
+			words = append(words, word)
+		}
+	}
+	return words
+}
+
+// fillText appends n messages of 5 to 24 words drawn from vocab with a
+// Zipf distribution (s = 1.1), 1,000 per Append: one transaction each.
+func fillText(tb testing.TB, s *Store, key chatmem.Key, n int, vocab []string, seed uint64) {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(seed, 42))
+	zipf := rand.NewZipf(r, 1.1, 1, uint64(len(vocab)-1))
+	const batch = 1000
+	var text strings.Builder
+	for done := 0; done < n; {
+		msgs := make([]chatmem.Message, min(batch, n-done))
+		for i := range msgs {
+			text.Reset()
+			words := 5 + r.IntN(20)
+			for j := range words {
+				if j > 0 {
+					text.WriteByte(' ')
+				}
+				text.WriteString(vocab[zipf.Uint64()])
+			}
+			role := chatmem.RoleUser
+			if (done+i)%2 == 1 {
+				role = chatmem.RoleAssistant
+			}
+			msgs[i] = chatmem.Message{Role: role, Content: text.String(), Tokens: words}
+		}
+		if _, err := s.Append(tb.Context(), key, msgs, chatmem.AppendOptions{}); err != nil {
+			tb.Fatalf("fill %s: Append at %d: %v", key, done, err)
+		}
+		done += len(msgs)
+	}
 }

@@ -17,6 +17,14 @@
 // Summaries and facts reference their conversation with ON DELETE CASCADE,
 // so they end with it, in the same transaction, however it ends. The schema
 // is in migrations/, applied by Open.
+//
+// For chatmem.Searcher each non-system message is a row of an FTS5 table,
+// message_terms, written in its append's transaction: its
+// chatmem.IndexTerms, each prefixed with the conversation's number, so that
+// every term of every conversation has a doclist of its own and a search
+// reads the newest postings of its own conversation and nothing else. A
+// trigger deletes a conversation's rows with it (search.go and
+// migrations/0003_search.sql tell the details).
 package sqlite
 
 import (
@@ -65,8 +73,8 @@ type Options struct {
 const DefaultBusyTimeout = 10 * time.Second
 
 // Store is a chatmem.Store over one SQLite file. It implements
-// chatmem.Sweeper, chatmem.Purger, chatmem.SummaryStore and
-// chatmem.FactStore too. It is safe for concurrent use by many goroutines
+// chatmem.Sweeper, chatmem.Purger, chatmem.SummaryStore,
+// chatmem.FactStore and chatmem.Searcher too. It is safe for concurrent use by many goroutines
 // and processes.
 type Store struct {
 	path string
@@ -87,7 +95,10 @@ type Store struct {
 // Open opens the SQLite database at path, creating the file if it does not
 // exist, switches it to WAL mode and applies the pending migrations (in one
 // write transaction, so processes opening the same file at once apply them
-// exactly once). ctx bounds only the opening. It wraps chatmem.ErrInvalid
+// exactly once). The first Open after the upgrade that added the search
+// index indexes the messages stored before it, 1,000 per transaction, before
+// it returns (see Store.backfill); an Open interrupted meanwhile leaves the
+// rest to the next. ctx bounds only the opening. It wraps chatmem.ErrInvalid
 // for an empty path or ":memory:" (the store needs a file its connections
 // share).
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
