@@ -7,7 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
+	"time"
 )
 
 // MetaRecalled is the "chatmem" metadata value of the messages PolicyRecall
@@ -44,12 +44,13 @@ const (
 	speakerBoost = 2.0
 	// defaultRecentShare is the share of a recall budget the recent window
 	// gets when Policy.Recent is 0.
-	defaultRecentShare = 8 // one eighth
+	defaultRecentShare = 10 // one tenth
 )
 
 // recallMarker is the prefix a recalled message's content gets: its
 // sequence number and the time it was stored, so the model can tell when it
-// was said.
+// was said. A message that follows a recalled message of the same minute
+// gets only its sequence number: "[#413] ".
 func recallMarker(m Message) string {
 	return fmt.Sprintf("[#%d %s] ", m.Seq, m.CreatedAt.UTC().Format("2006-01-02 15:04"))
 }
@@ -59,6 +60,9 @@ type recaller struct {
 	search  Searcher
 	key     Key
 	counter Counter
+	// speakers holds the terms of the speaker names (Message.Name) seen
+	// in the recent window.
+	speakers map[string]bool
 }
 
 // scored is one candidate message and its score.
@@ -74,6 +78,11 @@ type scored struct {
 // returns the candidates, best first.
 func (r recaller) ranking(ctx context.Context, query string, before int64) ([]scored, error) {
 	terms := Terms(query)
+	if len(r.speakers) > 0 {
+		// A speaker's name matches every greeting addressed to them: it
+		// boosts their messages (see recall) instead of being searched.
+		terms = slices.DeleteFunc(terms, func(t string) bool { return r.speakers[t] })
+	}
 	if len(terms) > recallTerms {
 		terms = terms[:recallTerms]
 	}
@@ -152,31 +161,68 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 		return nil, 0, err
 	}
 
-	lq := " " + strings.Join(strings.FieldsFunc(strings.ToLower(query), notWordRune), " ") + " "
+	named := speakers(query)
 	for i, c := range ranked {
-		if m, ok := bySeq[c.seq]; ok && m.Name != "" && strings.Contains(lq, " "+strings.ToLower(m.Name)+" ") {
+		if m, ok := bySeq[c.seq]; ok && m.Name != "" && named(m.Name) {
 			ranked[i].score *= speakerBoost
 		}
 	}
 	slices.SortStableFunc(ranked, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
 
-	p := packer{r: r, bySeq: bySeq, before: before, left: budget, chosen: make(map[int64]int)}
-	for _, c := range ranked {
-		if p.left <= 0 {
-			break
+	p := packer{r: r, bySeq: bySeq, before: before, left: budget, chosen: make(map[int64]int), markers: make(map[string]int)}
+	// Packing charges a full marker to a message whose predecessor is not
+	// chosen yet; once the result settles the markers, what they saved is
+	// packed again, a few times at most.
+	var out []Message
+	used := 0
+	for range 3 {
+		for _, c := range ranked {
+			if p.left <= 0 {
+				break
+			}
+			if err := p.add(ctx, c.seq); err != nil {
+				return nil, 0, err
+			}
 		}
-		if err := p.add(ctx, c.seq); err != nil {
+		if err := p.startWithUser(ctx); err != nil {
 			return nil, 0, err
 		}
+		before := used
+		if out, used, err = p.result(ctx, budget); err != nil {
+			return nil, 0, err
+		}
+		if used == before {
+			break
+		}
+		p.left = budget - used
+		for _, m := range out {
+			p.chosen[m.Seq] = m.Tokens
+		}
 	}
-	if err := p.startWithUser(ctx); err != nil {
-		return nil, 0, err
-	}
-	return p.result(), budget - p.left, nil
+	return out, used, nil
 }
 
-func notWordRune(r rune) bool {
-	return !(r == '\'' || r == '-' || r == '_' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9' || r > 127)
+// speakers returns a function reporting whether query names the speaker
+// name: whether every term of the name is a term of the query ("What did
+// Caroline's sister say?" names Caroline).
+func speakers(query string) func(name string) bool {
+	terms := make(map[string]bool)
+	for _, t := range Terms(query) {
+		terms[t] = true
+	}
+	memo := make(map[string]bool)
+	return func(name string) bool {
+		named, ok := memo[name]
+		if !ok {
+			nt := Terms(name)
+			named = len(nt) > 0
+			for _, t := range nt {
+				named = named && terms[t]
+			}
+			memo[name] = named
+		}
+		return named
+	}
 }
 
 // completeToolUnits reads, for every tool call or result in bySeq, the rest
@@ -216,6 +262,9 @@ type packer struct {
 	before int64
 	left   int
 	chosen map[int64]int // seq -> tokens charged (message and marker)
+	// markers memoizes the tokens of each marker: packing prices the same
+	// ones again and again.
+	markers map[string]int
 }
 
 // unitOf returns the sequence numbers of the unit holding seq (a message,
@@ -267,7 +316,8 @@ func (p *packer) add(ctx context.Context, seq int64) error {
 	cost := make([]int, 0, hi-lo+1)
 	total := 0
 	for s := lo; s <= hi; s++ {
-		c, err := p.cost(ctx, p.bySeq[s])
+		_, prev := p.chosen[s-1]
+		c, err := p.cost(ctx, s, prev || s > lo)
 		if err != nil {
 			return err
 		}
@@ -284,17 +334,36 @@ func (p *packer) add(ctx context.Context, seq int64) error {
 	return nil
 }
 
-// cost is what m costs recalled: its tokens and its marker's.
-func (p *packer) cost(ctx context.Context, m Message) (int, error) {
-	marker := recallMarker(m)
-	n := len(marker)
-	if tc, ok := p.r.counter.(TextCounter); ok {
-		var err error
-		if n, err = tc.CountText(marker); err != nil {
-			return 0, err
-		}
+// marker returns the marker of message seq: "[#seq time] ", or "[#seq] "
+// when the message follows a recalled message of the same minute (after
+// says whether the one before it is recalled).
+func (p *packer) marker(seq int64, after bool) string {
+	m := p.bySeq[seq]
+	if prev, ok := p.bySeq[seq-1]; after && ok && sameMinute(prev.CreatedAt, m.CreatedAt) {
+		return fmt.Sprintf("[#%d] ", seq)
 	}
-	return m.Tokens + n, nil
+	return recallMarker(m)
+}
+
+func sameMinute(a, b time.Time) bool {
+	return a.UTC().Truncate(time.Minute).Equal(b.UTC().Truncate(time.Minute))
+}
+
+// cost is what message seq costs recalled: its tokens and its marker's.
+func (p *packer) cost(ctx context.Context, seq int64, after bool) (int, error) {
+	marker := p.marker(seq, after)
+	n, ok := p.markers[marker]
+	if !ok {
+		n = len(marker) // one token per byte at most
+		if tc, ok := p.r.counter.(TextCounter); ok {
+			var err error
+			if n, err = tc.CountText(marker); err != nil {
+				return 0, err
+			}
+		}
+		p.markers[marker] = n
+	}
+	return p.bySeq[seq].Tokens + n, nil
 }
 
 // startWithUser makes the earliest recalled message a user message: it adds
@@ -307,7 +376,7 @@ func (p *packer) startWithUser(ctx context.Context) error {
 			return nil
 		}
 		if prev, ok := p.bySeq[first-1]; ok && prev.Role == RoleUser {
-			c, err := p.cost(ctx, prev)
+			c, err := p.cost(ctx, first-1, false)
 			if err != nil {
 				return err
 			}
@@ -317,34 +386,59 @@ func (p *packer) startWithUser(ctx context.Context) error {
 				return nil
 			}
 		}
-		// Drop the earliest run up to the next user message.
-		for s := first; ; s++ {
-			c, ok := p.chosen[s]
-			if !ok || p.bySeq[s].Role == RoleUser {
-				break
-			}
-			delete(p.chosen, s)
-			p.left += c
-		}
+		p.dropFirstRun()
 	}
 	return nil
 }
 
-// result returns the chosen messages, marked, in conversation order.
-func (p *packer) result() []Message {
-	seqs := slices.Sorted(maps.Keys(p.chosen))
-	out := make([]Message, 0, len(seqs))
-	for _, s := range seqs {
-		m := p.bySeq[s].Clone()
-		m.Content = recallMarker(m) + m.Content
-		m.Tokens = p.chosen[s]
-		if m.Metadata == nil {
-			m.Metadata = make(map[string]string, 1)
+// dropFirstRun unchooses the earliest recalled message and those after it
+// up to the next user message, giving their tokens back.
+func (p *packer) dropFirstRun() {
+	first := slices.Min(slices.Collect(maps.Keys(p.chosen)))
+	for s := first; ; s++ {
+		c, ok := p.chosen[s]
+		if !ok || (s > first && p.bySeq[s].Role == RoleUser) {
+			return
 		}
-		m.Metadata[MetaKey] = MetaRecalled
-		out = append(out, m)
+		delete(p.chosen, s)
+		p.left += c
 	}
-	return out
+}
+
+// result returns the chosen messages, marked, in conversation order, and
+// their tokens, at most budget. Markers are settled here, once the
+// neighbours are known; a message whose short marker became a full one
+// (its predecessor dropped) may push the total over budget, in which case
+// the earliest runs are dropped.
+func (p *packer) result(ctx context.Context, budget int) ([]Message, int, error) {
+	for {
+		seqs := slices.Sorted(maps.Keys(p.chosen))
+		out := make([]Message, 0, len(seqs))
+		used := 0
+		for _, s := range seqs {
+			_, after := p.chosen[s-1]
+			m := p.bySeq[s].Clone()
+			m.Content = p.marker(s, after) + m.Content
+			c, err := p.cost(ctx, s, after)
+			if err != nil {
+				return nil, 0, err
+			}
+			m.Tokens = c
+			used += c
+			if m.Metadata == nil {
+				m.Metadata = make(map[string]string, 1)
+			}
+			m.Metadata[MetaKey] = MetaRecalled
+			out = append(out, m)
+		}
+		if used <= budget {
+			return out, used, nil
+		}
+		p.dropFirstRun()
+		for len(p.chosen) > 0 && p.bySeq[slices.Min(slices.Collect(maps.Keys(p.chosen)))].Role != RoleUser {
+			p.dropFirstRun()
+		}
+	}
 }
 
 // recallInto adds recalled messages to w, a window assembled under p with
@@ -381,7 +475,14 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	kept := sumTokens(recent[cut:])
 	fixed := w.Tokens - w.Parts.Recent // pinned, facts, summary, overhead
 	left := p.Budget - fixed - kept
-	r := recaller{search: search, key: key, counter: c}
+	r := recaller{search: search, key: key, counter: c, speakers: make(map[string]bool)}
+	for _, m := range recent {
+		if m.Name != "" {
+			for _, t := range Terms(m.Name) {
+				r.speakers[t] = true
+			}
+		}
+	}
 	recalled, used, err := r.recall(ctx, query, recent[cut].Seq, left)
 	if err != nil {
 		return Window{}, fmt.Errorf("recall for %s: %w", key, err)

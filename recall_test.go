@@ -85,7 +85,7 @@ func TestRecallOldFact(t *testing.T) {
 	}
 }
 
-var markerRE = regexp.MustCompile(`^\[#(\d+) \d{4}-\d\d-\d\d \d\d:\d\d\] `)
+var markerRE = regexp.MustCompile(`^\[#(\d+)( \d{4}-\d\d-\d\d \d\d:\d\d)?\] `)
 
 // checkRecallWindow checks the invariants of a recall window: within
 // budget, tokens add up, system messages first, then a user message, no
