@@ -50,7 +50,7 @@ type Policy struct {
 	Recall bool
 	// Recent is the tokens of Budget the recent part may take before
 	// recall gets the rest: PolicyRecall's window of newest messages
-	// (default Budget/8), or PolicySummaryBuffer's summary and window with
+	// (default Budget/10), or PolicySummaryBuffer's summary and window with
 	// Recall (default Budget/2). The newest user message always has room.
 	Recent int
 }
