@@ -190,13 +190,20 @@ func (m *Memory) process(ctx context.Context, j job) {
 		} else {
 			err = m.extract(ctx, j.key, j.created, j.from, j.to)
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			// Deleted (or expired) while the work waited: it is moot.
+			m.log.Debug("extract facts: conversation gone", "key", j.key.String())
+		case err != nil:
 			m.log.Error("extract facts", "key", j.key.String(), "err", err)
 		}
 	}
 	if m.summarizer != nil && !m.worker.belowTrigger(j, m.sumOpts.Trigger) {
 		unsummarized, err := m.summarize(ctx, j.key)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			m.log.Debug("summarize: conversation gone", "key", j.key.String())
+		case err != nil:
 			m.log.Error("summarize", "key", j.key.String(), "err", err)
 		}
 		m.worker.setUnsummarized(j.key, unsummarized, err == nil)

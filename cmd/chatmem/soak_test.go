@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -155,32 +154,20 @@ func startSoakServer(t *testing.T, dir string, args ...string) (string, func()) 
 			cmd.Process.Kill()
 			t.Errorf("the server did not exit within a minute of SIGTERM")
 		}
-		var moot, dropped int
+		var dropped int
 		for _, l := range strings.Split(readFile(t, logPath), "\n") {
 			switch {
-			case reMootWork.MatchString(l):
-				moot++
 			case strings.Contains(l, "level=ERROR"):
 				t.Errorf("server logged an error: %s", l)
 			case strings.Contains(l, "worker queue full"):
 				dropped++
 			}
 		}
-		if moot > 0 {
-			t.Logf("KNOWN DEFECT, not failed: the server logged %d errors (level=ERROR, \"not found\") for summary or fact work on conversations deleted while it was queued", moot)
-		}
 		if dropped > 0 {
 			t.Logf("the server's worker queue was full %d times: that summary and fact work was dropped", dropped)
 		}
 	}
 }
-
-// reMootWork matches the error the worker logs when it gets to a
-// conversation deleted while its work was queued. The work is moot and
-// the clients see nothing wrong, but it is logged at level ERROR; until
-// the worker drops such work quietly, the soak counts these lines instead
-// of failing on them. Every other error in the server's log fails it.
-var reMootWork = regexp.MustCompile(`level=ERROR msg=(?:"extract facts"|summarize) key=default/soak-\d+-\d+ err="conversation default/soak-\d+-\d+: not found"$`)
 
 func readFile(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
