@@ -53,6 +53,12 @@ type Config struct {
 	// only. Nil: no summaries, and summary_buffer sends a plain token
 	// window.
 	Summarizer func(budget int) chatmem.Summarizer
+	// BM25 adds a baseline row per budget: plain BM25 (k1 1.2, b 0.75)
+	// over single turns, with the question as the query, sending the best
+	// turns that fit the budget in conversation order and nothing else. It
+	// runs in the evaluation, not in a store, and is what PolicyRecall is
+	// measured against.
+	BM25 bool
 	// Tenant the replayed conversations are stored under; default "eval".
 	Tenant string
 	// Parallel is how many conversations are replayed at once; default 1,
@@ -214,6 +220,13 @@ func Run(ctx context.Context, d *Dataset, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	replays := planReplays(cfg, policies)
+	var bm25Rows []int
+	if cfg.BM25 {
+		for _, b := range cfg.Budgets {
+			bm25Rows = append(bm25Rows, len(rows))
+			rows = append(rows, Row{Policy: BM25Row, Budget: b})
+		}
+	}
 
 	res := &Result{Dataset: d.Name, Tokenizer: cfg.Counter.Name(), Conversations: len(d.Conversations), Messages: d.Messages(), Questions: d.Questions(), Rows: rows}
 	for _, c := range d.Conversations {
@@ -234,7 +247,7 @@ func Run(ctx context.Context, d *Dataset, cfg Config) (*Result, error) {
 
 	prefix := make([]byte, 4)
 	_, _ = rand.Read(prefix)
-	r := &runner{cfg: cfg, policies: policies, replays: replays, prefix: hex.EncodeToString(prefix),
+	r := &runner{cfg: cfg, policies: policies, bm25Rows: bm25Rows, replays: replays, prefix: hex.EncodeToString(prefix),
 		total: len(replays) * res.Messages}
 	samples := make([][][]sample, len(d.Conversations)) // [conversation][row][question]
 	var trace *Trace
@@ -377,6 +390,7 @@ func planReplays(cfg Config, ps []chatmem.Policy) []replay {
 type runner struct {
 	cfg      Config
 	policies []chatmem.Policy
+	bm25Rows []int // rows of the BM25 baseline, one per budget
 	replays  []replay
 	prefix   string
 
@@ -399,8 +413,13 @@ func (r *runner) progress(n int) {
 // that replay's rows. It returns the samples per row, per question. With
 // t, it records each row's tokens at every user turn.
 func (r *runner) conversation(ctx context.Context, c Conversation, t *Trace) ([][]sample, error) {
-	out := make([][]sample, len(r.policies))
+	out := make([][]sample, len(r.policies)+len(r.bm25Rows))
 	tc := newTextCache(c.Messages)
+	if len(r.bm25Rows) > 0 {
+		if err := r.bm25(ctx, c, tc, out); err != nil {
+			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
+		}
+	}
 	for _, rp := range r.replays {
 		opts := chatmem.Options{Counter: r.cfg.Counter, Counters: r.cfg.Counters, Sync: true, Summary: rp.summary, Logger: r.cfg.Logger}
 		if rp.summarizer != nil {

@@ -18,8 +18,8 @@ import (
 
 func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("eval",
-		"eval --dataset locomo|jsonl --data PATH [--policy all,last_turns,token_budget,summary_buffer]\n"+
-			"       [--budget 512,1024,2048,4096] [--turns 10] [--facts] [--tokenizer estimate] [--json] [--out DIR]\n\n"+
+		"eval --dataset locomo|jsonl --data PATH [--policy all,last_turns,token_budget,summary_buffer,recall]\n"+
+			"       [--budget 512,1024,2048,4096] [--turns 10] [--facts] [--bm25] [--tokenizer estimate] [--json] [--out DIR]\n\n"+
 			"Replays each conversation of the dataset into a store, message by message, with the offline\n"+
 			"summarizer (and, with --facts, the rule extractor) running inside each append, then asks each\n"+
 			"question as the next user message and scores the context each policy would send at each\n"+
@@ -44,6 +44,7 @@ func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	outDir := fs.String("out", "", "write SVG charts to this directory")
 	storeURL := fs.String("store", "memory:", storeURLHelp)
 	dataDir := fs.String("data-dir", defaultDataDir, "data directory of the default SQLite store (with --store '')")
+	bm25 := fs.Bool("bm25", false, "add a baseline row per budget: plain BM25 over single turns, the question as the query")
 	parallel := fs.Int("parallel", 1, "conversations replayed at once (more is faster; assembly times then include contention)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -113,6 +114,7 @@ func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		Summarizer: func(budget int) chatmem.Summarizer {
 			return offline.NewSummarizer(offline.Options{MaxChars: budget})
 		},
+		BM25:     *bm25,
 		Parallel: *parallel,
 		Progress: func(done, total int) {
 			if bar == nil {
