@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -52,7 +53,18 @@ const (
 // was said. A message that follows a recalled message of the same minute
 // gets only its sequence number: "[#413] ".
 func recallMarker(m Message) string {
-	return fmt.Sprintf("[#%d %s] ", m.Seq, m.CreatedAt.UTC().Format("2006-01-02 15:04"))
+	return string(appendMarker(nil, m.Seq, m.CreatedAt, true))
+}
+
+// appendMarker appends "[#seq time] " (or "[#seq] " without the time) to b.
+func appendMarker(b []byte, seq int64, t time.Time, withTime bool) []byte {
+	b = append(b, "[#"...)
+	b = strconv.AppendInt(b, seq, 10)
+	if withTime {
+		b = append(b, ' ')
+		b = t.UTC().AppendFormat(b, "2006-01-02 15:04")
+	}
+	return append(b, "] "...)
 }
 
 // recaller finds and packs the older messages most relevant to a query.
@@ -173,7 +185,6 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 	// Packing charges a full marker to a message whose predecessor is not
 	// chosen yet; once the result settles the markers, what they saved is
 	// packed again, a few times at most.
-	var out []Message
 	used := 0
 	for range 3 {
 		for _, c := range ranked {
@@ -188,18 +199,14 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 			return nil, 0, err
 		}
 		before := used
-		if out, used, err = p.result(ctx, budget); err != nil {
+		if used, err = p.settle(ctx, budget); err != nil {
 			return nil, 0, err
 		}
 		if used == before {
 			break
 		}
-		p.left = budget - used
-		for _, m := range out {
-			p.chosen[m.Seq] = m.Tokens
-		}
 	}
-	return out, used, nil
+	return p.result(), used, nil
 }
 
 // speakers returns a function reporting whether query names the speaker
@@ -265,6 +272,7 @@ type packer struct {
 	// markers memoizes the tokens of each marker: packing prices the same
 	// ones again and again.
 	markers map[string]int
+	buf     []byte // the marker being priced
 }
 
 // unitOf returns the sequence numbers of the unit holding seq (a message,
@@ -337,12 +345,11 @@ func (p *packer) add(ctx context.Context, seq int64) error {
 // marker returns the marker of message seq: "[#seq time] ", or "[#seq] "
 // when the message follows a recalled message of the same minute (after
 // says whether the one before it is recalled).
-func (p *packer) marker(seq int64, after bool) string {
+func (p *packer) marker(seq int64, after bool) []byte {
 	m := p.bySeq[seq]
-	if prev, ok := p.bySeq[seq-1]; after && ok && sameMinute(prev.CreatedAt, m.CreatedAt) {
-		return fmt.Sprintf("[#%d] ", seq)
-	}
-	return recallMarker(m)
+	prev, ok := p.bySeq[seq-1]
+	p.buf = appendMarker(p.buf[:0], seq, m.CreatedAt, !(after && ok && sameMinute(prev.CreatedAt, m.CreatedAt)))
+	return p.buf
 }
 
 func sameMinute(a, b time.Time) bool {
@@ -352,16 +359,16 @@ func sameMinute(a, b time.Time) bool {
 // cost is what message seq costs recalled: its tokens and its marker's.
 func (p *packer) cost(ctx context.Context, seq int64, after bool) (int, error) {
 	marker := p.marker(seq, after)
-	n, ok := p.markers[marker]
+	n, ok := p.markers[string(marker)] // no allocation for the lookup
 	if !ok {
 		n = len(marker) // one token per byte at most
 		if tc, ok := p.r.counter.(TextCounter); ok {
 			var err error
-			if n, err = tc.CountText(marker); err != nil {
+			if n, err = tc.CountText(string(marker)); err != nil {
 				return 0, err
 			}
 		}
-		p.markers[marker] = n
+		p.markers[string(marker)] = n
 	}
 	return p.bySeq[seq].Tokens + n, nil
 }
@@ -405,40 +412,56 @@ func (p *packer) dropFirstRun() {
 	}
 }
 
-// result returns the chosen messages, marked, in conversation order, and
-// their tokens, at most budget. Markers are settled here, once the
-// neighbours are known; a message whose short marker became a full one
-// (its predecessor dropped) may push the total over budget, in which case
-// the earliest runs are dropped.
-func (p *packer) result(ctx context.Context, budget int) ([]Message, int, error) {
+// settle prices the chosen messages with their final markers, now that
+// their neighbours are known, and records those prices in p.chosen. A
+// message whose short marker became a full one (its predecessor dropped)
+// may push the total over budget, in which case the earliest runs are
+// dropped. It returns the tokens of what is chosen, at most budget.
+func (p *packer) settle(ctx context.Context, budget int) (int, error) {
 	for {
 		seqs := slices.Sorted(maps.Keys(p.chosen))
-		out := make([]Message, 0, len(seqs))
+		costs := make([]int, len(seqs))
 		used := 0
-		for _, s := range seqs {
+		for i, s := range seqs {
 			_, after := p.chosen[s-1]
-			m := p.bySeq[s].Clone()
-			m.Content = p.marker(s, after) + m.Content
 			c, err := p.cost(ctx, s, after)
 			if err != nil {
-				return nil, 0, err
+				return 0, err
 			}
-			m.Tokens = c
+			costs[i] = c
 			used += c
-			if m.Metadata == nil {
-				m.Metadata = make(map[string]string, 1)
-			}
-			m.Metadata[MetaKey] = MetaRecalled
-			out = append(out, m)
 		}
 		if used <= budget {
-			return out, used, nil
+			for i, s := range seqs {
+				p.chosen[s] = costs[i]
+			}
+			p.left = budget - used
+			return used, nil
 		}
 		p.dropFirstRun()
 		for len(p.chosen) > 0 && p.bySeq[slices.Min(slices.Collect(maps.Keys(p.chosen)))].Role != RoleUser {
 			p.dropFirstRun()
 		}
 	}
+}
+
+// result returns copies of the chosen messages, marked, in conversation
+// order, with the tokens settle priced them at.
+func (p *packer) result() []Message {
+	seqs := slices.Sorted(maps.Keys(p.chosen))
+	out := make([]Message, len(seqs))
+	for i, s := range seqs {
+		_, after := p.chosen[s-1]
+		m := p.bySeq[s].Clone()
+		m.Content = string(p.marker(s, after)) + m.Content
+		m.Tokens = p.chosen[s]
+		if m.Metadata == nil {
+			m.Metadata = make(map[string]string, 1)
+		}
+		m.Metadata[MetaKey] = MetaRecalled
+		out[i] = m
+	}
+	return out
 }
 
 // recallInto adds recalled messages to w, a window assembled under p with

@@ -2,6 +2,7 @@ package chatmem
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -59,7 +60,7 @@ func appendTerms(out []string, text string, seen map[string]bool, limit int) []s
 			return
 		}
 		if isASCIILetters(w) {
-			w = english.Stem(w, true)
+			w = stem(w)
 		}
 		if w == "" || seen[w] {
 			return
@@ -131,3 +132,32 @@ var stopWords = func() map[string]bool {
 	}
 	return m
 }()
+
+// stems caches the Snowball stems of recent words: stemming is most of
+// what indexing a message costs, and chat vocabulary repeats. It is
+// sharded to keep concurrent appends apart, and each shard is cleared when
+// full, so its size stays bounded whatever the text.
+var stems [16]struct {
+	sync.Mutex
+	m map[string]string
+}
+
+const stemShardSize = 8192
+
+func stem(w string) string {
+	sh := &stems[uint(len(w)+int(w[0])+int(w[len(w)-1]))%uint(len(stems))]
+	sh.Lock()
+	st, ok := sh.m[w]
+	sh.Unlock()
+	if ok {
+		return st
+	}
+	st = english.Stem(w, true)
+	sh.Lock()
+	if sh.m == nil || len(sh.m) >= stemShardSize {
+		sh.m = make(map[string]string, 256)
+	}
+	sh.m[w] = st
+	sh.Unlock()
+	return st
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand"
 	"os"
 	"runtime"
 	"slices"
@@ -213,12 +214,19 @@ func benchSize(ctx context.Context, mem *chatmem.Memory, p chatmem.Policy, n, it
 	key := chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("bench-%d-%s", n, hex.EncodeToString(suffix[:]))}
 	defer mem.Store().Delete(context.WithoutCancel(ctx), key)
 
+	text := func(i int) string { return fmt.Sprintf("%d: %s", i, benchContent) }
+	if p.Kind == chatmem.PolicyRecall || p.Recall {
+		// Recall searches the words: one sentence repeated would make every
+		// term common. Sentences of a Zipf vocabulary have rare and common
+		// words, as chats do.
+		text = zipfText
+	}
 	message := func(i int) chatmem.Message {
 		role := chatmem.RoleUser
 		if i%2 == 1 {
 			role = chatmem.RoleAssistant
 		}
-		return chatmem.Message{Role: role, Content: fmt.Sprintf("%d: %s", i, benchContent)}
+		return chatmem.Message{Role: role, Content: text(i)}
 	}
 	start := time.Now()
 	bar := newProgress(progress, fmt.Sprintf("filling %d messages", n), n)
@@ -298,4 +306,37 @@ func (p *progress) set(done int) {
 func (p *progress) done() {
 	p.set(p.total)
 	fmt.Fprintln(p.w)
+}
+
+// benchVocabulary is 5,000 made-up words, the same on every run.
+var benchVocabulary = func() []string {
+	syllables := strings.Fields("ba ko mi ru te sa no li pe da gu fi ro ne ta vi lo su ke ma")
+	words := make([]string, 0, 5000)
+	for i := 0; len(words) < cap(words); i++ {
+		var b strings.Builder
+		for n := i; ; n /= len(syllables) {
+			b.WriteString(syllables[n%len(syllables)])
+			if n < len(syllables) {
+				break
+			}
+		}
+		if b.Len() >= 4 {
+			words = append(words, b.String())
+		}
+	}
+	return words
+}()
+
+// zipfText returns message i's text for recall benchmarks: 8 to 23 words
+// of benchVocabulary drawn with Zipf frequencies (s = 1.1), the same for
+// the same i.
+func zipfText(i int) string {
+	r := mrand.New(mrand.NewSource(int64(i)))
+	z := mrand.NewZipf(r, 1.1, 1, uint64(len(benchVocabulary)-1))
+	n := 8 + r.Intn(16)
+	words := make([]string, n)
+	for j := range words {
+		words[j] = benchVocabulary[z.Uint64()]
+	}
+	return strings.Join(words, " ")
 }
