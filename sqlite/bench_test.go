@@ -61,13 +61,26 @@ func BenchmarkPostings(b *testing.B) {
 		sizes = sizes[:1]
 	}
 	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
-	ctx := b.Context()
 	vocab := benchVocabulary(5000)
-	// Ranks 1, 4, 21, 151, 1001 and 4001: from a word in about a fifth of
-	// the messages to one in a few hundredths of a percent.
-	var terms []string
-	for _, rank := range []int{0, 3, 20, 150, 1000, 4000} {
-		terms = append(terms, chatmem.Terms(vocab[rank])...)
+	// mixed: ranks 1, 4, 21, 151, 1001 and 4001, from a word in nine
+	// messages of ten to one in a few hundredths of a percent: the 1,000
+	// messages have fewer than 256 postings of most, the 1,000,000 of
+	// none. frequent: the six most frequent words, with about 256
+	// postings in both, so both calls return about 6 × 256 and differ in the
+	// length of the history alone.
+	termsOf := func(ranks ...int) []string {
+		var terms []string
+		for _, rank := range ranks {
+			terms = append(terms, chatmem.Terms(vocab[rank])...)
+		}
+		return terms
+	}
+	sets := []struct {
+		name  string
+		terms []string
+	}{
+		{"mixed", termsOf(0, 3, 20, 150, 1000, 4000)},
+		{"frequent", termsOf(0, 1, 2, 3, 4, 5)},
 	}
 	keys := make([]chatmem.Key, len(sizes))
 	for i, n := range sizes {
@@ -76,28 +89,37 @@ func BenchmarkPostings(b *testing.B) {
 		fillText(b, s, keys[i], n, vocab, uint64(i))
 		b.Logf("filled %d messages in %v", n, time.Since(start).Round(time.Millisecond))
 	}
-	for i, n := range sizes {
-		before := int64(n - 40)
-		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			var found int
-			cpu := cpuTime()
-			for b.Loop() {
-				out, err := s.Postings(ctx, keys[i], terms, before, 256)
-				if err != nil {
-					b.Fatal(err)
-				}
-				found = 0
-				for _, seqs := range out {
-					found += len(seqs)
-				}
-			}
-			if cpu := cpuTime() - cpu; cpu > 0 {
-				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-			}
-			b.ReportMetric(float64(found), "postings/op")
-		})
+	for _, set := range sets {
+		for i, n := range sizes {
+			benchPostings(b, s, keys[i], n, set.name, set.terms)
+		}
 	}
+}
+
+// benchPostings runs Postings(terms, before, 256) on key, a conversation of
+// n messages, with before its 40th newest message, as a sub-benchmark.
+func benchPostings(b *testing.B, s *Store, key chatmem.Key, n int, name string, terms []string) {
+	ctx := b.Context()
+	before := int64(n - 40)
+	b.Run(fmt.Sprintf("terms=%s/messages=%d", name, n), func(b *testing.B) {
+		b.ReportAllocs()
+		var found int
+		cpu := cpuTime()
+		for b.Loop() {
+			out, err := s.Postings(ctx, key, terms, before, 256)
+			if err != nil {
+				b.Fatal(err)
+			}
+			found = 0
+			for _, seqs := range out {
+				found += len(seqs)
+			}
+		}
+		if cpu := cpuTime() - cpu; cpu > 0 {
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}
+		b.ReportMetric(float64(found), "postings/op")
+	})
 }
 
 // benchVocabulary returns n distinct made-up words of two to four
