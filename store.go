@@ -236,3 +236,21 @@ type Searcher interface {
 	// are skipped. A missing conversation is ErrNotFound.
 	MessagesAt(ctx context.Context, key Key, seqs []int64) ([]Message, error)
 }
+
+// GenerationWriter writes a conversation's derived data (summary, facts)
+// only if the conversation is still the one that data was derived from: the
+// one created at created. A conversation deleted and re-created (or expired
+// and started afresh) while a summarizer or extractor ran is another
+// conversation, and the write fails with ErrNotFound, atomically with the
+// write itself, so nothing of the old conversation reaches the new one.
+// created is compared as the store keeps it (the CreatedAt its Conversation
+// and Append return). The background worker uses it; every store in this
+// module implements it.
+type GenerationWriter interface {
+	// PutSummaryOf is PutSummary, conditional on the conversation's
+	// CreatedAt being created.
+	PutSummaryOf(ctx context.Context, key Key, created time.Time, s Summary, prev int64) error
+	// SetFactsOf is SetFacts, conditional on the conversation's CreatedAt
+	// being created.
+	SetFactsOf(ctx context.Context, key Key, created time.Time, facts []Fact) error
+}
