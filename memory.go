@@ -32,6 +32,12 @@ type Options struct {
 	// Extractors find facts in appended messages. Needs a store that
 	// implements FactStore.
 	Extractors []Extractor
+	// Embedder, if set, turns on the embedding retriever: the worker embeds
+	// appended messages and stores the vectors, and PolicyRecall fuses a
+	// vector search for the newest user message with its lexical ranking.
+	// Needs a store that implements VectorStore. Nil (the default): recall
+	// is lexical only and no model is called.
+	Embedder Embedder
 	// Summary tunes when summaries are written.
 	Summary SummaryOptions
 	// Sync runs summarization and fact extraction inside Append (and a lagging
@@ -93,6 +99,7 @@ type Memory struct {
 	summarizer Summarizer
 	extractors []Extractor
 	sumOpts    SummaryOptions
+	embedder   Embedder
 	sync       bool
 	worker     worker
 	summaries  summaryCache
@@ -108,12 +115,16 @@ func New(store Store, opts Options) (*Memory, error) {
 	m := &Memory{
 		store: store, counter: opts.Counter, counters: opts.Counters, limits: opts.Limits, now: opts.Now, log: opts.Logger,
 		summarizer: opts.Summarizer, extractors: opts.Extractors, sumOpts: opts.Summary.withDefaults(), sync: opts.Sync,
+		embedder: opts.Embedder,
 	}
 	if _, ok := store.(SummaryStore); opts.Summarizer != nil && !ok {
 		return nil, fmt.Errorf("%w: a summarizer needs a store that keeps summaries", ErrInvalid)
 	}
 	if _, ok := store.(FactStore); len(opts.Extractors) > 0 && !ok {
 		return nil, fmt.Errorf("%w: extractors need a store that keeps facts", ErrInvalid)
+	}
+	if _, ok := store.(VectorStore); opts.Embedder != nil && !ok {
+		return nil, fmt.Errorf("%w: an embedder needs a store that keeps vectors", ErrInvalid)
 	}
 	m.worker.init(max(opts.QueueSize, 0))
 	if m.now == nil {

@@ -75,6 +75,55 @@ type recaller struct {
 	// speakers holds the terms of the speaker names (Message.Name) seen
 	// in the recent window.
 	speakers map[string]bool
+	// embedder and vectors, when set, add a vector search to the ranking.
+	embedder Embedder
+	vectors  VectorStore
+	log      func(msg string, args ...any)
+}
+
+// Embedding retrieval: how far back a vector search looks, how many hits
+// it brings, and the rank constant of reciprocal rank fusion.
+const (
+	vectorSpan = 4096
+	vectorHits = 100
+	rrfK       = 60
+)
+
+// fuse merges the lexical ranking with a vector search for query by
+// reciprocal rank fusion (each list adds 1/(rrfK+rank)). A failed embedding
+// or search is logged and leaves the lexical ranking as it was: a turn
+// never fails because the embedding model did.
+func (r recaller) fuse(ctx context.Context, query string, before int64, lexical []scored) []scored {
+	if r.embedder == nil || r.vectors == nil || before <= 1 || query == "" {
+		return lexical
+	}
+	vecs, err := r.embedder.Embed(ctx, []string{query})
+	var hits []VectorHit
+	if err == nil && len(vecs) == 1 {
+		hits, err = r.vectors.NearestVectors(ctx, r.key, r.embedder.Name(), vecs[0], before, vectorSpan, vectorHits)
+	}
+	if err != nil {
+		r.log("recall: vector search failed; lexical ranking only", "key", r.key.String(), "err", err)
+		return lexical
+	}
+	fused := make(map[int64]float64, len(lexical)+len(hits))
+	for i, c := range lexical {
+		fused[c.seq] += 1 / float64(rrfK+i+1)
+	}
+	for i, h := range hits {
+		fused[h.Seq] += 1 / float64(rrfK+i+1)
+	}
+	out := make([]scored, 0, len(fused))
+	for seq, sc := range fused {
+		out = append(out, scored{seq, sc})
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq)
+	})
+	return out
 }
 
 // scored is one candidate message and its score.
@@ -146,9 +195,15 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 // results (or not at all), and the first message returned is a user
 // message, so the window that puts them first still starts with one.
 func (r recaller) recall(ctx context.Context, query string, before int64, budget int) ([]Message, int, error) {
+	if budget <= 0 {
+		return nil, 0, nil
+	}
 	ranked, err := r.ranking(ctx, query, before)
-	if err != nil || len(ranked) == 0 || budget <= 0 {
+	if err != nil {
 		return nil, 0, err
+	}
+	if ranked = r.fuse(ctx, query, before, ranked); len(ranked) == 0 {
+		return nil, 0, nil
 	}
 	pool := max(recallPool, budget/10)
 	if len(ranked) > pool {
@@ -498,7 +553,10 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	kept := sumTokens(recent[cut:])
 	fixed := w.Tokens - w.Parts.Recent // pinned, facts, summary, overhead
 	left := p.Budget - fixed - kept
-	r := recaller{search: search, key: key, counter: c, speakers: make(map[string]bool)}
+	r := recaller{search: search, key: key, counter: c, speakers: make(map[string]bool), log: m.log.Warn}
+	if m.embedder != nil {
+		r.embedder, r.vectors = m.embedder, m.store.(VectorStore)
+	}
 	for _, m := range recent {
 		if m.Name != "" {
 			for _, t := range Terms(m.Name) {
