@@ -49,6 +49,19 @@ func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) (
 // of the call. An empty batch writes nothing, but still wraps
 // chatmem.ErrNotFound for a missing conversation.
 func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	return s.setFacts(ctx, key, nil, facts)
+}
+
+// SetFactsOf is SetFacts if the conversation was created at created,
+// checked under the same lock as the write; see chatmem.GenerationWriter.
+// Another conversation at key (or none) wraps chatmem.ErrNotFound, after
+// the errors of invalid facts.
+func (s *Store) SetFactsOf(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact) error {
+	return s.setFacts(ctx, key, &created, facts)
+}
+
+// setFacts is SetFacts, and SetFactsOf when created is not nil.
+func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Time, facts []chatmem.Fact) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -58,7 +71,7 @@ func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.F
 		}
 	}
 	now := time.Now()
-	c, err := s.getForWrite(ctx, key)
+	c, err := s.getOfForWrite(ctx, key, created)
 	if err != nil {
 		return err
 	}

@@ -136,6 +136,17 @@ func (s *Store) getForWrite(ctx context.Context, key chatmem.Key) (*conversation
 	return c, nil
 }
 
+// getOfForWrite is getForWrite for the conversation created at *created,
+// or for any when created is nil: another one at key is not found.
+func (s *Store) getOfForWrite(ctx context.Context, key chatmem.Key, created *time.Time) (*conversation, error) {
+	c, err := s.getForWrite(ctx, key)
+	if err != nil || created == nil || c.meta.CreatedAt.Equal(*created) {
+		return c, err
+	}
+	s.mu.Unlock()
+	return nil, fmt.Errorf("%w: conversation %s was created at %v, not %v", chatmem.ErrNotFound, key, c.meta.CreatedAt, *created)
+}
+
 func notFound(key chatmem.Key) error {
 	return fmt.Errorf("%w: conversation %s", chatmem.ErrNotFound, key)
 }

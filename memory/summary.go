@@ -8,6 +8,10 @@ import (
 	"chatmem"
 )
 
+// The summary and the facts are written conditionally on the
+// conversation's generation by PutSummaryOf and SetFactsOf.
+var _ chatmem.GenerationWriter = (*Store)(nil)
+
 // Summary returns the conversation's summary; see chatmem.SummaryStore. It
 // wraps chatmem.ErrNotFound if the conversation does not exist or has no
 // summary yet.
@@ -29,6 +33,19 @@ func (s *Store) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, 
 // after prev), ErrNotFound, ErrConflict, and last ErrInvalid for a CoversSeq
 // past LastSeq. A zero CreatedAt is set to the time of the call.
 func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Summary, prev int64) error {
+	return s.putSummary(ctx, key, nil, sum, prev)
+}
+
+// PutSummaryOf is PutSummary if the conversation was created at created,
+// checked under the same lock as the write; see chatmem.GenerationWriter.
+// Another conversation at key (or none) wraps chatmem.ErrNotFound, after
+// the errors of what sum and prev are wrong about on their own.
+func (s *Store) PutSummaryOf(ctx context.Context, key chatmem.Key, created time.Time, sum chatmem.Summary, prev int64) error {
+	return s.putSummary(ctx, key, &created, sum, prev)
+}
+
+// putSummary is PutSummary, and PutSummaryOf when created is not nil.
+func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.Time, sum chatmem.Summary, prev int64) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -38,7 +55,7 @@ func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Sum
 	if sum.CreatedAt.IsZero() {
 		sum.CreatedAt = time.Now()
 	}
-	c, err := s.getForWrite(ctx, key)
+	c, err := s.getOfForWrite(ctx, key, created)
 	if err != nil {
 		return err
 	}
