@@ -79,6 +79,7 @@ var tests = []subtest{
 	{"LongTail", testLongTail},
 	{"Summary", testSummaries},
 	{"Facts", testFacts},
+	{"Generation", testGenerations},
 	{"Recount", testRecounts},
 	{"Search", testSearch},
 }
