@@ -48,6 +48,8 @@ type upstream struct {
 	key    string
 	client *http.Client
 	policy chatmem.Policy
+	// writes are the turns being stored after their response went out.
+	writes turnWrites
 }
 
 func newUpstream(u Upstream) (*upstream, error) {
@@ -126,6 +128,15 @@ var errNoUpstream = fmt.Errorf("%w: no upstream configured", chatmem.ErrUnavaila
 // are written alone as the request ends. A new conversation, or a request
 // with an Idempotency-Key (which must be checked before the context is
 // read), appends them first.
+//
+// A non-streaming reply is written after the response is sent (with its
+// Content-Length, and flushed) but before the handler returns, so the
+// client does not wait for the commit. The conversation's next proxied
+// turn on this server waits for it before reading the history; a request
+// on the same kept-alive connection is not read before it is done; other
+// readers (the REST API, other instances) may miss the turn for the
+// duration of one commit. A streamed reply is written before data: [DONE]
+// is relayed.
 func (s *Server) chatCompletions(c *call) error {
 	if err := s.proxyChat(c); err != nil {
 		s.writeOpenAIError(c.w, c.r, err)
@@ -141,19 +152,13 @@ func (s *Server) proxyChat(c *call) error {
 	if err != nil {
 		return err
 	}
-	var req map[string]json.RawMessage
-	if err := json.Unmarshal(body, &req); err != nil || req == nil {
-		return fmt.Errorf("%w: body must be a JSON object", chatmem.ErrInvalid)
-	}
-	stream := false
-	if v, ok := req["stream"]; ok && !bytes.Equal(v, []byte("null")) {
-		if err := json.Unmarshal(v, &stream); err != nil {
-			return fmt.Errorf("%w: stream must be true or false", chatmem.ErrInvalid)
-		}
+	req, err := parseChatRequest(body)
+	if err != nil {
+		return err
 	}
 	id := c.r.Header.Get(headerConversation)
 	if id == "" {
-		return s.forward(c, body, stream, nil)
+		return s.forward(c, body, req.stream, nil)
 	}
 	if err := chatmem.ValidateID(id); err != nil {
 		return fmt.Errorf("header %s: %w", headerConversation, err)
@@ -169,11 +174,16 @@ func (s *Server) proxyChat(c *call) error {
 		}
 		opts.IdempotencyKey = v
 	}
-	system, msgs, err := s.splitMessages(req["messages"])
+	system, msgs, err := s.splitMessages(req.messages)
 	if err != nil {
 		return err
 	}
 	ctx := c.r.Context()
+	// The previous turn's messages may still be being written, after its
+	// response went out: read the history once they are in.
+	if err := s.up.writes.wait(ctx, t.key); err != nil {
+		return err
+	}
 	conv, err := s.mem.Store().Conversation(ctx, t.key)
 	exists := err == nil
 	if err != nil && (len(msgs) == 0 || !errors.Is(err, chatmem.ErrNotFound)) {
@@ -238,15 +248,22 @@ func (s *Server) proxyChat(c *call) error {
 	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
 	t.tokens = w.Tokens + sysTokens
 	t.store = answered < 0
-	// The body is put together by hand: json.Marshal would re-validate
-	// every raw value, the window's messages twice, for nothing.
-	var msgsJSON bytes.Buffer
-	msgsJSON.WriteByte('[')
+	// The body is the client's with the messages spliced in: its other
+	// fields go as they came, and nothing is decoded and encoded again.
+	size := 2
 	for _, m := range system {
-		if msgsJSON.Len() > 1 {
-			msgsJSON.WriteByte(',')
+		size += len(m.raw) + 1
+	}
+	for _, m := range w.Messages {
+		size += len(m.Content) + len(m.Name) + len(m.ToolCallID) + 48
+	}
+	msgsJSON := make([]byte, 0, size)
+	msgsJSON = append(msgsJSON, '[')
+	for _, m := range system {
+		if len(msgsJSON) > 1 {
+			msgsJSON = append(msgsJSON, ',')
 		}
-		msgsJSON.Write(m.raw)
+		msgsJSON = append(msgsJSON, m.raw...)
 	}
 	for _, m := range w.Messages {
 		if answered >= 0 && m.Seq > answered {
@@ -255,46 +272,16 @@ func (s *Server) proxyChat(c *call) error {
 			t.tokens -= m.Tokens
 			continue
 		}
-		b, err := MarshalOpenAIMessage(m)
-		if err != nil {
+		if len(msgsJSON) > 1 {
+			msgsJSON = append(msgsJSON, ',')
+		}
+		if msgsJSON, err = appendOpenAIMessage(msgsJSON, m); err != nil {
 			return err
 		}
-		if msgsJSON.Len() > 1 {
-			msgsJSON.WriteByte(',')
-		}
-		msgsJSON.Write(b)
 	}
-	msgsJSON.WriteByte(']')
-	req["messages"] = msgsJSON.Bytes()
-	body = encodeObject(req)
+	msgsJSON = append(msgsJSON, ']')
 	c.w.Header().Set(headerWindowTokens, strconv.Itoa(t.tokens))
-	return s.forward(c, body, stream, t)
-}
-
-// encodeObject returns the JSON object of fields, whose values are valid
-// JSON (as json.Unmarshal leaves them), with the keys sorted.
-func encodeObject(fields map[string]json.RawMessage) []byte {
-	keys := make([]string, 0, len(fields))
-	n := 2
-	for k, v := range fields {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 4
-	}
-	slices.Sort(keys)
-	var b bytes.Buffer
-	b.Grow(n)
-	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		q, _ := json.Marshal(k) // a string always marshals
-		b.Write(q)
-		b.WriteByte(':')
-		b.Write(fields[k])
-	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return s.forward(c, req.withMessages(msgsJSON), req.stream, t)
 }
 
 // turn is one chat proxy request with a conversation: where its reply is
@@ -454,7 +441,11 @@ func MarshalOpenAIMessage(m chatmem.Message) ([]byte, error) {
 }
 
 // forward sends body to the upstream and relays its answer; with t, it
-// stores the reply in t's conversation.
+// stores the reply in t's conversation. A complete reply is stored right
+// after the response is written and flushed, before the handler returns:
+// the client does not wait for the commit, the conversation's next
+// proxied turn does (turnWrites), and on a kept-alive connection the next
+// request is not even read before then.
 func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	ctx := c.r.Context()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.up.url, bytes.NewReader(body))
@@ -478,6 +469,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 		return transportError(ctx, err)
 	}
 	defer resp.Body.Close()
+	relayHeaders(c.w.Header(), resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return upstreamStatusError(resp)
 	}
@@ -491,26 +483,65 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	if len(b) > maxUpstreamBody {
 		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream response over %d bytes", maxUpstreamBody)}
 	}
+	// Only what storing the reply needs is decoded; the client gets the
+	// upstream's bytes.
+	var cc chatCompletion
 	if t != nil && t.store {
-		var cc chatCompletion
 		if err := json.Unmarshal(b, &cc); err != nil {
 			return &upstreamError{status: http.StatusBadGateway, msg: "upstream response is not a chat completion", err: err}
 		}
-		if len(cc.Choices) > 0 {
-			msg := cc.Choices[0].Message
-			content := ""
-			if msg.Content != nil {
-				content = *msg.Content
-			}
-			s.storeReply(ctx, t, content, msg.ToolCalls, cc.Usage)
+	}
+	h := c.w.Header()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	// With the length known, the client has the whole response once it is
+	// flushed, not only when the handler returns.
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if t == nil || (!t.store && len(t.pending) == 0) {
+		c.w.WriteHeader(resp.StatusCode)
+		_, _ = c.w.Write(b)
+		return nil
+	}
+	end := s.up.writes.begin(t.key)
+	defer end()
+	c.w.WriteHeader(resp.StatusCode)
+	_, werr := c.w.Write(b)
+	if werr == nil {
+		werr = http.NewResponseController(c.w).Flush()
+	}
+	// The turn is stored even if the client goes away now that it has the
+	// reply, within a timeout of its own; a reply that could not be written
+	// to the client is not stored, only the turn's own messages are.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
+	defer cancel()
+	if werr == nil && t.store && len(cc.Choices) > 0 {
+		msg := cc.Choices[0].Message
+		content := ""
+		if msg.Content != nil {
+			content = *msg.Content
+		}
+		s.storeReply(wctx, t, content, msg.ToolCalls, cc.Usage)
+	}
+	s.writePending(wctx, t)
+	return nil
+}
+
+// relayHeaders copies to the client's response the upstream's headers
+// that OpenAI clients read: the processing time, the API version, the
+// rate limits and when to retry. The upstream's request ID comes as
+// X-Upstream-Request-Id, since X-Request-Id is this server's own, the one
+// its log lines and error messages name.
+func relayHeaders(dst, src http.Header) {
+	for k, v := range src {
+		switch {
+		case k == "Openai-Processing-Ms", k == "Openai-Version", k == "Retry-After", k == "Retry-After-Ms",
+			strings.HasPrefix(k, "X-Ratelimit-"):
+			dst[k] = slices.Clone(v)
+		case k == "X-Request-Id":
+			dst["X-Upstream-Request-Id"] = slices.Clone(v)
 		}
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		c.w.Header().Set("Content-Type", ct)
-	}
-	c.w.WriteHeader(resp.StatusCode)
-	_, _ = c.w.Write(b)
-	return nil
 }
 
 // chatCompletion is what the proxy reads of an upstream chat completion.

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,7 +24,6 @@ import (
 	"chatmem/internal/seed"
 	"chatmem/memory"
 	"chatmem/offline"
-	"chatmem/sqlite"
 	"chatmem/tokenizer"
 )
 
@@ -79,6 +77,11 @@ type fakeUpstream struct {
 	reqs   []upstreamRequest
 	script []fakeReply
 	done   int // requests answered
+	// answer, if set, is the content of the Nth request's unscripted
+	// reply; nil: "answer N".
+	answer func(n int) string
+	// header is added to every answer.
+	header http.Header
 }
 
 func newFakeUpstream(t testing.TB) *fakeUpstream {
@@ -122,6 +125,9 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	f.reqs = append(f.reqs, upstreamRequest{header: r.Header.Clone(), raw: raw, body: body})
 	n := len(f.reqs)
 	reply := fakeReply{content: fmt.Sprintf("answer %d", n)}
+	if f.answer != nil {
+		reply.content = f.answer(n)
+	}
 	if len(f.script) > 0 {
 		reply, f.script = f.script[0], f.script[1:]
 	}
@@ -130,6 +136,9 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/chat/completions" {
 		http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
 		return
+	}
+	for k, v := range f.header {
+		w.Header()[k] = v
 	}
 	if reply.status != 0 {
 		ct := reply.contentType
@@ -321,9 +330,15 @@ func (e *proxyEnv) post(t testing.TB, header map[string]string, body string) (in
 	return resp.StatusCode, resp.Header, b
 }
 
-// stored returns the conversation's messages in acme's tenant.
+// stored returns the conversation's messages in acme's tenant, once the
+// proxy's writes after its responses are done.
 func (e *proxyEnv) stored(t testing.TB, id string) []chatmem.Message {
 	t.Helper()
+	if e.api.up != nil {
+		if err := e.api.up.writes.idle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	msgs, err := e.mem.Store().Range(context.Background(), chatmem.Key{Tenant: "acme", ID: id}, 0, 0)
 	if err != nil && !errors.Is(err, chatmem.ErrNotFound) {
 		t.Fatalf("Range(%s): %v", id, err)
@@ -938,75 +953,24 @@ func TestMarshalOpenAIMessage(t *testing.T) {
 	}
 }
 
-// BenchmarkProxyOverhead times the same non-streaming request sent to the
-// fake upstream directly and through the proxy (sqlite store in a temp
-// dir, the default token_budget 4000) and reports the medians and their
-// difference, the proxy's overhead per turn. The proxied turn appends the
-// user message, assembles the context, forwards it and appends the reply.
-// turns=10 rotates conversations every 10 turns (a short chat: up to 20
-// messages in the window); full-window keeps one conversation, whose
-// window fills the budget (about 250 messages sent every turn).
-func BenchmarkProxyOverhead(b *testing.B) {
-	for _, bc := range []struct {
-		name  string
-		turns int // per conversation; 0: one conversation
-	}{{"turns=10", 10}, {"full-window", 0}} {
-		b.Run(bc.name, func(b *testing.B) { benchmarkProxyOverhead(b, bc.turns) })
-	}
-}
-
-func benchmarkProxyOverhead(b *testing.B, turns int) {
-	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	env := newProxyEnv(b, proxyConfig{store: store})
-	body := []byte(`{"model":"gpt-4o-mini","temperature":0.2,"messages":[{"role":"user","content":"Where is my order SE-10423? It has not arrived yet."}]}`)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	send := func(url string, header map[string]string) time.Duration {
-		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range header {
-			req.Header.Set(k, v)
+// idle returns once no write for any conversation is in flight (tests read
+// the store right after a response).
+func (w *turnWrites) idle(ctx context.Context) error {
+	for {
+		w.mu.Lock()
+		var tw *turnWrite
+		for _, v := range w.m {
+			tw = v
+			break
 		}
-		start := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
+		w.mu.Unlock()
+		if tw == nil {
+			return nil
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		d := time.Since(start)
-		if resp.StatusCode != 200 {
-			b.Fatalf("%s: %d", url, resp.StatusCode)
+		select {
+		case <-tw.done:
+		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
-		return d
 	}
-	proxied := map[string]string{"Authorization": "Bearer " + proxyKey}
-	var direct, proxy []time.Duration
-	i := 0
-	for b.Loop() {
-		conv := "bench"
-		if turns > 0 {
-			conv = fmt.Sprintf("bench-%d", i/turns)
-		}
-		i++
-		proxied["X-Chatmem-Conversation"] = conv
-		direct = append(direct, send(env.up.URL+"/v1/chat/completions", nil))
-		proxy = append(proxy, send(env.url+"/v1/chat/completions", proxied))
-	}
-	d, p := median(direct), median(proxy)
-	b.ReportMetric(float64(d.Microseconds()), "direct-p50-µs")
-	b.ReportMetric(float64(p.Microseconds()), "proxy-p50-µs")
-	b.ReportMetric(float64((p - d).Microseconds()), "overhead-p50-µs")
-}
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"chatmem"
+	"chatmem/sqlite"
+)
+
+// BenchmarkProxyOverhead times the same non-streaming request sent to the
+// fake upstream directly and through the proxy (sqlite store in a temp
+// dir, the default token_budget 4000), one after the other in each
+// iteration so that both see the same noise, and reports the percentiles
+// of each and the difference of the medians: the proxy's overhead per
+// turn. ns/op is the time of both requests.
+//
+// The proxy stores a reply after the response went out. proxy-p50 is the
+// time until the client has the whole response, what a user waits for.
+// The direct request follows at once (while that write may still run);
+// the iteration then waits for the proxy's handler to return, as a user
+// reading the answer would, and settled-p50 is the time from the proxied
+// request until then, which bounds how fast one conversation's turns can
+// follow each other. (The waiting leaves the next proxied request to
+// start on an idle, colder runtime than the direct one: that counts
+// against the proxy.)
+//
+// Every turn sends a user message of about 100 characters and gets a
+// reply of about 300 (estimate tokenizer: 25 and 75 tokens). short
+// rotates conversations every 10 turns (at most 20 messages in the
+// window, the first turn of each creating its conversation); full-window
+// first stores a 200-turn history, so that every turn's window holds a
+// full budget (about 80 messages, 16 KB of JSON); the benchmark fails if
+// the proxy reports a window that is not full.
+//
+// The direct request is the client's own: it does not carry the history
+// the proxy adds, so the overhead includes sending that to the upstream.
+func BenchmarkProxyOverhead(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		turns   int // per conversation; 0: one conversation
+		history int // turns stored before the timing starts
+	}{{"short", 10, 0}, {"full-window", 0, 200}} {
+		b.Run(bc.name, func(b *testing.B) { benchmarkProxyOverhead(b, bc.turns, bc.history) })
+	}
+}
+
+// The benchmark's messages: a user message of 100 characters and a reply
+// of 300.
+const (
+	benchUser  = `Where is my order SE-10423? It has not arrived yet and the tracking page has said in transit since Monday.`
+	benchReply = `I am sorry about the wait. Order SE-10423 left our warehouse in Malmo on Monday and is with the carrier; ` +
+		`their last scan was at the Hamburg hub this morning, so it should reach you within two working days. ` +
+		`If it has not arrived by Thursday, tell me and I will open a claim with the carrier right away.`
+)
+
+func benchmarkProxyOverhead(b *testing.B, turns, history int) {
+	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	env := newProxyEnv(b, proxyConfig{store: store})
+	env.up.answer = func(n int) string { return fmt.Sprintf("%s (%d)", benchReply, n) }
+	handled := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		env.api.ServeHTTP(w, r)
+		handled <- struct{}{}
+	}))
+	b.Cleanup(srv.Close)
+	if history > 0 {
+		msgs := make([]chatmem.Message, 0, 2*history)
+		for i := range history {
+			msgs = append(msgs,
+				chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("%s (%d)", benchUser, i)},
+				chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("%s (%d)", benchReply, i)})
+		}
+		if _, err := env.mem.Append(b.Context(), chatmem.Key{Tenant: "acme", ID: "bench"}, msgs, chatmem.AppendOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	body := []byte(`{"model":"gpt-4o-mini","temperature":0.2,"messages":[{"role":"user","content":"` + benchUser + `"}]}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	send := func(url string, header map[string]string) (time.Duration, http.Header) {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		d := time.Since(start)
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: %d", url, resp.StatusCode)
+		}
+		return d, resp.Header
+	}
+	proxied := map[string]string{"Authorization": "Bearer " + proxyKey}
+	var direct, proxy, settled []time.Duration
+	minWindow := 0
+	i := 0
+	for b.Loop() {
+		conv := "bench"
+		if turns > 0 {
+			conv = fmt.Sprintf("bench-%d", i/turns)
+		}
+		i++
+		proxied["X-Chatmem-Conversation"] = conv
+		start := time.Now()
+		p, h := send(srv.URL+"/v1/chat/completions", proxied)
+		d, _ := send(env.up.URL+"/v1/chat/completions", nil)
+		<-handled
+		direct, proxy, settled = append(direct, d), append(proxy, p), append(settled, time.Since(start))
+		n, _ := strconv.Atoi(h.Get(headerWindowTokens))
+		if minWindow == 0 || n < minWindow {
+			minWindow = n
+		}
+	}
+	if full := DefaultProxyPolicy.Budget - 2*len(benchReply)/4; history > 0 && minWindow < full {
+		b.Fatalf("the smallest window sent was %d tokens, want a full one (over %d of %d)", minWindow, full, DefaultProxyPolicy.Budget)
+	}
+	slices.Sort(direct)
+	slices.Sort(proxy)
+	slices.Sort(settled)
+	d, p := percentile(direct, 50), percentile(proxy, 50)
+	b.ReportMetric(µs(d), "direct-p50-µs")
+	b.ReportMetric(µs(p), "proxy-p50-µs")
+	b.ReportMetric(µs(percentile(proxy, 90)), "proxy-p90-µs")
+	b.ReportMetric(µs(p-d), "overhead-p50-µs")
+	b.ReportMetric(µs(percentile(settled, 50)), "settled-p50-µs")
+	b.ReportMetric(float64(minWindow), "window-tokens")
+}
+
+// percentile returns the pth percentile of sorted ds (nearest rank).
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[min(len(ds)-1, (len(ds)*p+99)/100-1)]
+}
+
+func µs(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
