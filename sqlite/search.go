@@ -42,11 +42,13 @@ func indexText(num int64, terms []string) string {
 	return b.String()
 }
 
-// indexable reports whether term can be in the index: the ascii tokenizer
-// splits at every ASCII byte other than a letter, a digit, ' and _, and
-// folds upper-case ASCII letters, none of which chatmem.IndexTerms ever
-// returns. Non-ASCII bytes are kept as they are. A term that fails this
-// has no postings.
+// indexable reports whether term can be in the index: chatmem.IndexTerms
+// returns terms whose ASCII bytes are lower-case letters, digits and ',
+// which the ascii tokenizer keeps as they are (it keeps non-ASCII bytes as
+// they are too). A term with any other ASCII byte (upper case, which the
+// tokenizer would fold; punctuation or a space, at which it would split; _,
+// which ends the conversation's prefix) has no postings, and is not
+// searched.
 func indexable(term string) bool {
 	for i := 0; i < len(term); i++ {
 		c := term[i]
