@@ -433,7 +433,9 @@ func TestEmbedErrorStatuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEmbeddings(t)
-			f.reply = func(int, embedRequest, []embedDatum) embedReply { return embedReply{status: tc.status, errBody: tc.body} }
+			f.reply = func(int, embedRequest, []embedDatum) embedReply {
+				return embedReply{status: tc.status, errBody: tc.body}
+			}
 			_, err := f.embedder(t, nil).Embed(context.Background(), []string{"a"})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("error = %v, want %v", err, tc.want)
