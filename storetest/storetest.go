@@ -81,6 +81,7 @@ var tests = []subtest{
 	{"Facts", testFacts},
 	{"Generation", testGenerations},
 	{"Recount", testRecounts},
+	{"Security", testSecurity},
 	{"Search", testSearch},
 }
 
