@@ -38,7 +38,7 @@ const (
 	// a question is often the turn after the one that matches it.
 	near1, near2 = 0.6, 0.4
 	// recallPool is how many of the best-scored messages are read to be
-	// packed (at least; larger budgets read more).
+	// packed (at least; budgets over 2,000 tokens read one per 20 tokens).
 	recallPool = 100
 	// speakerBoost multiplies the score of a message whose speaker (Name)
 	// the query names.
@@ -205,16 +205,16 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 	if ranked = r.fuse(ctx, query, before, ranked); len(ranked) == 0 {
 		return nil, 0, nil
 	}
-	pool := max(recallPool, budget/10)
+	pool := max(recallPool, budget/20)
 	if len(ranked) > pool {
 		ranked = ranked[:pool]
 	}
-	// Read the pool with the message before each (a recalled run that
-	// starts with an answer needs its question) and a few after (tool
-	// results).
-	want := make([]int64, 0, len(ranked)*3)
+	// Read the pool with the message before each: a recalled run that
+	// starts with an answer needs its question. (Tool units are completed
+	// below.)
+	want := make([]int64, 0, len(ranked)*2)
 	for _, c := range ranked {
-		want = append(want, c.seq-1, c.seq, c.seq+1)
+		want = append(want, c.seq-1, c.seq)
 	}
 	msgs, err := r.search.MessagesAt(ctx, r.key, want)
 	if err != nil {
