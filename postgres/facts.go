@@ -76,6 +76,20 @@ func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) (
 // writes nothing but still wraps chatmem.ErrNotFound for a missing
 // conversation.
 func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	return s.setFacts(ctx, key, nil, facts)
+}
+
+// SetFactsOf is SetFacts for the conversation created at created only (see
+// chatmem.GenerationWriter): the statement that locks the conversation's
+// row also matches its created_at, so another conversation at key, or
+// none, wraps chatmem.ErrNotFound and nothing is written. Invalid facts
+// are reported first. An empty batch takes the lock too.
+func (s *Store) SetFactsOf(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact) error {
+	return s.setFacts(ctx, key, &created, facts)
+}
+
+// setFacts is SetFacts, and SetFactsOf when created is not nil.
+func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Time, facts []chatmem.Fact) error {
 	op := "postgres: set facts of " + key.String()
 	if err := key.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -104,7 +118,11 @@ func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.F
 		createdAt[i] = dbTime(f.CreatedAt)
 		last[f.Key] = i
 	}
-	if n == 0 {
+	gen, err := generation(op, created)
+	if err != nil {
+		return err
+	}
+	if n == 0 && created == nil {
 		return s.live(ctx, op, key)
 	}
 	distinct := make([]string, 0, len(last))
@@ -112,10 +130,13 @@ func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.F
 		distinct = append(distinct, k)
 	}
 
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var lastSeq int64
-		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, now).Scan(&lastSeq); err != nil {
+		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, now, gen).Scan(&lastSeq); err != nil {
 			return err // pgx.ErrNoRows: wrap makes it ErrNotFound
+		}
+		if n == 0 {
+			return nil
 		}
 		rows, err := tx.Query(ctx, s.q.retireFacts, key.Tenant, key.ID, distinct)
 		if err != nil {
@@ -161,7 +182,7 @@ func (s *Store) DeleteFact(ctx context.Context, key chatmem.Key, name string) er
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var lastSeq int64
-		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, s.now()).Scan(&lastSeq); err != nil {
+		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, s.now(), nil).Scan(&lastSeq); err != nil {
 			return err // pgx.ErrNoRows: wrap makes it ErrNotFound
 		}
 		tag, err := tx.Exec(ctx, s.q.deleteFact, key.Tenant, key.ID, name)

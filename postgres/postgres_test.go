@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -86,6 +87,53 @@ func TestConcurrentOpen(t *testing.T) {
 		if got := res.Messages[0].Seq; got != int64(i+1) {
 			t.Errorf("store %d: Append seq = %d, want %d", i, got, i+1)
 		}
+	}
+}
+
+// TestGenerationMicroseconds checks PutSummaryOf and SetFactsOf against
+// timestamptz's microseconds: the CreatedAt Append returns (truncated to
+// the microsecond) matches, through a second store too, while the
+// nanosecond time the append was made at, which PostgreSQL would truncate
+// to the same microsecond, matches nothing.
+func TestGenerationMicroseconds(t *testing.T) {
+	ctx := t.Context()
+	s := open(t, newSchema(t))
+	s2 := open(t, s.Schema())
+	key := chatmem.Key{Tenant: "t", ID: "c"}
+	at := time.Date(2025, 6, 7, 8, 9, 10, 123456789, time.UTC)
+	msgs := []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi", Tokens: 1}, {Role: chatmem.RoleAssistant, Content: "hello", Tokens: 1}}
+	res, err := s.Append(ctx, key, msgs, chatmem.AppendOptions{Now: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := res.Conversation.CreatedAt
+	if want := at.Truncate(time.Microsecond); !created.Equal(want) {
+		t.Fatalf("Append(Now %v).Conversation.CreatedAt = %v, want %v", at, created, want)
+	}
+	sum := chatmem.Summary{Text: "greetings", CoversSeq: 1, Summarizer: "offline", CreatedAt: at}
+	for _, other := range []time.Time{at, created.Add(time.Nanosecond), created.Add(-time.Nanosecond)} {
+		if err := s.PutSummaryOf(ctx, key, other, sum, 0); !errors.Is(err, chatmem.ErrNotFound) {
+			t.Errorf("PutSummaryOf(created %v) with CreatedAt %v error = %v, want ErrNotFound", other, created, err)
+		}
+		if err := s.SetFactsOf(ctx, key, other, []chatmem.Fact{{Key: "name", Value: "Ada", SetBy: "app", Confidence: 1}}); !errors.Is(err, chatmem.ErrNotFound) {
+			t.Errorf("SetFactsOf(created %v) with CreatedAt %v error = %v, want ErrNotFound", other, created, err)
+		}
+	}
+	if _, err := s.Summary(ctx, key); !errors.Is(err, chatmem.ErrNotFound) {
+		t.Errorf("Summary after refused writes error = %v, want ErrNotFound", err)
+	}
+	conv, err := s2.Conversation(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.PutSummaryOf(ctx, key, conv.CreatedAt, sum, 0); err != nil {
+		t.Errorf("PutSummaryOf(CreatedAt %v from Conversation) through a second store error = %v, want nil", conv.CreatedAt, err)
+	}
+	if err := s.SetFactsOf(ctx, key, created, []chatmem.Fact{{Key: "name", Value: "Ada", SetBy: "app", Confidence: 1}}); err != nil {
+		t.Errorf("SetFactsOf(CreatedAt %v from Append) error = %v, want nil", created, err)
+	}
+	if facts, err := s2.Facts(ctx, key); err != nil || len(facts) != 1 {
+		t.Errorf("Facts = %v, %v; want the one fact", facts, err)
 	}
 }
 

@@ -156,10 +156,13 @@ VALUES ($1, $2, $3, $4, $5, $6)`),
 		// Delete and the sweeps until the transaction ends, so that a
 		// summary or fact written under it cannot outlive the
 		// conversation: whatever deletes the conversation next waits, and
-		// then sees what was written.
+		// then sees what was written. With $4 (not NULL) it finds only
+		// the conversation created at $4, so that a write for one deleted
+		// since cannot reach the one that replaced it.
 		lockLive: q(`
 SELECT last_seq FROM {s}.conversations
 WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)
+  AND ($4::timestamptz IS NULL OR created_at = $4::timestamptz)
 FOR NO KEY UPDATE`),
 
 		summary: q(`

@@ -69,7 +69,7 @@ func (s *Store) Recount(ctx context.Context, key chatmem.Key, tokenizer string, 
 	rq := buildRecountQueries(s.schema)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var last int64
-		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, s.now()).Scan(&last); err != nil {
+		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, s.now(), nil).Scan(&last); err != nil {
 			return err // pgx.ErrNoRows: wrap makes it ErrNotFound
 		}
 		if last != lastSeq {
