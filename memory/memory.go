@@ -44,8 +44,8 @@ type tenant struct {
 }
 
 // conversation is one conversation's metadata, messages and indexes, with
-// its summary and facts: they live and die with it, so Delete, expiry and
-// the sweeps need nothing more to remove them.
+// its summary, facts and vectors: they live and die with it, so Delete,
+// expiry and the sweeps need nothing more to remove them.
 type conversation struct {
 	meta chatmem.Conversation
 	msgs []chatmem.Message // msgs[i].Seq == i+1
@@ -67,6 +67,9 @@ type conversation struct {
 	// facts holds every value each fact key has had, oldest first; the
 	// last is the current one. Nil until the first SetFacts.
 	facts map[string][]chatmem.Fact
+	// vectors maps a model to the vector of each message embedded under
+	// it, by seq. Nil until the first PutVectors.
+	vectors map[string]map[int64][]float32
 }
 
 // applied records which messages one idempotent append stored.

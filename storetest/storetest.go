@@ -83,6 +83,7 @@ var tests = []subtest{
 	{"Recount", testRecounts},
 	{"Security", testSecurity},
 	{"Search", testSearch},
+	{"Vectors", testVectors},
 }
 
 // BenchmarkTail fills one conversation of s per size (user and assistant
