@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"chatmem"
 )
@@ -67,12 +68,27 @@ func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) (
 // writes nothing but still wraps chatmem.ErrNotFound for a missing
 // conversation.
 func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	return s.setFacts(ctx, key, nil, facts)
+}
+
+// SetFactsOf is SetFacts for the conversation created at created only (see
+// chatmem.GenerationWriter): the script compares created, in Unix
+// nanoseconds as meta keeps it, with meta's created_at before it writes,
+// so another conversation at key, or none, wraps chatmem.ErrNotFound and
+// nothing is written. Invalid facts are reported first.
+func (s *Store) SetFactsOf(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact) error {
+	return s.setFacts(ctx, key, &created, facts)
+}
+
+// setFacts is SetFacts, and SetFactsOf when created is not nil.
+func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Time, facts []chatmem.Fact) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
 	now := s.now()
-	args := make([]any, 0, 1+2*len(facts))
-	args = append(args, nanos(now))
+	gen, ok := generation(created)
+	args := make([]any, 0, 2+2*len(facts))
+	args = append(args, nanos(now), gen)
 	for i, f := range facts {
 		if err := f.Validate(); err != nil {
 			return fmt.Errorf("fact %d: %w", i, err)
@@ -85,6 +101,9 @@ func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.F
 			return fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
 		}
 		args = append(args, f.Key, b)
+	}
+	if !ok {
+		return notFound(key)
 	}
 	n, err := s.run(ctx, setFactsScript, s.keysAt(key, kMeta, kFacts, kFactHist), args...)
 	if err != nil {

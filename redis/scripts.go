@@ -387,14 +387,16 @@ return {0, redis.call('HGET', KEYS[2], ARGV[2])}
 // putSummaryScript replaces the summary if the stored one covers prev.
 //
 // KEYS: meta, summary. ARGV: now, prev, covers_seq, text, tokens,
-// summarizer, created_at. It replies -1 for a missing or expired
-// conversation, 0 after storing, {1, covered} when the stored summary
+// summarizer, created_at, and the conversation's created_at (empty: any).
+// It replies -1 for a missing or expired conversation, or one created at
+// another time, 0 after storing, {1, covered} when the stored summary
 // covers another seq, and {2, last_seq} when covers_seq is past the last
 // message.
 var putSummaryScript = newScript(luaPrelude + `
 local meta, summary = KEYS[1], KEYS[2]
-local m = redis.call('HMGET', meta, 'last_seq', 'expires_at')
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'created_at')
 if not m[1] or expired(m[2], ARGV[1]) then return -1 end
+if ARGV[8] ~= '' and m[3] ~= ARGV[8] then return -1 end
 local covered = tonumber(redis.call('HGET', summary, 'covers_seq')) or 0
 if covered ~= tonumber(ARGV[2]) then return {1, covered} end
 if tonumber(ARGV[3]) > tonumber(m[1]) then return {2, tonumber(m[1])} end
@@ -407,14 +409,17 @@ return 0
 // setFactsScript records facts in order: each becomes its key's current
 // value and is appended to the key's history, a JSON array kept as text.
 //
-// KEYS: meta, facts, facthist. ARGV: now, then one pair per fact: its key
-// and its JSON. It replies -1 for a missing or expired conversation, else 0.
+// KEYS: meta, facts, facthist. ARGV: now, the conversation's created_at
+// (empty: any), then one pair per fact: its key and its JSON. It replies
+// -1 for a missing or expired conversation, or one created at another
+// time, else 0.
 var setFactsScript = newScript(luaPrelude + `
 local meta, facts, hist = KEYS[1], KEYS[2], KEYS[3]
-local m = redis.call('HMGET', meta, 'last_seq', 'expires_at')
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'created_at')
 if not m[1] or expired(m[2], ARGV[1]) then return -1 end
-if #ARGV < 2 then return 0 end
-for i = 2, #ARGV, 2 do
+if ARGV[2] ~= '' and m[3] ~= ARGV[2] then return -1 end
+if #ARGV < 3 then return 0 end
+for i = 3, #ARGV, 2 do
   local name, fact = ARGV[i], ARGV[i + 1]
   redis.call('HSET', facts, name, fact)
   local h = redis.call('HGET', hist, name)

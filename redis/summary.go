@@ -9,7 +9,10 @@ import (
 	"chatmem"
 )
 
-var _ chatmem.SummaryStore = (*Store)(nil)
+var (
+	_ chatmem.SummaryStore     = (*Store)(nil)
+	_ chatmem.GenerationWriter = (*Store)(nil)
+)
 
 // Summary returns the conversation's summary, kept in its summary hash
 // (covers_seq, text, tokens, summarizer, created_at). It wraps
@@ -47,6 +50,21 @@ func (s *Store) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, 
 // their own, ErrNotFound, ErrConflict, and ErrInvalid for a CoversSeq past
 // the last message. A zero CreatedAt means the store's clock.
 func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Summary, prev int64) error {
+	return s.putSummary(ctx, key, nil, sum, prev)
+}
+
+// PutSummaryOf is PutSummary for the conversation created at created only
+// (see chatmem.GenerationWriter): the script compares created, in Unix
+// nanoseconds as meta keeps it, with meta's created_at before it writes,
+// so another conversation at key, or none, wraps chatmem.ErrNotFound and
+// nothing is written. The errors of what sum and prev are wrong about on
+// their own come first.
+func (s *Store) PutSummaryOf(ctx context.Context, key chatmem.Key, created time.Time, sum chatmem.Summary, prev int64) error {
+	return s.putSummary(ctx, key, &created, sum, prev)
+}
+
+// putSummary is PutSummary, and PutSummaryOf when created is not nil.
+func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.Time, sum chatmem.Summary, prev int64) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -60,11 +78,15 @@ func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Sum
 	case sum.Tokens < 0:
 		return fmt.Errorf("%w: summary has %d tokens", chatmem.ErrInvalid, sum.Tokens)
 	}
+	gen, ok := generation(created)
+	if !ok {
+		return notFound(key)
+	}
 	if sum.CreatedAt.IsZero() {
 		sum.CreatedAt = s.now()
 	}
 	reply, err := s.run(ctx, putSummaryScript, s.keysAt(key, kMeta, kSummary), nanos(s.now()), prev,
-		sum.CoversSeq, sum.Text, sum.Tokens, sum.Summarizer, nanos(sum.CreatedAt))
+		sum.CoversSeq, sum.Text, sum.Tokens, sum.Summarizer, nanos(sum.CreatedAt), gen)
 	if err != nil {
 		return fmt.Errorf("redis: put summary of %s: %w", key, err)
 	}
@@ -114,4 +136,18 @@ func hashFields(v any) map[string]string {
 		fields[k] = val
 	}
 	return fields
+}
+
+// generation returns the scripts' argument for created: empty for any
+// conversation, else created in Unix nanoseconds, as meta's created_at
+// holds it. ok is false for a time that no conversation's created_at can
+// hold (not after 1970, or past 2262), which no conversation matches.
+func generation(created *time.Time) (arg string, ok bool) {
+	switch {
+	case created == nil:
+		return "", true
+	case !created.After(time.Unix(0, 0)) || created.After(maxTime):
+		return "", false
+	}
+	return nanos(*created), true
 }
