@@ -423,7 +423,7 @@ function initConversation() {
 function policyParams() {
   const kind = $("policy-kind").value;
   const q = { policy: kind };
-  if (kind === "token_budget" || kind === "summary_buffer") q.budget = $("budget").value;
+  if (kind === "token_budget" || kind === "summary_buffer" || kind === "recall") q.budget = $("budget").value;
   if (kind === "last_turns") q.turns = Math.max(1, parseInt($("turns").value, 10) || 1);
   if ($("with-facts").checked) q.facts = "true";
   if ($("tokenizer").value) q.tokenizer = $("tokenizer").value;
@@ -432,7 +432,7 @@ function policyParams() {
 
 function syncControls() {
   const kind = $("policy-kind").value;
-  const budgeted = kind === "token_budget" || kind === "summary_buffer";
+  const budgeted = kind === "token_budget" || kind === "summary_buffer" || kind === "recall";
   $("budget").disabled = !budgeted;
   $("turns").disabled = kind !== "last_turns";
   $("budget-out").textContent = budgeted ? $("budget").value : "–";
