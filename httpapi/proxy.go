@@ -887,6 +887,8 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 		msg = "a backend is unavailable; retry later"
 	case status >= 500:
 		msg = "internal error; the server's log has the details under request " + info.id
+	case status == http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="chatmem"`)
 	}
 	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType(status), Code: code}})
 }

@@ -3,8 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -198,5 +201,41 @@ func TestProxyNextTurnWaits(t *testing.T) {
 		[]string{"user:one", "assistant:answer 1", "user:two", "assistant:answer 2", "user:three", "assistant:answer 3"})
 	if store.slow != 3 {
 		t.Errorf("%d slow reply appends, want 3", store.slow)
+	}
+}
+
+// TestWriteOpenAIErrorAuth: the errors answered before a route (a bad key,
+// a tenant over its rate) come out of writeOpenAIError in the OpenAI shape
+// with the headers writeError gives them.
+func TestWriteOpenAIErrorAuth(t *testing.T) {
+	s := &Server{}
+	for _, tc := range []struct {
+		err        error
+		status     int
+		typ, code  string
+		wantHeader string
+	}{
+		{fmt.Errorf("%w: bad key", ErrUnauthorized), 401, "authentication_error", "unauthorized", "WWW-Authenticate"},
+		{fmt.Errorf("%w: over 5 requests per second", ErrRateLimited), 429, "rate_limit_error", "rate_limited", ""},
+	} {
+		rec := httptest.NewRecorder()
+		s.writeOpenAIError(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), tc.err)
+		var body struct {
+			Error map[string]*string `json:"error"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("%v: %s", tc.err, rec.Body)
+		}
+		e := body.Error
+		if rec.Code != tc.status || e["type"] == nil || *e["type"] != tc.typ || e["code"] == nil || *e["code"] != tc.code ||
+			e["message"] == nil || *e["message"] != tc.err.Error() {
+			t.Errorf("%v: %d %s, want %d type %s code %s", tc.err, rec.Code, rec.Body, tc.status, tc.typ, tc.code)
+		}
+		if _, ok := e["param"]; !ok {
+			t.Errorf("%v: %s has no param", tc.err, rec.Body)
+		}
+		if tc.wantHeader != "" && rec.Header().Get(tc.wantHeader) == "" {
+			t.Errorf("%v: no %s header", tc.err, tc.wantHeader)
+		}
 	}
 }
