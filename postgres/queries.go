@@ -223,10 +223,12 @@ RETURNING num`),
 		// deleteContents deletes every row of one conversation (number $3)
 		// but its conversations row, and deleteContentsOf those of the
 		// conversations ($1[i], $2[i], number $3[i]): messages, postings,
-		// idempotency keys, the summary and the facts, in one statement.
+		// vectors, idempotency keys, the summary and the facts, in one
+		// statement.
 		deleteContents: q(`
 WITH m AS (DELETE FROM {s}.messages WHERE tenant = $1 AND conv_id = $2),
      p AS (DELETE FROM {s}.message_terms WHERE conv = $3),
+     v AS (DELETE FROM {s}.message_vectors WHERE conv = $3),
      k AS (DELETE FROM {s}.idempotency WHERE tenant = $1 AND conv_id = $2),
      s AS (DELETE FROM {s}.summaries WHERE tenant = $1 AND conv_id = $2)
 DELETE FROM {s}.facts WHERE tenant = $1 AND conv_id = $2`),
@@ -234,6 +236,7 @@ DELETE FROM {s}.facts WHERE tenant = $1 AND conv_id = $2`),
 WITH g AS (SELECT * FROM unnest($1::text[], $2::text[]) AS g (tenant, id)),
      m AS (DELETE FROM {s}.messages x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
      p AS (DELETE FROM {s}.message_terms WHERE conv = ANY($3::bigint[])),
+     v AS (DELETE FROM {s}.message_vectors WHERE conv = ANY($3::bigint[])),
      k AS (DELETE FROM {s}.idempotency x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id),
      s AS (DELETE FROM {s}.summaries x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id)
 DELETE FROM {s}.facts x USING g WHERE x.tenant = g.tenant AND x.conv_id = g.id`),

@@ -1,0 +1,316 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"chatmem"
+)
+
+var _ chatmem.VectorStore = (*Store)(nil)
+
+// vectorQueries are the statements of PutVectors and NearestVectors.
+type vectorQueries struct{ put, nearest string }
+
+// vectorQueries returns the vector statements with the schema filled in.
+// They are built per call rather than kept in queries: a few hundred
+// bytes replaced, next to a round trip that moves kilobytes of vectors.
+func (s *Store) vectorQueries() vectorQueries {
+	return buildVectorQueries(s.schema)
+}
+
+func buildVectorQueries(schema string) vectorQueries {
+	sc := pgx.Identifier{schema}.Sanitize()
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", sc) }
+	return vectorQueries{
+		// put writes the vectors ($5[i] for seq $4[i]) of the live
+		// conversation ($1, $2) under model $6 in one statement, and
+		// none if the conversation is missing or expired. FOR SHARE holds
+		// the conversation row until the statement ends: Delete, the
+		// sweeps and an append that restarts the conversation wait for
+		// it, and then delete what it wrote; if one of them went first,
+		// the row is gone and nothing is written.
+		put: q(`
+WITH c AS (SELECT num FROM {s}.conversations
+           WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)
+           FOR SHARE)
+INSERT INTO {s}.message_vectors (conv, model, seq, vec)
+SELECT c.num, $6, u.seq, u.vec FROM c, unnest($4::bigint[], $5::bytea[]) AS u (seq, vec)
+ON CONFLICT (conv, model, seq) DO UPDATE SET vec = EXCLUDED.vec`),
+
+		// nearest reads the vectors under model $4 of the messages with
+		// $5 <= seq < $6 that are $7 bytes long: one range scan of
+		// message_vectors_pkey. A live conversation with none returns one
+		// row of NULLs; a missing or expired one returns no row.
+		nearest: q(`
+SELECT v.seq, v.vec
+FROM {s}.conversations c
+LEFT JOIN {s}.message_vectors v
+       ON v.conv = c.num AND v.model = $4 AND v.seq >= $5 AND v.seq < $6 AND length(v.vec) = $7
+WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3)`),
+	}
+}
+
+// PutVectors stores vecs[i] as message seqs[i]'s vector under model,
+// replacing any stored one (see chatmem.VectorStore), in one statement:
+// all of them or, on an error, none. Besides mismatched lengths, an empty
+// model and an empty vector, a seq below 1 or given twice, vectors of
+// different lengths in one call, a NaN or infinite component and a model
+// name text cannot hold (NUL, invalid UTF-8) wrap chatmem.ErrInvalid; a
+// missing or expired conversation wraps chatmem.ErrNotFound. It is safe
+// for concurrent use.
+func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, seqs []int64, vecs [][]float32) error {
+	op := "postgres: put vectors of " + key.String()
+	if err := key.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := checkVectors(model, seqs, vecs); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := storableText("vector model", model); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if len(seqs) == 0 {
+		return s.live(ctx, op, key)
+	}
+	// Rows go in seq order, so that two puts sharing seqs lock them in
+	// the same order and cannot deadlock.
+	order := make([]int, len(seqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
+	sorted := make([]int64, len(seqs))
+	encoded := make([][]byte, len(seqs))
+	buf := make([]byte, 4*len(vecs[0])*len(vecs))
+	for i, j := range order {
+		sorted[i] = seqs[j]
+		encoded[i], buf = encodeVector(buf, vecs[j])
+	}
+	tag, err := s.pool.Exec(ctx, s.vectorQueries().put, key.Tenant, key.ID, s.now(), sorted, encoded, model)
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", op, chatmem.ErrNotFound)
+	}
+	return nil
+}
+
+// encodeVector writes v into the front of buf as little-endian float32s
+// and returns those bytes and the rest of buf.
+func encodeVector(buf []byte, v []float32) (enc, rest []byte) {
+	enc = buf[:4*len(v):4*len(v)]
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(enc[4*i:], math.Float32bits(x))
+	}
+	return enc, buf[4*len(v):]
+}
+
+// NearestVectors returns the limit messages with before-span <= Seq <
+// before whose vectors under model are most similar to query, best first
+// (see chatmem.VectorStore). Equal similarities put the higher seq first;
+// stored vectors of another length than query are skipped. It is one
+// statement, a range scan of message_vectors' primary key over at most
+// span rows; the cosines are computed here, on the rows as they arrive,
+// keeping the best in a heap of limit. An empty model or query, a NaN or
+// infinite component in query, span < 1 or limit < 1 wraps
+// chatmem.ErrInvalid; a missing or expired conversation wraps
+// chatmem.ErrNotFound. It is safe for concurrent use.
+func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model string, query []float32, before int64, span, limit int) ([]chatmem.VectorHit, error) {
+	op := "postgres: nearest vectors in " + key.String()
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := checkQuery(model, query, span, limit); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if before <= 1 || storableText("vector model", model) != nil {
+		// No message is before seq 1, and no vector was stored under a
+		// model text cannot hold.
+		if err := s.live(ctx, op, key); err != nil {
+			return nil, err
+		}
+		return []chatmem.VectorHit{}, nil
+	}
+	lo := max(before-int64(span), 1)
+	rows, err := s.pool.Query(ctx, s.vectorQueries().nearest, key.Tenant, key.ID, s.now(), model, lo, before, 4*len(query))
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	top := nearest{limit: limit}
+	qq := norm2(query)
+	found := false
+	var seq pgtype.Int8
+	var vec pgtype.DriverBytes // the row's own bytes, valid until Next: no copy
+	for rows.Next() {
+		if err := rows.Scan(&seq, &vec); err != nil {
+			return nil, wrap(ctx, op, err)
+		}
+		found = true
+		if seq.Valid && len(vec) == 4*len(query) {
+			top.add(chatmem.VectorHit{Seq: seq.Int64, Similarity: cosineBytes(query, qq, vec)})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("%s: %w", op, chatmem.ErrNotFound)
+	}
+	return top.sorted(), nil
+}
+
+// checkVectors returns the error PutVectors gives for its arguments, or
+// nil.
+func checkVectors(model string, seqs []int64, vecs [][]float32) error {
+	if model == "" {
+		return fmt.Errorf("%w: vector model is empty", chatmem.ErrInvalid)
+	}
+	if len(seqs) != len(vecs) {
+		return fmt.Errorf("%w: %d seqs for %d vectors", chatmem.ErrInvalid, len(seqs), len(vecs))
+	}
+	seen := make(map[int64]bool, len(seqs))
+	for i, v := range vecs {
+		switch seq := seqs[i]; {
+		case seq < 1:
+			return fmt.Errorf("%w: vector %d is for seq %d", chatmem.ErrInvalid, i, seq)
+		case seen[seq]:
+			return fmt.Errorf("%w: two vectors for seq %d", chatmem.ErrInvalid, seq)
+		case len(v) == 0:
+			return fmt.Errorf("%w: vector %d (seq %d) is empty", chatmem.ErrInvalid, i, seq)
+		case len(v) != len(vecs[0]):
+			return fmt.Errorf("%w: vector %d (seq %d) has %d dimensions, vector 0 has %d", chatmem.ErrInvalid, i, seq, len(v), len(vecs[0]))
+		case !finite(v):
+			return fmt.Errorf("%w: vector %d (seq %d) has a NaN or infinite component", chatmem.ErrInvalid, i, seq)
+		}
+		seen[seqs[i]] = true
+	}
+	return nil
+}
+
+// checkQuery returns the error NearestVectors gives for its arguments, or
+// nil.
+func checkQuery(model string, query []float32, span, limit int) error {
+	switch {
+	case model == "":
+		return fmt.Errorf("%w: vector model is empty", chatmem.ErrInvalid)
+	case len(query) == 0:
+		return fmt.Errorf("%w: query vector is empty", chatmem.ErrInvalid)
+	case !finite(query):
+		return fmt.Errorf("%w: query vector has a NaN or infinite component", chatmem.ErrInvalid)
+	case span < 1:
+		return fmt.Errorf("%w: vector search span must be at least 1, not %d", chatmem.ErrInvalid, span)
+	case limit < 1:
+		return fmt.Errorf("%w: vector search limit must be at least 1, not %d", chatmem.ErrInvalid, limit)
+	}
+	return nil
+}
+
+func finite(v []float32) bool {
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// norm2 is the squared length of v.
+func norm2(v []float32) float64 {
+	var n float64
+	for _, x := range v {
+		n += float64(x) * float64(x)
+	}
+	return n
+}
+
+// cosineBytes is the cosine similarity of q (whose squared length is qq)
+// and the vector b encodes (little-endian float32s, as many as q has),
+// summed in float64 as the other stores do; 0 if either is zero.
+func cosineBytes(q []float32, qq float64, b []byte) float32 {
+	b = b[:4*len(q)]
+	var dot, vv float64
+	for i, y := range q {
+		x := float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+		dot += float64(y) * x
+		vv += x * x
+	}
+	if qq == 0 || vv == 0 {
+		return 0
+	}
+	return float32(min(max(dot/math.Sqrt(qq*vv), -1), 1))
+}
+
+// nearest keeps the limit best hits it is given: a heap whose root is the
+// worst of them, so a hit no better than the root costs one comparison.
+type nearest struct {
+	limit int
+	hits  []chatmem.VectorHit
+}
+
+// better orders hits: the higher similarity, then the higher seq.
+func better(a, b chatmem.VectorHit) bool {
+	return a.Similarity > b.Similarity || a.Similarity == b.Similarity && a.Seq > b.Seq
+}
+
+func (n *nearest) add(h chatmem.VectorHit) {
+	hs := n.hits
+	if len(hs) < n.limit {
+		hs = append(hs, h)
+		for i := len(hs) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !better(hs[p], hs[i]) {
+				break
+			}
+			hs[p], hs[i] = hs[i], hs[p]
+			i = p
+		}
+		n.hits = hs
+		return
+	}
+	if !better(h, hs[0]) {
+		return
+	}
+	hs[0] = h
+	for i := 0; ; {
+		w := 2*i + 1 // the worse child
+		if w >= len(hs) {
+			break
+		}
+		if r := w + 1; r < len(hs) && better(hs[w], hs[r]) {
+			w = r
+		}
+		if !better(hs[i], hs[w]) {
+			break
+		}
+		hs[i], hs[w] = hs[w], hs[i]
+		i = w
+	}
+}
+
+// sorted returns the hits kept, best first.
+func (n *nearest) sorted() []chatmem.VectorHit {
+	if n.hits == nil {
+		return []chatmem.VectorHit{}
+	}
+	slices.SortFunc(n.hits, func(a, b chatmem.VectorHit) int {
+		switch {
+		case better(a, b):
+			return -1
+		case better(b, a):
+			return 1
+		}
+		return 0
+	})
+	return n.hits
+}
