@@ -108,7 +108,7 @@ func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, s
 // encodeVector writes v into the front of buf as little-endian float32s
 // and returns those bytes and the rest of buf.
 func encodeVector(buf []byte, v []float32) (enc, rest []byte) {
-	enc = buf[:4*len(v):4*len(v)]
+	enc = buf[: 4*len(v) : 4*len(v)]
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(enc[4*i:], math.Float32bits(x))
 	}
