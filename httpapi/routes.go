@@ -11,6 +11,11 @@ import (
 	"chatmem/httpapi/inspector"
 )
 
+// chatCompletionsPattern is the chat proxy's route: its errors, those of
+// authentication and rate limiting included, are in OpenAI's shape, which
+// the OpenAI clients pointed at it parse.
+const chatCompletionsPattern = "/v1/chat/completions"
+
 // route is one method and path the server answers. Pattern is in the syntax
 // of both net/http.ServeMux and OpenAPI ({id} is a path parameter).
 type route struct {
@@ -40,7 +45,7 @@ var routes = []route{
 	{"PUT", "/v1/conversations/{id}/facts", true, (*Server).putFacts, false},
 	{"DELETE", "/v1/conversations/{id}/facts", true, (*Server).deleteFacts, false},
 	{"GET", "/v1/conversations/{id}/summary", true, (*Server).getSummary, false},
-	{"POST", "/v1/chat/completions", true, (*Server).chatCompletions, false},
+	{"POST", chatCompletionsPattern, true, (*Server).chatCompletions, false},
 	{"GET", "/healthz", false, (*Server).healthz, false},
 	{"GET", "/readyz", false, (*Server).readyz, false},
 	{"GET", "/metrics", false, (*Server).getMetrics, false},

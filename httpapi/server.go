@@ -310,26 +310,30 @@ func (s *Server) handler(rt route) http.Handler {
 		info := infoOf(r.Context())
 		info.route = rt.Pattern
 		c := &call{w: w, r: r}
+		writeError := s.writeError
+		if rt.Pattern == chatCompletionsPattern {
+			writeError = s.writeOpenAIError
+		}
 		if rt.Auth {
 			w.Header().Set("Cache-Control", "no-store")
 			c.tenant = chatmem.DefaultTenant
 			if len(s.keys) > 0 {
 				tenant, err := s.authenticate(r)
 				if err != nil {
-					s.writeError(w, r, err)
+					writeError(w, r, err)
 					return
 				}
 				c.tenant = tenant
 			}
 			if wait, ok := s.rate.allow(c.tenant); !ok {
 				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-				s.writeError(w, r, fmt.Errorf("%w: tenant %s is over %g requests per second; retry after %s", ErrRateLimited, c.tenant, s.rate.perSecond, wait.Round(time.Millisecond)))
+				writeError(w, r, fmt.Errorf("%w: tenant %s is over %g requests per second; retry after %s", ErrRateLimited, c.tenant, s.rate.perSecond, wait.Round(time.Millisecond)))
 				return
 			}
 			info.tenant = c.tenant
 		}
 		if err := rt.handle(s, c); err != nil {
-			s.writeError(w, r, err)
+			writeError(w, r, err)
 		}
 	})
 }
