@@ -120,7 +120,7 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if gap && m.sync && m.summarizer != nil {
 		// The summary lags behind the window: catch it up, then assemble
 		// again with the new summary (the tail read already reaches it).
-		if _, err := m.summarize(ctx, key); err != nil {
+		if _, err := m.summarize(ctx, key, conv.CreatedAt); err != nil {
 			m.log.Warn("summarize before context", "key", key.String(), "err", err)
 		} else if s, err := m.Summary(ctx, key); err != nil {
 			return Window{}, err

@@ -133,3 +133,91 @@ func TestSummaryCrossesLongToolLoops(t *testing.T) {
 	}
 	_ = errors.Is
 }
+
+// Regression (soak): a Delete and a re-creating append that landed between
+// the worker's check of the conversation's CreatedAt and its write put the
+// deleted conversation's facts and summary into its successor.
+// recreatingStore makes that interleaving certain: it deletes the
+// conversation and starts it again just before the next summary or fact
+// write.
+type recreatingStore struct {
+	*memory.Store
+	armed bool
+}
+
+func (s *recreatingStore) recreate(ctx context.Context, key chatmem.Key) {
+	if !s.armed {
+		return
+	}
+	s.armed = false
+	if err := s.Store.Delete(ctx, key); err != nil {
+		panic(err)
+	}
+	// As long as the old one, so that a summary of it would fit.
+	other := make([]chatmem.Message, 20)
+	for i := range other {
+		other[i] = chatmem.Message{Role: chatmem.RoleUser, Content: "hello, I am someone else", Tokens: 6}
+	}
+	if _, err := s.Store.Append(ctx, key, other, chatmem.AppendOptions{}); err != nil {
+		panic(err)
+	}
+}
+
+func (s *recreatingStore) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Summary, prev int64) error {
+	s.recreate(ctx, key)
+	return s.Store.PutSummary(ctx, key, sum, prev)
+}
+
+func (s *recreatingStore) PutSummaryOf(ctx context.Context, key chatmem.Key, created time.Time, sum chatmem.Summary, prev int64) error {
+	s.recreate(ctx, key)
+	return s.Store.PutSummaryOf(ctx, key, created, sum, prev)
+}
+
+func (s *recreatingStore) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	s.recreate(ctx, key)
+	return s.Store.SetFacts(ctx, key, facts)
+}
+
+func (s *recreatingStore) SetFactsOf(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact) error {
+	s.recreate(ctx, key)
+	return s.Store.SetFactsOf(ctx, key, created, facts)
+}
+
+func TestWritesOfADeletedConversationDoNotReachItsSuccessor(t *testing.T) {
+	ctx := context.Background()
+	gate := make(chan struct{})
+	close(gate)
+	key := chatmem.Key{Tenant: "t", ID: "x"}
+	var msgs []chatmem.Message
+	for i := range 6 {
+		msgs = append(msgs,
+			chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("name Alice the %dth, asking about order A-%d again", i, i)},
+			chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("Order A-%d ships on Monday, Alice; anything else?", i)})
+	}
+	for _, c := range []struct {
+		what string
+		opts chatmem.Options
+	}{
+		{"facts", chatmem.Options{Extractors: []chatmem.Extractor{gateExtractor{gate}}}},
+		{"summary", chatmem.Options{Summarizer: offline.NewSummarizer(offline.Options{}), Summary: chatmem.SummaryOptions{Trigger: 60, Target: 20}}},
+	} {
+		store := &recreatingStore{Store: memory.New(), armed: true}
+		c.opts.Counter, c.opts.Sync = tokenizer.Estimate{}, true
+		mem, err := chatmem.New(store, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Append(ctx, key, msgs, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if store.armed {
+			t.Fatalf("%s: the worker wrote nothing; the test no longer tests the race", c.what)
+		}
+		if facts, err := store.Facts(ctx, key); err != nil || len(facts) != 0 {
+			t.Errorf("%s: the new conversation's facts = %+v, %v; want none of the deleted one's", c.what, facts, err)
+		}
+		if s, err := store.Summary(ctx, key); !errors.Is(err, chatmem.ErrNotFound) {
+			t.Errorf("%s: the new conversation's summary = %q, %v; want none (ErrNotFound)", c.what, s.Text, err)
+		}
+	}
+}

@@ -192,14 +192,15 @@ func (m *Memory) process(ctx context.Context, j job) {
 		}
 		switch {
 		case errors.Is(err, ErrNotFound):
-			// Deleted (or expired) while the work waited: it is moot.
+			// Deleted (or expired, perhaps created again) while the work
+			// waited: it is moot.
 			m.log.Debug("extract facts: conversation gone", "key", j.key.String())
 		case err != nil:
 			m.log.Error("extract facts", "key", j.key.String(), "err", err)
 		}
 	}
 	if m.summarizer != nil && !m.worker.belowTrigger(j, m.sumOpts.Trigger) {
-		unsummarized, err := m.summarize(ctx, j.key)
+		unsummarized, err := m.summarize(ctx, j.key, j.created)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			m.log.Debug("summarize: conversation gone", "key", j.key.String())
@@ -327,19 +328,47 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 		}
 	}
 	if len(changed) > 0 {
-		// The conversation may have been deleted (and re-created) while the
-		// extractors ran: facts of the old one must not reach the new one.
-		if conv, err := m.store.Conversation(ctx, key); errors.Is(err, ErrNotFound) || (err == nil && !conv.CreatedAt.Equal(created)) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if err := fs.SetFacts(ctx, key, changed); err != nil {
+		if err := m.setFactsOf(ctx, key, created, changed); err != nil {
 			m.facts.forget(key)
 			return err
 		}
 	}
 	m.facts.put(key, created, now, m.now())
+	return nil
+}
+
+// setFactsOf records facts in the conversation created at created, and
+// wraps ErrNotFound if it was deleted (and perhaps created again) while
+// the extractors ran: facts of the old conversation must not reach the
+// new one. A GenerationWriter checks and writes atomically; with another
+// store a delete and re-create can still slip between the check and the
+// write.
+func (m *Memory) setFactsOf(ctx context.Context, key Key, created time.Time, facts []Fact) error {
+	if gw, ok := m.store.(GenerationWriter); ok {
+		return gw.SetFactsOf(ctx, key, created, facts)
+	}
+	if err := m.sameGeneration(ctx, key, created); err != nil {
+		return err
+	}
+	return m.store.(FactStore).SetFacts(ctx, key, facts)
+}
+
+// recreated is the error for work on a conversation that was deleted and
+// created again since: ErrNotFound, as the work's conversation is gone.
+func recreated(key Key) error {
+	return fmt.Errorf("%w: conversation %s was deleted and created again", ErrNotFound, key)
+}
+
+// sameGeneration wraps ErrNotFound unless the conversation at key is the
+// one created at created.
+func (m *Memory) sameGeneration(ctx context.Context, key Key, created time.Time) error {
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !conv.CreatedAt.Equal(created) {
+		return recreated(key)
+	}
 	return nil
 }
 
@@ -356,17 +385,23 @@ const maxSummaryChunk = 256
 // counts as covered before it is stored. A failed or empty summary is never
 // stored. Every read is bounded: two tails and one chunk per step.
 // It returns the tokens left unsummarized when it found nothing to do, and
-// -1 (unknown) after it wrote a summary.
-func (m *Memory) summarize(ctx context.Context, key Key) (int, error) {
+// -1 (unknown) after it wrote a summary. It works on the conversation
+// created at created, read before any of its reads: if another conversation
+// has taken its place (or none), it wraps ErrNotFound and writes nothing, so
+// no summary of the old one reaches the new one.
+func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int, error) {
 	ss := m.store.(SummaryStore)
 	for {
 		prev, err := ss.Summary(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return -1, err
 		}
-		end, unsummarized, created, err := m.summaryEnd(ctx, key, prev.CoversSeq)
+		end, unsummarized, current, err := m.summaryEnd(ctx, key, prev.CoversSeq)
 		if err != nil {
 			return -1, err
+		}
+		if !current.Equal(created) {
+			return -1, recreated(key)
 		}
 		if end <= prev.CoversSeq {
 			return unsummarized, nil
@@ -478,12 +513,16 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 	if err != nil {
 		return err
 	}
+	// The tokenizer to count the summary with, and a first look at whether
+	// the conversation was deleted (and re-created) while the summarizer
+	// ran; the write checks that again (atomically, with a
+	// GenerationWriter), as a delete can come after this read too.
 	conv, err := m.store.Conversation(ctx, key)
 	if err != nil {
 		return err
 	}
 	if !conv.CreatedAt.Equal(created) {
-		return nil // deleted and re-created while the summarizer ran
+		return recreated(key)
 	}
 	counter, err := m.Counter(conv.Tokenizer)
 	if err != nil {
@@ -493,9 +532,13 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 	if s.Tokens, err = counter.Count(ctx, summaryAsMessage(s)); err != nil {
 		return err
 	}
-	err = m.store.(SummaryStore).PutSummary(ctx, key, s, prev.CoversSeq)
+	if gw, ok := m.store.(GenerationWriter); ok {
+		err = gw.PutSummaryOf(ctx, key, created, s, prev.CoversSeq)
+	} else {
+		err = m.store.(SummaryStore).PutSummary(ctx, key, s, prev.CoversSeq)
+	}
 	if err == nil {
-		m.summaries.put(key, conv.CreatedAt, &s)
+		m.summaries.put(key, created, &s)
 	}
 	if errors.Is(err, ErrConflict) {
 		return nil // another worker moved the summary on; the next job looks again
