@@ -152,8 +152,9 @@ func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model strin
 	found := false
 	var seq pgtype.Int8
 	var vec pgtype.DriverBytes // the row's own bytes, valid until Next: no copy
+	dest := []any{&seq, &vec}  // one slice for all rows, not one per Scan
 	for rows.Next() {
-		if err := rows.Scan(&seq, &vec); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, wrap(ctx, op, err)
 		}
 		found = true
