@@ -146,7 +146,7 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		}
 	}
 	if err == nil && p.recalls() {
-		w, err = m.recallInto(ctx, key, p, w, counter, last)
+		w, err = m.recallInto(ctx, key, p, w, counter, !recount)
 	}
 	if err != nil {
 		return Window{}, err
@@ -354,6 +354,11 @@ func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, p Policy)
 		q.Tokens = max(p.Budget-int(conv.SystemTokens)-p.Overhead, 0)
 		if q.Tokens == 0 {
 			return sys, nil // Apply reports the budget as too small
+		}
+		if p.recalls() && conv.Tokens > int64(q.Tokens) {
+			// The recent part gets Recent tokens; recall reads the rest of
+			// the history itself (and more of the tail if it leaves room).
+			q.Tokens = min(q.Tokens, p.recentBudget())
 		}
 	}
 	recent, err := m.store.Tail(ctx, key, q)

@@ -524,9 +524,9 @@ func (p *packer) result() []Message {
 // For PolicyRecall it first cuts the window's newest messages down to
 // p.Recent tokens (never below the newest user message), recalls into the
 // rest of the budget, then gives what recall left unused back to the
-// messages it cut, newest first. last is the conversation's newest stored
-// sequence number.
-func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c Counter, last int64) (Window, error) {
+// messages it cut, newest first, reading more of them if the window was
+// read short (extend: the stored counts are the window's, not recounted).
+func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c Counter, extend bool) (Window, error) {
 	search, ok := m.store.(Searcher)
 	if !ok {
 		return Window{}, fmt.Errorf("%w: this store keeps no search index, so it cannot recall", ErrInvalid)
@@ -575,6 +575,24 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 		floor = recalled[len(recalled)-1].Seq
 	}
 	spare := left - used
+	if p.Kind == PolicyRecall && cut == 0 && spare > 0 && extend && recent[0].Seq > floor+1 {
+		// Only the recent part was read (Memory.tail): recall left room, so
+		// read the messages before it that the room can hold.
+		longer, err := m.store.Tail(ctx, key, TailQuery{Tokens: sumTokens(recent) + spare})
+		if err != nil {
+			return Window{}, fmt.Errorf("context of %s: %w", key, err)
+		}
+		var before []Message
+		for _, msg := range longer {
+			if msg.Role != RoleSystem && msg.Seq < recent[0].Seq {
+				before = append(before, msg)
+			}
+		}
+		if len(before) > 0 && before[len(before)-1].Seq == recent[0].Seq-1 {
+			recent = append(before, recent...)
+			cut = len(before)
+		}
+	}
 	ext := cut
 	for ext > 0 {
 		u := prevUnit(recent, ext)
