@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"chatmem"
 )
@@ -54,6 +55,21 @@ func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) (
 // Nothing is written on error, and the conversation's metadata never
 // changes.
 func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	return s.setFacts(ctx, key, nil, facts)
+}
+
+// SetFactsOf is SetFacts for the conversation created at created only (see
+// chatmem.GenerationWriter): the IMMEDIATE transaction that writes the
+// facts reads the conversation's created_at (Unix nanoseconds) and
+// compares it with created first, so another conversation at key, or
+// none, returns chatmem.ErrNotFound and nothing is written. Invalid facts
+// are reported first.
+func (s *Store) SetFactsOf(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact) error {
+	return s.setFacts(ctx, key, &created, facts)
+}
+
+// setFacts is SetFacts, and SetFactsOf when created is not nil.
+func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Time, facts []chatmem.Fact) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -79,12 +95,12 @@ func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.F
 	}
 	if len(facts) == 0 {
 		return s.read(ctx, func(t tx) error {
-			_, err := liveConversation(t, key, now)
+			_, err := liveGeneration(t, key, now, created)
 			return err
 		})
 	}
 	return s.write(ctx, func(t tx) error {
-		if _, err := liveConversation(t, key, now); err != nil {
+		if _, err := liveGeneration(t, key, now, created); err != nil {
 			return err
 		}
 		version := make(map[string]int64, len(keys))

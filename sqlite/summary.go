@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"chatmem"
 )
+
+var _ chatmem.GenerationWriter = (*Store)(nil)
 
 // Summary returns the conversation's summary, read in the snapshot in which
 // the conversation is live. It returns chatmem.ErrNotFound for a
@@ -50,6 +53,21 @@ func (s *Store) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, 
 // store's clock. Nothing is written on error, and the conversation's
 // metadata never changes.
 func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Summary, prev int64) error {
+	return s.putSummary(ctx, key, nil, sum, prev)
+}
+
+// PutSummaryOf is PutSummary for the conversation created at created only
+// (see chatmem.GenerationWriter): the IMMEDIATE transaction that writes
+// the summary reads the conversation's created_at (Unix nanoseconds) and
+// compares it with created first, so another conversation at key, or
+// none, returns chatmem.ErrNotFound and nothing is written. The errors of
+// what sum and prev are wrong about on their own come first.
+func (s *Store) PutSummaryOf(ctx context.Context, key chatmem.Key, created time.Time, sum chatmem.Summary, prev int64) error {
+	return s.putSummary(ctx, key, &created, sum, prev)
+}
+
+// putSummary is PutSummary, and PutSummaryOf when created is not nil.
+func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.Time, sum chatmem.Summary, prev int64) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -69,7 +87,7 @@ func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Sum
 		return err
 	}
 	return s.write(ctx, func(t tx) error {
-		conv, err := liveConversation(t, key, now)
+		conv, err := liveGeneration(t, key, now, created)
 		if err != nil {
 			return err
 		}
@@ -87,4 +105,16 @@ func (s *Store) PutSummary(ctx context.Context, key chatmem.Key, sum chatmem.Sum
 			sum.CreatedAt.UnixNano())
 		return err
 	})
+}
+
+// liveGeneration is liveConversation for the conversation created at
+// *created only, or any when created is nil: another conversation at key
+// is not found either. In a write transaction, nothing can replace the
+// conversation before the transaction ends.
+func liveGeneration(t tx, key chatmem.Key, now time.Time, created *time.Time) (chatmem.Conversation, error) {
+	c, err := liveConversation(t, key, now)
+	if err == nil && created != nil && !c.CreatedAt.Equal(*created) {
+		return chatmem.Conversation{}, fmt.Errorf("conversation %s was created at %v, not %v: %w", key, c.CreatedAt, *created, chatmem.ErrNotFound)
+	}
+	return c, err
 }
