@@ -1,6 +1,7 @@
 package chatmem_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"chatmem"
+	"chatmem/memory"
+	"chatmem/tokenizer"
 )
 
 // filler makes n messages of small talk, alternating user and assistant,
@@ -243,5 +246,72 @@ func TestRecallSummaryBuffer(t *testing.T) {
 		if _, err := mem.Context(t.Context(), key, bad, chatmem.ContextOptions{}); err == nil {
 			t.Errorf("Context(%+v) accepted an invalid policy", bad)
 		}
+	}
+}
+
+// conceptEmbedder is a stand-in for an embedding model at the LLM edge:
+// each text's vector counts the concepts its words belong to, so synonyms
+// ("automobile", "car") land together where a lexical index cannot match
+// them.
+type conceptEmbedder struct{ calls int }
+
+var concepts = map[string]int{"car": 0, "automobile": 0, "vehicle": 0, "dog": 1, "puppy": 1, "blue": 2, "navy": 2}
+
+func (*conceptEmbedder) Name() string { return "test:concepts" }
+
+func (e *conceptEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	e.calls++
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		v := make([]float32, 4)
+		v[3] = 0.01 // no text is the zero vector
+		for _, w := range strings.Fields(strings.ToLower(t)) {
+			if c, ok := concepts[strings.Trim(w, ".,?!")]; ok {
+				v[c]++
+			}
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// TestRecallEmbeddings: with an embedder, recall finds a turn that shares
+// no word with the question; without one, it does not.
+func TestRecallEmbeddings(t *testing.T) {
+	emb := &conceptEmbedder{}
+	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Embedder: emb, Sync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := newMemory(t)
+	key := chatmem.Key{Tenant: "t", ID: "emb"}
+	msgs := append(filler(6, 11), chatmem.Message{Role: chatmem.RoleUser, Content: "I parked my navy automobile on level 3."})
+	msgs = append(msgs, filler(400, 12)...)
+	for _, m := range []*chatmem.Memory{mem, plain} {
+		for i := 0; i < len(msgs); i += 50 {
+			if _, err := m.Append(t.Context(), key, msgs[i:min(i+50, len(msgs))], chatmem.AppendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if emb.calls == 0 {
+		t.Fatal("the worker never called the embedder")
+	}
+	q := []chatmem.Message{{Role: chatmem.RoleUser, Content: "Where did I leave the blue car?"}}
+	p := chatmem.Policy{Kind: chatmem.PolicyRecall, Budget: 200}
+	w, err := mem.Context(t.Context(), key, p, chatmem.ContextOptions{Pending: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecallWindow(t, w, p)
+	if !strings.Contains(dump(w), "navy automobile") {
+		t.Errorf("with embeddings, the parked automobile was not recalled for a question about a car:\n%s", dump(w))
+	}
+	w, err = plain.Context(t.Context(), key, p, chatmem.ContextOptions{Pending: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(dump(w), "navy automobile") {
+		t.Error("test bug: the lexical ranking alone found the automobile")
 	}
 }

@@ -132,7 +132,7 @@ func (m *Memory) run() {
 
 // afterAppend runs or queues the work that new messages bring.
 func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, msgs []Message) {
-	if m.summarizer == nil && len(m.extractors) == 0 {
+	if m.summarizer == nil && len(m.extractors) == 0 && m.embedder == nil {
 		return
 	}
 	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq, created: created}
@@ -183,6 +183,15 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 // process extracts facts, then updates the summary; failures are logged
 // here, at the worker's boundary, and leave stored state as it was.
 func (m *Memory) process(ctx context.Context, j job) {
+	if m.embedder != nil {
+		switch err := m.embed(ctx, j); {
+		case errors.Is(err, ErrNotFound):
+			m.log.Debug("embed: conversation gone", "key", j.key.String())
+		case err != nil:
+			// Recall searches these messages lexically only.
+			m.log.Error("embed messages", "key", j.key.String(), "err", err)
+		}
+	}
 	if len(m.extractors) > 0 && j.user {
 		var err error
 		if j.msgs != nil {
