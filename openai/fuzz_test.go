@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	sdk "github.com/openai/openai-go/v3"
 
@@ -43,6 +45,11 @@ func FuzzMessageParamsRoundTrip(f *testing.F) {
 		}
 		if m.Validate(chatmem.Limits{}) != nil {
 			return // Memory never returns such a message
+		}
+		if !utf8.ValidString(m.ToolCallID) || strings.ContainsRune(m.ToolCallID, 0) {
+			// Validate leaves tool_call_id to ValidateHistory, which holds
+			// it to the ID of a call, itself valid UTF-8 without NUL.
+			return
 		}
 		params := MessageParams([]chatmem.Message{m})
 		if len(params) != 1 {
