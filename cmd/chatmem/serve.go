@@ -38,6 +38,8 @@ type serveConfig struct {
 	rateBurst                                          int
 	upstream, upstreamKind, upstreamKey, upstreamModel string
 	proxyPolicy                                        string
+	embedder, embeddingModel                           string
+	embeddingDims                                      int
 	proxyBudget                                        int
 }
 
@@ -54,6 +56,9 @@ func (c *serveConfig) settings() *settings {
 	ss.str(&c.llmBaseURL, "llm-base-url", "", "base URL of the model API the openai or anthropic summarizer and extractor call\n(e.g. http://localhost:11434/v1 for Ollama; empty: the provider's own)")
 	ss.str(&c.llmModel, "llm-model", "", "model the openai or anthropic summarizer and extractor use")
 	ss.str(&c.llmKey, "llm-api-key", "", "API key of the model API (prefer the environment variable to the flag)")
+	ss.str(&c.embedder, "embedder", "none", "embedding retriever for the recall policy: none (lexical recall only, no model) or openai\n(any OpenAI-compatible /embeddings endpoint, at --llm-base-url with --llm-api-key)")
+	ss.str(&c.embeddingModel, "embedding-model", "text-embedding-3-small", "embedding model (with --embedder openai)")
+	ss.int(&c.embeddingDims, "embedding-dimensions", 0, "vector length asked of the embedding model (0: its own; text-embedding-3 models accept e.g. 256)")
 	ss.int(&c.summaryTrigger, "summary-trigger", 2000, "summarize once the messages after the summary hold more tokens than this")
 	ss.int(&c.summaryTarget, "summary-target", 1000, "tokens left unsummarized after a summary")
 	ss.str(&c.logFormat, "log-format", "text", "log format: text or json")
@@ -180,6 +185,17 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 	if opts.Summarizer, opts.Extractors, err = c.models(log); err != nil {
 		store.Close()
 		return nil, err
+	}
+	switch c.embedder {
+	case "openai":
+		if opts.Embedder, err = openai.NewEmbedder(openai.EmbedderOptions{BaseURL: c.llmBaseURL, APIKey: c.llmKey, Model: c.embeddingModel, Dimensions: c.embeddingDims}); err != nil {
+			store.Close()
+			return nil, &exitError{code: 2, err: fmt.Errorf("embedder: %w", err)}
+		}
+	case "none", "":
+	default:
+		store.Close()
+		return nil, usageErr("unknown embedder %q (want none or openai)", c.embedder)
 	}
 	mem, err := chatmem.New(store, opts)
 	if err != nil {
