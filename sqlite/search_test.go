@@ -10,8 +10,10 @@ import (
 )
 
 // undoSearch takes a database back to schema version 2, before
-// migrations/0003_search.sql (the statements leave user_version alone).
+// migrations/0003_search.sql and the ones after it, whose tables refer to
+// conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
+	"DROP TABLE message_vectors", // 0004_vectors.sql
 	"DROP TRIGGER conversations_unindex",
 	"DROP TABLE message_terms",
 	"DROP TABLE counters",
