@@ -25,15 +25,20 @@ type VectorHit struct {
 // the conversation deletes its vectors.
 type VectorStore interface {
 	// PutVectors stores vecs[i] as message seqs[i]'s vector under model,
-	// replacing any stored one. The conversation must exist (ErrNotFound);
-	// mismatched lengths, an empty model or an empty vector wrap
-	// ErrInvalid.
+	// replacing any stored one. The conversation must exist (ErrNotFound,
+	// checked after the input); len(seqs) != len(vecs), an empty model, an
+	// empty vector, vectors of different lengths, a NaN or infinite
+	// component, a seq below 1 or the same seq twice wrap ErrInvalid, and
+	// nothing is stored.
 	PutVectors(ctx context.Context, key Key, model string, seqs []int64, vecs [][]float32) error
 
 	// NearestVectors returns the limit messages, among those with
 	// before-span <= Seq < before that have a vector under model, whose
-	// vectors are most similar to query (cosine), best first. span bounds
-	// the search, so its cost does not grow with the history; a missing
-	// conversation is ErrNotFound.
+	// vectors are most similar to query (cosine), best first, the newer
+	// first among equals. span bounds the search, so its cost does not grow
+	// with the history. Stored vectors of another length than query's are
+	// skipped; a zero vector has similarity 0. An empty model, an empty or
+	// NaN query, or span or limit below 1 wrap ErrInvalid; a missing
+	// conversation is ErrNotFound; no hits is an empty, non-nil slice.
 	NearestVectors(ctx context.Context, key Key, model string, query []float32, before int64, span, limit int) ([]VectorHit, error)
 }
