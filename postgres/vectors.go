@@ -3,9 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"chatmem"
+	"chatmem/internal/vectors"
 )
 
 var _ chatmem.VectorStore = (*Store)(nil)
@@ -72,7 +71,7 @@ func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, s
 	if err := key.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if err := checkVectors(model, seqs, vecs); err != nil {
+	if err := vectors.Check(model, seqs, vecs); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := storableText("vector model", model); err != nil {
@@ -93,7 +92,7 @@ func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, s
 	buf := make([]byte, 4*len(vecs[0])*len(vecs))
 	for i, j := range order {
 		sorted[i] = seqs[j]
-		encoded[i], buf = encodeVector(buf, vecs[j])
+		encoded[i], buf = vectors.Encode(buf, vecs[j])
 	}
 	tag, err := s.pool.Exec(ctx, s.vectorQueries().put, key.Tenant, key.ID, s.now(), sorted, encoded, model)
 	if err != nil {
@@ -103,16 +102,6 @@ func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, s
 		return fmt.Errorf("%s: %w", op, chatmem.ErrNotFound)
 	}
 	return nil
-}
-
-// encodeVector writes v into the front of buf as little-endian float32s
-// and returns those bytes and the rest of buf.
-func encodeVector(buf []byte, v []float32) (enc, rest []byte) {
-	enc = buf[: 4*len(v) : 4*len(v)]
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(enc[4*i:], math.Float32bits(x))
-	}
-	return enc, buf[4*len(v):]
 }
 
 // NearestVectors returns the limit messages with before-span <= Seq <
@@ -130,7 +119,7 @@ func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model strin
 	if err := key.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if err := checkQuery(model, query, span, limit); err != nil {
+	if err := vectors.CheckQuery(model, query, span, limit); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if before <= 1 || storableText("vector model", model) != nil {
@@ -147,8 +136,8 @@ func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model strin
 		return nil, wrap(ctx, op, err)
 	}
 	defer rows.Close()
-	top := nearest{limit: limit}
-	qq := norm2(query)
+	top := vectors.NewNearest(limit)
+	qq := vectors.Norm2(query)
 	found := false
 	var seq pgtype.Int8
 	var vec pgtype.DriverBytes // the row's own bytes, valid until Next: no copy
@@ -159,7 +148,7 @@ func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model strin
 		}
 		found = true
 		if seq.Valid && len(vec) == 4*len(query) {
-			top.add(chatmem.VectorHit{Seq: seq.Int64, Similarity: cosineBytes(query, qq, vec)})
+			top.Add(chatmem.VectorHit{Seq: seq.Int64, Similarity: vectors.CosineBytes(query, qq, vec)})
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -168,150 +157,5 @@ func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model strin
 	if !found {
 		return nil, fmt.Errorf("%s: %w", op, chatmem.ErrNotFound)
 	}
-	return top.sorted(), nil
-}
-
-// checkVectors returns the error PutVectors gives for its arguments, or
-// nil.
-func checkVectors(model string, seqs []int64, vecs [][]float32) error {
-	if model == "" {
-		return fmt.Errorf("%w: vector model is empty", chatmem.ErrInvalid)
-	}
-	if len(seqs) != len(vecs) {
-		return fmt.Errorf("%w: %d seqs for %d vectors", chatmem.ErrInvalid, len(seqs), len(vecs))
-	}
-	seen := make(map[int64]bool, len(seqs))
-	for i, v := range vecs {
-		switch seq := seqs[i]; {
-		case seq < 1:
-			return fmt.Errorf("%w: vector %d is for seq %d", chatmem.ErrInvalid, i, seq)
-		case seen[seq]:
-			return fmt.Errorf("%w: two vectors for seq %d", chatmem.ErrInvalid, seq)
-		case len(v) == 0:
-			return fmt.Errorf("%w: vector %d (seq %d) is empty", chatmem.ErrInvalid, i, seq)
-		case len(v) != len(vecs[0]):
-			return fmt.Errorf("%w: vector %d (seq %d) has %d dimensions, vector 0 has %d", chatmem.ErrInvalid, i, seq, len(v), len(vecs[0]))
-		case !finite(v):
-			return fmt.Errorf("%w: vector %d (seq %d) has a NaN or infinite component", chatmem.ErrInvalid, i, seq)
-		}
-		seen[seqs[i]] = true
-	}
-	return nil
-}
-
-// checkQuery returns the error NearestVectors gives for its arguments, or
-// nil.
-func checkQuery(model string, query []float32, span, limit int) error {
-	switch {
-	case model == "":
-		return fmt.Errorf("%w: vector model is empty", chatmem.ErrInvalid)
-	case len(query) == 0:
-		return fmt.Errorf("%w: query vector is empty", chatmem.ErrInvalid)
-	case !finite(query):
-		return fmt.Errorf("%w: query vector has a NaN or infinite component", chatmem.ErrInvalid)
-	case span < 1:
-		return fmt.Errorf("%w: vector search span must be at least 1, not %d", chatmem.ErrInvalid, span)
-	case limit < 1:
-		return fmt.Errorf("%w: vector search limit must be at least 1, not %d", chatmem.ErrInvalid, limit)
-	}
-	return nil
-}
-
-func finite(v []float32) bool {
-	for _, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// norm2 is the squared length of v.
-func norm2(v []float32) float64 {
-	var n float64
-	for _, x := range v {
-		n += float64(x) * float64(x)
-	}
-	return n
-}
-
-// cosineBytes is the cosine similarity of q (whose squared length is qq)
-// and the vector b encodes (little-endian float32s, as many as q has),
-// summed in float64 as the other stores do; 0 if either is zero.
-func cosineBytes(q []float32, qq float64, b []byte) float32 {
-	b = b[:4*len(q)]
-	var dot, vv float64
-	for i, y := range q {
-		x := float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-		dot += float64(y) * x
-		vv += x * x
-	}
-	if qq == 0 || vv == 0 {
-		return 0
-	}
-	return float32(min(max(dot/math.Sqrt(qq*vv), -1), 1))
-}
-
-// nearest keeps the limit best hits it is given: a heap whose root is the
-// worst of them, so a hit no better than the root costs one comparison.
-type nearest struct {
-	limit int
-	hits  []chatmem.VectorHit
-}
-
-// better orders hits: the higher similarity, then the higher seq.
-func better(a, b chatmem.VectorHit) bool {
-	return a.Similarity > b.Similarity || a.Similarity == b.Similarity && a.Seq > b.Seq
-}
-
-func (n *nearest) add(h chatmem.VectorHit) {
-	hs := n.hits
-	if len(hs) < n.limit {
-		hs = append(hs, h)
-		for i := len(hs) - 1; i > 0; {
-			p := (i - 1) / 2
-			if !better(hs[p], hs[i]) {
-				break
-			}
-			hs[p], hs[i] = hs[i], hs[p]
-			i = p
-		}
-		n.hits = hs
-		return
-	}
-	if !better(h, hs[0]) {
-		return
-	}
-	hs[0] = h
-	for i := 0; ; {
-		w := 2*i + 1 // the worse child
-		if w >= len(hs) {
-			break
-		}
-		if r := w + 1; r < len(hs) && better(hs[w], hs[r]) {
-			w = r
-		}
-		if !better(hs[i], hs[w]) {
-			break
-		}
-		hs[i], hs[w] = hs[w], hs[i]
-		i = w
-	}
-}
-
-// sorted returns the hits kept, best first.
-func (n *nearest) sorted() []chatmem.VectorHit {
-	if n.hits == nil {
-		return []chatmem.VectorHit{}
-	}
-	slices.SortFunc(n.hits, func(a, b chatmem.VectorHit) int {
-		switch {
-		case better(a, b):
-			return -1
-		case better(b, a):
-			return 1
-		}
-		return 0
-	})
-	return n.hits
+	return top.Sorted(), nil
 }
