@@ -471,7 +471,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	defer resp.Body.Close()
 	relayHeaders(c.w.Header(), resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return upstreamStatusError(resp)
+		return upstreamStatusError(resp, s.up.key)
 	}
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.relayStream(c, resp, t)
@@ -819,8 +819,14 @@ func transportError(ctx context.Context, err error) error {
 
 // upstreamStatusError reads an upstream error response. A body in the
 // OpenAI error shape is relayed as it is; any other is summed up in one.
-func upstreamStatusError(resp *http.Response) error {
+// Either way the upstream key is masked: a gateway that echoes the
+// Authorization header it got must not hand the server's key to clients or
+// logs.
+func upstreamStatusError(resp *http.Response, key string) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamError))
+	if key != "" {
+		b = bytes.ReplaceAll(b, []byte(key), []byte("[upstream key]"))
+	}
 	var e struct {
 		Error *struct {
 			Message string `json:"message"`
