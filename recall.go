@@ -48,15 +48,10 @@ const (
 	defaultRecentShare = 10 // one tenth
 )
 
-// recallMarker is the prefix a recalled message's content gets: its
+// appendMarker appends the prefix a recalled message's content gets: its
 // sequence number and the time it was stored, so the model can tell when it
 // was said. A message that follows a recalled message of the same minute
 // gets only its sequence number: "[#413] ".
-func recallMarker(m Message) string {
-	return string(appendMarker(nil, m.Seq, m.CreatedAt, true))
-}
-
-// appendMarker appends "[#seq time] " (or "[#seq] " without the time) to b.
 func appendMarker(b []byte, seq int64, t time.Time, withTime bool) []byte {
 	b = append(b, "[#"...)
 	b = strconv.AppendInt(b, seq, 10)
