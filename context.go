@@ -2,8 +2,11 @@ package chatmem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +25,13 @@ type ContextOptions struct {
 	// the window's counter; they do not change Dropped's count of stored
 	// messages. Evaluation and previews use it.
 	Pending []Message
+	// Reserve are messages the caller sends along with the window but does
+	// not store, such as a request's own system prompt: they are counted
+	// with the window's counter (each distinct text once, then from
+	// memory), their tokens come off p.Budget before the window is
+	// assembled, and Window.Reserved reports them. A budget they use up
+	// wraps ErrBudgetTooSmall.
+	Reserve []Message
 }
 
 // Metadata values that mark the messages Context makes up, under the
@@ -80,6 +90,22 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	}
 	if o, ok := counter.(RequestOverhead); ok {
 		p.Overhead = o.RequestOverhead()
+	}
+	reserved := 0
+	for i, msg := range opts.Reserve {
+		if err := msg.Validate(m.limits); err != nil {
+			return Window{}, fmt.Errorf("reserve message %d: %w", i, err)
+		}
+		n, err := m.blocks.count(ctx, counter, msg)
+		if err != nil {
+			return Window{}, err
+		}
+		reserved += n
+	}
+	if p.Budget > 0 && reserved > 0 {
+		if p.Budget -= reserved; p.Budget < 1 {
+			return Window{}, fmt.Errorf("%w: the reserved messages take %d tokens, the whole budget of %d", ErrBudgetTooSmall, reserved, p.Budget+reserved)
+		}
 	}
 
 	var msgs []Message
@@ -158,6 +184,7 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		}
 	}
 	w.Dropped = int(last) - sent
+	w.Reserved = reserved
 	return w, nil
 }
 
@@ -342,18 +369,14 @@ func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, p Policy)
 	if p.Kind == PolicyAll {
 		return m.store.Range(ctx, key, 0, 0)
 	}
-	var sys []Message
-	if conv.SystemTokens > 0 {
-		var err error
-		if sys, err = m.store.System(ctx, key); err != nil {
-			return nil, err
-		}
-	}
 	q := TailQuery{Turns: p.Turns}
 	if p.Budget > 0 {
 		q.Tokens = max(p.Budget-int(conv.SystemTokens)-p.Overhead, 0)
 		if q.Tokens == 0 {
-			return sys, nil // Apply reports the budget as too small
+			if conv.SystemTokens == 0 {
+				return nil, nil
+			}
+			return m.store.System(ctx, key) // Apply reports the budget as too small
 		}
 		if p.recalls() && conv.Tokens > int64(q.Tokens) {
 			// The recent part gets Recent tokens; recall reads the rest of
@@ -361,11 +384,7 @@ func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, p Policy)
 			q.Tokens = min(q.Tokens, p.recentBudget())
 		}
 	}
-	recent, err := m.store.Tail(ctx, key, q)
-	if err != nil {
-		return nil, err
-	}
-	return mergePinned(sys, recent), nil
+	return m.cachedTail(ctx, key, conv, q)
 }
 
 // recountedTail reads ever larger tails (doubling) until the recounted
@@ -497,16 +516,39 @@ func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) 
 	return nil, err
 }
 
+// blockKey identifies a text under a counter: a digest, so that the
+// cache's memory does not grow with the texts.
+func blockKey(c Counter, msg Message) [sha256.Size]byte {
+	h := sha256.New()
+	field := func(s string) {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		io.WriteString(h, s)
+	}
+	for _, s := range []string{c.Name(), string(msg.Role), msg.Name, msg.ToolCallID, msg.Content} {
+		field(s)
+	}
+	for _, tc := range msg.ToolCalls {
+		for _, s := range []string{tc.ID, tc.Type, tc.Function.Name, tc.Function.Arguments} {
+			field(s)
+		}
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
+}
+
 // blockCounts remembers the token counts of the blocks Context makes up
 // (the facts block), by counter and text: facts change rarely, so most
 // turns count nothing, as for stored messages.
 type blockCounts struct {
 	mu     sync.Mutex
-	counts map[string]int
+	counts map[[sha256.Size]byte]int
 }
 
 func (b *blockCounts) count(ctx context.Context, c Counter, msg Message) (int, error) {
-	k := c.Name() + "\x00" + msg.Content
+	k := blockKey(c, msg)
 	b.mu.Lock()
 	n, ok := b.counts[k]
 	b.mu.Unlock()
@@ -519,7 +561,7 @@ func (b *blockCounts) count(ctx context.Context, c Counter, msg Message) (int, e
 	}
 	b.mu.Lock()
 	if b.counts == nil || len(b.counts) >= 10000 {
-		b.counts = make(map[string]int) // bounded: only a shortcut
+		b.counts = make(map[[sha256.Size]byte]int) // bounded: only a shortcut
 	}
 	b.counts[k] = n
 	b.mu.Unlock()

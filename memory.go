@@ -49,6 +49,12 @@ type Options struct {
 	// logged: the summary catches up at the conversation's next append (it
 	// reads the store), but the dropped messages' facts are not extracted.
 	QueueSize int
+	// TailCacheBytes bounds the newest messages Memory keeps per
+	// conversation between turns, so that a turn reads from the store only
+	// the conversation's row and what other processes appended since (see
+	// Context). Zero means DefaultTailCacheBytes (32 MiB); negative turns
+	// the cache off, and every turn reads its window from the store.
+	TailCacheBytes int64
 }
 
 // SummaryOptions tune the rolling summary. The zero value means the
@@ -105,6 +111,7 @@ type Memory struct {
 	summaries  summaryCache
 	facts      factCache
 	blocks     blockCounts
+	tails      tailCache
 }
 
 // New returns a Memory over store.
@@ -127,6 +134,7 @@ func New(store Store, opts Options) (*Memory, error) {
 		return nil, fmt.Errorf("%w: an embedder needs a store that keeps vectors", ErrInvalid)
 	}
 	m.worker.init(max(opts.QueueSize, 0))
+	m.tails.init(opts.TailCacheBytes)
 	if m.now == nil {
 		m.now = time.Now
 	}

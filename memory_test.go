@@ -266,3 +266,42 @@ func TestContextWithPending(t *testing.T) {
 		t.Errorf("an orphan pending tool result: error = %v, want ErrInvalid", err)
 	}
 }
+
+// TestContextReserve: messages sent along but not stored come off the
+// budget, counted with the conversation's tokenizer; a reserve that takes
+// the whole budget, or an invalid one, is an error.
+func TestContextReserve(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemory(t)
+	key := chatmem.Key{Tenant: "t", ID: "reserve"}
+	for i := range 20 {
+		msgs := []chatmem.Message{{Role: chatmem.RoleUser, Content: fmt.Sprintf("question %d about the order", i)}, {Role: chatmem.RoleAssistant, Content: fmt.Sprintf("answer %d", i)}}
+		if _, err := mem.Append(ctx, key, msgs, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prompt := chatmem.Message{Role: chatmem.RoleSystem, Content: "You are a careful assistant who answers in full sentences."}
+	n, err := tokenizer.Estimate{}.Count(ctx, prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 100}
+	plain, err := mem.Context(ctx, key, p, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{Reserve: []chatmem.Message{prompt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Reserved != n || w.Tokens+w.Reserved > p.Budget || len(w.Messages) >= len(plain.Messages) || plain.Reserved != 0 {
+		t.Errorf("reserve of %d tokens: window %d tokens + reserved %d, %d messages (without: %d tokens, %d messages)",
+			n, w.Tokens, w.Reserved, len(w.Messages), plain.Tokens, len(plain.Messages))
+	}
+	if _, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: n}, chatmem.ContextOptions{Reserve: []chatmem.Message{prompt}}); !errors.Is(err, chatmem.ErrBudgetTooSmall) {
+		t.Errorf("a reserve taking the whole budget: %v, want ErrBudgetTooSmall", err)
+	}
+	if _, err := mem.Context(ctx, key, p, chatmem.ContextOptions{Reserve: []chatmem.Message{{Role: "wizard", Content: "x"}}}); !errors.Is(err, chatmem.ErrInvalid) {
+		t.Errorf("an invalid reserve message: %v, want ErrInvalid", err)
+	}
+}

@@ -118,6 +118,9 @@ type Window struct {
 	Summary *Summary `json:"summary"`
 	// Facts are the facts sent, if any (Policy.Facts).
 	Facts []Fact `json:"facts"`
+	// Reserved is what ContextOptions.Reserve took off the budget, not
+	// part of Tokens: Tokens + Reserved is what the request holds.
+	Reserved int `json:"reserved,omitempty"`
 }
 
 // Parts splits Window.Tokens by where the tokens come from.

@@ -68,6 +68,7 @@ func (m *Memory) Recount(ctx context.Context, key Key, tokenizer string) (Conver
 			return Conversation{}, fmt.Errorf("recount %s: %w", key, err)
 		}
 		err = rc.Recount(ctx, key, counter.Name(), conv.LastSeq, tokens)
+		m.tails.drop(key)
 		if errors.Is(err, ErrConflict) && attempt < maxRecountRetries {
 			continue
 		}

@@ -184,69 +184,65 @@ func (s *Server) proxyChat(c *call) error {
 	if err := s.up.writes.wait(ctx, t.key); err != nil {
 		return err
 	}
-	conv, err := s.mem.Store().Conversation(ctx, t.key)
-	exists := err == nil
-	if err != nil && (len(msgs) == 0 || !errors.Is(err, chatmem.ErrNotFound)) {
-		return err
-	}
 	answered := int64(-1) // the Seq after which a replayed turn's reply was stored
-	var pending []chatmem.Message
-	switch {
-	case len(msgs) == 0:
-	case exists && opts.IdempotencyKey == "":
-		// The turn's messages are written with the reply, in one append
-		// (one commit on the request path instead of two), or alone when
-		// no reply comes; the context counts them as pending.
-		pending = msgs
-		t.pending = msgs
-		defer s.writePending(ctx, t)
-	default:
-		// A new conversation (which Context cannot read before it exists),
-		// or an Idempotency-Key, which must be checked before the context is
-		// assembled: append first.
+	appendFirst := func() error {
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 			return s.mem.Append(ctx, t.key, msgs, opts)
 		})
 		if err != nil {
 			return err
 		}
-		conv = res.Conversation
 		if last := res.Messages[len(res.Messages)-1].Seq; res.Replayed && res.Conversation.LastSeq > last {
 			answered = last
 		}
+		return nil
 	}
-	tokenizer := conv.Tokenizer
-
-	// The request's system prompt counts against the budget.
-	counter, err := s.mem.Counter(tokenizer)
-	if err != nil {
-		return err
-	}
-	sysTokens := 0
-	for _, m := range system {
-		n, err := counter.Count(ctx, m.msg)
-		if err != nil {
+	var pending []chatmem.Message
+	switch {
+	case len(msgs) == 0:
+	case opts.IdempotencyKey == "":
+		// The turn's messages are written with the reply, in one append
+		// (one commit on the request path instead of two), or alone when
+		// no reply comes; the context counts them as pending.
+		pending = msgs
+	default:
+		// An Idempotency-Key must be checked before the context is
+		// assembled: append first.
+		if err := appendFirst(); err != nil {
 			return err
 		}
-		sysTokens += n
+	}
+	// The request's system prompt counts against the budget, with the
+	// conversation's tokenizer.
+	reserve := make([]chatmem.Message, len(system))
+	for i, m := range system {
+		reserve[i] = m.msg
 	}
 	p := t.policy
-	if p.Budget > 0 {
-		if p.Budget -= sysTokens; p.Budget < 1 {
-			return fmt.Errorf("%w: the request's system messages take %d tokens, the whole budget of %d", chatmem.ErrBudgetTooSmall, sysTokens, t.policy.Budget)
-		}
+	window := func() (chatmem.Window, error) {
+		return timed(s, "context", func() (chatmem.Window, error) {
+			return s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: pending, Reserve: reserve})
+		})
 	}
-	w, err := timed(s, "context", func() (chatmem.Window, error) {
-		return s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: pending})
-	})
-	if errors.Is(err, chatmem.ErrInvalid) || errors.Is(err, chatmem.ErrTooLarge) {
-		t.pending = nil // the messages do not fit the history: store nothing
+	w, err := window()
+	if errors.Is(err, chatmem.ErrNotFound) && len(pending) > 0 {
+		// A new conversation, which Context cannot read before it exists:
+		// its first messages are appended first.
+		pending = nil
+		if err := appendFirst(); err != nil {
+			return err
+		}
+		w, err = window()
 	}
 	if err != nil {
 		return err
 	}
+	if len(pending) > 0 {
+		t.pending = pending
+		defer s.writePending(ctx, t)
+	}
 	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
-	t.tokens = w.Tokens + sysTokens
+	t.tokens = w.Tokens + w.Reserved
 	t.store = answered < 0
 	// The body is the client's with the messages spliced in: its other
 	// fields go as they came, and nothing is decoded and encoded again.

@@ -69,6 +69,7 @@ func benchmarkProxyOverhead(b *testing.B, turns, history int) {
 	}
 	b.Cleanup(func() { store.Close() })
 	env := newProxyEnv(b, proxyConfig{store: store})
+	env.up.forget = true
 	env.up.answer = func(n int) string { return fmt.Sprintf("%s (%d)", benchReply, n) }
 	handled := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -82,6 +82,9 @@ type fakeUpstream struct {
 	answer func(n int) string
 	// header is added to every answer.
 	header http.Header
+	// forget, if set, keeps no requests (a benchmark's thousands would
+	// grow the heap the proxy's garbage collector scans).
+	forget bool
 }
 
 func newFakeUpstream(t testing.TB) *fakeUpstream {
@@ -122,8 +125,11 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	var body map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &body)
 	f.mu.Lock()
-	f.reqs = append(f.reqs, upstreamRequest{header: r.Header.Clone(), raw: raw, body: body})
-	n := len(f.reqs)
+	n := f.done + 1
+	if !f.forget {
+		f.reqs = append(f.reqs, upstreamRequest{header: r.Header.Clone(), raw: raw, body: body})
+		n = len(f.reqs)
+	}
 	reply := fakeReply{content: fmt.Sprintf("answer %d", n)}
 	if f.answer != nil {
 		reply.content = f.answer(n)
@@ -460,6 +466,75 @@ func TestProxyTurns(t *testing.T) {
 	env.api.ServeHTTP(rec, mreq)
 	if m := rec.Body.String(); !strings.Contains(m, `chatmem_proxy_prompt_tokens_total{counter="upstream"} 126`) || !strings.Contains(m, "chatmem_proxy_prompt_tokens_difference_count 3") {
 		t.Errorf("metrics lack the proxy's prompt tokens:\n%s", grepLines(rec.Body.String(), "chatmem_proxy"))
+	}
+}
+
+// TestProxySystemPromptBudget: the request's system prompt is counted
+// with the conversation's tokenizer and comes off the budget: the window
+// of earlier turns shrinks to make room for it, the tokens header counts
+// both, and a prompt that takes the whole budget is refused, storing
+// nothing.
+func TestProxySystemPromptBudget(t *testing.T) {
+	env := newProxyEnv(t, proxyConfig{})
+	h := map[string]string{"X-Chatmem-Conversation": "sp", "X-Chatmem-Budget": "60"}
+	turn := func(system, user string) (int, http.Header, []byte) {
+		t.Helper()
+		msgs := []map[string]string{{"role": "user", "content": user}}
+		if system != "" {
+			msgs = append([]map[string]string{{"role": "system", "content": system}}, msgs...)
+		}
+		b, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+		return env.post(t, h, string(b))
+	}
+	for i := range 6 {
+		if status, _, body := turn("", fmt.Sprintf("question number %d, with some words to count", i)); status != 200 {
+			t.Fatalf("turn %d: %d %s", i, status, body)
+		}
+	}
+	count := func(m chatmem.Message) int {
+		n, err := tokenizer.Estimate{}.Count(t.Context(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	prompt := "You are the shop's assistant. Answer in one short sentence."
+	user := "and one more question"
+	status, hdr, body := turn(prompt, user)
+	if status != 200 {
+		t.Fatalf("with a system prompt: %d %s", status, body)
+	}
+	sent := env.up.last(t).messages(t)
+	if sent[0]["role"] != "system" || sent[0]["content"] != prompt {
+		t.Fatalf("the upstream request starts with %v, want the system prompt", sent[0])
+	}
+	stored := env.stored(t, "sp")
+	bySeq := map[string]chatmem.Message{}
+	for _, m := range stored {
+		bySeq[m.Content] = m
+	}
+	total := count(chatmem.Message{Role: chatmem.RoleSystem, Content: prompt})
+	for _, m := range sent[1:] {
+		sm, ok := bySeq[m["content"].(string)]
+		if !ok {
+			t.Fatalf("sent %v, which is not stored", m)
+		}
+		total += sm.Tokens
+	}
+	if got := hdr.Get("X-Chatmem-Window-Tokens"); got != fmt.Sprint(total) || total > 60 {
+		t.Errorf("X-Chatmem-Window-Tokens = %s; the messages sent count %d, the budget is 60", got, total)
+	}
+	if n := len(sent) - 1; n >= 12 {
+		t.Errorf("sent %d stored messages with the prompt; the budget cannot hold them all", n)
+	}
+
+	before := len(env.stored(t, "sp"))
+	status, _, body = turn(strings.Repeat("Always be polite. ", 30), "a question that must not be stored")
+	if status != 422 || !strings.Contains(string(body), "budget_too_small") {
+		t.Errorf("a system prompt over the budget: %d %s, want 422 budget_too_small", status, body)
+	}
+	if after := env.stored(t, "sp"); len(after) != before {
+		t.Errorf("the refused turn stored %d messages", len(after)-before)
 	}
 }
 

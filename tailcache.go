@@ -1,0 +1,396 @@
+package chatmem
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+)
+
+// DefaultTailCacheBytes is the default of Options.TailCacheBytes.
+const DefaultTailCacheBytes = 32 << 20
+
+// maxCatchUp bounds how many messages appended since a conversation's
+// tail was cached are read to bring it up to date; further behind (another
+// process wrote a lot), the tail is read anew, one bounded read as ever.
+const maxCatchUp = 256
+
+// tailCache keeps, per conversation, the newest messages its last window
+// was assembled from, so that the next turn reads from the store only what
+// was appended since, not the whole window again: per turn, the
+// conversation's row and the turn's few messages, instead of the tail's
+// three queries and every message of the window decoded again. (The new
+// messages are read back rather than taken from Append, so that the cache
+// holds what the store returns: its time precision, its empty values.)
+//
+// Stored messages never change (a recount records another tokenizer), so
+// an entry is valid for as long as the conversation it was read from: it
+// is tied to the conversation's CreatedAt and tokenizer, and checked
+// against its LastSeq and token totals, which every append moves. A
+// deleted and re-created conversation with the same CreatedAt, at least
+// as many messages and the same totals is the blind spot, as for the
+// summary cache.
+//
+// An entry holds the system messages and a run of the newest other
+// messages long enough to answer the last query with room to spare (twice
+// its tokens and turns): a query that needs more than the run holds reads
+// the store, and the entry is refilled from that read. Entries are evicted
+// least recently used first, to a bound on the bytes of their messages.
+type tailCache struct {
+	max int64 // bytes; 0: off
+
+	mu      sync.Mutex
+	size    int64
+	lru     list.List // of *tailEntry, most recently used first
+	entries map[Key]*list.Element
+}
+
+type tailEntry struct {
+	key Key
+
+	mu        sync.Mutex
+	created   time.Time
+	tokenizer string
+	lastSeq   int64
+	// tokens and systemTokens are the conversation's totals at lastSeq.
+	tokens, systemTokens int64
+	sys                  []Message // the system messages (all of them if sysRead)
+	sysRead              bool      // sys was read from the store, then extended
+	recent               []Message // the newest non-system messages up to lastSeq
+	complete             bool      // recent holds every non-system message
+	want                 TailQuery // the last query answered, for trimming
+	bytes                int64     // the size of sys and recent
+	dropped              bool      // evicted or replaced: updates are moot
+
+	accounted int64 // bytes as the cache's size counts them; guarded by tailCache.mu
+}
+
+func (c *tailCache) init(maxBytes int64) {
+	switch {
+	case maxBytes == 0:
+		maxBytes = DefaultTailCacheBytes
+	case maxBytes < 0:
+		maxBytes = 0
+	}
+	c.max = maxBytes
+	c.entries = make(map[Key]*list.Element)
+}
+
+// get returns the conversation's entry, if it may serve conv: read from
+// the same conversation, not ahead of it, and not too far behind.
+func (c *tailCache) get(key Key, conv Conversation) *tailEntry {
+	if c.max == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	el, ok := c.entries[key]
+	if ok {
+		c.lru.MoveToFront(el)
+	}
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*tailEntry)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dropped || !e.created.Equal(conv.CreatedAt) || e.tokenizer != conv.Tokenizer ||
+		e.lastSeq > conv.LastSeq || conv.LastSeq-e.lastSeq > maxCatchUp ||
+		(e.lastSeq == conv.LastSeq && (e.tokens != conv.Tokens || e.systemTokens != conv.SystemTokens)) {
+		return nil
+	}
+	return e
+}
+
+// put replaces the conversation's entry with one holding a tail read from
+// the store (sys: its system messages, msgs: a Tail read under q of
+// conv). It returns the new entry.
+func (c *tailCache) put(key Key, conv Conversation, sys, msgs []Message, want TailQuery) *tailEntry {
+	if c.max == 0 {
+		return nil
+	}
+	e := &tailEntry{
+		key: key, created: conv.CreatedAt, tokenizer: conv.Tokenizer, lastSeq: conv.LastSeq,
+		tokens: conv.Tokens, systemTokens: conv.SystemTokens, want: want,
+		complete: len(msgs) > 0 && msgs[0].Seq == 1, sysRead: conv.SystemTokens > 0,
+	}
+	e.sys = append(e.sys, sys...)
+	for _, m := range msgs {
+		if m.Role != RoleSystem {
+			e.recent = append(e.recent, m)
+		}
+	}
+	if n := len(msgs); n > 0 && msgs[n-1].Seq != conv.LastSeq {
+		return nil // appended to since conv was read: the totals do not match msgs
+	}
+	e.bytes = messagesBytes(e.sys) + messagesBytes(e.recent)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.entries[key]; ok {
+		c.remove(old)
+	}
+	c.entries[key] = c.lru.PushFront(e)
+	e.accounted = e.bytes
+	c.size += e.accounted
+	c.evict()
+	return e
+}
+
+// drop forgets the conversation's entry.
+func (c *tailCache) drop(key Key) {
+	if c.max == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.remove(el)
+	}
+}
+
+// remove unlinks an entry; c.mu is held.
+func (c *tailCache) remove(el *list.Element) {
+	e := el.Value.(*tailEntry)
+	c.lru.Remove(el)
+	delete(c.entries, e.key)
+	e.mu.Lock()
+	e.dropped = true
+	e.mu.Unlock()
+	c.size -= e.accounted
+}
+
+// evict removes least recently used entries until the cache is within its
+// bound; c.mu is held.
+func (c *tailCache) evict() {
+	for c.size > c.max && c.lru.Len() > 0 {
+		c.remove(c.lru.Back())
+	}
+}
+
+// resize takes on an entry's size after it grew or shrank.
+func (c *tailCache) resize(e *tailEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.mu.Lock()
+	bytes, dropped := e.bytes, e.dropped
+	e.mu.Unlock()
+	if !dropped {
+		c.size += bytes - e.accounted
+		e.accounted = bytes
+		c.evict()
+	}
+}
+
+// extend appends msgs, the messages after e.lastSeq up to conv.LastSeq as
+// the store returned them, and takes on conv's totals; false if msgs do
+// not follow on from the entry or the totals do not add up (the entry is then stale). e.mu is held.
+func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
+	if e.dropped || !e.created.Equal(conv.CreatedAt) || e.tokenizer != conv.Tokenizer {
+		return false
+	}
+	tokens, sys := e.tokens, e.systemTokens
+	for i, m := range msgs {
+		if m.Seq != e.lastSeq+int64(i)+1 {
+			return false
+		}
+		if m.Role == RoleSystem {
+			sys += int64(m.Tokens)
+		} else {
+			tokens += int64(m.Tokens)
+		}
+	}
+	if len(msgs) == 0 || msgs[len(msgs)-1].Seq != conv.LastSeq || tokens != conv.Tokens || sys != conv.SystemTokens {
+		return false
+	}
+	for _, m := range msgs {
+		if m.Role == RoleSystem {
+			e.sys = append(e.sys, m)
+		} else {
+			e.recent = append(e.recent, m)
+		}
+		e.bytes += messageBytes(m)
+	}
+	e.lastSeq, e.tokens, e.systemTokens = conv.LastSeq, conv.Tokens, conv.SystemTokens
+	e.trim()
+	return true
+}
+
+// answer returns what Memory.tail returns for q: the system messages, then
+// the newest non-system messages that Store.Tail would select, as copies;
+// false if the entry's run is too short to tell where that selection
+// starts. e.mu is held.
+func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
+	start := 0
+	if q.Tokens > 0 {
+		sum, i := 0, len(e.recent)
+		for i > 0 && sum+e.recent[i-1].Tokens <= q.Tokens {
+			i--
+			sum += e.recent[i].Tokens
+		}
+		if i == 0 && !e.complete {
+			return nil, false
+		}
+		start = i
+	}
+	if q.Turns > 0 {
+		users, i := 0, len(e.recent)
+		for i > 0 && users < q.Turns {
+			i--
+			if e.recent[i].Role == RoleUser {
+				users++
+			}
+		}
+		if users < q.Turns {
+			if !e.complete {
+				return nil, false
+			}
+			i = 0
+		}
+		start = max(start, i)
+	}
+	// As Memory.tail reads them: when the system messages count tokens.
+	var sys []Message
+	if e.systemTokens > 0 {
+		if !e.sysRead {
+			return nil, false
+		}
+		sys = e.sys
+	}
+	e.want = q
+	out := make([]Message, 0, len(sys)+len(e.recent)-start)
+	for _, m := range sys {
+		out = append(out, m.Clone())
+	}
+	for _, m := range e.recent[start:] {
+		out = append(out, m.Clone())
+	}
+	return out, true
+}
+
+// trim drops the oldest messages of the run that the last query, asked
+// again, would not need: it keeps twice its tokens and turns. e.mu is
+// held.
+func (e *tailEntry) trim() {
+	if e.want.Tokens <= 0 && e.want.Turns <= 0 {
+		return
+	}
+	sum, users := 0, 0
+	for _, m := range e.recent {
+		sum += m.Tokens
+		if m.Role == RoleUser {
+			users++
+		}
+	}
+	n := 0
+	for n < len(e.recent) {
+		m := e.recent[n]
+		rest, restUsers := sum-m.Tokens, users
+		if m.Role == RoleUser {
+			restUsers--
+		}
+		if (e.want.Tokens > 0 && rest < 2*e.want.Tokens) || (e.want.Turns > 0 && restUsers < 2*e.want.Turns) {
+			break
+		}
+		sum, users = rest, restUsers
+		e.bytes -= messageBytes(m)
+		n++
+	}
+	if n > 0 {
+		clear(e.recent[:n]) // let go of their contents; append reallocates in time
+		e.recent = e.recent[n:]
+		e.complete = false
+	}
+}
+
+// messageBytes approximates the memory a message holds.
+func messageBytes(m Message) int64 {
+	n := 160 + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+	for _, c := range m.ToolCalls {
+		n += 64 + len(c.ID) + len(c.Type) + len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	for k, v := range m.Metadata {
+		n += 32 + len(k) + len(v)
+	}
+	return int64(n)
+}
+
+func messagesBytes(msgs []Message) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += messageBytes(m)
+	}
+	return n
+}
+
+// cachedTail is Memory.tail for a budget or turns policy: from the
+// conversation's cache entry, brought up to date with one Range read if
+// other writers appended; from the store, refilling the entry, when the
+// entry is missing, stale or too short.
+func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, q TailQuery) ([]Message, error) {
+	if e := m.tails.get(key, conv); e != nil {
+		e.mu.Lock()
+		from := e.lastSeq
+		e.mu.Unlock()
+		var news []Message
+		if conv.LastSeq > from {
+			var err error
+			if news, err = m.store.Range(ctx, key, from, int(conv.LastSeq-from)); err != nil {
+				return nil, err
+			}
+		}
+		e.mu.Lock()
+		ok := true
+		if e.lastSeq == from && len(news) > 0 {
+			ok = e.extend(conv, news)
+		} else if e.lastSeq != conv.LastSeq {
+			ok = false // moved on meanwhile (past conv): read anew
+		}
+		var out []Message
+		if ok {
+			out, ok = e.answer(q)
+		}
+		e.mu.Unlock()
+		if len(news) > 0 {
+			m.tails.resize(e)
+		}
+		if ok {
+			return out, nil
+		}
+	}
+	var sys []Message
+	if conv.SystemTokens > 0 {
+		var err error
+		if sys, err = m.store.System(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	if m.tails.max == 0 {
+		recent, err := m.store.Tail(ctx, key, q)
+		if err != nil {
+			return nil, err
+		}
+		return mergePinned(sys, recent), nil
+	}
+	// Read twice what is asked, so that the next turns, asking as much,
+	// find the start of their selection inside the entry.
+	more := TailQuery{Tokens: 2 * q.Tokens, Turns: 2 * q.Turns}
+	msgs, err := m.store.Tail(ctx, key, more)
+	if err != nil {
+		return nil, err
+	}
+	if e := m.tails.put(key, conv, sys, msgs, q); e != nil {
+		e.mu.Lock()
+		out, ok := e.answer(q)
+		e.trim()
+		e.mu.Unlock()
+		m.tails.resize(e)
+		if ok {
+			return out, nil
+		}
+	}
+	recent, err := m.store.Tail(ctx, key, q)
+	if err != nil {
+		return nil, err
+	}
+	return mergePinned(sys, recent), nil
+}

@@ -1,0 +1,300 @@
+package chatmem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"chatmem"
+	"chatmem/memory"
+	"chatmem/sqlite"
+	"chatmem/tokenizer"
+)
+
+// readCounter counts a store's message reads.
+type readCounter struct {
+	chatmem.Store
+	tails, ranges, systems, convs atomic.Int64
+}
+
+func (s *readCounter) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
+	s.tails.Add(1)
+	return s.Store.Tail(ctx, key, q)
+}
+
+func (s *readCounter) Range(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.Message, error) {
+	s.ranges.Add(1)
+	return s.Store.Range(ctx, key, after, limit)
+}
+
+func (s *readCounter) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message, error) {
+	s.systems.Add(1)
+	return s.Store.System(ctx, key)
+}
+
+func (s *readCounter) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conversation, error) {
+	s.convs.Add(1)
+	return s.Store.Conversation(ctx, key)
+}
+
+func (s *readCounter) reads() string {
+	return fmt.Sprintf("tail %d, range %d, system %d, conversation %d", s.tails.Load(), s.ranges.Load(), s.systems.Load(), s.convs.Load())
+}
+
+func (s *readCounter) reset() {
+	s.tails.Store(0)
+	s.ranges.Store(0)
+	s.systems.Store(0)
+	s.convs.Store(0)
+}
+
+// eighthCounter counts a token per 8 bytes of content: short messages
+// count none.
+type eighthCounter struct{}
+
+func (eighthCounter) Name() string { return "eighth" }
+func (eighthCounter) Count(_ context.Context, m chatmem.Message) (int, error) {
+	return len(m.Content) / 8, nil
+}
+
+func newCachedMemory(t *testing.T, store chatmem.Store, cacheBytes int64) *chatmem.Memory {
+	t.Helper()
+	var c chatmem.Counter = tokenizer.Estimate{}
+	if strings.Contains(t.Name(), "Matches") {
+		c = eighthCounter{}
+	}
+	mem, err := chatmem.New(store, chatmem.Options{Counter: c, TailCacheBytes: cacheBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
+
+// TestTailCacheTurnReads: once a conversation's window has been read, a
+// turn's context reads the conversation's row and the turn's new messages
+// (one Range), whichever process appended them, not the window again.
+func TestTailCacheTurnReads(t *testing.T) {
+	ctx := context.Background()
+	store := &readCounter{Store: memory.New()}
+	mem := newCachedMemory(t, store, 0)
+	other := newCachedMemory(t, store, 0) // another process on the same store
+	key := chatmem.Key{Tenant: "acme", ID: "turns"}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}
+	turn := func(m *chatmem.Memory, i int) {
+		t.Helper()
+		msgs := []chatmem.Message{
+			{Role: chatmem.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("why ", 10))},
+			{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("answer %d: %s", i, strings.Repeat("because ", 20))},
+		}
+		if _, err := m.Append(ctx, key, msgs, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	window := func(m *chatmem.Memory) chatmem.Window {
+		t.Helper()
+		w, err := m.Context(ctx, key, p, chatmem.ContextOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleSystem, Content: "Be brief."}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		turn(mem, i)
+	}
+	window(mem) // fills the cache
+	for i := 100; i < 120; i++ {
+		turn(mem, i)
+		store.reset()
+		w := window(mem)
+		if store.tails.Load()+store.systems.Load() != 0 || store.ranges.Load() != 1 || store.convs.Load() != 1 {
+			t.Fatalf("turn %d read %s; want the conversation's row and one range", i, store.reads())
+		}
+		if got := w.Messages[len(w.Messages)-1].Content; !strings.HasPrefix(got, fmt.Sprintf("answer %d:", i)) {
+			t.Fatalf("turn %d: the window ends with %q", i, got)
+		}
+		if w.Messages[0].Role != chatmem.RoleSystem || w.Messages[0].Content != "Be brief." {
+			t.Fatalf("turn %d: the window starts with %+v, want the system message", i, w.Messages[0])
+		}
+	}
+	turn(other, 120)
+	turn(other, 121)
+	store.reset()
+	w := window(mem)
+	if store.tails.Load()+store.systems.Load() != 0 || store.ranges.Load() != 1 {
+		t.Fatalf("after another process's appends the turn read %s; want one range", store.reads())
+	}
+	if got := w.Messages[len(w.Messages)-1].Content; !strings.HasPrefix(got, "answer 121:") {
+		t.Fatalf("the window ends with %q, want the other process's last reply", got)
+	}
+	// A window's messages are the caller's: changing them changes no other.
+	w.Messages[len(w.Messages)-1].Content = "changed"
+	w.Messages[len(w.Messages)-1].Metadata = map[string]string{"x": "y"}
+	if w2 := window(mem); w2.Messages[len(w2.Messages)-1].Content == "changed" || w2.Messages[len(w2.Messages)-1].Metadata != nil {
+		t.Fatal("changing a window's message changed the next window")
+	}
+}
+
+// TestTailCacheMatchesStore: whatever the appends (by this Memory, by
+// another on the same store, many at once, system messages, messages that
+// count no tokens), deletes and re-creations, every window assembled with
+// the cache is the one assembled from the store alone, under token
+// budgets and turn limits of every size.
+func TestTailCacheMatchesStore(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		store string
+		seed  uint64
+	}{{"memory", 1}, {"memory", 2}, {"memory", 3}, {"sqlite", 4}} {
+		t.Run(fmt.Sprint(tc.store, tc.seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(tc.seed, 7))
+			var base chatmem.Store = memory.New()
+			if tc.store == "sqlite" {
+				s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "chatmem.db"), sqlite.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				base = s
+			}
+			store := &readCounter{Store: base}
+			cached := newCachedMemory(t, store, 64<<10) // small: evictions happen
+			other := newCachedMemory(t, base, 0)
+			plain := newCachedMemory(t, base, -1)
+			keys := []chatmem.Key{{Tenant: "t", ID: "a"}, {Tenant: "t", ID: "b"}, {Tenant: "u", ID: "a"}}
+			text := func() string {
+				if rng.IntN(10) == 0 {
+					return "ok" // no tokens for eighthCounter
+				}
+				return strings.Repeat("word ", rng.IntN(60)) + fmt.Sprint(rng.Int())
+			}
+			batch := func(n int) []chatmem.Message {
+				msgs := make([]chatmem.Message, n)
+				for i := range msgs {
+					switch r := rng.IntN(20); {
+					case r == 0:
+						msgs[i] = chatmem.Message{Role: chatmem.RoleSystem, Content: text()}
+					case r < 10:
+						msgs[i] = chatmem.Message{Role: chatmem.RoleUser, Content: text()}
+					default:
+						msgs[i] = chatmem.Message{Role: chatmem.RoleAssistant, Content: text(), Metadata: map[string]string{"i": fmt.Sprint(i)}}
+					}
+				}
+				return msgs
+			}
+			served, steps := 0, 3000
+			if tc.store == "sqlite" {
+				steps = 500
+			}
+			for step := range steps {
+				key := keys[rng.IntN(len(keys))]
+				switch r := rng.IntN(100); {
+				case r < 30:
+					if _, err := cached.Append(ctx, key, batch(1+rng.IntN(3)), chatmem.AppendOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				case r < 40:
+					if _, err := other.Append(ctx, key, batch(1+rng.IntN(3)), chatmem.AppendOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				case r < 41:
+					if _, err := other.Append(ctx, key, batch(300), chatmem.AppendOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				case r < 43:
+					if err := base.Delete(ctx, key); err != nil && !errors.Is(err, chatmem.ErrNotFound) {
+						t.Fatal(err)
+					}
+				default:
+					var p chatmem.Policy
+					switch rng.IntN(3) {
+					case 0:
+						p = chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 10 + rng.IntN(800)}
+					case 1:
+						p = chatmem.Policy{Kind: chatmem.PolicyLastTurns, Turns: 1 + rng.IntN(8)}
+					default:
+						p = chatmem.Policy{Kind: chatmem.PolicyLastTurns, Turns: 1 + rng.IntN(8), Budget: 10 + rng.IntN(800)}
+					}
+					before := store.tails.Load()
+					got, gerr := cached.Context(ctx, key, p, chatmem.ContextOptions{})
+					want, werr := plain.Context(ctx, key, p, chatmem.ContextOptions{})
+					if fmt.Sprint(gerr) != fmt.Sprint(werr) || !reflect.DeepEqual(got, want) {
+						t.Fatalf("step %d, %s, %+v:\ncached %+v, %v\nstore  %+v, %v", step, key, p, got, gerr, want, werr)
+					}
+					if gerr == nil && store.tails.Load() == before {
+						served++
+					}
+				}
+				if size, sum, bound := chatmem.TailCacheSize(cached); size != sum || size > bound {
+					t.Fatalf("step %d: the cache counts %d bytes, its entries %d, bound %d", step, size, sum, bound)
+				}
+			}
+			if served < steps/6 {
+				t.Fatalf("the cache served %d windows without a tail read; the test does not exercise it", served)
+			}
+			t.Logf("%d windows served from the cache", served)
+		})
+	}
+}
+
+// TestTailCacheConcurrent: goroutines taking turns in shared and own
+// conversations through one Memory (run with -race) always see a window
+// that ends with the newest message they know of and holds no gap.
+func TestTailCacheConcurrent(t *testing.T) {
+	ctx := context.Background()
+	mem := newCachedMemory(t, memory.New(), 16<<10)
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 300}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			key := chatmem.Key{Tenant: "t", ID: fmt.Sprint("own-", g)}
+			if g%2 == 0 {
+				key.ID = "shared"
+			}
+			for i := range 200 {
+				res, err := mem.Append(ctx, key, []chatmem.Message{
+					{Role: chatmem.RoleUser, Content: fmt.Sprintf("g%d question %d %s", g, i, strings.Repeat("x ", i%40))},
+					{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("g%d answer %d", g, i)},
+				}, chatmem.AppendOptions{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				last := res.Messages[1].Seq
+				if n := len(w.Messages); n == 0 || w.Messages[n-1].Seq < last {
+					errs <- fmt.Errorf("%s: after appending up to %d the window ends at %+v", key, last, w.Messages[n-1:])
+					return
+				}
+				for j := 1; j < len(w.Messages); j++ {
+					if w.Messages[j].Seq != w.Messages[j-1].Seq+1 {
+						errs <- fmt.Errorf("%s: the window has a gap between %d and %d", key, w.Messages[j-1].Seq, w.Messages[j].Seq)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if size, sum, bound := chatmem.TailCacheSize(mem); size != sum || size > bound {
+		t.Fatalf("the cache counts %d bytes, its entries %d, bound %d", size, sum, bound)
+	}
+}
