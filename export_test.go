@@ -10,10 +10,17 @@ func TailCacheSize(m *Memory) (size, sum, bound int64) {
 		e := el.Value.(*tailEntry)
 		e.mu.Lock()
 		sum += e.accounted
-		if e.accounted != e.bytes || e.bytes != messagesBytes(e.sys)+messagesBytes(e.recent) {
+		if e.accounted != e.bytes || e.bytes != entryBytes(e.key)+messagesBytes(e.sys)+messagesBytes(e.recent) {
 			sum = -1 << 62 // an entry's own count is off
 		}
 		e.mu.Unlock()
 	}
 	return c.size, sum, c.max
+}
+
+// TailCacheEntries reports how many conversations the tail cache holds.
+func TailCacheEntries(m *Memory) int {
+	m.tails.mu.Lock()
+	defer m.tails.mu.Unlock()
+	return len(m.tails.entries)
 }

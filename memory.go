@@ -49,6 +49,11 @@ type Options struct {
 	// logged: the summary catches up at the conversation's next append (it
 	// reads the store), but the dropped messages' facts are not extracted.
 	QueueSize int
+	// Workers is how many goroutines do that work, each conversation in one
+	// of them at a time, in order. Zero means DefaultWorkers (4); a
+	// summarizer or extractor that calls a model spends most of its time
+	// waiting, so more workers than cores pay off.
+	Workers int
 	// TailCacheBytes bounds the newest messages Memory keeps per
 	// conversation between turns, so that a turn reads from the store only
 	// the conversation's row and what other processes appended since (see
@@ -133,7 +138,7 @@ func New(store Store, opts Options) (*Memory, error) {
 	if _, ok := store.(VectorStore); opts.Embedder != nil && !ok {
 		return nil, fmt.Errorf("%w: an embedder needs a store that keeps vectors", ErrInvalid)
 	}
-	m.worker.init(max(opts.QueueSize, 0))
+	m.worker.init(max(opts.QueueSize, 0), opts.Workers)
 	m.tails.init(opts.TailCacheBytes)
 	if m.now == nil {
 		m.now = time.Now

@@ -114,16 +114,25 @@ func (c *tailCache) put(key Key, conv Conversation, sys, msgs []Message, want Ta
 		tokens: conv.Tokens, systemTokens: conv.SystemTokens, want: want,
 		complete: len(msgs) > 0 && msgs[0].Seq == 1, sysRead: conv.SystemTokens > 0,
 	}
-	e.sys = append(e.sys, sys...)
+	// The reads after conv may see messages appended since: then they do
+	// not match conv's totals, and the entry would be wrong.
+	var sysTokens int64
+	for _, m := range sys {
+		if m.Seq > conv.LastSeq {
+			return nil
+		}
+		sysTokens += int64(m.Tokens)
+		e.sys = append(e.sys, m.Clone()) // the caller returns sys too
+	}
+	if n := len(msgs); (n > 0 && msgs[n-1].Seq != conv.LastSeq) || (e.sysRead && sysTokens != conv.SystemTokens) {
+		return nil
+	}
 	for _, m := range msgs {
 		if m.Role != RoleSystem {
 			e.recent = append(e.recent, m)
 		}
 	}
-	if n := len(msgs); n > 0 && msgs[n-1].Seq != conv.LastSeq {
-		return nil // appended to since conv was read: the totals do not match msgs
-	}
-	e.bytes = messagesBytes(e.sys) + messagesBytes(e.recent)
+	e.bytes = entryBytes(key) + messagesBytes(e.sys) + messagesBytes(e.recent)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.entries[key]; ok {
@@ -221,6 +230,9 @@ func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
 // starts. e.mu is held.
 func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
 	start := 0
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		start = len(e.recent) // as Store.Tail: nothing
+	}
 	if q.Tokens > 0 {
 		sum, i := 0, len(e.recent)
 		for i > 0 && sum+e.recent[i-1].Tokens <= q.Tokens {
@@ -301,6 +313,10 @@ func (e *tailEntry) trim() {
 		e.complete = false
 	}
 }
+
+// entryBytes approximates the memory of an entry without messages, so
+// that empty entries count too.
+func entryBytes(key Key) int64 { return int64(256 + len(key.Tenant) + len(key.ID)) }
 
 // messageBytes approximates the memory a message holds.
 func messageBytes(m Message) int64 {

@@ -298,3 +298,154 @@ func TestTailCacheConcurrent(t *testing.T) {
 		t.Fatalf("the cache counts %d bytes, its entries %d, bound %d", size, sum, bound)
 	}
 }
+
+// lenCounter: one token per byte of content.
+type lenCounter struct{}
+
+func (lenCounter) Name() string { return "len" }
+func (lenCounter) Count(_ context.Context, m chatmem.Message) (int, error) {
+	return len(m.Content), nil
+}
+
+func newLenMemory(t *testing.T, s chatmem.Store, cache int64) *chatmem.Memory {
+	t.Helper()
+	m, err := chatmem.New(s, chatmem.Options{Counter: lenCounter{}, TailCacheBytes: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustAppend(t *testing.T, m *chatmem.Memory, key chatmem.Key, msgs ...chatmem.Message) {
+	t.Helper()
+	if _, err := m.Append(context.Background(), key, msgs, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func compare(t *testing.T, what string, cached, plain *chatmem.Memory, key chatmem.Key, p chatmem.Policy, opts chatmem.ContextOptions) (chatmem.Window, error) {
+	t.Helper()
+	ctx := context.Background()
+	got, gerr := cached.Context(ctx, key, p, opts)
+	want, werr := plain.Context(ctx, key, p, opts)
+	if fmt.Sprint(gerr) != fmt.Sprint(werr) || !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: windows differ\ncached %+v, %v\nplain  %+v, %v", what, got, gerr, want, werr)
+	}
+	return got, gerr
+}
+
+// TestTailCacheSystemMessagesAreCopies: a caller changing a system
+// message of a window (here one assembled past the cache, from the read
+// that filled it) changes no later window. (Found by review.)
+func TestTailCacheSystemMessagesAreCopies(t *testing.T) {
+	ctx := context.Background()
+	base := memory.New()
+	cached := newLenMemory(t, base, 0)
+	plain := newLenMemory(t, base, -1)
+	key := chatmem.Key{Tenant: "t", ID: "alias"}
+	mustAppend(t, cached, key,
+		chatmem.Message{Role: chatmem.RoleSystem, Content: "S", Metadata: map[string]string{"k": "v"}},
+		chatmem.Message{Role: chatmem.RoleUser, Content: strings.Repeat("x", 250)},
+		chatmem.Message{Role: chatmem.RoleAssistant, Content: strings.Repeat("a", 10)},
+		chatmem.Message{Role: chatmem.RoleUser, Content: strings.Repeat("b", 10)},
+	)
+	w, err := cached.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 101}, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Messages[0].Metadata["k"] = "changed by caller"
+	compare(t, "after caller mutated a returned system message", cached, plain, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 16}, chatmem.ContextOptions{})
+}
+
+// hookStore runs hook once, inside the first System call after arming.
+type hookStore struct {
+	chatmem.Store
+	mu   sync.Mutex
+	hook func()
+}
+
+func (s *hookStore) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message, error) {
+	s.mu.Lock()
+	h := s.hook
+	s.hook = nil
+	s.mu.Unlock()
+	if h != nil {
+		h()
+	}
+	return s.Store.System(ctx, key)
+}
+
+// TestTailCacheRaceWithSystemRead: another process appends between
+// Context's conversation read and its system read (ending in a message
+// over twice the budget, so the tail read is empty): the entry must not
+// keep a system message past its LastSeq, which catching up would add
+// again. (Found by review.)
+func TestTailCacheRaceWithSystemRead(t *testing.T) {
+	base := memory.New()
+	hs := &hookStore{Store: base}
+	cached := newLenMemory(t, hs, 0)
+	plain := newLenMemory(t, base, -1)
+	other := newLenMemory(t, base, -1)
+	key := chatmem.Key{Tenant: "t", ID: "dup"}
+	mustAppend(t, cached, key,
+		chatmem.Message{Role: chatmem.RoleSystem, Content: "S1"},
+		chatmem.Message{Role: chatmem.RoleUser, Content: "hello"},
+		chatmem.Message{Role: chatmem.RoleAssistant, Content: "hi"})
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 40}
+	hs.hook = func() {
+		mustAppend(t, other, key,
+			chatmem.Message{Role: chatmem.RoleSystem, Content: "S2"},
+			chatmem.Message{Role: chatmem.RoleUser, Content: strings.Repeat("h", 200)})
+	}
+	w, err := cached.Context(context.Background(), key, p, chatmem.ContextOptions{})
+	t.Logf("racing turn: %v %v", w.Messages, err)
+	mustAppend(t, other, key,
+		chatmem.Message{Role: chatmem.RoleAssistant, Content: "too long"},
+		chatmem.Message{Role: chatmem.RoleUser, Content: "short"})
+	got, _ := compare(t, "after the race", cached, plain, key, p, chatmem.ContextOptions{})
+	t.Logf("cached window: %+v", got.Messages)
+}
+
+// TestTailCacheEmptyQuery: a budget that leaves the recent part no room
+// selects nothing, cached or not.
+func TestTailCacheEmptyQuery(t *testing.T) {
+	for _, p := range []chatmem.Policy{
+		{Kind: chatmem.PolicyRecall, Budget: 9},
+		{Kind: chatmem.PolicyRecall, Budget: 5},
+		{Kind: chatmem.PolicySummaryBuffer, Recall: true, Budget: 1},
+	} {
+		base := memory.New()
+		cached := newLenMemory(t, base, 0)
+		plain := newLenMemory(t, base, -1)
+		key := chatmem.Key{Tenant: "t", ID: "zero"}
+		for i := range 5 {
+			mustAppend(t, cached, key,
+				chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprint("q", i)},
+				chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprint("a", i)})
+		}
+		compare(t, "first", cached, plain, key, p, chatmem.ContextOptions{})
+		mustAppend(t, cached, key,
+			chatmem.Message{Role: chatmem.RoleUser, Content: "Q"},
+			chatmem.Message{Role: chatmem.RoleAssistant, Content: "A"})
+		w, err := compare(t, "second", cached, plain, key, p, chatmem.ContextOptions{})
+		t.Logf("%+v: %d msgs %v", p, len(w.Messages), err)
+	}
+}
+
+// TestTailCacheBoundsEmptyEntries: entries holding no message (the
+// newest one is over the budget) count against the bound too. (Found by
+// review.)
+func TestTailCacheBoundsEmptyEntries(t *testing.T) {
+	base := memory.New()
+	cached := newLenMemory(t, base, 1<<10) // 1 KiB bound
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 50}
+	for i := range 2000 {
+		key := chatmem.Key{Tenant: "t", ID: fmt.Sprint("c", i)}
+		mustAppend(t, cached, key, chatmem.Message{Role: chatmem.RoleUser, Content: strings.Repeat("x", 200)})
+		cached.Context(context.Background(), key, p, chatmem.ContextOptions{}) // ErrBudgetTooSmall
+	}
+	size, sum, bound := chatmem.TailCacheSize(cached)
+	if n := chatmem.TailCacheEntries(cached); n > 4 || size != sum || size > bound {
+		t.Errorf("entries %d, accounted size %d (sum %d), bound %d", n, size, sum, bound)
+	}
+}

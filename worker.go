@@ -28,38 +28,51 @@ type job struct {
 // maxJobMessages bounds the messages a queued job carries.
 const maxJobMessages = 1000
 
-// worker is the queue that Start drains off the request path: one
-// conversation at a time, each at most once in the queue (later appends
-// merge into the pending job).
+// worker is the queue that Start drains off the request path, with
+// Options.Workers goroutines: each conversation at most once in the queue
+// (later appends merge into the pending job) and in one goroutine at a
+// time (work arriving while it is processed waits in next, and the same
+// goroutine takes it on), so a conversation's jobs run in order.
 type worker struct {
 	mu      sync.Mutex
-	pending map[Key]*job
+	pending map[Key]*job // queued
+	next    map[Key]*job // arrived while the conversation is processed
+	active  map[Key]bool // being processed
 	queue   chan Key
+	n       int // goroutines
 	running bool
 	closed  bool
-	busy    bool // a job is being processed
 	// unsummarized estimates, per conversation, the tokens after its
 	// summary, as of the last check plus what this Memory appended since,
 	// so that most appends need no store read to know the summarizer has
 	// nothing to do. A miss only costs a check.
 	unsumMu      sync.Mutex
 	unsummarized map[Key]int
-	done         chan struct{}
+	wg           sync.WaitGroup
 	dropped      int64
 }
 
-func (w *worker) init(size int) {
+// DefaultWorkers is the default of Options.Workers.
+const DefaultWorkers = 4
+
+func (w *worker) init(size, n int) {
 	if size == 0 {
 		size = 1024
 	}
+	if n <= 0 {
+		n = DefaultWorkers
+	}
+	w.n = n
 	w.queue = make(chan Key, size)
 	w.pending = make(map[Key]*job)
+	w.next = make(map[Key]*job)
+	w.active = make(map[Key]bool)
 	w.unsummarized = make(map[Key]int)
-	w.done = make(chan struct{})
 }
 
-// Start starts the worker that writes summaries and extracts facts after
-// appends, off the request path. It returns at once; Close stops it. Without
+// Start starts the workers that write summaries and extract facts after
+// appends, off the request path (Options.Workers goroutines). It returns
+// at once; Close stops them. Without
 // a Summarizer or Extractors, or with Options.Sync, there is nothing for it
 // to do and Start need not be called.
 func (m *Memory) Start() error {
@@ -70,12 +83,14 @@ func (m *Memory) Start() error {
 		return errors.New("chatmem: Memory.Start called twice or after Close")
 	}
 	w.running = true
-	go m.run()
+	for range w.n {
+		w.wg.Go(m.run)
+	}
 	return nil
 }
 
 // Close stops taking new work, finishes the work already queued (each call
-// bounded by SummaryOptions.Timeout) and waits for the worker to exit. It
+// bounded by SummaryOptions.Timeout) and waits for the workers to exit. It
 // does not close the store.
 func (m *Memory) Close() error {
 	w := &m.worker
@@ -85,12 +100,9 @@ func (m *Memory) Close() error {
 		return nil
 	}
 	w.closed = true
-	running := w.running
 	close(w.queue)
 	w.mu.Unlock()
-	if running {
-		<-w.done
-	}
+	w.wg.Wait()
 	return nil
 }
 
@@ -99,7 +111,7 @@ func (m *Memory) Close() error {
 func (m *Memory) Flush(ctx context.Context) error {
 	for {
 		m.worker.mu.Lock()
-		idle := len(m.worker.pending) == 0 && !m.worker.busy
+		idle := len(m.worker.pending) == 0 && len(m.worker.active) == 0
 		m.worker.mu.Unlock()
 		if idle {
 			return nil
@@ -115,18 +127,27 @@ func (m *Memory) Flush(ctx context.Context) error {
 // QueueDepth returns how many conversations have work queued, for metrics.
 func (m *Memory) QueueDepth() int { return len(m.worker.queue) }
 
+// run is one worker goroutine: it takes a conversation from the queue and
+// processes its work, then the work that arrived meanwhile, until there is
+// none.
 func (m *Memory) run() {
-	defer close(m.worker.done)
-	for key := range m.worker.queue {
-		m.worker.mu.Lock()
-		j := m.worker.pending[key]
-		delete(m.worker.pending, key)
-		m.worker.busy = true
-		m.worker.mu.Unlock()
-		m.process(context.Background(), *j)
-		m.worker.mu.Lock()
-		m.worker.busy = false
-		m.worker.mu.Unlock()
+	w := &m.worker
+	for key := range w.queue {
+		w.mu.Lock()
+		j := w.pending[key]
+		delete(w.pending, key)
+		w.active[key] = true
+		w.mu.Unlock()
+		for j != nil {
+			m.process(context.Background(), *j)
+			w.mu.Lock()
+			if j = w.next[key]; j != nil {
+				delete(w.next, key)
+			} else {
+				delete(w.active, key)
+			}
+			w.mu.Unlock()
+		}
 	}
 }
 
@@ -156,19 +177,17 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 	w := &m.worker
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch p := w.pending[key]; {
+	p := w.pending[key]
+	if w.active[key] {
+		p = w.next[key]
+	}
+	switch {
 	case w.closed || !w.running:
 		m.log.Warn("chatmem worker not running; summary and facts not updated (call Memory.Start, or set Options.Sync)", "key", key.String())
-	case p != nil && !p.created.Equal(j.created):
-		*p = j // the conversation was deleted and re-created: its old work is moot
 	case p != nil:
-		p.from, p.to = min(p.from, j.from), max(p.to, j.to)
-		p.user, p.tokens = p.user || j.user, p.tokens+j.tokens
-		if p.msgs != nil && j.msgs != nil && len(p.msgs)+len(j.msgs) <= maxJobMessages {
-			p.msgs = append(p.msgs, j.msgs...)
-		} else {
-			p.msgs = nil
-		}
+		p.merge(j)
+	case w.active[key]:
+		w.next[key] = &j // its worker takes it on next
 	default:
 		select {
 		case w.queue <- key:
@@ -177,6 +196,21 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 			w.dropped++
 			m.log.Warn("chatmem worker queue full; work dropped until the next append", "key", key.String(), "dropped", w.dropped)
 		}
+	}
+}
+
+// merge adds the later job j to p.
+func (p *job) merge(j job) {
+	if !p.created.Equal(j.created) {
+		*p = j // the conversation was deleted and re-created: its old work is moot
+		return
+	}
+	p.from, p.to = min(p.from, j.from), max(p.to, j.to)
+	p.user, p.tokens = p.user || j.user, p.tokens+j.tokens
+	if p.msgs != nil && j.msgs != nil && len(p.msgs)+len(j.msgs) <= maxJobMessages {
+		p.msgs = append(p.msgs, j.msgs...)
+	} else {
+		p.msgs = nil
 	}
 }
 

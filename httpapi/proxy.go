@@ -205,6 +205,8 @@ func (s *Server) proxyChat(c *call) error {
 		// (one commit on the request path instead of two), or alone when
 		// no reply comes; the context counts them as pending.
 		pending = msgs
+		t.pending = msgs
+		defer s.writePending(ctx, t)
 	default:
 		// An Idempotency-Key must be checked before the context is
 		// assembled: append first.
@@ -228,18 +230,17 @@ func (s *Server) proxyChat(c *call) error {
 	if errors.Is(err, chatmem.ErrNotFound) && len(pending) > 0 {
 		// A new conversation, which Context cannot read before it exists:
 		// its first messages are appended first.
-		pending = nil
+		pending, t.pending = nil, nil
 		if err := appendFirst(); err != nil {
 			return err
 		}
 		w, err = window()
 	}
+	if errors.Is(err, chatmem.ErrInvalid) || errors.Is(err, chatmem.ErrTooLarge) {
+		t.pending = nil // the messages do not fit the history: store nothing
+	}
 	if err != nil {
 		return err
-	}
-	if len(pending) > 0 {
-		t.pending = pending
-		defer s.writePending(ctx, t)
 	}
 	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
 	t.tokens = w.Tokens + w.Reserved

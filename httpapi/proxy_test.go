@@ -472,8 +472,9 @@ func TestProxyTurns(t *testing.T) {
 // TestProxySystemPromptBudget: the request's system prompt is counted
 // with the conversation's tokenizer and comes off the budget: the window
 // of earlier turns shrinks to make room for it, the tokens header counts
-// both, and a prompt that takes the whole budget is refused, storing
-// nothing.
+// both, and a prompt that takes the whole budget is refused without
+// calling the upstream; the turn's user message stays, as it does when
+// any later step fails.
 func TestProxySystemPromptBudget(t *testing.T) {
 	env := newProxyEnv(t, proxyConfig{})
 	h := map[string]string{"X-Chatmem-Conversation": "sp", "X-Chatmem-Budget": "60"}
@@ -528,13 +529,14 @@ func TestProxySystemPromptBudget(t *testing.T) {
 		t.Errorf("sent %d stored messages with the prompt; the budget cannot hold them all", n)
 	}
 
-	before := len(env.stored(t, "sp"))
-	status, _, body = turn(strings.Repeat("Always be polite. ", 30), "a question that must not be stored")
+	before, calls := len(env.stored(t, "sp")), len(env.up.requests())
+	status, _, body = turn(strings.Repeat("Always be polite. ", 30), "a question kept without a reply")
 	if status != 422 || !strings.Contains(string(body), "budget_too_small") {
 		t.Errorf("a system prompt over the budget: %d %s, want 422 budget_too_small", status, body)
 	}
-	if after := env.stored(t, "sp"); len(after) != before {
-		t.Errorf("the refused turn stored %d messages", len(after)-before)
+	after := env.stored(t, "sp")
+	if len(after) != before+1 || after[len(after)-1].Content != "a question kept without a reply" || len(env.up.requests()) != calls {
+		t.Errorf("the refused turn stored %d messages (want its user message) and made %d upstream calls (want none)", len(after)-before, len(env.up.requests())-calls)
 	}
 }
 
