@@ -64,7 +64,7 @@ func (eighthCounter) Count(_ context.Context, m chatmem.Message) (int, error) {
 	return len(m.Content) / 8, nil
 }
 
-func newCachedMemory(t *testing.T, store chatmem.Store, cacheBytes int64) *chatmem.Memory {
+func newCachedMemory(t testing.TB, store chatmem.Store, cacheBytes int64) *chatmem.Memory {
 	t.Helper()
 	var c chatmem.Counter = tokenizer.Estimate{}
 	if strings.Contains(t.Name(), "Matches") {
@@ -447,5 +447,59 @@ func TestTailCacheBoundsEmptyEntries(t *testing.T) {
 	size, sum, bound := chatmem.TailCacheSize(cached)
 	if n := chatmem.TailCacheEntries(cached); n > 4 || size != sum || size > bound {
 		t.Errorf("entries %d, accounted size %d (sum %d), bound %d", n, size, sum, bound)
+	}
+}
+
+// BenchmarkTurn times one turn over the SQLite store (append a message,
+// read the token_budget context at 4,000 tokens: about 100 messages come
+// back) with the tail cache on and off, at 1,000 and 100,000 messages.
+func BenchmarkTurn(b *testing.B) {
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	fill := newCachedMemory(b, store, -1)
+	for _, n := range []int{1000, 100000} {
+		key := chatmem.Key{Tenant: "bench", ID: fmt.Sprint("c", n)}
+		batch := make([]chatmem.Message, 0, 1000)
+		for i := range n {
+			role := chatmem.RoleUser
+			if i%2 == 1 {
+				role = chatmem.RoleAssistant
+			}
+			batch = append(batch, chatmem.Message{Role: role, Content: fmt.Sprintf("message %d: %s", i, strings.Repeat("word ", 30))})
+			if len(batch) == cap(batch) {
+				if _, err := fill.Append(ctx, key, batch, chatmem.AppendOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				batch = batch[:0]
+			}
+		}
+		p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 4000}
+		for _, cache := range []struct {
+			name  string
+			bytes int64
+		}{{"off", -1}, {"on", 0}} {
+			mem := newCachedMemory(b, store, cache.bytes)
+			b.Run(fmt.Sprintf("messages=%d/cache=%s", n, cache.name), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					role := chatmem.RoleUser
+					if i%2 == 1 {
+						role = chatmem.RoleAssistant
+					}
+					i++
+					if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: role, Content: strings.Repeat("more words ", 15)}}, chatmem.AppendOptions{}); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := mem.Context(ctx, key, p, chatmem.ContextOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

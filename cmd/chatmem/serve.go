@@ -28,6 +28,7 @@ type serveConfig struct {
 	insecure                                           bool
 	tokenizer, summarizer, extractors                  string
 	summaryTrigger, summaryTarget                      int
+	workers                                            int
 	logFormat, logLevel                                string
 	maxBodyBytes, maxMessages, maxContentBytes         int
 	readHeaderTimeout, readTimeout, writeTimeout       time.Duration
@@ -61,6 +62,14 @@ func (c *serveConfig) settings() *settings {
 	ss.int(&c.embeddingDims, "embedding-dimensions", 0, "vector length asked of the embedding model (0: its own; text-embedding-3 models accept e.g. 256)")
 	ss.int(&c.summaryTrigger, "summary-trigger", 2000, "summarize once the messages after the summary hold more tokens than this")
 	ss.int(&c.summaryTarget, "summary-target", 1000, "tokens left unsummarized after a summary")
+	ss.add("workers", strconv.Itoa(chatmem.DefaultWorkers), "goroutines that summarize, extract facts and embed after appends, each conversation in one at a time\n(a model call mostly waits: more workers than cores pay off)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1024 {
+			return fmt.Errorf("not a whole number from 1 to 1024: %q", v)
+		}
+		c.workers = n
+		return nil
+	})
 	ss.str(&c.logFormat, "log-format", "text", "log format: text or json")
 	ss.str(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	ss.int(&c.maxBodyBytes, "max-body-bytes", 4<<20, "largest request body")
@@ -181,6 +190,7 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		Limits:   chatmem.Limits{MaxContentBytes: c.maxContentBytes, MaxBatch: c.maxMessages},
 		Logger:   log,
 		Summary:  chatmem.SummaryOptions{Trigger: c.summaryTrigger, Target: c.summaryTarget},
+		Workers:  c.workers,
 	}
 	if opts.Summarizer, opts.Extractors, err = c.models(log); err != nil {
 		store.Close()
