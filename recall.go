@@ -158,8 +158,12 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 			base[seq] += idf
 		}
 	}
+	// Summed in seq order: floating-point sums depend on their order, and
+	// map order is random, so equal scores would tie one way or the other
+	// from one call to the next.
 	spread := make(map[int64]float64, len(base)*5)
-	for seq, s := range base {
+	for _, seq := range slices.Sorted(maps.Keys(base)) {
+		s := base[seq]
 		for d, w := range [...]float64{1, near1, near2} {
 			for _, at := range [...]int64{seq - int64(d), seq + int64(d)} {
 				if at >= 1 && at < before {

@@ -44,6 +44,16 @@ func (s *readCounter) Conversation(ctx context.Context, key chatmem.Key) (chatme
 	return s.Store.Conversation(ctx, key)
 }
 
+// Postings and MessagesAt pass the store's search through (every store of
+// this module has one), for the recall policy.
+func (s *readCounter) Postings(ctx context.Context, key chatmem.Key, terms []string, before int64, limit int) ([][]int64, error) {
+	return s.Store.(chatmem.Searcher).Postings(ctx, key, terms, before, limit)
+}
+
+func (s *readCounter) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) ([]chatmem.Message, error) {
+	return s.Store.(chatmem.Searcher).MessagesAt(ctx, key, seqs)
+}
+
 func (s *readCounter) reads() string {
 	return fmt.Sprintf("tail %d, range %d, system %d, conversation %d", s.tails.Load(), s.ranges.Load(), s.systems.Load(), s.convs.Load())
 }
@@ -148,7 +158,9 @@ func TestTailCacheTurnReads(t *testing.T) {
 // another on the same store, many at once, system messages, messages that
 // count no tokens), deletes and re-creations, every window assembled with
 // the cache is the one assembled from the store alone, under token
-// budgets and turn limits of every size.
+// budgets, turn limits and recall of every size. (Recall here found its
+// ranking summing scores in map order, which broke ties between equal
+// candidates differently from call to call.)
 func TestTailCacheMatchesStore(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -175,7 +187,12 @@ func TestTailCacheMatchesStore(t *testing.T) {
 				if rng.IntN(10) == 0 {
 					return "ok" // no tokens for eighthCounter
 				}
-				return strings.Repeat("word ", rng.IntN(60)) + fmt.Sprint(rng.Int())
+				words := []string{"order", "parcel", "refund", "Kavya", "shoes", "size", "blue", "Malmo", "tracking", "word"}
+				var b strings.Builder
+				for range rng.IntN(60) {
+					b.WriteString(words[rng.IntN(len(words))] + " ")
+				}
+				return b.String() + fmt.Sprint(rng.IntN(50))
 			}
 			batch := func(n int) []chatmem.Message {
 				msgs := make([]chatmem.Message, n)
@@ -216,7 +233,11 @@ func TestTailCacheMatchesStore(t *testing.T) {
 					}
 				default:
 					var p chatmem.Policy
-					switch rng.IntN(3) {
+					switch rng.IntN(5) {
+					case 3:
+						p = chatmem.Policy{Kind: chatmem.PolicyRecall, Budget: 10 + rng.IntN(800)}
+					case 4:
+						p = chatmem.Policy{Kind: chatmem.PolicySummaryBuffer, Recall: true, Budget: 10 + rng.IntN(800)}
 					case 0:
 						p = chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 10 + rng.IntN(800)}
 					case 1:
