@@ -66,9 +66,9 @@ func (p Policy) recentBudget() int {
 	case p.Recent > 0:
 		return min(p.Recent, p.Budget)
 	case p.Kind == PolicyRecall:
-		return p.Budget / defaultRecentShare
+		return max(p.Budget/defaultRecentShare, min(p.Budget, 1))
 	}
-	return p.Budget / 2
+	return max(p.Budget/2, min(p.Budget, 1)) // a budget of 1 is not 0
 }
 
 // Validate checks that the policy is known and its parameters are in range.

@@ -427,8 +427,8 @@ func TestTailCacheRaceWithSystemRead(t *testing.T) {
 	t.Logf("cached window: %+v", got.Messages)
 }
 
-// TestTailCacheEmptyQuery: a budget that leaves the recent part no room
-// selects nothing, cached or not.
+// TestTailCacheEmptyQuery: budgets that leave the recent part a token or
+// none give the same window cached or not.
 func TestTailCacheEmptyQuery(t *testing.T) {
 	for _, p := range []chatmem.Policy{
 		{Kind: chatmem.PolicyRecall, Budget: 9},
