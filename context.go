@@ -466,7 +466,17 @@ const summaryCacheTTL = 2 * time.Second
 type summaryCache struct {
 	mu      sync.Mutex
 	entries map[Key]cachedSummary
+	bytes   int // of the entries' keys and texts, roughly
 }
+
+// Both caches of derived data start over when they hold this many
+// entries or bytes: an entry is only a shortcut for a few seconds, so
+// forgetting them all costs a read each, and memory stays bounded however
+// many conversations pass through.
+const (
+	derivedCacheEntries = 100000
+	derivedCacheBytes   = 8 << 20
+)
 
 type cachedSummary struct {
 	created time.Time // the conversation's CreatedAt
@@ -493,10 +503,15 @@ func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
 func (c *summaryCache) put(key Key, created time.Time, s *Summary) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= 100000 {
+	if c.entries == nil || len(c.entries) >= derivedCacheEntries || c.bytes >= derivedCacheBytes {
 		c.entries = make(map[Key]cachedSummary) // bounded: only a shortcut
+		c.bytes = 0
 	}
 	c.entries[key] = cachedSummary{created: created, summary: s, fetched: time.Now()}
+	c.bytes += 128 + len(key.Tenant) + len(key.ID)
+	if s != nil {
+		c.bytes += len(s.Text)
+	}
 }
 
 // cachedSummary returns the conversation's summary (nil if none), from the

@@ -320,9 +320,12 @@ func entryBytes(key Key) int64 { return int64(256 + len(key.Tenant) + len(key.ID
 
 // messageBytes approximates the memory a message holds.
 func messageBytes(m Message) int64 {
-	n := 160 + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+	n := 256 + len(m.Content) + len(m.Name) + len(m.ToolCallID) // with the run's spare capacity
 	for _, c := range m.ToolCalls {
 		n += 64 + len(c.ID) + len(c.Type) + len(c.Function.Name) + len(c.Function.Arguments)
+	}
+	if m.Metadata != nil {
+		n += 256 // the map itself
 	}
 	for k, v := range m.Metadata {
 		n += 32 + len(k) + len(v)

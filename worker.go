@@ -668,6 +668,7 @@ const factCacheTTL = 2 * time.Second
 type factCache struct {
 	mu      sync.Mutex
 	entries map[Key]cachedFacts
+	bytes   int // of the entries' keys and values, roughly
 }
 
 type cachedFacts struct {
@@ -692,10 +693,15 @@ func (c *factCache) put(key Key, created time.Time, values map[string]string, no
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= 100000 {
+	if c.entries == nil || len(c.entries) >= derivedCacheEntries || c.bytes >= derivedCacheBytes {
 		c.entries = make(map[Key]cachedFacts) // bounded: only a shortcut
+		c.bytes = 0
 	}
 	c.entries[key] = cachedFacts{created: created, values: values, fetched: now}
+	c.bytes += 128 + len(key.Tenant) + len(key.ID)
+	for k, v := range values {
+		c.bytes += 64 + len(k) + len(v)
+	}
 }
 
 func (c *factCache) forget(key Key) {

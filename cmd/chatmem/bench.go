@@ -50,7 +50,7 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			"(every policy), summary and facts reads and deletes over --conversations conversations for\n"+
 			"--duration, scraping /metrics every --sample; then every conversation is checked against\n"+
 			"what the clients were told. Exits 1 on any error, any difference, or resident memory or\n"+
-			"goroutines not flat. Start the server with a summarizer and a low --summary-trigger (600).",
+			"goroutines not flat. Start the server with a summarizer, a low --summary-trigger (600) and a small --tail-cache-mb (4).",
 		"chatmem bench --store sqlite:/tmp/bench.db --messages 1000,1000000 --budget 4000", stderr)
 	storeURL := fs.String("store", "", storeURLHelp)
 	dataDir := fs.String("data-dir", defaultDataDir, "data directory of the default SQLite store")

@@ -28,7 +28,7 @@ type serveConfig struct {
 	insecure                                           bool
 	tokenizer, summarizer, extractors                  string
 	summaryTrigger, summaryTarget                      int
-	workers                                            int
+	workers, tailCacheMB                               int
 	logFormat, logLevel                                string
 	maxBodyBytes, maxMessages, maxContentBytes         int
 	readHeaderTimeout, readTimeout, writeTimeout       time.Duration
@@ -62,6 +62,14 @@ func (c *serveConfig) settings() *settings {
 	ss.int(&c.embeddingDims, "embedding-dimensions", 0, "vector length asked of the embedding model (0: its own; text-embedding-3 models accept e.g. 256)")
 	ss.int(&c.summaryTrigger, "summary-trigger", 2000, "summarize once the messages after the summary hold more tokens than this")
 	ss.int(&c.summaryTarget, "summary-target", 1000, "tokens left unsummarized after a summary")
+	ss.add("tail-cache-mb", strconv.Itoa(chatmem.DefaultTailCacheBytes>>20), "memory for each conversation's newest messages between turns, in MiB, so that a turn reads\nonly what was appended since (0: off, every turn reads its window from the store)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1<<20 {
+			return fmt.Errorf("not a whole number of MiB from 0 to 1048576: %q", v)
+		}
+		c.tailCacheMB = n
+		return nil
+	})
 	ss.add("workers", strconv.Itoa(chatmem.DefaultWorkers), "goroutines that summarize, extract facts and embed after appends, each conversation in one at a time\n(a model call mostly waits: more workers than cores pay off)", func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1024 {
@@ -191,6 +199,12 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		Logger:   log,
 		Summary:  chatmem.SummaryOptions{Trigger: c.summaryTrigger, Target: c.summaryTarget},
 		Workers:  c.workers,
+		TailCacheBytes: func() int64 {
+			if c.tailCacheMB == 0 {
+				return -1 // off
+			}
+			return int64(c.tailCacheMB) << 20
+		}(),
 	}
 	if opts.Summarizer, opts.Extractors, err = c.models(log); err != nil {
 		store.Close()
