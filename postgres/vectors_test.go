@@ -13,36 +13,8 @@ import (
 	"chatmem"
 	"chatmem/internal/testenv"
 	"chatmem/postgres"
+	"chatmem/storetest"
 )
-
-// randomVectors returns n vectors of dims components drawn from r.
-func randomVectors(r *rand.Rand, n, dims int) [][]float32 {
-	vecs := make([][]float32, n)
-	for i := range vecs {
-		v := make([]float32, dims)
-		for j := range v {
-			v[j] = float32(r.NormFloat64())
-		}
-		vecs[i] = v
-	}
-	return vecs
-}
-
-// putRandomVectors stores a random vector of dims components for each of
-// key's messages 1..n under model, 512 per call.
-func putRandomVectors(tb testing.TB, s *postgres.Store, key chatmem.Key, model string, n, dims int, r *rand.Rand) {
-	tb.Helper()
-	for from := 1; from <= n; from += 512 {
-		m := min(512, n-from+1)
-		seqs := make([]int64, m)
-		for i := range seqs {
-			seqs[i] = int64(from + i)
-		}
-		if err := s.PutVectors(context.Background(), key, model, seqs, randomVectors(r, m, dims)); err != nil {
-			tb.Fatalf("PutVectors(%s, seqs %d..%d): %v", key, from, from+m-1, err)
-		}
-	}
-}
 
 // The conformance suite sees that a conversation's vectors are gone once
 // it ends; here, that no row is left behind either, under a number no
@@ -78,8 +50,8 @@ func TestVectorsRowsDeleted(t *testing.T) {
 		if opts.TTL > 0 {
 			expires = res.Conversation.ExpiresAt
 		}
-		putRandomVectors(t, s, key, "m1", 2, 4, r)
-		putRandomVectors(t, s, key, "m2", 2, 3, r)
+		storetest.PutRandomVectors(t, s, key, "m1", 2, 4, r)
+		storetest.PutRandomVectors(t, s, key, "m2", 2, 3, r)
 	}
 	if n := count(); n != 12 {
 		t.Fatalf("%d vector rows, want 12", n)
@@ -119,9 +91,9 @@ func TestNearestVectorsPlan(t *testing.T) {
 	bulkFill(t, s, big, 20000, newZipfText(1))
 	bulkFill(t, s, small, 100, newZipfText(2))
 	r := rand.New(rand.NewPCG(3, 4))
-	putRandomVectors(t, s, big, "m", 20000, 8, r)
-	putRandomVectors(t, s, small, "m", 100, 8, r)
-	putRandomVectors(t, s, big, "other", 2000, 8, r)
+	storetest.PutRandomVectors(t, s, big, "m", 20000, 8, r)
+	storetest.PutRandomVectors(t, s, small, "m", 100, 8, r)
+	storetest.PutRandomVectors(t, s, big, "other", 2000, 8, r)
 	pool := testenv.PostgresAdmin(t)
 	if _, err := pool.Exec(t.Context(), "ANALYZE "+schema+".message_vectors, "+schema+".conversations"); err != nil {
 		t.Fatal(err)
@@ -151,12 +123,12 @@ func BenchmarkNearestVectors(b *testing.B) {
 	}
 	s := open(b, newSchema(b))
 	r := rand.New(rand.NewPCG(5, 6))
-	query := randomVectors(r, 1, dims)[0]
+	query := storetest.RandomVectors(r, 1, dims)[0]
 	for _, n := range sizes {
 		key := chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("vectors-%d", n)}
 		start := time.Now()
 		bulkFill(b, s, key, n, newZipfText(7))
-		putRandomVectors(b, s, key, "bench:256", n, dims, r)
+		storetest.PutRandomVectors(b, s, key, "bench:256", n, dims, r)
 		b.Logf("fill: %d messages and vectors in %v", n, time.Since(start).Round(time.Millisecond))
 		b.Run(fmt.Sprintf("span=%d/dims=%d/messages=%d", span, dims, n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -10,36 +10,8 @@ import (
 	"time"
 
 	"chatmem"
+	"chatmem/storetest"
 )
-
-// randomVectors returns n vectors of dims components drawn from r.
-func randomVectors(r *rand.Rand, n, dims int) [][]float32 {
-	vecs := make([][]float32, n)
-	for i := range vecs {
-		v := make([]float32, dims)
-		for j := range v {
-			v[j] = float32(r.NormFloat64())
-		}
-		vecs[i] = v
-	}
-	return vecs
-}
-
-// putRandomVectors stores a random vector of dims components for each of
-// key's messages 1..n under model, 512 per call.
-func putRandomVectors(tb testing.TB, s *Store, key chatmem.Key, model string, n, dims int, r *rand.Rand) {
-	tb.Helper()
-	for from := 1; from <= n; from += 512 {
-		m := min(512, n-from+1)
-		seqs := make([]int64, m)
-		for i := range seqs {
-			seqs[i] = int64(from + i)
-		}
-		if err := s.PutVectors(context.Background(), key, model, seqs, randomVectors(r, m, dims)); err != nil {
-			tb.Fatalf("PutVectors(%s, seqs %d..%d): %v", key, from, from+m-1, err)
-		}
-	}
-}
 
 // TestVectorsPlan checks that both vector statements search the primary
 // key's index: the search reads one range of it, the span.
@@ -88,8 +60,8 @@ func TestVectorsRowsDeleted(t *testing.T) {
 		if opts.TTL > 0 && res.Conversation.ExpiresAt.After(expires) {
 			expires = res.Conversation.ExpiresAt
 		}
-		putRandomVectors(t, s, key, "m1", 2, 4, r)
-		putRandomVectors(t, s, key, "m2", 2, 3, r)
+		storetest.PutRandomVectors(t, s, key, "m1", 2, 4, r)
+		storetest.PutRandomVectors(t, s, key, "m2", 2, 3, r)
 	}
 	if n := count(); n != 16 {
 		t.Fatalf("%d vector rows, want 16", n)
@@ -133,13 +105,13 @@ func BenchmarkNearestVectors(b *testing.B) {
 	}
 	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
 	r := rand.New(rand.NewPCG(5, 6))
-	query := randomVectors(r, 1, dims)[0]
+	query := storetest.RandomVectors(r, 1, dims)[0]
 	vocab := benchVocabulary(1000)
 	for _, n := range sizes {
 		key := chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("vectors-%d", n)}
 		start := time.Now()
 		fillText(b, s, key, n, vocab, 7)
-		putRandomVectors(b, s, key, "bench:256", n, dims, r)
+		storetest.PutRandomVectors(b, s, key, "bench:256", n, dims, r)
 		b.Logf("fill: %d messages and vectors in %v", n, time.Since(start).Round(time.Millisecond))
 		b.Run(fmt.Sprintf("span=%d/dims=%d/messages=%d", span, dims, n), func(b *testing.B) {
 			b.ReportAllocs()

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -345,4 +347,34 @@ func testVectorsEndings(t *testing.T, h Harness) {
 		func(how string, key chatmem.Key) {
 			wantNearest(t, "after "+how+" and a new append", s, key, vecModel, []float32{1, 0}, 10, 10, 10, nil, nil)
 		})
+}
+
+// RandomVectors returns n vectors of dims components drawn from r, for
+// stores' own vector tests and benchmarks.
+func RandomVectors(r *rand.Rand, n, dims int) [][]float32 {
+	vecs := make([][]float32, n)
+	for i := range vecs {
+		v := make([]float32, dims)
+		for j := range v {
+			v[j] = float32(r.NormFloat64())
+		}
+		vecs[i] = v
+	}
+	return vecs
+}
+
+// PutRandomVectors stores a random vector of dims components for each of
+// key's messages 1..n under model, 512 per call.
+func PutRandomVectors(tb testing.TB, s chatmem.VectorStore, key chatmem.Key, model string, n, dims int, r *rand.Rand) {
+	tb.Helper()
+	for from := 1; from <= n; from += 512 {
+		m := min(512, n-from+1)
+		seqs := make([]int64, m)
+		for i := range seqs {
+			seqs[i] = int64(from + i)
+		}
+		if err := s.PutVectors(context.Background(), key, model, seqs, RandomVectors(r, m, dims)); err != nil {
+			tb.Fatalf("PutVectors(%s, seqs %d..%d): %v", key, from, from+m-1, err)
+		}
+	}
 }
