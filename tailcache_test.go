@@ -75,11 +75,11 @@ func (eighthCounter) Count(_ context.Context, m chatmem.Message) (int, error) {
 }
 
 func newCachedMemory(t testing.TB, store chatmem.Store, cacheBytes int64) *chatmem.Memory {
+	return newCountedMemory(t, store, tokenizer.Estimate{}, cacheBytes)
+}
+
+func newCountedMemory(t testing.TB, store chatmem.Store, c chatmem.Counter, cacheBytes int64) *chatmem.Memory {
 	t.Helper()
-	var c chatmem.Counter = tokenizer.Estimate{}
-	if strings.Contains(t.Name(), "Matches") {
-		c = eighthCounter{}
-	}
 	mem, err := chatmem.New(store, chatmem.Options{Counter: c, TailCacheBytes: cacheBytes})
 	if err != nil {
 		t.Fatal(err)
@@ -179,9 +179,9 @@ func TestTailCacheMatchesStore(t *testing.T) {
 				base = s
 			}
 			store := &readCounter{Store: base}
-			cached := newCachedMemory(t, store, 64<<10) // small: evictions happen
-			other := newCachedMemory(t, base, 0)
-			plain := newCachedMemory(t, base, -1)
+			cached := newCountedMemory(t, store, eighthCounter{}, 64<<10) // small: evictions happen
+			other := newCountedMemory(t, base, eighthCounter{}, 0)
+			plain := newCountedMemory(t, base, eighthCounter{}, -1)
 			keys := []chatmem.Key{{Tenant: "t", ID: "a"}, {Tenant: "t", ID: "b"}, {Tenant: "u", ID: "a"}}
 			text := func() string {
 				if rng.IntN(10) == 0 {
@@ -328,15 +328,6 @@ func (lenCounter) Count(_ context.Context, m chatmem.Message) (int, error) {
 	return len(m.Content), nil
 }
 
-func newLenMemory(t *testing.T, s chatmem.Store, cache int64) *chatmem.Memory {
-	t.Helper()
-	m, err := chatmem.New(s, chatmem.Options{Counter: lenCounter{}, TailCacheBytes: cache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 func mustAppend(t *testing.T, m *chatmem.Memory, key chatmem.Key, msgs ...chatmem.Message) {
 	t.Helper()
 	if _, err := m.Append(context.Background(), key, msgs, chatmem.AppendOptions{}); err != nil {
@@ -361,8 +352,8 @@ func compare(t *testing.T, what string, cached, plain *chatmem.Memory, key chatm
 func TestTailCacheSystemMessagesAreCopies(t *testing.T) {
 	ctx := context.Background()
 	base := memory.New()
-	cached := newLenMemory(t, base, 0)
-	plain := newLenMemory(t, base, -1)
+	cached := newCountedMemory(t, base, lenCounter{}, 0)
+	plain := newCountedMemory(t, base, lenCounter{}, -1)
 	key := chatmem.Key{Tenant: "t", ID: "alias"}
 	mustAppend(t, cached, key,
 		chatmem.Message{Role: chatmem.RoleSystem, Content: "S", Metadata: map[string]string{"k": "v"}},
@@ -404,9 +395,9 @@ func (s *hookStore) System(ctx context.Context, key chatmem.Key) ([]chatmem.Mess
 func TestTailCacheRaceWithSystemRead(t *testing.T) {
 	base := memory.New()
 	hs := &hookStore{Store: base}
-	cached := newLenMemory(t, hs, 0)
-	plain := newLenMemory(t, base, -1)
-	other := newLenMemory(t, base, -1)
+	cached := newCountedMemory(t, hs, lenCounter{}, 0)
+	plain := newCountedMemory(t, base, lenCounter{}, -1)
+	other := newCountedMemory(t, base, lenCounter{}, -1)
 	key := chatmem.Key{Tenant: "t", ID: "dup"}
 	mustAppend(t, cached, key,
 		chatmem.Message{Role: chatmem.RoleSystem, Content: "S1"},
@@ -436,8 +427,8 @@ func TestTailCacheEmptyQuery(t *testing.T) {
 		{Kind: chatmem.PolicySummaryBuffer, Recall: true, Budget: 1},
 	} {
 		base := memory.New()
-		cached := newLenMemory(t, base, 0)
-		plain := newLenMemory(t, base, -1)
+		cached := newCountedMemory(t, base, lenCounter{}, 0)
+		plain := newCountedMemory(t, base, lenCounter{}, -1)
 		key := chatmem.Key{Tenant: "t", ID: "zero"}
 		for i := range 5 {
 			mustAppend(t, cached, key,
@@ -458,7 +449,7 @@ func TestTailCacheEmptyQuery(t *testing.T) {
 // review.)
 func TestTailCacheBoundsEmptyEntries(t *testing.T) {
 	base := memory.New()
-	cached := newLenMemory(t, base, 1<<10) // 1 KiB bound
+	cached := newCountedMemory(t, base, lenCounter{}, 1<<10) // 1 KiB bound
 	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 50}
 	for i := range 2000 {
 		key := chatmem.Key{Tenant: "t", ID: fmt.Sprint("c", i)}
