@@ -142,16 +142,7 @@ func (f *fakeEmbeddings) serve(w http.ResponseWriter, r *http.Request) {
 	reply := f.reply
 	f.mu.Unlock()
 
-	if r.Header.Get("Authorization") != "Bearer "+f.key {
-		writeError(w, http.StatusUnauthorized, apiError("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeError(w, http.StatusBadRequest, apiError("Content-Type must be application/json, got "+ct, "invalid_request_error", ""))
-		return
-	}
-	if parseErr != nil {
-		writeError(w, http.StatusBadRequest, apiError("We could not parse the JSON body of your request.", "invalid_request_error", ""))
+	if !admitted(w, r, f.key, parseErr) {
 		return
 	}
 	native, ok := fakeModels[req.Model]

@@ -198,16 +198,7 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 	reply := f.reply
 	f.mu.Unlock()
 
-	if r.Header.Get("Authorization") != "Bearer "+f.key {
-		writeError(w, http.StatusUnauthorized, apiError("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeError(w, http.StatusBadRequest, apiError("Content-Type must be application/json, got "+ct, "invalid_request_error", ""))
-		return
-	}
-	if parseErr != nil {
-		writeError(w, http.StatusBadRequest, apiError("We could not parse the JSON body of your request.", "invalid_request_error", ""))
+	if !admitted(w, r, f.key, parseErr) {
 		return
 	}
 	if req.Model != f.model {
@@ -258,4 +249,23 @@ func (f *fakeOpenAI) serve(w http.ResponseWriter, r *http.Request) {
 		"service_tier":       "default",
 		"system_fingerprint": "fp_test",
 	})
+}
+
+// admitted answers as the API does a request with the wrong key, the
+// wrong content type or a body that is not JSON, and reports whether the
+// request got past those checks.
+func admitted(w http.ResponseWriter, r *http.Request, key string, parseErr error) bool {
+	if r.Header.Get("Authorization") != "Bearer "+key {
+		writeError(w, http.StatusUnauthorized, apiError("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"))
+		return false
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, http.StatusBadRequest, apiError("Content-Type must be application/json, got "+ct, "invalid_request_error", ""))
+		return false
+	}
+	if parseErr != nil {
+		writeError(w, http.StatusBadRequest, apiError("We could not parse the JSON body of your request.", "invalid_request_error", ""))
+		return false
+	}
+	return true
 }
