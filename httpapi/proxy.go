@@ -507,6 +507,9 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	if werr == nil {
 		werr = http.NewResponseController(c.w).Flush()
 	}
+	// The client now reads the response while the turn is written: let
+	// the thread that reads it run first (yield_linux.go).
+	yieldCPU()
 	// The turn is stored even if the client goes away now that it has the
 	// reply, within a timeout of its own; a reply that could not be written
 	// to the client is not stored, only the turn's own messages are.
