@@ -199,7 +199,19 @@ func Apply(p Policy, msgs []Message) (Window, error) {
 }
 
 // splitPinned returns the system messages of msgs and the others, in order.
+// Without system messages, recent is msgs itself, not a copy: a turn's
+// window of a hundred messages is not copied for nothing.
 func splitPinned(msgs []Message) (pinned, recent []Message) {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == RoleSystem {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, msgs
+	}
+	pinned, recent = make([]Message, 0, n), make([]Message, 0, len(msgs)-n)
 	for _, m := range msgs {
 		if m.Role == RoleSystem {
 			pinned = append(pinned, m)
