@@ -66,7 +66,7 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err := p.Validate(); err != nil {
 		return Window{}, err
 	}
-	conv, err := m.store.Conversation(ctx, key)
+	conv, since, err := m.conversation(ctx, key)
 	if err != nil {
 		return Window{}, fmt.Errorf("context of %s: %w", key, err)
 	}
@@ -113,7 +113,7 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if recount {
 		msgs, err = m.recountedTail(ctx, key, conv, p, counter)
 	} else {
-		msgs, err = m.tail(ctx, key, conv, p)
+		msgs, err = m.tail(ctx, key, conv, since, p)
 	}
 	if err != nil {
 		return Window{}, fmt.Errorf("context of %s: %w", key, err)
@@ -366,7 +366,7 @@ func summaryAsMessage(s Summary) Message {
 
 // tail reads the pinned system messages and the newest messages the policy
 // can use, with the stored counts.
-func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, p Policy) ([]Message, error) {
+func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy) ([]Message, error) {
 	if p.Kind == PolicyAll {
 		return m.store.Range(ctx, key, 0, 0)
 	}
@@ -385,7 +385,7 @@ func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, p Policy)
 			q.Tokens = min(q.Tokens, p.recentBudget())
 		}
 	}
-	return m.cachedTail(ctx, key, conv, q)
+	return m.cachedTail(ctx, key, conv, since, q)
 }
 
 // recountedTail reads ever larger tails (doubling) until the recounted

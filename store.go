@@ -217,6 +217,22 @@ type Recounter interface {
 	Recount(ctx context.Context, key Key, tokenizer string, lastSeq int64, tokens []int) error
 }
 
+// SinceReader is implemented by stores that read a conversation's metadata
+// and its newest messages in one snapshot, for less than the two reads
+// Conversation and Range take: a turn whose window is mostly in Memory's
+// tail cache needs just those two things. Memory finds it by a type
+// assertion; the sqlite and memory stores implement it.
+type SinceReader interface {
+	// ConversationSince returns the conversation's metadata and up to limit
+	// (>= 1) of its messages with Seq > after, oldest first, both of one
+	// snapshot: no message past the returned LastSeq, and with limit large
+	// enough the last one returned is LastSeq. It returns ErrNotFound for
+	// a conversation that does not exist (or has expired) and wraps
+	// ErrInvalid for a bad key or a limit below 1. It is safe for
+	// concurrent use.
+	ConversationSince(ctx context.Context, key Key, after int64, limit int) (Conversation, []Message, error)
+}
+
 // Searcher is implemented by stores that index their messages for
 // PolicyRecall. A store indexes each non-system message under
 // IndexTerms(m) in the same transaction as the append that stores it, and

@@ -102,6 +102,24 @@ func (c *tailCache) get(key Key, conv Conversation) *tailEntry {
 	return e
 }
 
+// lastSeq returns the LastSeq the conversation's entry is up to date with,
+// if there is an entry.
+func (c *tailCache) lastSeq(key Key) (int64, bool) {
+	if c.max == 0 {
+		return 0, false
+	}
+	c.mu.Lock()
+	el, ok := c.entries[key]
+	c.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	e := el.Value.(*tailEntry)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastSeq, !e.dropped
+}
+
 // put replaces the conversation's entry with one holding a tail read from
 // the store (sys: its system messages, msgs: a Tail read under q of
 // conv). It returns the new entry.
@@ -341,17 +359,45 @@ func messagesBytes(msgs []Message) int64 {
 	return n
 }
 
+// sinceRead holds the messages a SinceReader returned with the
+// conversation's metadata: those after seq after, if read.
+type sinceRead struct {
+	read  bool
+	after int64
+	msgs  []Message
+}
+
+// conversation reads the conversation's metadata for Context. When the
+// store is a SinceReader and the tail cache has an entry for the
+// conversation, the messages appended since the entry was brought up to
+// date come along in the same read (at most maxCatchUp: further behind,
+// the entry is not used).
+func (m *Memory) conversation(ctx context.Context, key Key) (Conversation, sinceRead, error) {
+	if r, ok := m.store.(SinceReader); ok {
+		if after, ok := m.tails.lastSeq(key); ok {
+			conv, msgs, err := r.ConversationSince(ctx, key, after, maxCatchUp)
+			return conv, sinceRead{read: err == nil, after: after, msgs: msgs}, err
+		}
+	}
+	conv, err := m.store.Conversation(ctx, key)
+	return conv, sinceRead{}, err
+}
+
 // cachedTail is Memory.tail for a budget or turns policy: from the
 // conversation's cache entry, brought up to date with one Range read if
 // other writers appended; from the store, refilling the entry, when the
 // entry is missing, stale or too short.
-func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, q TailQuery) ([]Message, error) {
+func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, since sinceRead, q TailQuery) ([]Message, error) {
 	if e := m.tails.get(key, conv); e != nil {
 		e.mu.Lock()
 		from := e.lastSeq
 		e.mu.Unlock()
 		var news []Message
-		if conv.LastSeq > from {
+		switch {
+		case conv.LastSeq <= from:
+		case since.read && since.after == from:
+			news = since.msgs // read with conv: up to conv.LastSeq, as get checked
+		default:
 			var err error
 			if news, err = m.store.Range(ctx, key, from, int(conv.LastSeq-from)); err != nil {
 				return nil, err

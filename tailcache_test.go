@@ -21,7 +21,17 @@ import (
 // readCounter counts a store's message reads.
 type readCounter struct {
 	chatmem.Store
-	tails, ranges, systems, convs atomic.Int64
+	tails, ranges, systems, convs, sinces atomic.Int64
+}
+
+// sinceCounter is a readCounter that passes the store's SinceReader
+// through, counting its reads, so that Memory reads the conversation's row
+// and its new messages in one call.
+type sinceCounter struct{ *readCounter }
+
+func (s sinceCounter) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
+	s.sinces.Add(1)
+	return s.Store.(chatmem.SinceReader).ConversationSince(ctx, key, after, limit)
 }
 
 func (s *readCounter) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
@@ -55,7 +65,8 @@ func (s *readCounter) MessagesAt(ctx context.Context, key chatmem.Key, seqs []in
 }
 
 func (s *readCounter) reads() string {
-	return fmt.Sprintf("tail %d, range %d, system %d, conversation %d", s.tails.Load(), s.ranges.Load(), s.systems.Load(), s.convs.Load())
+	return fmt.Sprintf("tail %d, range %d, system %d, conversation %d, conversation since %d",
+		s.tails.Load(), s.ranges.Load(), s.systems.Load(), s.convs.Load(), s.sinces.Load())
 }
 
 func (s *readCounter) reset() {
@@ -63,6 +74,7 @@ func (s *readCounter) reset() {
 	s.ranges.Store(0)
 	s.systems.Store(0)
 	s.convs.Store(0)
+	s.sinces.Store(0)
 }
 
 // eighthCounter counts a token per 8 bytes of content: short messages
@@ -89,12 +101,33 @@ func newCountedMemory(t testing.TB, store chatmem.Store, c chatmem.Counter, cach
 
 // TestTailCacheTurnReads: once a conversation's window has been read, a
 // turn's context reads the conversation's row and the turn's new messages
-// (one Range), whichever process appended them, not the window again.
+// (one Range, or both in one ConversationSince from a SinceReader),
+// whichever process appended them, not the window again.
 func TestTailCacheTurnReads(t *testing.T) {
+	t.Run("range", func(t *testing.T) { testTailCacheTurnReads(t, false) })
+	t.Run("since", func(t *testing.T) { testTailCacheTurnReads(t, true) })
+}
+
+func testTailCacheTurnReads(t *testing.T, since bool) {
 	ctx := context.Background()
 	store := &readCounter{Store: memory.New()}
-	mem := newCachedMemory(t, store, 0)
-	other := newCachedMemory(t, store, 0) // another process on the same store
+	var counted chatmem.Store = store
+	if since {
+		counted = sinceCounter{store}
+	}
+	mem := newCachedMemory(t, counted, 0)
+	other := newCachedMemory(t, counted, 0) // another process on the same store
+	// oneRead reports whether a turn read only what it should: the row and
+	// one range, or one ConversationSince.
+	oneRead := func() bool {
+		if store.tails.Load()+store.systems.Load() != 0 {
+			return false
+		}
+		if since {
+			return store.sinces.Load() == 1 && store.ranges.Load()+store.convs.Load() == 0
+		}
+		return store.ranges.Load() == 1 && store.convs.Load() == 1 && store.sinces.Load() == 0
+	}
 	key := chatmem.Key{Tenant: "acme", ID: "turns"}
 	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}
 	turn := func(m *chatmem.Memory, i int) {
@@ -126,8 +159,8 @@ func TestTailCacheTurnReads(t *testing.T) {
 		turn(mem, i)
 		store.reset()
 		w := window(mem)
-		if store.tails.Load()+store.systems.Load() != 0 || store.ranges.Load() != 1 || store.convs.Load() != 1 {
-			t.Fatalf("turn %d read %s; want the conversation's row and one range", i, store.reads())
+		if !oneRead() {
+			t.Fatalf("turn %d read %s; want the conversation's row and one range, or one conversation since", i, store.reads())
 		}
 		if got := w.Messages[len(w.Messages)-1].Content; !strings.HasPrefix(got, fmt.Sprintf("answer %d:", i)) {
 			t.Fatalf("turn %d: the window ends with %q", i, got)
@@ -140,8 +173,8 @@ func TestTailCacheTurnReads(t *testing.T) {
 	turn(other, 121)
 	store.reset()
 	w := window(mem)
-	if store.tails.Load()+store.systems.Load() != 0 || store.ranges.Load() != 1 {
-		t.Fatalf("after another process's appends the turn read %s; want one range", store.reads())
+	if !oneRead() {
+		t.Fatalf("after another process's appends the turn read %s; want the row and one range, or one conversation since", store.reads())
 	}
 	if got := w.Messages[len(w.Messages)-1].Content; !strings.HasPrefix(got, "answer 121:") {
 		t.Fatalf("the window ends with %q, want the other process's last reply", got)
@@ -166,8 +199,13 @@ func TestTailCacheMatchesStore(t *testing.T) {
 	for _, tc := range []struct {
 		store string
 		seed  uint64
-	}{{"memory", 1}, {"memory", 2}, {"memory", 3}, {"sqlite", 4}} {
-		t.Run(fmt.Sprint(tc.store, tc.seed), func(t *testing.T) {
+		since bool // read through the store's SinceReader
+	}{{"memory", 1, false}, {"memory", 2, false}, {"memory", 3, true}, {"memory", 4, true}, {"sqlite", 5, false}, {"sqlite", 6, true}} {
+		name := fmt.Sprint(tc.store, tc.seed)
+		if tc.since {
+			name += "-since"
+		}
+		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(tc.seed, 7))
 			var base chatmem.Store = memory.New()
 			if tc.store == "sqlite" {
@@ -179,7 +217,11 @@ func TestTailCacheMatchesStore(t *testing.T) {
 				base = s
 			}
 			store := &readCounter{Store: base}
-			cached := newCountedMemory(t, store, eighthCounter{}, 64<<10) // small: evictions happen
+			var counted chatmem.Store = store
+			if tc.since {
+				counted = sinceCounter{store}
+			}
+			cached := newCountedMemory(t, counted, eighthCounter{}, 64<<10) // small: evictions happen
 			other := newCountedMemory(t, base, eighthCounter{}, 0)
 			plain := newCountedMemory(t, base, eighthCounter{}, -1)
 			keys := []chatmem.Key{{Tenant: "t", ID: "a"}, {Tenant: "t", ID: "b"}, {Tenant: "u", ID: "a"}}
@@ -258,6 +300,9 @@ func TestTailCacheMatchesStore(t *testing.T) {
 				if size, sum, bound := chatmem.TailCacheSize(cached); size != sum || size > bound {
 					t.Fatalf("step %d: the cache counts %d bytes, its entries %d, bound %d", step, size, sum, bound)
 				}
+			}
+			if tc.since && store.sinces.Load() == 0 {
+				t.Fatal("no turn read through ConversationSince")
 			}
 			if served < steps/6 {
 				t.Fatalf("the cache served %d windows without a tail read; the test does not exercise it", served)

@@ -398,6 +398,26 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 	return cloneAll(c.msgs[start:end]), nil
 }
 
+// ConversationSince returns the conversation's metadata and up to limit of
+// its messages after seq after, under one read lock; see
+// chatmem.SinceReader.
+func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
+	if limit < 1 {
+		if err := key.Validate(); err != nil {
+			return chatmem.Conversation{}, nil, err
+		}
+		return chatmem.Conversation{}, nil, fmt.Errorf("%w: limit %d is below 1", chatmem.ErrInvalid, limit)
+	}
+	c, err := s.get(ctx, key)
+	if err != nil {
+		return chatmem.Conversation{}, nil, err
+	}
+	defer s.mu.RUnlock()
+	start := int(min(max(after, 0), int64(len(c.msgs))))
+	end := min(len(c.msgs), start+limit)
+	return c.meta, cloneAll(c.msgs[start:end]), nil
+}
+
 // System returns the conversation's system messages, oldest first; see
 // chatmem.Store.
 func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message, error) {

@@ -8,6 +8,7 @@ import (
 )
 
 var _ chatmem.Recounter = (*Store)(nil)
+var _ chatmem.SinceReader = (*Store)(nil)
 
 // Recount replaces the conversation's token counts and tokenizer under the
 // write lock, rewriting the counts in place and the running totals (cum)

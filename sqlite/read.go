@@ -77,6 +77,41 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 	return s.readMessages(ctx, key, selectRange, key.Tenant, key.ID, after, limit)
 }
 
+// ConversationSince returns the conversation's metadata and up to limit of
+// its messages with Seq > after, oldest first, in one read transaction:
+// the conversation row, then one index range. It returns
+// chatmem.ErrNotFound for a conversation that does not exist or has
+// expired, and wraps chatmem.ErrInvalid for a bad key or a limit below 1.
+func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return chatmem.Conversation{}, nil, err
+	}
+	if limit < 1 {
+		return chatmem.Conversation{}, nil, fmt.Errorf("%w: limit %d is below 1", chatmem.ErrInvalid, limit)
+	}
+	now := s.now()
+	var (
+		conv chatmem.Conversation
+		out  []chatmem.Message
+	)
+	err := s.read(ctx, func(t tx) error {
+		var err error
+		if conv, err = liveConversation(t, key, now); err != nil {
+			return err
+		}
+		if conv.LastSeq <= after {
+			out = []chatmem.Message{}
+			return nil
+		}
+		out, err = queryMessages(t, selectRange, key.Tenant, key.ID, after, limit)
+		return err
+	})
+	if err != nil {
+		return chatmem.Conversation{}, nil, err
+	}
+	return conv, out, nil
+}
+
 // System returns the conversation's system messages, oldest first. It
 // returns chatmem.ErrNotFound for a conversation that does not exist or has
 // expired, and wraps chatmem.ErrInvalid for a bad key.

@@ -8,6 +8,7 @@ import (
 )
 
 var _ chatmem.Recounter = (*Store)(nil)
+var _ chatmem.SinceReader = (*Store)(nil)
 
 // Recount statements. They run once per maintenance call, not per turn, so
 // they are not among the statements Open prepares on the pool; Recount

@@ -74,6 +74,7 @@ var tests = []subtest{
 	{"TailTurns", testTailTurns},
 	{"System", testSystem},
 	{"Range", testRange},
+	{"ConversationSince", optional[chatmem.SinceReader](sinceTests)},
 	{"Content", testContent},
 	{"ContextCanceled", testContextCanceled},
 	{"LongTail", testLongTail},
