@@ -340,6 +340,30 @@ if limit > 0 and after + limit < last then stop = after + limit end
 return {after + 1, redis.call('LRANGE', msgs, after, stop - 1)}
 `)
 
+// sinceScript reads the conversation's metadata and up to limit messages
+// after a seq, in one snapshot (see Store.ConversationSince).
+//
+// KEYS: meta, msgs. ARGV: now, after, limit (>= 1). It replies {-1} for a
+// missing or expired conversation, else {first_seq, messages, meta}, where
+// meta is the HGETALL list of the meta hash and the messages end at its
+// last_seq when limit allows.
+var sinceScript = newScript(luaPrelude + `
+local meta, msgs = KEYS[1], KEYS[2]
+local now, after, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local h = redis.call('HGETALL', meta)
+local last, exp
+for i = 1, #h, 2 do
+  if h[i] == 'last_seq' then last = tonumber(h[i + 1])
+  elseif h[i] == 'expires_at' then exp = h[i + 1] end
+end
+if not last or expired(exp, now) then return {-1} end
+if after < 0 then after = 0 end
+if after >= last then return {after + 1, {}, h} end
+local stop = last
+if after + limit < last then stop = after + limit end
+return {after + 1, redis.call('LRANGE', msgs, after, stop - 1), h}
+`)
+
 // systemScript reads the system messages.
 //
 // KEYS: meta, sys. ARGV: now. It replies {-1} for a missing or expired conversation, else

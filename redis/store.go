@@ -47,9 +47,10 @@ type Store struct {
 }
 
 var (
-	_ chatmem.Store    = (*Store)(nil)
-	_ chatmem.Purger   = (*Store)(nil)
-	_ chatmem.Searcher = (*Store)(nil)
+	_ chatmem.Store       = (*Store)(nil)
+	_ chatmem.Purger      = (*Store)(nil)
+	_ chatmem.Searcher    = (*Store)(nil)
+	_ chatmem.SinceReader = (*Store)(nil)
 )
 
 // New returns a Store over client, which may be a *goredis.Client, a
@@ -801,6 +802,43 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 		return nil, fmt.Errorf("redis: range of %s: %w", key, err)
 	}
 	return s.messagesReply(key, "range of", reply)
+}
+
+// ConversationSince returns the conversation's metadata and up to limit of
+// its messages with Seq > after, oldest first, with one script run: the
+// meta hash and the messages are read in one snapshot, so no message is
+// past the returned LastSeq. It returns chatmem.ErrNotFound for a
+// conversation that does not exist or has expired, and wraps
+// chatmem.ErrInvalid for a bad key or a limit below 1.
+func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return chatmem.Conversation{}, nil, err
+	}
+	if limit < 1 {
+		return chatmem.Conversation{}, nil, fmt.Errorf("%w: limit %d is below 1", chatmem.ErrInvalid, limit)
+	}
+	const op = "conversation and messages of"
+	reply, err := s.run(ctx, sinceScript, s.keysAt(key, kMeta, kMsgs), nanos(s.now()), after, limit)
+	if err != nil {
+		return chatmem.Conversation{}, nil, fmt.Errorf("redis: %s %s: %w", op, key, err)
+	}
+	msgs, err := s.messagesReply(key, op, reply)
+	if err != nil {
+		return chatmem.Conversation{}, nil, err
+	}
+	// messagesReply checked that reply is a list: {first_seq, messages, meta}.
+	r := reply.([]any)
+	if len(r) < 3 {
+		return chatmem.Conversation{}, nil, fmt.Errorf("redis: %s %s: unexpected script reply %v", op, key, reply)
+	}
+	conv, err := parseMeta(key, r[2])
+	if err != nil {
+		return chatmem.Conversation{}, nil, fmt.Errorf("redis: %s %s: %w", op, key, err)
+	}
+	if !s.live(conv) {
+		return chatmem.Conversation{}, nil, notFound(key)
+	}
+	return conv, msgs, nil
 }
 
 // System returns the system messages from their own list, with one script
