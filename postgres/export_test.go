@@ -16,3 +16,7 @@ func MigrationCount() int {
 // for EXPLAIN in tests.
 func PostingsSQL(schema string) string   { return buildQueries(schema).postings }
 func MessagesAtSQL(schema string) string { return buildQueries(schema).messagesAt }
+
+// ConversationSinceSQL returns the ConversationSince statement over
+// schema, for EXPLAIN in tests.
+func ConversationSinceSQL(schema string) string { return buildQueries(schema).conversationSince }

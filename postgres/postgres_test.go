@@ -222,6 +222,42 @@ func TestTailPlan(t *testing.T) {
 	}
 }
 
+// TestConversationSincePlan checks that ConversationSince's one statement
+// is a probe of conversations' primary key and one range of messages'
+// primary key under a Limit, on a large conversation and with custom and
+// generic plans alike: no sequential scan, no sort.
+func TestConversationSincePlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills 20,000 messages")
+	}
+	schema := newSchema(t)
+	s := open(t, schema)
+	fill(t, s, chatmem.Key{Tenant: "plan", ID: "big"}, 20000)
+	fill(t, s, chatmem.Key{Tenant: "plan", ID: "small"}, 100)
+	pool := testenv.PostgresAdmin(t)
+	// More conversations, without messages, so that reading the table
+	// whole is not the cheapest way to find one.
+	if _, err := pool.Exec(t.Context(), "INSERT INTO "+schema+".conversations (tenant, id, created_at, updated_at) "+
+		"SELECT 'other', 'c' || g, now(), now() FROM generate_series(1, 5000) AS g"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(t.Context(), "ANALYZE "+schema+".messages, "+schema+".conversations"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []string{"'plan', 'big', now(), 19990, 256", "'plan', 'big', now(), 100, 256", "'plan', 'big', now(), 20000, 256"} {
+		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+			plan := explain(t, pool, postgres.ConversationSinceSQL(schema), args, mode)
+			if testing.Verbose() {
+				t.Logf("ConversationSince(%s), %s:\n%s", args, mode, plan)
+			}
+			if !strings.Contains(plan, "using conversations_pkey") || !strings.Contains(plan, "Index Scan using messages_pkey") ||
+				!strings.Contains(plan, "Limit") || strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Sort") {
+				t.Errorf("ConversationSince(%s) plan with %s is not a primary-key probe and one primary-key range:\n%s", args, mode, plan)
+			}
+		}
+	}
+}
+
 // explainTail returns EXPLAIN ANALYZE of the store's tail statement for q,
 // prepared on one connection under plan_cache_mode mode.
 func explainTail(t *testing.T, pool *pgxpool.Pool, schema string, key chatmem.Key, q chatmem.TailQuery, mode string) string {

@@ -9,7 +9,7 @@ import (
 // queries holds the store's SQL with the schema filled in. Values are always
 // parameters; only the schema name, validated and quoted, is spliced in.
 type queries struct {
-	lockConversation, updateConversation, conversation, list string
+	lockConversation, updateConversation, conversation, conversationSince, list string
 
 	insertMessages, replayMessages string
 	tail, rangeAfter, system       string
@@ -47,6 +47,27 @@ WHERE tenant = $1 AND id = $2`),
 SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at
 FROM {s}.conversations
 WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
+
+		// conversationSince reads the conversation's row and up to $5 of
+		// its messages after seq $4 in one statement, so in one snapshot:
+		// a probe of conversations' primary key, then one range of
+		// messages' primary key. It returns a row per message, each with
+		// the conversation's columns; one row with NULL message columns
+		// when there is no message after $4; none when the conversation
+		// is missing or expired. The rows come in seq order without an
+		// outer ORDER BY (which would add a Sort): the lateral join is a
+		// nested loop over the one conversation row, so they come as the
+		// range returns them. ConversationSince checks the order anyway.
+		conversationSince: q(`
+SELECT c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at,
+       ` + messageColumns + `
+FROM {s}.conversations c
+LEFT JOIN LATERAL (SELECT ` + messageColumns + `
+                   FROM {s}.messages m
+                   WHERE m.tenant = c.tenant AND m.conv_id = c.id AND m.seq > $4
+                   ORDER BY m.seq
+                   LIMIT $5) m ON true
+WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3)`),
 
 		list: q(`
 SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"chatmem"
@@ -98,6 +100,70 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 		lim = &limit
 	}
 	return s.read(ctx, op, key, s.q.rangeAfter, key.Tenant, key.ID, s.now(), after, lim)
+}
+
+// ConversationSince returns the conversation's metadata and up to limit of
+// its messages with Seq > after, oldest first, with one statement, so both
+// are of one snapshot: a probe of the conversation's row joined to one
+// primary-key range of its messages (see chatmem.SinceReader). It wraps
+// chatmem.ErrNotFound if the conversation does not exist or has expired,
+// and chatmem.ErrInvalid for a bad key or a limit below 1.
+func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
+	op := "postgres: conversation since " + key.String()
+	if err := key.Validate(); err != nil {
+		return chatmem.Conversation{}, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if limit < 1 {
+		return chatmem.Conversation{}, nil, fmt.Errorf("%s: %w: limit %d is below 1", op, chatmem.ErrInvalid, limit)
+	}
+	rows, err := s.pool.Query(ctx, s.q.conversationSince, key.Tenant, key.ID, s.now(), after, limit)
+	if err != nil {
+		return chatmem.Conversation{}, nil, wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	c := chatmem.Conversation{Key: key}
+	var (
+		expires *time.Time
+		r       nullMessageRow
+	)
+	// Every row repeats the conversation's columns: the first row's are
+	// scanned, the others' skipped (nil targets).
+	conv := []any{&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires}
+	dest := append(conv, r.dest()...)
+	found := false
+	msgs := []chatmem.Message{}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return chatmem.Conversation{}, nil, wrap(ctx, op, err)
+		}
+		if !found {
+			found = true
+			clear(dest[:len(conv)])
+		}
+		m, ok, err := r.message()
+		if err != nil {
+			return chatmem.Conversation{}, nil, wrap(ctx, op, err)
+		}
+		if ok {
+			msgs = append(msgs, m)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return chatmem.Conversation{}, nil, wrap(ctx, op, err)
+	}
+	if !found {
+		return chatmem.Conversation{}, nil, fmt.Errorf("%s: %w", op, chatmem.ErrNotFound)
+	}
+	if expires != nil {
+		c.ExpiresAt = *expires
+	}
+	// The statement's plan returns the range in order (see the query); a
+	// plan that did not would cost a sort here, not wrong answers.
+	bySeq := func(a, b chatmem.Message) int { return cmp.Compare(a.Seq, b.Seq) }
+	if !slices.IsSortedFunc(msgs, bySeq) {
+		slices.SortFunc(msgs, bySeq)
+	}
+	return utcConversation(c), msgs, nil
 }
 
 // System returns the conversation's system messages, oldest first, from

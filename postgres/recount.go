@@ -12,6 +12,8 @@ import (
 
 var _ chatmem.Recounter = (*Store)(nil)
 
+var _ chatmem.SinceReader = (*Store)(nil)
+
 // recountBatch is how many messages one UPDATE of Recount rewrites, so
 // that no statement carries arrays of a million elements.
 const recountBatch = 1000

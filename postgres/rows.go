@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"chatmem"
 )
@@ -163,35 +164,84 @@ func (b *batch) number(conv *chatmem.Conversation) []chatmem.Message {
 func scanMessages(rows pgx.Rows) ([]chatmem.Message, error) {
 	defer rows.Close()
 	var msgs []chatmem.Message
-	// Scan targets live outside the loop so that each row costs no
-	// allocation beyond its own strings.
-	var (
-		m                            chatmem.Message
-		tokens                       int64
-		content, toolCalls, metadata []byte
-	)
-	dest := []any{&m.Seq, &m.Role, &content, &m.Name, &toolCalls, &m.ToolCallID, &tokens, &m.CreatedAt, &metadata}
+	// The scan targets are reused from row to row, so that each row costs
+	// no allocation beyond its own strings.
+	var r messageRow
+	dest := r.dest()
 	for rows.Next() {
-		m = chatmem.Message{}
+		r.m = chatmem.Message{}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		m.Content = string(content)
-		m.Tokens = int(tokens)
-		m.CreatedAt = m.CreatedAt.UTC()
-		if toolCalls != nil {
-			if err := json.Unmarshal(toolCalls, &m.ToolCalls); err != nil {
-				return nil, fmt.Errorf("message %d: tool calls: %w", m.Seq, err)
-			}
-		}
-		if metadata != nil {
-			if err := json.Unmarshal(metadata, &m.Metadata); err != nil {
-				return nil, fmt.Errorf("message %d: metadata: %w", m.Seq, err)
-			}
+		m, err := r.message()
+		if err != nil {
+			return nil, err
 		}
 		msgs = append(msgs, m)
 	}
 	return msgs, rows.Err()
+}
+
+// messageRow holds the scan targets of one row of messageColumns.
+type messageRow struct {
+	m                            chatmem.Message
+	tokens                       int64
+	content, toolCalls, metadata []byte
+}
+
+// dest returns the scan targets of messageColumns, in their order.
+func (r *messageRow) dest() []any {
+	return []any{&r.m.Seq, &r.m.Role, &r.content, &r.m.Name, &r.toolCalls, &r.m.ToolCallID, &r.tokens, &r.m.CreatedAt, &r.metadata}
+}
+
+// message decodes the row scanned into r: the content, the token count,
+// CreatedAt in UTC, and the tool calls and metadata from their JSON.
+func (r *messageRow) message() (chatmem.Message, error) {
+	m := r.m
+	m.Content = string(r.content)
+	m.Tokens = int(r.tokens)
+	m.CreatedAt = m.CreatedAt.UTC()
+	if r.toolCalls != nil {
+		if err := json.Unmarshal(r.toolCalls, &m.ToolCalls); err != nil {
+			return chatmem.Message{}, fmt.Errorf("message %d: tool calls: %w", m.Seq, err)
+		}
+	}
+	if r.metadata != nil {
+		if err := json.Unmarshal(r.metadata, &m.Metadata); err != nil {
+			return chatmem.Message{}, fmt.Errorf("message %d: metadata: %w", m.Seq, err)
+		}
+	}
+	return m, nil
+}
+
+// nullMessageRow holds the scan targets of messageColumns from the outer
+// side of a join, where a row may have no message: every column is
+// nullable, and a NULL seq means no message.
+type nullMessageRow struct {
+	seq, tokens            pgtype.Int8
+	role, name, toolCallID pgtype.Text
+	createdAt              pgtype.Timestamptz
+	r                      messageRow // content, tool calls and metadata scan as for messageRow
+}
+
+// dest returns the scan targets of messageColumns, in their order.
+func (n *nullMessageRow) dest() []any {
+	return []any{&n.seq, &n.role, &n.r.content, &n.name, &n.r.toolCalls, &n.toolCallID, &n.tokens, &n.createdAt, &n.r.metadata}
+}
+
+// message decodes the row scanned into n as messageRow.message does. It
+// reports false if the row has no message.
+func (n *nullMessageRow) message() (chatmem.Message, bool, error) {
+	if !n.seq.Valid {
+		return chatmem.Message{}, false, nil
+	}
+	n.r.m = chatmem.Message{
+		Seq: n.seq.Int64, Role: chatmem.Role(n.role.String), Name: n.name.String,
+		ToolCallID: n.toolCallID.String, CreatedAt: n.createdAt.Time,
+	}
+	n.r.tokens = n.tokens.Int64
+	m, err := n.r.message()
+	return m, true, err
 }
 
 // dbTime is t as PostgreSQL keeps it: microseconds, in UTC, with no
