@@ -74,6 +74,18 @@ const (
 	selectRange = `SELECT ` + messageCols + ` FROM messages
 		WHERE tenant = ?1 AND conv_id = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4`
 
+	// selectConversationSince reads a live conversation (?3) and up to ?5
+	// of its messages after seq ?4 in one statement, so in one implicit
+	// read transaction: a row per message, or one row with NULL message
+	// columns when there is none. The subquery is the range of
+	// selectRange.
+	selectConversationSince = `SELECT c.tenant, c.id, c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns,
+		c.created_at, c.updated_at, c.expires_at,
+		m.seq, m.role, m.content, m.name, m.tool_calls, m.tool_call_id, m.tokens, m.created_at, m.metadata
+		FROM conversations c LEFT JOIN (SELECT ` + messageCols + ` FROM messages
+			WHERE tenant = ?1 AND conv_id = ?2 AND seq > ?4 ORDER BY seq LIMIT ?5) m ON 1
+		WHERE c.tenant = ?1 AND c.id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
+
 	// selectBudgetStart finds the first message of the newest run whose
 	// non-system tokens sum to at most B. With T the conversation's total,
 	// the run from message s on sums to T - tokens_before(s), so s is the
@@ -198,7 +210,7 @@ var (
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
-		selectRange, selectBudgetStart, selectTurnStart, selectSystem,
+		selectRange, selectConversationSince, selectBudgetStart, selectTurnStart, selectSystem,
 		selectSummary, selectFacts, selectFactHistory,
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 	}

@@ -1,11 +1,13 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"chatmem"
 )
@@ -78,8 +80,9 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 }
 
 // ConversationSince returns the conversation's metadata and up to limit of
-// its messages with Seq > after, oldest first, in one read transaction:
-// the conversation row, then one index range. It returns
+// its messages with Seq > after, oldest first, with one statement (the
+// conversation row joined to one index range of its messages), so both
+// are of one snapshot without a transaction of their own. It returns
 // chatmem.ErrNotFound for a conversation that does not exist or has
 // expired, and wraps chatmem.ErrInvalid for a bad key or a limit below 1.
 func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
@@ -89,27 +92,63 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 	if limit < 1 {
 		return chatmem.Conversation{}, nil, fmt.Errorf("%w: limit %d is below 1", chatmem.ErrInvalid, limit)
 	}
-	now := s.now()
-	var (
-		conv chatmem.Conversation
-		out  []chatmem.Message
-	)
-	err := s.read(ctx, func(t tx) error {
-		var err error
-		if conv, err = liveConversation(t, key, now); err != nil {
-			return err
-		}
-		if conv.LastSeq <= after {
-			out = []chatmem.Message{}
-			return nil
-		}
-		out, err = queryMessages(t, selectRange, key.Tenant, key.ID, after, limit)
-		return err
-	})
+	conv, msgs, err := s.conversationSince(ctx, key, after, limit)
+	if err != nil {
+		return chatmem.Conversation{}, nil, translate(ctx, err)
+	}
+	return conv, msgs, nil
+}
+
+func (s *Store) conversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
+	rows, err := s.r.query(ctx, selectConversationSince, key.Tenant, key.ID, clampedNanos(s.now()), after, limit)
 	if err != nil {
 		return chatmem.Conversation{}, nil, err
 	}
-	return conv, out, nil
+	defer rows.Close()
+	var (
+		conv                                           chatmem.Conversation
+		created, updated                               int64
+		expires                                        sql.NullInt64
+		seq, tokens, msgCreated                        sql.NullInt64
+		role, content, name, toolCalls, toolCallID, md sql.NullString
+	)
+	found := false
+	msgs := []chatmem.Message{}
+	for rows.Next() {
+		err := rows.Scan(&conv.Key.Tenant, &conv.Key.ID, &conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
+			&created, &updated, &expires,
+			&seq, &role, &content, &name, &toolCalls, &toolCallID, &tokens, &msgCreated, &md)
+		if err != nil {
+			return chatmem.Conversation{}, nil, err
+		}
+		found = true
+		if !seq.Valid {
+			continue // the conversation has no message after after
+		}
+		m := chatmem.Message{Seq: seq.Int64, Content: content.String, Name: name.String, ToolCallID: toolCallID.String, Tokens: int(tokens.Int64)}
+		if err := decodeMessage(&m, role.String, msgCreated.Int64, toolCalls, md); err != nil {
+			return chatmem.Conversation{}, nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return chatmem.Conversation{}, nil, err
+	}
+	if !found {
+		return chatmem.Conversation{}, nil, notFound(key)
+	}
+	conv.CreatedAt, conv.UpdatedAt = fromNanos(created), fromNanos(updated)
+	if expires.Valid {
+		conv.ExpiresAt = fromNanos(expires.Int64)
+	}
+	// SQLite returns the subquery's rows in its order here (one
+	// conversation row, the range read after it); a plan that did not
+	// would cost a sort, not a wrong answer.
+	bySeq := func(a, b chatmem.Message) int { return cmp.Compare(a.Seq, b.Seq) }
+	if !slices.IsSortedFunc(msgs, bySeq) {
+		slices.SortFunc(msgs, bySeq)
+	}
+	return conv, msgs, nil
 }
 
 // System returns the conversation's system messages, oldest first. It
@@ -159,19 +198,28 @@ func queryMessages(t tx, query string, args ...any) ([]chatmem.Message, error) {
 		if err := rows.Scan(&m.Seq, &role, &m.Content, &m.Name, &toolCalls, &m.ToolCallID, &m.Tokens, &created, &metadata); err != nil {
 			return nil, err
 		}
-		m.Role = chatmem.Role(role)
-		m.CreatedAt = fromNanos(created)
-		if toolCalls.Valid {
-			if err := json.Unmarshal([]byte(toolCalls.String), &m.ToolCalls); err != nil {
-				return nil, fmt.Errorf("sqlite: message %d: decode tool calls: %w", m.Seq, err)
-			}
-		}
-		if metadata.Valid {
-			if err := json.Unmarshal([]byte(metadata.String), &m.Metadata); err != nil {
-				return nil, fmt.Errorf("sqlite: message %d: decode metadata: %w", m.Seq, err)
-			}
+		if err := decodeMessage(&m, role, created, toolCalls, metadata); err != nil {
+			return nil, err
 		}
 		msgs = append(msgs, m)
 	}
 	return msgs, rows.Err()
+}
+
+// decodeMessage sets m's fields that are not stored as they are: the role,
+// the creation time, and the tool calls and metadata from their JSON.
+func decodeMessage(m *chatmem.Message, role string, created int64, toolCalls, metadata sql.NullString) error {
+	m.Role = chatmem.Role(role)
+	m.CreatedAt = fromNanos(created)
+	if toolCalls.Valid {
+		if err := json.Unmarshal([]byte(toolCalls.String), &m.ToolCalls); err != nil {
+			return fmt.Errorf("sqlite: message %d: decode tool calls: %w", m.Seq, err)
+		}
+	}
+	if metadata.Valid {
+		if err := json.Unmarshal([]byte(metadata.String), &m.Metadata); err != nil {
+			return fmt.Errorf("sqlite: message %d: decode metadata: %w", m.Seq, err)
+		}
+	}
+	return nil
 }

@@ -46,7 +46,9 @@ func TestQueryPlans(t *testing.T) {
 		selectBudgetStart: "COVERING INDEX messages_budget",
 		selectTurnStart:   "COVERING INDEX messages_turn",
 		selectRange:       "INDEX messages_seq",
-		selectSystem:      "INDEX messages_system",
+		// The conversation's row, then the range of selectRange.
+		selectConversationSince: "INDEX messages_seq (tenant=? AND conv_id=? AND seq>?)",
+		selectSystem:            "INDEX messages_system",
 		// One summary per conversation, one seek.
 		selectSummary:       "INDEX summaries_conv (tenant=? AND conv_id=?)",
 		selectSummaryCovers: "INDEX summaries_conv (tenant=? AND conv_id=?)",
@@ -74,6 +76,9 @@ var allowedScans = map[string]bool{
 	// rowid descending (192 = FTS5_BI_ORDER_ROWID | FTS5_BI_ORDER_DESC
 	// per sqlite's fts5_main.c): a seek in one doclist and at most LIMIT rowids.
 	"SCAN message_terms VIRTUAL TABLE INDEX 192:M1><": true,
+	// selectConversationSince's messages: the subquery's range, at most
+	// its LIMIT rows, materialized and then read once.
+	"SCAN m LEFT-JOIN": true,
 	// The JSON array of seqs MessagesAt asks for.
 	"SCAN json_each VIRTUAL TABLE INDEX 1:": true,
 	// The backfill's partial index holds only the conversations still to
