@@ -42,6 +42,13 @@ type AppendOptions struct {
 	IdempotencyKey string
 	// Tokenizer is recorded when the append creates the conversation.
 	Tokenizer string
+	// ExpectedTokenizer, if set, makes the append fail with ErrConflict
+	// when the conversation exists and its Tokenizer is another: the
+	// messages were counted with ExpectedTokenizer, and a conversation
+	// recounted (or re-created) under another tokenizer since must not
+	// take them. A conversation the append creates matches. It is checked
+	// with ExpectedLastSeq, after the idempotency key.
+	ExpectedTokenizer string
 	// TTL, if positive, sets the conversation to expire TTL after Now (each
 	// append with a TTL pushes the expiry forward; an append without one
 	// leaves the expiry as it was). Whether a conversation has expired is
