@@ -282,6 +282,41 @@ func testConflict(t *testing.T, h Harness) {
 	wantSeqs(t, "Append(ExpectedLastSeq=2)", res.Messages, 3)
 }
 
+// testTokenizerConflict checks AppendOptions.ExpectedTokenizer: an append
+// that creates the conversation matches; one to a conversation kept under
+// another tokenizer fails with ErrConflict and writes nothing, whoever
+// reads it (a second store over the same data too); the idempotency key
+// is checked first, so a retry replays.
+func testTokenizerConflict(t *testing.T, h Harness) {
+	s := h.New(t)
+	other := h.reopen(t, s)
+	key := randomKey("tok")
+	one := func(text string) []chatmem.Message { return []chatmem.Message{msg(chatmem.RoleUser, text, 1)} }
+
+	res := mustAppend(t, s, key, one("a"), chatmem.AppendOptions{Tokenizer: "o200k_base", ExpectedTokenizer: "o200k_base"})
+	wantSeqs(t, "Append(ExpectedTokenizer) creating the conversation", res.Messages, 1)
+	res = mustAppend(t, s, key, one("b"), chatmem.AppendOptions{Tokenizer: "o200k_base", ExpectedTokenizer: "o200k_base", IdempotencyKey: "k1"})
+	wantSeqs(t, "Append(ExpectedTokenizer=o200k_base)", res.Messages, 2)
+	for _, st := range []chatmem.Store{s, other} {
+		_, err := st.Append(t.Context(), key, one("stale"), chatmem.AppendOptions{Tokenizer: "estimate", ExpectedTokenizer: "estimate"})
+		wantErr(t, "Append(ExpectedTokenizer=estimate) to an o200k_base conversation", err, chatmem.ErrConflict)
+	}
+	_, err := s.Append(t.Context(), key, one("stale"), chatmem.AppendOptions{ExpectedTokenizer: "estimate", ExpectedLastSeq: ptr[int64](2)})
+	wantErr(t, "Append(ExpectedTokenizer=estimate, ExpectedLastSeq=2)", err, chatmem.ErrConflict)
+	res = mustAppend(t, s, key, one("b again"), chatmem.AppendOptions{ExpectedTokenizer: "estimate", IdempotencyKey: "k1"})
+	if !res.Replayed {
+		t.Errorf("a retry with its idempotency key and another ExpectedTokenizer was not replayed: %+v", res.Messages)
+	}
+	conv := mustConversation(t, s, key)
+	if conv.LastSeq != 2 || conv.Tokenizer != "o200k_base" {
+		t.Errorf("after the refused appends: LastSeq %d, Tokenizer %q; want 2, o200k_base", conv.LastSeq, conv.Tokenizer)
+	}
+	got := mustRange(t, s, key, 0, 0)
+	wantSeqs(t, "Range after the refused appends", got, 1, 2)
+	res = mustAppend(t, other, key, one("c"), chatmem.AppendOptions{ExpectedTokenizer: "o200k_base"})
+	wantSeqs(t, "Append(ExpectedTokenizer=o200k_base) through the second store", res.Messages, 3)
+}
+
 // testConcurrentAppends runs 50 writers of 200 single-message appends each
 // against one conversation, half of them through a second store over the
 // same data, while a reader follows the conversation with Range. No append

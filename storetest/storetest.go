@@ -63,6 +63,7 @@ var tests = []subtest{
 	{"InvalidKeys", testInvalidKeys},
 	{"Idempotency", testIdempotency},
 	{"Conflict", testConflict},
+	{"TokenizerConflict", testTokenizerConflict},
 	{"ConcurrentAppends", testConcurrentAppends},
 	{"TenantIsolation", testTenantIsolation},
 	{"Delete", testDelete},
