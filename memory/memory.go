@@ -155,9 +155,9 @@ func notFound(key chatmem.Key) error {
 }
 
 // Append stores msgs at the end of the conversation; see chatmem.Store. An
-// idempotency key that matched is answered before ExpectedLastSeq is
-// checked, so the retry of an append that succeeded is a replay, not a
-// conflict.
+// idempotency key that matched is answered before ExpectedLastSeq and
+// ExpectedTokenizer are checked, so the retry of an append that succeeded
+// is a replay, not a conflict.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return chatmem.AppendResult{}, err
@@ -201,6 +201,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 	if opts.ExpectedLastSeq != nil && *opts.ExpectedLastSeq != last {
 		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, *opts.ExpectedLastSeq)
+	}
+	if e := opts.ExpectedTokenizer; c != nil && e != "" && c.meta.Tokenizer != e {
+		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, c.meta.Tokenizer, e)
 	}
 	if c == nil {
 		c = s.create(key, opts.Tokenizer, now)

@@ -16,13 +16,19 @@ import (
 // chatmem.Store). It locks the conversation's row, creating it if missing,
 // and then, in this order: starts an expired conversation afresh (its
 // messages, postings, keys, summary and facts deleted), replays an
-// idempotency key already applied, checks ExpectedLastSeq, and writes the
-// batch and its postings (the search index, see Postings) with one
-// statement.
+// idempotency key already applied, checks ExpectedLastSeq and
+// ExpectedTokenizer (a mismatch returns an error wrapping
+// chatmem.ErrConflict and writes nothing), and writes the batch and its
+// postings (the search index, see Postings) with one statement.
+// ExpectedTokenizer is checked against the tokenizer the locking statement
+// returns, so no other append or Recount can change it before the write; a
+// conversation the append creates, or starts afresh after it expired,
+// matches.
 //
-// A retried append therefore replays even if its ExpectedLastSeq no longer
-// matches (the first attempt moved LastSeq on): the retry is the same
-// request, and it gets the first attempt's answer.
+// A retried append therefore replays even if its ExpectedLastSeq or
+// ExpectedTokenizer no longer matches (the first attempt moved LastSeq on,
+// or the conversation was recounted since): the retry is the same request,
+// and it gets the first attempt's answer.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
 	op := "postgres: append to " + key.String()
 	if err := key.Validate(); err != nil {
@@ -108,6 +114,17 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 	if opts.ExpectedLastSeq != nil && *opts.ExpectedLastSeq != conv.LastSeq {
 		return chatmem.AppendResult{}, false, fmt.Errorf("%w: expected last seq %d, conversation is at %d",
 			chatmem.ErrConflict, *opts.ExpectedLastSeq, conv.LastSeq)
+	}
+	// The tokenizer is the one the lock returned, so the check holds until
+	// the write. LastSeq is 0 exactly when this append starts the
+	// conversation: the upsert just created the row (a committed row has
+	// messages, as the transaction that created it wrote some), or the
+	// expired one was started afresh above. Such a conversation matches;
+	// the upsert stored opts.Tokenizer in it, which need not be
+	// ExpectedTokenizer.
+	if e := opts.ExpectedTokenizer; e != "" && conv.LastSeq > 0 && conv.Tokenizer != e {
+		return chatmem.AppendResult{}, false, fmt.Errorf("%w: conversation is kept under tokenizer %q, not the expected %q",
+			chatmem.ErrConflict, conv.Tokenizer, e)
 	}
 
 	if conv.Tokenizer == "" {

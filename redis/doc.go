@@ -35,10 +35,10 @@
 // widen a SCAN pattern; the prefix is held to a similar set.
 //
 // Append is one script: it checks expiry, replays an applied idempotency key,
-// checks ExpectedLastSeq, assigns the seqs and pushes the messages, running
-// totals and indexes, indexes each non-system message under its
-// chatmem.IndexTerms (computed in Go and passed with the message), and sets
-// the expiry. The client never resends it on its
+// checks ExpectedLastSeq and ExpectedTokenizer, assigns the seqs and pushes
+// the messages, running totals and indexes, indexes each non-system message
+// under its chatmem.IndexTerms (computed in Go and passed with the message),
+// and sets the expiry. The client never resends it on its
 // own (go-redis retries other commands after network errors), so a lost
 // reply cannot make an append land twice; a retry with an IdempotencyKey is
 // the safe way to repeat one.

@@ -114,10 +114,11 @@ end
 
 // appendScript appends a batch of messages.
 //
-// KEYS: all of the conversation's. ARGV: now, expires_at ('0': this append sets no expiry), expected last seq
-// (-1: none), idempotency key (empty: none), tokenizer, generation (a random
-// token, recorded as meta's gen if the append creates the conversation),
-// then per message: its JSON object without seq, its tokens, its kind ('s'
+// KEYS: all of the conversation's. ARGV: now, expires_at ('0': this append
+// sets no expiry), expected last seq (-1: none), idempotency key (empty:
+// none), tokenizer, generation (a random token, recorded as meta's gen if the
+// append creates the conversation), expected tokenizer (empty: none), then
+// per message: its JSON object without seq, its tokens, its kind ('s'
 // system, 'u' user, 'o' other), the number of its index terms and those
 // terms (chatmem.IndexTerms).
 //
@@ -126,15 +127,18 @@ end
 // <base>t:<term> (score and member the seq), and the term to the set
 // <base>terms, through which Delete and a re-creation find the term keys.
 //
-// It replies {0, last_seq} on a failed ExpectedLastSeq check (nothing is
-// written), {1, first_seq, meta...} after appending, and {2, first_seq,
-// meta..., messages} when the idempotency key was applied before (nothing is
-// written; messages are the original ones).
+// It replies {0, last_seq} on a failed ExpectedLastSeq check, {3,
+// tokenizer} on a failed ExpectedTokenizer check (tokenizer is the live
+// conversation's, empty if none is recorded; a conversation the append
+// creates, an expired one included, matches), {1, first_seq, meta...} after
+// appending, and {2, first_seq, meta..., messages} when the idempotency key
+// was applied before (messages are the original ones). Nothing is written
+// on a failed check or a replay.
 var appendScript = newScript(luaPrelude + `
 local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10]
-local now, newExp, expected, ikey, tokenizer, gen = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 
-local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns')
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer')
 local last = tonumber(m[1])
 local exp = m[2]
 if last and expired(exp, now) then
@@ -164,6 +168,11 @@ end
 if expected >= 0 and expected ~= (last or 0) then
   return {0, last or 0}
 end
+-- The messages were counted with expectedTok: a live conversation kept
+-- under another tokenizer must not take them.
+if last and expectedTok ~= '' and (m[6] or '') ~= expectedTok then
+  return {3, m[6] or ''}
+end
 
 local tokens, systemTokens, turns = 0, 0, 0
 if last then
@@ -178,7 +187,7 @@ end
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
 local postings, order = {}, {}
-local i = 7
+local i = 8
 while i <= #ARGV do
   last = last + 1
   local nterms = tonumber(ARGV[i + 3])

@@ -264,6 +264,12 @@ var maxTime = time.Unix(0, 1<<63-1)
 // chatmem.ErrUnavailable, the client does not resend it (so a timeout never
 // turns into a double append), and a retry with the same IdempotencyKey is
 // safe.
+//
+// The script checks the options in chatmem's order: a retried
+// IdempotencyKey replays first; then ExpectedLastSeq, and ExpectedTokenizer
+// against the live conversation's recorded tokenizer (one the append
+// creates, or starts afresh after it expired, matches). A failed check
+// writes nothing and returns an error wrapping chatmem.ErrConflict.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
 	if err := key.Validate(); err != nil {
 		return chatmem.AppendResult{}, err
@@ -294,11 +300,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		expected = *opts.ExpectedLastSeq
 	}
 
-	args := make([]any, 0, 6+4*len(msgs))
+	args := make([]any, 0, 7+4*len(msgs))
 	// The generation token tells this conversation from one created under
 	// the same key after it is deleted (see Tail); only the append that
 	// creates the conversation records it.
-	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text())
+	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text(), opts.ExpectedTokenizer)
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
 		if !m.Role.Valid() {
@@ -334,7 +340,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if err != nil {
 		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
 	}
-	res, err := parseAppend(key, reply, stored)
+	res, err := parseAppend(key, reply, stored, opts.ExpectedTokenizer)
 	if err != nil {
 		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
 	}
@@ -350,8 +356,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 
 // parseAppend turns the append script's reply into a result; stored are
 // the messages the append sent, which become the result's if they were
-// stored.
-func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message) (chatmem.AppendResult, error) {
+// stored, and expectedTokenizer is its AppendOptions.ExpectedTokenizer.
+func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, expectedTokenizer string) (chatmem.AppendResult, error) {
 	r, ok := reply.([]any)
 	if !ok || len(r) < 2 {
 		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
@@ -360,6 +366,11 @@ func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message) (chatmem.
 	if status == 0 {
 		last, _ := r[1].(int64)
 		return chatmem.AppendResult{}, fmt.Errorf("%w: last seq is %d", chatmem.ErrConflict, last)
+	}
+	if status == 3 {
+		tok, _ := r[1].(string)
+		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q",
+			chatmem.ErrConflict, key, tok, expectedTokenizer)
 	}
 	if len(r) < 3 {
 		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)

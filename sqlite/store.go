@@ -158,8 +158,8 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 // transaction, creating the conversation if it does not exist (or has
 // expired: the expired one is deleted first). It checks, in this order, the
 // idempotency key (a match returns the original messages with Replayed set
-// and writes nothing) and AppendOptions.ExpectedLastSeq (a mismatch returns
-// chatmem.ErrConflict). Sequence numbers continue densely from the
+// and writes nothing), then AppendOptions.ExpectedLastSeq and
+// ExpectedTokenizer (a mismatch returns chatmem.ErrConflict). Sequence numbers continue densely from the
 // conversation's last one. It wraps chatmem.ErrInvalid for a bad key, an
 // empty batch, an unknown role, a negative token count or a time outside
 // 1678..2262. Nothing is written when it returns an error.
@@ -233,6 +233,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		}
 		if e := opts.ExpectedLastSeq; e != nil && *e != conv.LastSeq {
 			return fmt.Errorf("%w: conversation %s is at seq %d, not the expected %d", chatmem.ErrConflict, key, conv.LastSeq, *e)
+		}
+		if e := opts.ExpectedTokenizer; found && e != "" && conv.Tokenizer != e {
+			return fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, conv.Tokenizer, e)
 		}
 		var num int64 // for an existing conversation, upsertConversation returns it
 		if !found {
