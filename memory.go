@@ -205,6 +205,9 @@ func (m *Memory) Append(ctx context.Context, key Key, msgs []Message, opts Appen
 // append makes one attempt. retry reports a conflict with a concurrent
 // writer that only this attempt's own validation read expected.
 func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (_ AppendResult, retry bool, _ error) {
+	if res, ok, err := m.appendCached(ctx, key, msgs, opts); ok {
+		return res, false, err
+	}
 	conv, err := m.store.Conversation(ctx, key)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -238,15 +241,62 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 			retry = true
 		}
 	}
+	res, err := m.appendCounted(ctx, key, prior, msgs, counter, opts)
+	if err != nil {
+		return AppendResult{}, retry && errors.Is(err, ErrConflict), err
+	}
+	return res, false, nil
+}
+
+// appendCached makes the attempt without reading the conversation first,
+// when the tail cache knows its tokenizer and the batch needs nothing of
+// the history to be checked (it starts with no tool result): the store
+// checks the tokenizer in the write itself (ExpectedTokenizer). ok is
+// false when it did not try, or when the store refused on a conflict,
+// which the caller's read then sorts out (another tokenizer since, or the
+// caller's own ExpectedLastSeq).
+func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (_ AppendResult, ok bool, _ error) {
+	if needsPrior(msgs) || opts.ExpectedTokenizer != "" {
+		return AppendResult{}, false, nil
+	}
+	tokenizer, cached := m.tails.tokenizer(key)
+	if !cached || tokenizer == "" {
+		return AppendResult{}, false, nil
+	}
+	counter, err := m.Counter(tokenizer)
+	if err != nil {
+		return AppendResult{}, false, nil
+	}
+	// A conversation gone meanwhile is created by this append: with the
+	// tokenizer the uncached path would give it, which must be the one
+	// the messages are counted with.
+	if fresh, err := m.Counter(opts.Tokenizer); err != nil || fresh.Name() != counter.Name() {
+		return AppendResult{}, false, nil
+	}
+	if err := ValidateHistory(nil, msgs, m.limits); err != nil {
+		return AppendResult{}, true, err
+	}
+	opts.Tokenizer, opts.ExpectedTokenizer = counter.Name(), counter.Name()
+	res, err := m.appendCounted(ctx, key, nil, msgs, counter, opts)
+	if errors.Is(err, ErrConflict) {
+		return AppendResult{}, false, nil
+	}
+	return res, true, err
+}
+
+// appendCounted checks msgs against prior (the conversation's trailing
+// messages they may answer), counts them with counter and stores them.
+func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Message, counter Counter, opts AppendOptions) (AppendResult, error) {
 	if err := ValidateHistory(prior, msgs, m.limits); err != nil {
-		return AppendResult{}, false, err
+		return AppendResult{}, err
 	}
 	counted := make([]Message, len(msgs))
 	for i, msg := range msgs {
 		msg = msg.Clone()
 		msg.Seq = 0
+		var err error
 		if msg.Tokens, err = counter.Count(ctx, msg); err != nil {
-			return AppendResult{}, false, fmt.Errorf("count message %d: %w", i, err)
+			return AppendResult{}, fmt.Errorf("count message %d: %w", i, err)
 		}
 		if msg.CreatedAt.IsZero() {
 			msg.CreatedAt = opts.Now
@@ -255,12 +305,12 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 	}
 	res, err := m.store.Append(ctx, key, counted, opts)
 	if err != nil {
-		return AppendResult{}, retry && errors.Is(err, ErrConflict), fmt.Errorf("append to %s: %w", key, err)
+		return AppendResult{}, fmt.Errorf("append to %s: %w", key, err)
 	}
 	if !res.Replayed && len(res.Messages) > 0 {
 		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Messages)
 	}
-	return res, false, nil
+	return res, nil
 }
 
 // trailingUnit reads enough of the conversation's end to hold its trailing

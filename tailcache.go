@@ -120,6 +120,24 @@ func (c *tailCache) lastSeq(key Key) (int64, bool) {
 	return e.lastSeq, !e.dropped
 }
 
+// tokenizer returns the tokenizer of the conversation the entry was read
+// from, if there is an entry.
+func (c *tailCache) tokenizer(key Key) (string, bool) {
+	if c.max == 0 {
+		return "", false
+	}
+	c.mu.Lock()
+	el, ok := c.entries[key]
+	c.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	e := el.Value.(*tailEntry)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tokenizer, !e.dropped
+}
+
 // put replaces the conversation's entry with one holding a tail read from
 // the store (sys: its system messages, msgs: a Tail read under q of
 // conv). It returns the new entry.

@@ -187,6 +187,58 @@ func testTailCacheTurnReads(t *testing.T, since bool) {
 	}
 }
 
+// TestTailCacheAppend: a turn's append to a conversation whose tail is
+// cached reads nothing first, the store checking the tokenizer the cache
+// knows (AppendOptions.ExpectedTokenizer); after another process recounted
+// the conversation under another tokenizer, the append reads it and
+// counts with the new one.
+func TestTailCacheAppend(t *testing.T) {
+	ctx := t.Context()
+	store := &readCounter{Store: memory.New()}
+	mem, _ := newRecountMemory(t, store)
+	other, _ := newRecountMemory(t, store.Store) // another process, uncounted
+	key := chatmem.Key{Tenant: "acme", ID: "append"}
+	appendOne := func(m *chatmem.Memory, text string) chatmem.Message {
+		t.Helper()
+		res, err := m.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, chatmem.AppendOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Messages[0]
+	}
+	appendOne(mem, "Hi, I am Kavya.")
+	if _, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 100}, chatmem.ContextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store.reset()
+	m := appendOne(mem, "My order SE-10423 has not arrived.")
+	if store.convs.Load()+store.ranges.Load()+store.tails.Load()+store.systems.Load() != 0 {
+		t.Errorf("an append to a cached conversation read %s; want nothing", store.reads())
+	}
+	if want, _ := (tokenizer.Estimate{}).Count(ctx, m); m.Tokens != want {
+		t.Errorf("the append counted %d tokens, want %d (estimate)", m.Tokens, want)
+	}
+
+	if _, err := other.Recount(ctx, key, "double"); err != nil {
+		t.Fatal(err)
+	}
+	store.reset()
+	m = appendOne(mem, "Where is it now?")
+	if want, _ := (doubleCounter{}).Count(ctx, m); m.Tokens != want {
+		t.Errorf("the append after another process's recount counted %d tokens, want %d (double)", m.Tokens, want)
+	}
+	if store.convs.Load() == 0 {
+		t.Errorf("the append after another process's recount read %s; want the conversation read, to learn its tokenizer", store.reads())
+	}
+	conv, err := store.Conversation(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conv.Tokenizer != "double" || conv.LastSeq != 3 {
+		t.Errorf("the conversation is at %d under %q, want 3 under double", conv.LastSeq, conv.Tokenizer)
+	}
+}
+
 // TestTailCacheMatchesStore: whatever the appends (by this Memory, by
 // another on the same store, many at once, system messages, messages that
 // count no tokens), deletes and re-creations, every window assembled with
