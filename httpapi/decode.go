@@ -29,7 +29,7 @@ type AppendRequest struct {
 
 // maxTTLSeconds bounds ttl_seconds (100 years), far below where a
 // time.Duration overflows.
-const maxTTLSeconds = 100 * 365 * 24 * 3600
+const maxTTLSeconds int64 = 100 * 365 * 24 * 3600
 
 // maxTokenizerLen bounds the tokenizer name.
 const maxTokenizerLen = 128

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ var codecCases = []chatmem.Message{
 	}},
 	{Role: chatmem.RoleTool, Content: `{"status":"shipped"}`, ToolCallID: "call_1", Tokens: 8},
 	{Role: chatmem.RoleUser, Content: "invalid \xff utf-8 becomes U+FFFD", Tokens: 1},
-	{Role: chatmem.RoleUser, Content: strings.Repeat("日本語 ", 1000), Tokens: 1 << 40},
+	{Role: chatmem.RoleUser, Content: strings.Repeat("日本語 ", 1000), Tokens: min(1<<40, math.MaxInt)},
 }
 
 // TestCodec checks that the scanner and encoding/json decode every record

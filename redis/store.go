@@ -701,7 +701,7 @@ func runIn(run tailRun, list []string) ([]string, bool) {
 func tailArgs(now time.Time, q chatmem.TailQuery) []any {
 	// Lua prints numbers past 14 digits in exponent form, which LINDEX
 	// would refuse; no conversation has 2^40 turns.
-	turns := min(max(q.Turns, 0), 1<<40)
+	turns := min(max(int64(q.Turns), 0), 1<<40)
 	return []any{nanos(now), max(q.Tokens, 0), turns}
 }
 

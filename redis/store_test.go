@@ -175,8 +175,8 @@ func TestTailSearch(t *testing.T) {
 		}
 		queries := []chatmem.TailQuery{
 			{}, {Tokens: 1}, {Tokens: 7}, {Tokens: 100}, {Tokens: 1999}, {Tokens: 2000}, {Tokens: 2001}, {Tokens: 2100},
-			{Tokens: total - 1}, {Tokens: total}, {Tokens: total + 5}, {Tokens: 1 << 62},
-			{Turns: 1}, {Turns: 3}, {Turns: users}, {Turns: users + 1}, {Turns: 1 << 40}, {Turns: math.MaxInt}, {Tokens: math.MaxInt},
+			{Tokens: total - 1}, {Tokens: total}, {Tokens: total + 5}, {Tokens: min(1<<62, math.MaxInt)},
+			{Turns: 1}, {Turns: 3}, {Turns: users}, {Turns: users + 1}, {Turns: min(1<<40, math.MaxInt)}, {Turns: math.MaxInt}, {Tokens: math.MaxInt},
 			{Tokens: 50, Turns: 2}, {Tokens: 50, Turns: 20},
 		}
 		for range 50 {
