@@ -224,6 +224,13 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 		return AppendResult{}, false, err
 	}
 	opts.Tokenizer = counter.Name()
+	// The store checks that the messages counted here go to a conversation
+	// still kept under this tokenizer: another process may recount or
+	// re-create it before the write.
+	checked := opts.ExpectedTokenizer == "" && conv.Tokenizer != ""
+	if checked {
+		opts.ExpectedTokenizer = conv.Tokenizer
+	}
 
 	var prior []Message
 	if needsPrior(msgs) && conv.LastSeq > 0 {
@@ -243,20 +250,36 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 	}
 	res, err := m.appendCounted(ctx, key, prior, msgs, counter, opts)
 	if err != nil {
-		return AppendResult{}, retry && errors.Is(err, ErrConflict), err
+		conflict := errors.Is(err, ErrConflict)
+		if conflict && checked && !retry {
+			retry = m.tokenizerChanged(ctx, key, conv.Tokenizer)
+		}
+		return AppendResult{}, retry && conflict, err
 	}
 	return res, false, nil
+}
+
+// tokenizerChanged reports whether the conversation is no longer kept
+// under tokenizer (recounted, or deleted and perhaps re-created), which a
+// new attempt, counting afresh, answers.
+func (m *Memory) tokenizerChanged(ctx context.Context, key Key, tokenizer string) bool {
+	conv, err := m.store.Conversation(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return true
+	}
+	return err == nil && conv.Tokenizer != tokenizer
 }
 
 // appendCached makes the attempt without reading the conversation first,
 // when the tail cache knows its tokenizer and the batch needs nothing of
 // the history to be checked (it starts with no tool result): the store
 // checks the tokenizer in the write itself (ExpectedTokenizer). ok is
-// false when it did not try, or when the store refused on a conflict,
-// which the caller's read then sorts out (another tokenizer since, or the
-// caller's own ExpectedLastSeq).
+// false when it did not try (also when the caller made the append
+// conditional itself), or when the store refused because the conversation
+// is kept under another tokenizer since, which the caller's read then
+// sorts out.
 func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (_ AppendResult, ok bool, _ error) {
-	if needsPrior(msgs) || opts.ExpectedTokenizer != "" {
+	if needsPrior(msgs) || opts.ExpectedTokenizer != "" || opts.ExpectedLastSeq != nil {
 		return AppendResult{}, false, nil
 	}
 	tokenizer, cached := m.tails.tokenizer(key)
@@ -279,6 +302,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	opts.Tokenizer, opts.ExpectedTokenizer = counter.Name(), counter.Name()
 	res, err := m.appendCounted(ctx, key, nil, msgs, counter, opts)
 	if errors.Is(err, ErrConflict) {
+		m.tails.drop(key) // kept under another tokenizer: the entry is stale
 		return AppendResult{}, false, nil
 	}
 	return res, true, err

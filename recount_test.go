@@ -232,3 +232,66 @@ func TestMemoryRecountRetries(t *testing.T) {
 		t.Errorf("Tokenizer after a failed Recount = %q, want double", c.Tokenizer)
 	}
 }
+
+// convHookStore runs hook once, right after the first Conversation read
+// it serves: another process acting between an append's read and its
+// write.
+type convHookStore struct {
+	chatmem.Store
+	hook func()
+	once atomic.Bool
+}
+
+func (s *convHookStore) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conversation, error) {
+	c, err := s.Store.Conversation(ctx, key)
+	if s.once.CompareAndSwap(false, true) {
+		s.hook()
+	}
+	return c, err
+}
+
+// TestAppendRecountedMeanwhile: another process recounts the conversation
+// under another tokenizer between an append's read and its write. The
+// store refuses the messages counted under the old one, and the append
+// counts them again with the new.
+func TestAppendRecountedMeanwhile(t *testing.T) {
+	ctx := t.Context()
+	base := memory.New()
+	other, _ := newRecountMemory(t, base) // the other process
+	key := chatmem.Key{Tenant: "acme", ID: "recounted"}
+	if _, err := other.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "Hi, I am Kavya."}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := &convHookStore{Store: base, hook: func() {
+		if _, err := other.Recount(ctx, key, "double"); err != nil {
+			t.Errorf("Recount: %v", err)
+		}
+	}}
+	mem, _ := newRecountMemory(t, store) // no window read: no cache entry, the append reads first
+	res, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "Where is my order SE-10423?"}}, chatmem.AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !store.once.Load() {
+		t.Fatal("the append read no conversation before writing")
+	}
+	m := res.Messages[0]
+	if want, _ := (doubleCounter{}).Count(ctx, m); m.Tokens != want {
+		t.Errorf("the append counted %d tokens, want %d (double, the tokenizer since the recount)", m.Tokens, want)
+	}
+	conv, err := base.Conversation(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := base.Range(ctx, key, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, m := range msgs {
+		total += m.Tokens
+	}
+	if conv.Tokenizer != "double" || int64(total) != conv.Tokens || len(msgs) != 2 {
+		t.Errorf("the conversation holds %d messages of %d tokens under %q, its total says %d; want 2 under double, adding up", len(msgs), total, conv.Tokenizer, conv.Tokens)
+	}
+}

@@ -228,7 +228,7 @@ type Recounter interface {
 // and its newest messages in one snapshot, for less than the two reads
 // Conversation and Range take: a turn whose window is mostly in Memory's
 // tail cache needs just those two things. Memory finds it by a type
-// assertion; the sqlite and memory stores implement it.
+// assertion; every store in this module implements it.
 type SinceReader interface {
 	// ConversationSince returns the conversation's metadata and up to limit
 	// (>= 1) of its messages with Seq > after, oldest first, both of one

@@ -402,9 +402,9 @@ func (m *Memory) conversation(ctx context.Context, key Key) (Conversation, since
 }
 
 // cachedTail is Memory.tail for a budget or turns policy: from the
-// conversation's cache entry, brought up to date with one Range read if
-// other writers appended; from the store, refilling the entry, when the
-// entry is missing, stale or too short.
+// conversation's cache entry, brought up to date with the messages since
+// read with conv (since) or, failing that, one Range read; from the store,
+// refilling the entry, when the entry is missing, stale or too short.
 func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, since sinceRead, q TailQuery) ([]Message, error) {
 	if e := m.tails.get(key, conv); e != nil {
 		e.mu.Lock()

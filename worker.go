@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -498,6 +499,9 @@ func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int
 // messages; an empty answer is an error.
 func (m *Memory) summaryText(ctx context.Context, prev string, msgs []Message) (string, error) {
 	_, covered := splitPinned(msgs)
+	// Its own copy: covered may be msgs itself, whose last Seq becomes the
+	// summary's CoversSeq, whatever a Summarizer does with its input.
+	covered = slices.Clone(covered)
 	var text string
 	err := m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
 		t, err := m.summarizer.Summarize(ctx, prev, covered)

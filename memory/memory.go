@@ -396,7 +396,7 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 	start := int(min(max(after, 0), int64(len(c.msgs))))
 	end := len(c.msgs)
 	if limit > 0 {
-		end = min(end, start+limit)
+		end = start + min(limit, end-start) // start+limit may overflow
 	}
 	return cloneAll(c.msgs[start:end]), nil
 }
@@ -417,7 +417,7 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 	}
 	defer s.mu.RUnlock()
 	start := int(min(max(after, 0), int64(len(c.msgs))))
-	end := min(len(c.msgs), start+limit)
+	end := start + min(limit, len(c.msgs)-start) // start+limit may overflow
 	return c.meta, cloneAll(c.msgs[start:end]), nil
 }
 

@@ -132,8 +132,9 @@ end
 // conversation's, empty if none is recorded; a conversation the append
 // creates, an expired one included, matches), {1, first_seq, meta...} after
 // appending, and {2, first_seq, meta..., messages} when the idempotency key
-// was applied before (messages are the original ones). Nothing is written
-// on a failed check or a replay.
+// was applied before (messages are the original ones). Nothing of a live
+// conversation is written on a failed check or a replay (an expired one's
+// keys are deleted first, whatever follows).
 var appendScript = newScript(luaPrelude + `
 local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10]
 local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]

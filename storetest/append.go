@@ -315,6 +315,18 @@ func testTokenizerConflict(t *testing.T, h Harness) {
 	wantSeqs(t, "Range after the refused appends", got, 1, 2)
 	res = mustAppend(t, other, key, one("c"), chatmem.AppendOptions{ExpectedTokenizer: "o200k_base"})
 	wantSeqs(t, "Append(ExpectedTokenizer=o200k_base) through the second store", res.Messages, 3)
+
+	// An expired conversation is started afresh: under the tokenizer of
+	// the append, whatever it was kept under.
+	const ttl = 100 * time.Millisecond
+	expiring := randomKey("tok-expired")
+	res = mustAppend(t, s, expiring, one("old"), chatmem.AppendOptions{Tokenizer: "o200k_base", TTL: ttl})
+	time.Sleep(time.Until(res.Conversation.ExpiresAt) + 50*time.Millisecond)
+	res = mustAppend(t, s, expiring, one("new"), chatmem.AppendOptions{Tokenizer: "estimate", ExpectedTokenizer: "estimate"})
+	wantSeqs(t, "Append(ExpectedTokenizer=estimate) to an expired o200k_base conversation", res.Messages, 1)
+	if conv := mustConversation(t, s, expiring); conv.Tokenizer != "estimate" || conv.LastSeq != 1 {
+		t.Errorf("the expired conversation started afresh at %d under %q, want 1 under estimate", conv.LastSeq, conv.Tokenizer)
+	}
 }
 
 // testConcurrentAppends runs 50 writers of 200 single-message appends each

@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 
 	"chatmem"
@@ -13,6 +15,32 @@ var sinceTests = []subtest{
 	{"Fixture", testSinceFixture},
 	{"Errors", testSinceErrors},
 	{"Snapshot", testSinceSnapshot},
+	{"Endings", testSinceEndings},
+}
+
+// testSinceEndings checks ConversationSince on conversations ended in every
+// way (see endings): not found once ended, the new conversation alone once
+// an append brought the ID back.
+func testSinceEndings(t *testing.T, h Harness) {
+	s := h.New(t)
+	r := as[chatmem.SinceReader](t, s)
+	endings(t, s,
+		func(key chatmem.Key) {},
+		func(how string, key chatmem.Key) {
+			_, _, err := r.ConversationSince(t.Context(), key, 0, 10)
+			wantErr(t, fmt.Sprintf("ConversationSince(%s) after %s", key, how), err, chatmem.ErrNotFound)
+		},
+		func(how string, key chatmem.Key) {
+			what := fmt.Sprintf("ConversationSince(%s) after %s and a new append", key, how)
+			conv, msgs, err := r.ConversationSince(t.Context(), key, 0, 10)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if conv.LastSeq != 2 {
+				t.Errorf("%s: LastSeq = %d, want 2", what, conv.LastSeq)
+			}
+			wantSeqs(t, what, msgs, 1, 2)
+		})
 }
 
 // testSinceFixture checks ConversationSince(after, limit) on the fixture:
@@ -35,6 +63,8 @@ func testSinceFixture(t *testing.T, h Harness) {
 		{8, 5, nil},
 		{100, 1, nil},
 		{-5, 2, span(1, 2)},
+		{0, math.MaxInt, span(1, 8)},
+		{3, math.MaxInt, span(4, 8)},
 	} {
 		what := fmt.Sprintf("ConversationSince(%d, %d)", c.after, c.limit)
 		conv, msgs, err := r.ConversationSince(t.Context(), key, c.after, c.limit)
@@ -74,6 +104,7 @@ func testSinceSnapshot(t *testing.T, h Harness) {
 	mustAppend(t, s, key, []chatmem.Message{msg(chatmem.RoleUser, "first", 1)}, chatmem.AppendOptions{})
 	const appends = 100
 	finished := make(chan struct{})
+	defer func() { <-finished }() // a failed read stops the test, not the appends
 	go func() {
 		defer close(finished)
 		for i := range appends {
@@ -90,8 +121,8 @@ func testSinceSnapshot(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatalf("ConversationSince: %v", err)
 		}
-		if n := len(msgs); int64(n) != conv.LastSeq || msgs[n-1].Seq != conv.LastSeq {
-			t.Fatalf("ConversationSince: %d messages, the last seq %d, of a conversation at LastSeq %d", n, msgs[n-1].Seq, conv.LastSeq)
+		if got := seqs(msgs); !slices.Equal(got, span(1, conv.LastSeq)) {
+			t.Fatalf("ConversationSince: messages %v of a conversation at LastSeq %d", got, conv.LastSeq)
 		}
 		var tokens int64
 		for _, m := range msgs {
