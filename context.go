@@ -66,7 +66,9 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err := p.Validate(); err != nil {
 		return Window{}, err
 	}
-	conv, since, err := m.conversation(ctx, key)
+	// The messages since the cache entry come along only for a window the
+	// entry can serve: a tail under the conversation's own counts.
+	conv, since, err := m.conversation(ctx, key, p.Kind != PolicyAll && opts.Tokenizer == "")
 	if err != nil {
 		return Window{}, fmt.Errorf("context of %s: %w", key, err)
 	}

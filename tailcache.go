@@ -389,9 +389,9 @@ type sinceRead struct {
 // store is a SinceReader and the tail cache has an entry for the
 // conversation, the messages appended since the entry was brought up to
 // date come along in the same read (at most maxCatchUp: further behind,
-// the entry is not used).
-func (m *Memory) conversation(ctx context.Context, key Key) (Conversation, sinceRead, error) {
-	if r, ok := m.store.(SinceReader); ok {
+// the entry is not used); withSince false leaves them out.
+func (m *Memory) conversation(ctx context.Context, key Key, withSince bool) (Conversation, sinceRead, error) {
+	if r, ok := m.store.(SinceReader); ok && withSince {
 		if after, ok := m.tails.lastSeq(key); ok {
 			conv, msgs, err := r.ConversationSince(ctx, key, after, maxCatchUp)
 			return conv, sinceRead{read: err == nil, after: after, msgs: msgs}, err
