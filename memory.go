@@ -282,7 +282,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	if needsPrior(msgs) || opts.ExpectedTokenizer != "" || opts.ExpectedLastSeq != nil {
 		return AppendResult{}, false, nil
 	}
-	tokenizer, cached := m.tails.tokenizer(key)
+	_, tokenizer, cached := m.tails.peek(key)
 	if !cached || tokenizer == "" {
 		return AppendResult{}, false, nil
 	}
@@ -295,9 +295,6 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	// the messages are counted with.
 	if fresh, err := m.Counter(opts.Tokenizer); err != nil || fresh.Name() != counter.Name() {
 		return AppendResult{}, false, nil
-	}
-	if err := ValidateHistory(nil, msgs, m.limits); err != nil {
-		return AppendResult{}, true, err
 	}
 	opts.Tokenizer, opts.ExpectedTokenizer = counter.Name(), counter.Name()
 	res, err := m.appendCounted(ctx, key, nil, msgs, counter, opts)

@@ -102,40 +102,24 @@ func (c *tailCache) get(key Key, conv Conversation) *tailEntry {
 	return e
 }
 
-// lastSeq returns the LastSeq the conversation's entry is up to date with,
-// if there is an entry.
-func (c *tailCache) lastSeq(key Key) (int64, bool) {
+// peek returns the LastSeq the conversation's entry is up to date with
+// and the tokenizer of the conversation it was read from, if there is an
+// entry. Unlike get, it checks the entry against nothing and leaves the
+// order of eviction alone.
+func (c *tailCache) peek(key Key) (lastSeq int64, tokenizer string, ok bool) {
 	if c.max == 0 {
-		return 0, false
+		return 0, "", false
 	}
 	c.mu.Lock()
 	el, ok := c.entries[key]
 	c.mu.Unlock()
 	if !ok {
-		return 0, false
+		return 0, "", false
 	}
 	e := el.Value.(*tailEntry)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lastSeq, !e.dropped
-}
-
-// tokenizer returns the tokenizer of the conversation the entry was read
-// from, if there is an entry.
-func (c *tailCache) tokenizer(key Key) (string, bool) {
-	if c.max == 0 {
-		return "", false
-	}
-	c.mu.Lock()
-	el, ok := c.entries[key]
-	c.mu.Unlock()
-	if !ok {
-		return "", false
-	}
-	e := el.Value.(*tailEntry)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.tokenizer, !e.dropped
+	return e.lastSeq, e.tokenizer, !e.dropped
 }
 
 // put replaces the conversation's entry with one holding a tail read from
@@ -392,7 +376,7 @@ type sinceRead struct {
 // the entry is not used); withSince false leaves them out.
 func (m *Memory) conversation(ctx context.Context, key Key, withSince bool) (Conversation, sinceRead, error) {
 	if r, ok := m.store.(SinceReader); ok && withSince {
-		if after, ok := m.tails.lastSeq(key); ok {
+		if after, _, ok := m.tails.peek(key); ok {
 			conv, msgs, err := r.ConversationSince(ctx, key, after, maxCatchUp)
 			return conv, sinceRead{read: err == nil, after: after, msgs: msgs}, err
 		}

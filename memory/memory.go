@@ -393,22 +393,28 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 		return nil, err
 	}
 	defer s.mu.RUnlock()
-	start := int(min(max(after, 0), int64(len(c.msgs))))
+	return cloneAll(c.after(after, limit)), nil
+}
+
+// after returns up to limit of the conversation's messages with Seq >
+// seq (limit <= 0: all of them), not copied. The caller holds the lock.
+func (c *conversation) after(seq int64, limit int) []chatmem.Message {
+	start := int(min(max(seq, 0), int64(len(c.msgs))))
 	end := len(c.msgs)
 	if limit > 0 {
 		end = start + min(limit, end-start) // start+limit may overflow
 	}
-	return cloneAll(c.msgs[start:end]), nil
+	return c.msgs[start:end]
 }
 
 // ConversationSince returns the conversation's metadata and up to limit of
 // its messages after seq after, under one read lock; see
 // chatmem.SinceReader.
 func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
+	if err := key.Validate(); err != nil {
+		return chatmem.Conversation{}, nil, err
+	}
 	if limit < 1 {
-		if err := key.Validate(); err != nil {
-			return chatmem.Conversation{}, nil, err
-		}
 		return chatmem.Conversation{}, nil, fmt.Errorf("%w: limit %d is below 1", chatmem.ErrInvalid, limit)
 	}
 	c, err := s.get(ctx, key)
@@ -416,9 +422,7 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 		return chatmem.Conversation{}, nil, err
 	}
 	defer s.mu.RUnlock()
-	start := int(min(max(after, 0), int64(len(c.msgs))))
-	end := start + min(limit, len(c.msgs)-start) // start+limit may overflow
-	return c.meta, cloneAll(c.msgs[start:end]), nil
+	return c.meta, cloneAll(c.after(after, limit)), nil
 }
 
 // System returns the conversation's system messages, oldest first; see

@@ -77,7 +77,8 @@ const (
 	// selectConversationSince reads a live conversation (?3) and up to ?5
 	// of its messages after seq ?4 in one statement, so in one implicit
 	// read transaction: a row per message, or one row with NULL message
-	// columns when there is none. The subquery is the range of
+	// columns when there is none. Its first columns are conversationCols
+	// (of c), then messageCols (of m); the subquery is the range of
 	// selectRange.
 	selectConversationSince = `SELECT c.tenant, c.id, c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns,
 		c.created_at, c.updated_at, c.expires_at,

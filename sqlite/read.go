@@ -106,19 +106,15 @@ func (s *Store) conversationSince(ctx context.Context, key chatmem.Key, after in
 	}
 	defer rows.Close()
 	var (
-		conv                                           chatmem.Conversation
-		created, updated                               int64
-		expires                                        sql.NullInt64
+		conv                                           conversationRow
 		seq, tokens, msgCreated                        sql.NullInt64
 		role, content, name, toolCalls, toolCallID, md sql.NullString
 	)
+	dest := append(conv.dest(), &seq, &role, &content, &name, &toolCalls, &toolCallID, &tokens, &msgCreated, &md)
 	found := false
 	msgs := []chatmem.Message{}
 	for rows.Next() {
-		err := rows.Scan(&conv.Key.Tenant, &conv.Key.ID, &conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
-			&created, &updated, &expires,
-			&seq, &role, &content, &name, &toolCalls, &toolCallID, &tokens, &msgCreated, &md)
-		if err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return chatmem.Conversation{}, nil, err
 		}
 		found = true
@@ -137,10 +133,6 @@ func (s *Store) conversationSince(ctx context.Context, key chatmem.Key, after in
 	if !found {
 		return chatmem.Conversation{}, nil, notFound(key)
 	}
-	conv.CreatedAt, conv.UpdatedAt = fromNanos(created), fromNanos(updated)
-	if expires.Valid {
-		conv.ExpiresAt = fromNanos(expires.Int64)
-	}
 	// SQLite returns the subquery's rows in its order here (one
 	// conversation row, the range read after it); a plan that did not
 	// would cost a sort, not a wrong answer.
@@ -148,7 +140,7 @@ func (s *Store) conversationSince(ctx context.Context, key chatmem.Key, after in
 	if !slices.IsSortedFunc(msgs, bySeq) {
 		slices.SortFunc(msgs, bySeq)
 	}
-	return conv, msgs, nil
+	return conv.conversation(), msgs, nil
 }
 
 // System returns the conversation's system messages, oldest first. It

@@ -41,21 +41,34 @@ func checkTime(what string, t time.Time) error {
 }
 
 func scanConversation(sc scanner) (chatmem.Conversation, error) {
-	var (
-		c                chatmem.Conversation
-		created, updated int64
-		expires          sql.NullInt64
-	)
-	err := sc.Scan(&c.Key.Tenant, &c.Key.ID, &c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns,
-		&created, &updated, &expires)
-	if err != nil {
+	var r conversationRow
+	if err := sc.Scan(r.dest()...); err != nil {
 		return chatmem.Conversation{}, err
 	}
-	c.CreatedAt, c.UpdatedAt = fromNanos(created), fromNanos(updated)
-	if expires.Valid {
-		c.ExpiresAt = fromNanos(expires.Int64)
+	return r.conversation(), nil
+}
+
+// conversationRow holds the scan targets of conversationCols.
+type conversationRow struct {
+	c                chatmem.Conversation
+	created, updated int64
+	expires          sql.NullInt64
+}
+
+// dest returns the scan targets of conversationCols, in their order.
+func (r *conversationRow) dest() []any {
+	return []any{&r.c.Key.Tenant, &r.c.Key.ID, &r.c.Tokenizer, &r.c.LastSeq, &r.c.Tokens, &r.c.SystemTokens, &r.c.Turns,
+		&r.created, &r.updated, &r.expires}
+}
+
+// conversation returns the conversation scanned into r, with its times.
+func (r *conversationRow) conversation() chatmem.Conversation {
+	c := r.c
+	c.CreatedAt, c.UpdatedAt = fromNanos(r.created), fromNanos(r.updated)
+	if r.expires.Valid {
+		c.ExpiresAt = fromNanos(r.expires.Int64)
 	}
-	return c, nil
+	return c
 }
 
 func notFound(key chatmem.Key) error {
