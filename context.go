@@ -35,9 +35,9 @@ type ContextOptions struct {
 }
 
 // Metadata values that mark the messages Context makes up, under the
-// metadata key "chatmem".
+// metadata key "github.com/chatmem/chatmem".
 const (
-	MetaKey     = "chatmem"
+	MetaKey     = "github.com/chatmem/chatmem"
 	MetaFacts   = "facts"
 	MetaSummary = "summary"
 )

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // The seed's token-budget window: keep the newest messages that fit the

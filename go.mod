@@ -1,4 +1,4 @@
-module chatmem
+module github.com/chatmem/chatmem
 
 go 1.26.0
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // BenchmarkRecallContext measures Context under PolicyRecall (budget 4000)

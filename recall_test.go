@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
-	"chatmem/memory"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // filler makes n messages of small talk, alternating user and assistant,

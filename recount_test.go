@@ -7,10 +7,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/memory"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // countingCounter counts its Count calls.

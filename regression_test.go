@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/memory"
-	"chatmem/offline"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // Regression: facts extracted from a deleted conversation once landed in

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/memory"
-	"chatmem/offline"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 func newSummaryMemory(t *testing.T, s chatmem.Summarizer, opts chatmem.Options) *chatmem.Memory {

@@ -12,10 +12,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"chatmem"
-	"chatmem/memory"
-	"chatmem/sqlite"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // readCounter counts a store's message reads.

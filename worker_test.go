@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/memory"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // slowExtractor takes a while per call, as a model would, and records

@@ -10,8 +10,8 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"chatmem"
-	"chatmem/internal/llm"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/llm"
 )
 
 // DefaultBaseURL is the API address a zero Options.BaseURL stands for.

@@ -8,7 +8,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Conversions between chatmem messages and the anthropic-sdk-go types, for

@@ -9,7 +9,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // convertHistory has two system messages (pinned and facts), parallel tool

@@ -10,10 +10,10 @@ import (
 	anthropic "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"chatmem"
-	chatmemanthropic "chatmem/anthropic"
-	"chatmem/memory"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	chatmemanthropic "github.com/chatmem/chatmem/anthropic"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // A full turn with the official anthropic-sdk-go SDK: the application keeps

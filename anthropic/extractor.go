@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 
-	"chatmem"
-	"chatmem/internal/llm"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/llm"
 )
 
 // FactKey is a fact key the extractor asks for, with what it means; the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // conversation is a stored conversation: a system message, the user's

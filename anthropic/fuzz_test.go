@@ -12,7 +12,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // finishReasons are the finish_reason values of the OpenAI API.

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/internal/llm"
-	"chatmem/internal/seed"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/llm"
+	"github.com/chatmem/chatmem/internal/seed"
 )
 
 // stored returns the seed's conversation with seqs from 1, as a store

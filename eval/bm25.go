@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // BM25Row is the policy name of the BM25 baseline's rows (Config.BM25).

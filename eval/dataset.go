@@ -20,7 +20,7 @@ import (
 	"strconv"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // TurnKey is the message metadata key that carries a message's evidence ID

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
-	"chatmem/memory"
-	"chatmem/offline"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 func loadFixture(t *testing.T, name string, load func(io.Reader) (*Dataset, error)) *Dataset {

@@ -3,7 +3,7 @@ package eval
 import (
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // TestRecallAndBM25Rows: on the LoCoMo fixture at budgets that hold the

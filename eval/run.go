@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // DefaultBudgets are the budgets Config.Budgets defaults to.

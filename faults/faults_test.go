@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // The environment of a helper process: the test binary started again as a

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/postgres"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/postgres"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 const (

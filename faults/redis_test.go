@@ -14,10 +14,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/redis"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/redis"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 const (

@@ -15,9 +15,9 @@ import (
 
 	_ "modernc.org/sqlite" // the driver of checkFile's own connection
 
-	"chatmem"
-	"chatmem/sqlite"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 const (

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/offline"
-	"chatmem/sqlite"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // hashPrefix starts a key given by its SHA-256 digest instead of in plain

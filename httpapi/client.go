@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Client calls a chatmem server's REST API. It is safe for concurrent use.

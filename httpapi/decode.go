@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // AppendRequest is the body of POST /v1/conversations/{id}/messages.

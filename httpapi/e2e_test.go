@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/internal/seed"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
 )
 
 // TestEndToEnd drives the API through the Client, against a real loopback

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Errors of the HTTP layer that have no sentinel in the root package. A

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
-	"chatmem/memory"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // FuzzDecodeAppend feeds arbitrary bodies to the append decoder: it never

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Conversation is a conversation as the API shows it: its ID and its

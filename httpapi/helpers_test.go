@@ -17,13 +17,13 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/memory"
-	"chatmem/postgres"
-	"chatmem/redis"
-	"chatmem/sqlite"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/postgres"
+	"github.com/chatmem/chatmem/redis"
+	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // backend opens a fresh, empty store for one test, closed (and its data

@@ -17,11 +17,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/internal/testenv"
-	"chatmem/memory"
-	"chatmem/offline"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/offline"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem/memory"
+	"github.com/chatmem/chatmem/memory"
 )
 
 // openAPIMethods are the operation keys of an OpenAPI path item.

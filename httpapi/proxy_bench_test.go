@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/sqlite"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/sqlite"
 )
 
 // BenchmarkProxyOverhead times the same non-streaming request sent to the

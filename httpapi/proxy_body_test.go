@@ -15,8 +15,8 @@ import (
 
 	"github.com/openai/openai-go/v3/option"
 
-	"chatmem"
-	"chatmem/memory"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
 )
 
 // TestProxyBodySplice: with a conversation, the upstream gets the client's

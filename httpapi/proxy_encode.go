@@ -8,7 +8,7 @@ import (
 	"io"
 	"unicode/utf8"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // chatRequest is what the chat proxy reads of a request body: where its

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/internal/testenv"
 )
 
 // TestProxyNodeClient runs testdata/node/openai-client.mjs, the official

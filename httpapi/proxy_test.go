@@ -20,11 +20,11 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/memory"
-	"chatmem/offline"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // The keys of the proxy tests: the client's chatmem key and the upstream's

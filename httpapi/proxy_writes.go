@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // turnWrites tracks, per conversation, the proxied turns whose messages

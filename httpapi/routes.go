@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"path"
 
-	"chatmem"
-	"chatmem/httpapi/inspector"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/httpapi/inspector"
 )
 
 // chatCompletionsPattern is the chat proxy's route: its errors, those of

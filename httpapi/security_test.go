@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // The data of acme's conversation that no other tenant may see.

@@ -14,10 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/memory"
-	"chatmem/offline"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/offline"
 )
 
 func TestParseKeys(t *testing.T) {

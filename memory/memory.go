@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var (

@@ -3,9 +3,9 @@ package memory_test
 import (
 	"testing"
 
-	"chatmem"
-	"chatmem/memory"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 func TestStore(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Postings returns the newest messages indexed under each term; see

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // The summary and the facts are written conditionally on the

@@ -4,8 +4,8 @@ import (
 	"context"
 	"slices"
 
-	"chatmem"
-	"chatmem/internal/vectors"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/vectors"
 )
 
 var _ chatmem.VectorStore = (*Store)(nil)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"chatmem/internal/seed"
-	"chatmem/offline"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/offline"
 )
 
 // The offline summary of the seed's conversation: the sentences with the

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var fuzzRoles = []chatmem.Role{chatmem.RoleUser, chatmem.RoleAssistant, chatmem.RoleTool, chatmem.RoleSystem}

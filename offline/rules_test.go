@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/internal/seed"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
 )
 
 // seedHistory is the seed's conversation as stored: numbered from 1, with

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // injections are messages that try to steer an extractor or summarizer:

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // DefaultMaxChars is the summary cap a zero Options.MaxChars stands for:

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // summarize runs a Summarizer with opts and fails the test on error.

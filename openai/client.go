@@ -11,8 +11,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
-	"chatmem"
-	"chatmem/internal/llm"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/llm"
 )
 
 // DefaultBaseURL is the API address a zero Options.BaseURL stands for.

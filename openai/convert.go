@@ -7,7 +7,7 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Conversions between chatmem messages and the openai-go SDK's message

@@ -10,7 +10,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // history is a conversation with every role, a name, parallel tool calls

@@ -9,7 +9,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // DefaultEmbedBatch is the most texts one embeddings request carries when

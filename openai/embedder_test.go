@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // fakeEmbeddings is an httptest server that speaks the wire format of the

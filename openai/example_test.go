@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/memory"
-	"chatmem/openai"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/openai"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // A Summarizer wired into chatmem.Options keeps the seed conversation's

@@ -10,10 +10,10 @@ import (
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"chatmem"
-	"chatmem/memory"
-	chatmemopenai "chatmem/openai"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	chatmemopenai "github.com/chatmem/chatmem/openai"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // A full turn with the official openai-go SDK: the application keeps the

@@ -10,7 +10,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var fuzzRoles = []chatmem.Role{chatmem.RoleSystem, chatmem.RoleUser, chatmem.RoleAssistant, chatmem.RoleTool}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
-	"chatmem/internal/llm/llmtest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/llm/llmtest"
 )
 
 // TestPromptInjectionExtractRequest: a conversation that tries to steer

@@ -3,8 +3,8 @@ package openai
 import (
 	"context"
 
-	"chatmem"
-	"chatmem/internal/llm"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/llm"
 )
 
 // Summarizer is a chatmem.Summarizer that asks a model for the rolling

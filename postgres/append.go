@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Append stores msgs at the end of the conversation in one transaction (see

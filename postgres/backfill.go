@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // backfillBatch is how many messages one backfill transaction indexes.

@@ -12,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/postgres"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/postgres"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // timedStore counts the time spent in Append, so that BenchmarkTail can

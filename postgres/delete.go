@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Delete removes the conversation, its messages, idempotency keys, summary

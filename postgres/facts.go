@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Facts returns the current value of every fact key of the conversation,

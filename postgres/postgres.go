@@ -1,6 +1,6 @@
 // Package postgres is a chatmem.Store on PostgreSQL, through pgx's pool.
 //
-// All tables live in one schema (Options.Schema, default "chatmem"), created
+// All tables live in one schema (Options.Schema, default "github.com/chatmem/chatmem"), created
 // and migrated on open by the numbered SQL files embedded from migrations/.
 // Migrations run in one transaction under an advisory lock, so any number of
 // processes may open the same database at once.
@@ -76,11 +76,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // DefaultSchema is the schema a zero Options.Schema stands for.
-const DefaultSchema = "chatmem"
+const DefaultSchema = "github.com/chatmem/chatmem"
 
 // Options configure a Store. The zero value means the defaults.
 type Options struct {

@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/postgres"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/postgres"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // newSchema returns a fresh schema name and drops the schema when tb ends.

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Conversation returns the conversation's metadata, or wraps

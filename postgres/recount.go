@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var _ chatmem.Recounter = (*Store)(nil)

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // batch is an append's messages as the column arrays insertMessages

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var _ chatmem.Searcher = (*Store)(nil)

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/postgres"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/postgres"
 )
 
 // TestPostingsPlan checks that Postings reads each term with a backward

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var _ chatmem.GenerationWriter = (*Store)(nil)

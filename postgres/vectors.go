@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"chatmem"
-	"chatmem/internal/vectors"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/vectors"
 )
 
 var _ chatmem.VectorStore = (*Store)(nil)

@@ -10,10 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/postgres"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/postgres"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // The conformance suite sees that a conversation's vectors are gone once

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // BenchmarkWindowVsRaw compares Tail{Tokens: 4000} on a 100,000-message

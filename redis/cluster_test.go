@@ -14,9 +14,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // TestCluster runs the suite against a real three-master Redis Cluster,

@@ -9,7 +9,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Messages are stored as JSON objects (readable with redis-cli), written by

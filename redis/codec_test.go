@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // withSeq does to an encoded record what the append script does.

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var _ chatmem.FactStore = (*Store)(nil)

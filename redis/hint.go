@@ -4,7 +4,7 @@ import (
 	"math"
 	"sync/atomic"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // tailHint guesses how many of the newest messages a TailQuery selects,

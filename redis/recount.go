@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var _ chatmem.Recounter = (*Store)(nil)

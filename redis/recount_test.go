@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // TestRecountKeepsExpiry checks that the lists Recount renames into place

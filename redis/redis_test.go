@@ -7,9 +7,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"chatmem"
-	"chatmem/internal/testenv"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // dialer returns a function that makes new clients for the Redis server

@@ -9,7 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // The lexical index (chatmem.Searcher): the append script indexes every

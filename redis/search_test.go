@@ -9,7 +9,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // convKeyCount counts the keys of a conversation, term keys included.

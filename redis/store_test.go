@@ -13,8 +13,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"chatmem"
-	"chatmem/internal/testenv"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
 )
 
 // These tests cover what the shared suite cannot see: the key layout, URL

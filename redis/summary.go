@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var (

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // BenchmarkTail measures Tail{Tokens: 4000} (200 messages) on

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Facts returns the current value of every fact key of the conversation,

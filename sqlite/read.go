@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"slices"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Tail returns the newest messages selected by q, oldest first: the longest

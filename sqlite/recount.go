@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var _ chatmem.Recounter = (*Store)(nil)

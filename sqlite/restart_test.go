@@ -7,10 +7,10 @@ import (
 	"sync"
 	"testing"
 
-	"chatmem"
-	"chatmem/offline"
-	"chatmem/sqlite"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // recordingSummarizer wraps a summarizer and records the previous summary

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // maxIndexedSeq is the largest seq the index can hold: a message's rowid in

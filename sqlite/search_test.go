@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // undoSearch takes a database back to schema version 2, before

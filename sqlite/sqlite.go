@@ -42,7 +42,7 @@ import (
 
 	sqlitedriver "modernc.org/sqlite"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var (

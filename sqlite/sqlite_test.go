@@ -4,8 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"chatmem"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // open opens a store at path and closes it when the test ends.

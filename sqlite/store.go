@@ -9,7 +9,7 @@ import (
 	"math"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Times are stored as Unix nanoseconds; these bound what fits in an int64.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // TestQueryPlans checks with EXPLAIN QUERY PLAN that every statement of the

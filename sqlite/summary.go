@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 var _ chatmem.GenerationWriter = (*Store)(nil)

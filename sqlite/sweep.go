@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // purgeBatch is how many conversations one transaction of Sweep or

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"chatmem"
-	"chatmem/internal/vectors"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/vectors"
 )
 
 var _ chatmem.VectorStore = (*Store)(nil)

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/storetest"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // TestVectorsPlan checks that both vector statements search the primary

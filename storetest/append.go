@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // testAppendOrder checks that appends are numbered densely from 1 in order

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // factTests lists the chatmem.FactStore subtests in the order testFacts

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // generationTests lists the chatmem.GenerationWriter subtests in the order

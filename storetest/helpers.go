@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // randomTenant returns a tenant name no other run uses, so that stores over

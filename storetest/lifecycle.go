@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // listIDs returns the IDs of every conversation of tenant, following pages

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // tailFixture appends, in two batches, a conversation whose tails the

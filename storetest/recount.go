@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // recountTests lists the chatmem.Recounter subtests in the order

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // searchTests lists the chatmem.Searcher subtests in the order testSearch

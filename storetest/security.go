@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // hostileIDs are tenants and conversation IDs built from what means

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // sinceTests are the subtests of chatmem.SinceReader.

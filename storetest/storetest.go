@@ -16,7 +16,7 @@ import (
 	"reflect"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Harness opens stores for the suite.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // summaryTests lists the chatmem.SummaryStore subtests in the order

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // vectorTests lists the chatmem.VectorStore subtests in the order

@@ -14,7 +14,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // AnthropicName is the registry name of the Anthropic counter. The counter's

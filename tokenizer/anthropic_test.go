@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // fakeAnthropic is an httptest server that speaks the wire format of

@@ -4,7 +4,7 @@ import (
 	"context"
 	"unicode/utf8"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // EstimateName is the name of the seed's estimator.

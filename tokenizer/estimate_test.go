@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 func TestEstimateText(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Options configure the counters Get builds. The zero value serves every

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 func TestGet(t *testing.T) {

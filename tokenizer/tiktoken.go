@@ -7,7 +7,7 @@ import (
 
 	tiktoken "github.com/tiktoken-go/tokenizer"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // The names of the tiktoken encodings chatmem supports.

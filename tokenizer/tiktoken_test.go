@@ -10,7 +10,7 @@ import (
 
 	tiktoken "github.com/tiktoken-go/tokenizer"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // TestEncodingsMatchCookbook checks the library's encodings against token IDs

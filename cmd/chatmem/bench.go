@@ -16,9 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"chatmem"
-	"chatmem/offline"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // benchResult is one line of `chatmem bench --json`.

@@ -3,8 +3,8 @@ package main
 import (
 	"os"
 
-	"chatmem"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // newCounter resolves a tokenizer name for the CLI. The anthropic counter

@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // runDemo replays the seed's conversation through a Memory with the seed's

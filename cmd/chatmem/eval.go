@@ -11,9 +11,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"chatmem"
-	"chatmem/eval"
-	"chatmem/offline"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/eval"
+	"github.com/chatmem/chatmem/offline"
 )
 
 func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {

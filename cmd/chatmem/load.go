@@ -15,8 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"chatmem"
-	"chatmem/httpapi"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/httpapi"
 )
 
 // loadConfig is one HTTP load run: conversations clients, each owning a

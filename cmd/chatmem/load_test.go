@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/httpapi"
-	"chatmem/sqlite"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // TestLoadAgainstServer drives a short, bounded load through a real server

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // runPurge deletes conversations by age with chatmem.Purger.

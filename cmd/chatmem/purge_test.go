@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/sqlite"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/sqlite"
 )
 
 func TestPurge(t *testing.T) {

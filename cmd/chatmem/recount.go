@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // runRecount recounts conversations under another tokenizer (issue 3): each

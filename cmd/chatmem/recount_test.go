@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
-	"chatmem/internal/seed"
-	"chatmem/sqlite"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // runSub runs one subcommand's function in-process, as run would once the

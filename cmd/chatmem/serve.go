@@ -14,12 +14,12 @@ import (
 	"sync"
 	"time"
 
-	"chatmem"
-	"chatmem/anthropic"
-	"chatmem/httpapi"
-	"chatmem/offline"
-	"chatmem/openai"
-	"chatmem/tokenizer"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/anthropic"
+	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/openai"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // serveConfig is everything `chatmem serve` can be told.

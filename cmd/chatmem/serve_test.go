@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/httpapi"
-	"chatmem/internal/seed"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/internal/seed"
 )
 
 func TestServeSettingsPrecedence(t *testing.T) {

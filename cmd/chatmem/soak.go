@@ -18,8 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"chatmem"
-	"chatmem/httpapi"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/httpapi"
 )
 
 // The soak test (`chatmem bench --http URL --soak`) drives a running server

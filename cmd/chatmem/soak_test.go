@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"chatmem"
-	"chatmem/httpapi"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/httpapi"
 )
 
 // soakFor is how long TestSoak drives the server. The default keeps

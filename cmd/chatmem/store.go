@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"chatmem"
-	"chatmem/memory"
-	"chatmem/postgres"
-	"chatmem/redis"
-	"chatmem/sqlite"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/postgres"
+	"github.com/chatmem/chatmem/redis"
+	"github.com/chatmem/chatmem/sqlite"
 )
 
 // defaultDataDir is where the default SQLite store keeps its file.

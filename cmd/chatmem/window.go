@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // windowOutput is what `chatmem window` prints.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Completer sends one system+user exchange to a model and returns its text.

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // fakeCompleter is a Completer that records each request and answers with

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // ExtractorOptions configure an Extractor; the zero value of each field

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // conversation is a stored conversation with a prompt injection in a user

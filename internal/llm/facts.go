@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // FactKey is a fact key the Extractor asks for, with what it means; the

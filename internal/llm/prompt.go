@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // The delimiters of the data in the user message.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Summarizer is a chatmem.Summarizer that asks a model, through Completer,

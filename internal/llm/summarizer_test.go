@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
-	"chatmem/internal/seed"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
 )
 
 // stored returns the seed's conversation with seqs from 1, as a store

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // History returns the seed's five messages.

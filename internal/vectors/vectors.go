@@ -15,7 +15,7 @@ import (
 	"math"
 	"slices"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Check returns the error PutVectors gives for its arguments, or nil: an

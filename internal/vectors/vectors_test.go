@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
-	"chatmem/internal/vectors"
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/vectors"
 )
 
 func TestCosine(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"chatmem"
+	"github.com/chatmem/chatmem"
 )
 
 // Injection is a conversation whose messages try to steer the model: an
