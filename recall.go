@@ -149,15 +149,7 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 	if err != nil {
 		return nil, err
 	}
-	n := float64(before - 1)
-	base := make(map[int64]float64)
-	for _, list := range postings {
-		df := float64(len(list))
-		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-		for _, seq := range list {
-			base[seq] += idf
-		}
-	}
+	base := termScores(postings, before-1)
 	// Summed in seq order: floating-point sums depend on their order, and
 	// map order is random, so equal scores would tie one way or the other
 	// from one call to the next.
@@ -186,6 +178,22 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 		return cmp.Compare(b.seq, a.seq) // newer first among equals
 	})
 	return out, nil
+}
+
+// termScores scores each message of postings (a Postings answer over n
+// messages) with the summed inverse document frequency of the terms it is
+// indexed under: BM25 with binary term frequency and no length
+// normalization.
+func termScores(postings [][]int64, n int64) map[int64]float64 {
+	base := make(map[int64]float64)
+	for _, list := range postings {
+		df := float64(len(list))
+		idf := math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
+		for _, seq := range list {
+			base[seq] += idf
+		}
+	}
+	return base
 }
 
 // recall returns copies of the older messages (Seq < before, none in
