@@ -76,6 +76,13 @@ type Options struct {
 	// Upstream is the model server POST /v1/chat/completions forwards to.
 	// Nil: that route answers 503 unavailable.
 	Upstream *Upstream
+	// MCP, if set, serves the Model Context Protocol at /mcp: each request
+	// is authenticated as the API's are (its tenant is the key's), counted
+	// against the tenant's rate limit and its body bounded by
+	// Limits.MaxBodyBytes, then handed to the handler MCP returns for the
+	// tenant. Nil: /mcp is not served. (The MCP server is a package of its
+	// own, wired in by cmd, so this one does not depend on it.)
+	MCP func(tenant string) http.Handler
 }
 
 // Server is the REST API over one Memory. It is an http.Handler, safe for
@@ -140,11 +147,22 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 			return fmt.Errorf("%w: %s %s; allowed: %s", ErrMethodNotAllowed, c.r.Method, p, allow)
 		}}))
 	}
+	if opts.MCP != nil {
+		s.mux.Handle(mcpPattern, s.handler(route{Pattern: mcpPattern, Auth: true, handle: func(s *Server, c *call) error {
+			c.r.Body = http.MaxBytesReader(c.w, c.r.Body, s.limits.MaxBodyBytes)
+			opts.MCP(c.tenant).ServeHTTP(c.w, c.r)
+			return nil
+		}}))
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("%w: no route for %s %s", chatmem.ErrNotFound, r.Method, r.URL.Path))
 	})
 	return s, nil
 }
+
+// mcpPattern is where Options.MCP is served, every method (the protocol's
+// POST, and GET and DELETE, which a stateless server answers with 405).
+const mcpPattern = "/mcp"
 
 // reqInfo is what the request's log line and metrics need from the
 // handlers; ServeHTTP puts it in the request's context.

@@ -1,0 +1,144 @@
+// Package mcpserver serves chatmem's memory to agents over the Model Context
+// Protocol (MCP), with the official Go SDK: tools to append messages, get
+// the context window, search, read and write facts, list and delete
+// conversations, and each conversation as a resource. One server serves one
+// tenant: the tenant comes from the caller's credential (the API key of the
+// HTTP request, or the operator's --tenant for stdio), never from a tool's
+// arguments.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/chatmem/chatmem"
+)
+
+// Options configure a server. The zero value means the defaults.
+type Options struct {
+	// Logger receives the details of internal errors (the tool result
+	// says only what class of failure it was). Nil: discarded.
+	Logger *slog.Logger
+	// Version is reported to clients as the server's version. Empty:
+	// "dev".
+	Version string
+	// MaxResourceMessages bounds the messages a conversation's resource
+	// holds: the newest ones. Zero means DefaultMaxResourceMessages.
+	MaxResourceMessages int
+}
+
+// DefaultMaxResourceMessages is the default of Options.MaxResourceMessages.
+const DefaultMaxResourceMessages = 10000
+
+// instructions tell the client's model what the server is for.
+const instructions = `chatmem is conversation memory. Store every message of a conversation with append_messages,
+and before each model call take what to send from get_context: it keeps the newest messages that fit a token
+budget (and, with facts=true, the known facts about the user), so cost stays bounded however long the
+conversation gets. Use search_memory to find something said long ago, and set_fact/get_facts for durable
+details (name, order numbers, preferences). Conversations are also resources: chatmem://conversations/{id}.`
+
+// New returns an MCP server over mem for one tenant. It wraps
+// chatmem.ErrInvalid for a bad tenant or options.
+func New(mem *chatmem.Memory, tenant string, opts Options) (*mcp.Server, error) {
+	if mem == nil {
+		return nil, fmt.Errorf("%w: mcpserver.New needs a Memory", chatmem.ErrInvalid)
+	}
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return nil, fmt.Errorf("tenant: %w", err)
+	}
+	if opts.MaxResourceMessages < 0 {
+		return nil, fmt.Errorf("%w: MaxResourceMessages must not be negative", chatmem.ErrInvalid)
+	}
+	if opts.MaxResourceMessages == 0 {
+		opts.MaxResourceMessages = DefaultMaxResourceMessages
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	t := &tools{mem: mem, tenant: tenant, log: opts.Logger, maxResource: opts.MaxResourceMessages}
+	s := mcp.NewServer(&mcp.Implementation{Name: "chatmem", Title: "chatmem conversation memory", Version: opts.Version},
+		&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{}})
+	t.register(s)
+	return s, nil
+}
+
+// HTTPOptions configure an HTTP. The zero value means the defaults.
+type HTTPOptions struct {
+	Options
+	// MaxBodyBytes bounds a request body (413 over it). Zero means the
+	// SDK's default (mcp.DefaultMaxRequestBodyBytes).
+	MaxBodyBytes int64
+}
+
+// HTTP serves MCP over Streamable HTTP, one server per tenant, each built
+// on first use and kept (tenants are as many as the configured API keys).
+// It is stateless: every request stands alone, with no session to find,
+// so any number of replicas can serve one client, and a session ID can
+// never carry one tenant's requests into another's server. It is safe for
+// concurrent use.
+type HTTP struct {
+	mem  *chatmem.Memory
+	opts HTTPOptions
+	mu   sync.Mutex
+	by   map[string]http.Handler
+}
+
+// NewHTTP returns an HTTP over mem.
+func NewHTTP(mem *chatmem.Memory, opts HTTPOptions) *HTTP {
+	return &HTTP{mem: mem, opts: opts, by: make(map[string]http.Handler)}
+}
+
+// Handler returns the handler of tenant's MCP endpoint. The caller has
+// authenticated the request as the tenant's: Handler does no
+// authentication of its own.
+func (h *HTTP) Handler(tenant string) http.Handler {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if hh, ok := h.by[tenant]; ok {
+		return hh
+	}
+	srv, err := New(h.mem, tenant, h.opts.Options)
+	if err != nil {
+		// A tenant the caller authenticated is a valid ID; this is a bug
+		// of the caller's, answered without keeping anything.
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "mcp: "+err.Error(), http.StatusInternalServerError)
+		})
+	}
+	hh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		Logger:              h.opts.Logger,
+		MaxRequestBodyBytes: h.opts.MaxBodyBytes,
+	})
+	h.by[tenant] = hh
+	return hh
+}
+
+// toolError turns err into the error a tool result carries. Bad input,
+// a missing conversation, a conflict or a budget too small say what was
+// wrong, so the model can correct its call; any other failure says only
+// its class, and its details go to the log.
+func (t *tools) toolError(ctx context.Context, tool string, err error) error {
+	switch {
+	case errors.Is(err, chatmem.ErrInvalid), errors.Is(err, chatmem.ErrTooLarge),
+		errors.Is(err, chatmem.ErrNotFound), errors.Is(err, chatmem.ErrConflict),
+		errors.Is(err, chatmem.ErrBudgetTooSmall):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", tool, ctx.Err())
+	case errors.Is(err, chatmem.ErrUnavailable):
+		t.log.Warn("mcp tool failed", "tool", tool, "tenant", t.tenant, "err", err)
+		return errors.New("a backend is unavailable; retry later")
+	}
+	t.log.Error("mcp tool failed", "tool", tool, "tenant", t.tenant, "err", err)
+	return errors.New("internal error; the server's log has the details")
+}

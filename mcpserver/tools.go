@@ -1,0 +1,378 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/chatmem/chatmem"
+)
+
+// Defaults of the tools' optional inputs.
+const (
+	// DefaultBudget is get_context's budget when none is given, for the
+	// policies that need one.
+	DefaultBudget = 4000
+	// DefaultTurns is get_context's turns for last_turns when none is
+	// given.
+	DefaultTurns = 10
+	// DefaultSearchLimit is search_memory's limit when none is given.
+	DefaultSearchLimit = 10
+	// DefaultListLimit is list_conversations' limit when none is given.
+	DefaultListLimit = 50
+	// maxListLimit is the most a List page holds (chatmem.Store.List).
+	maxListLimit = 1000
+)
+
+// tools holds what the tool handlers share: the Memory and the tenant
+// every key is made with.
+type tools struct {
+	mem         *chatmem.Memory
+	tenant      string
+	log         *slog.Logger
+	maxResource int
+}
+
+// key returns the tenant's conversation id, checked.
+func (t *tools) key(id string) (chatmem.Key, error) {
+	if err := chatmem.ValidateID(id); err != nil {
+		return chatmem.Key{}, fmt.Errorf("conversation: %w", err)
+	}
+	return chatmem.Key{Tenant: t.tenant, ID: id}, nil
+}
+
+// notFound rewords a missing conversation's error for the model.
+func notFound(id string, err error) error {
+	if errors.Is(err, chatmem.ErrNotFound) {
+		return fmt.Errorf("%w: conversation %q does not exist (list_conversations shows the ones that do)", chatmem.ErrNotFound, id)
+	}
+	return err
+}
+
+func yes() *bool { b := true; return &b }
+func no() *bool  { b := false; return &b }
+
+// register adds the tools and resources to s.
+func (t *tools) register(s *mcp.Server) {
+	closed := no() // memory is a closed world: nothing outside chatmem is touched
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "append_messages",
+		Description: "Store new messages at the end of a conversation (creating it if the ID is new). Call it with " +
+			"each user message and each reply, so the conversation is remembered; the messages are validated " +
+			"as a whole and either all stored or, on an error, none. Returns each message's sequence number and tokens.",
+		Annotations: &mcp.ToolAnnotations{Title: "Append messages", DestructiveHint: no(), OpenWorldHint: closed},
+	}, t.append)
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "get_context",
+		Description: "Get what to send the model for a conversation: the newest messages that fit a token budget " +
+			"(policy token_budget, the default), optionally with a summary of older messages (summary_buffer), " +
+			"relevant older messages (recall) and the known facts (facts=true). Call it before each model call " +
+			"instead of sending the whole history; it reports the tokens and how many messages were left out.",
+		Annotations: &mcp.ToolAnnotations{Title: "Get context window", ReadOnlyHint: true, OpenWorldHint: closed},
+	}, t.context)
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "search_memory",
+		Description: "Search a conversation's stored messages for words (an order number, a name, a topic), " +
+			"however far back they were said, and return the matching messages with their sequence number, " +
+			"time and role, best first. It matches words, not meaning.",
+		Annotations: &mcp.ToolAnnotations{Title: "Search memory", ReadOnlyHint: true, OpenWorldHint: closed},
+	}, t.search)
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "get_facts",
+		Description: "Get the facts known about a conversation's user (name, order numbers, preferences...), " +
+			"each with who set it and when: facts set with set_fact and those extracted from the messages.",
+		Annotations: &mcp.ToolAnnotations{Title: "Get facts", ReadOnlyHint: true, OpenWorldHint: closed},
+	}, t.getFacts)
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "set_fact",
+		Description: "Remember one fact about a conversation's user as a key and a value (e.g. name=Kavya, " +
+			"order_id=SE-10423). A new value replaces the current one, which is kept as history. The " +
+			"conversation must exist.",
+		Annotations: &mcp.ToolAnnotations{Title: "Set a fact", DestructiveHint: no(), IdempotentHint: true, OpenWorldHint: closed},
+	}, t.setFact)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "delete_fact",
+		Description: "Forget one fact of a conversation, with its history. Use it when the user asks for a detail to be forgotten or it is wrong.",
+		Annotations: &mcp.ToolAnnotations{Title: "Delete a fact", DestructiveHint: yes(), IdempotentHint: true, OpenWorldHint: closed},
+	}, t.deleteFact)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "list_conversations",
+		Description: "List the stored conversations, ordered by ID, one page at a time (pass next_cursor as cursor to continue), with their message and token counts.",
+		Annotations: &mcp.ToolAnnotations{Title: "List conversations", ReadOnlyHint: true, OpenWorldHint: closed},
+	}, t.list)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "delete_conversation",
+		Description: "Delete a conversation for good: its messages, summary and facts. Only when the user asks for it to be erased.",
+		Annotations: &mcp.ToolAnnotations{Title: "Delete a conversation", DestructiveHint: yes(), IdempotentHint: true, OpenWorldHint: closed},
+	}, t.delete)
+	t.registerResources(s)
+}
+
+func (t *tools) append(ctx context.Context, _ *mcp.CallToolRequest, in AppendInput) (*mcp.CallToolResult, AppendOutput, error) {
+	key, err := t.key(in.Conversation)
+	if err != nil {
+		return nil, AppendOutput{}, err
+	}
+	if len(in.Messages) == 0 {
+		return nil, AppendOutput{}, fmt.Errorf("%w: messages is empty; give at least one message", chatmem.ErrInvalid)
+	}
+	msgs := make([]chatmem.Message, len(in.Messages))
+	for i, m := range in.Messages {
+		msg := chatmem.Message{Role: chatmem.Role(m.Role), Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, c := range m.ToolCalls {
+			if c.Type == "" {
+				c.Type = "function"
+			}
+			msg.ToolCalls = append(msg.ToolCalls, chatmem.ToolCall{ID: c.ID, Type: c.Type, Function: chatmem.FunctionCall(c.Function)})
+		}
+		msgs[i] = msg
+	}
+	// Memory.Append checks every message, and the batch against the stored
+	// history, before it writes; the store writes the batch atomically.
+	res, err := t.mem.Append(ctx, key, msgs, chatmem.AppendOptions{})
+	if err != nil {
+		return nil, AppendOutput{}, t.toolError(ctx, "append_messages", err)
+	}
+	out := AppendOutput{Conversation: key.ID, Messages: make([]Stored, len(res.Messages)), LastSeq: res.Conversation.LastSeq,
+		Tokens: res.Conversation.Tokens + res.Conversation.SystemTokens}
+	added := 0
+	for i, m := range res.Messages {
+		out.Messages[i] = Stored{Seq: m.Seq, Role: string(m.Role), Tokens: m.Tokens}
+		added += m.Tokens
+	}
+	text := fmt.Sprintf("Stored %d message(s) in %s as seq %d-%d (%d tokens); it now holds %d messages, %d tokens.",
+		len(out.Messages), key.ID, out.Messages[0].Seq, out.Messages[len(out.Messages)-1].Seq, added, out.LastSeq, out.Tokens)
+	return textResult(text), out, nil
+}
+
+// policy turns get_context's input into a Policy, with the defaults.
+func policy(in ContextInput) (chatmem.Policy, error) {
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(in.Policy), Budget: in.Budget, Turns: in.Turns, Facts: in.Facts}
+	if p.Kind == "" {
+		p.Kind = chatmem.PolicyTokenBudget
+	}
+	if !slices.Contains(chatmem.Policies, p.Kind) {
+		names := make([]string, len(chatmem.Policies))
+		for i, k := range chatmem.Policies {
+			names[i] = string(k)
+		}
+		return p, fmt.Errorf("%w: unknown policy %q (want one of %s)", chatmem.ErrInvalid, in.Policy, strings.Join(names, ", "))
+	}
+	if p.Budget < 0 || p.Turns < 0 {
+		return p, fmt.Errorf("%w: budget and turns must not be negative", chatmem.ErrInvalid)
+	}
+	switch p.Kind {
+	case chatmem.PolicyTokenBudget, chatmem.PolicySummaryBuffer, chatmem.PolicyRecall:
+		if p.Budget == 0 {
+			p.Budget = DefaultBudget
+		}
+	case chatmem.PolicyLastTurns:
+		if p.Turns == 0 {
+			p.Turns = DefaultTurns
+		}
+	}
+	if p.Turns > 0 && p.Kind != chatmem.PolicyLastTurns {
+		return p, fmt.Errorf("%w: turns is an option of last_turns, not of %s", chatmem.ErrInvalid, p.Kind)
+	}
+	return p, p.Validate()
+}
+
+func (t *tools) context(ctx context.Context, _ *mcp.CallToolRequest, in ContextInput) (*mcp.CallToolResult, ContextOutput, error) {
+	key, err := t.key(in.Conversation)
+	if err != nil {
+		return nil, ContextOutput{}, err
+	}
+	p, err := policy(in)
+	if err != nil {
+		return nil, ContextOutput{}, err
+	}
+	w, err := t.mem.Context(ctx, key, p, chatmem.ContextOptions{})
+	if err != nil {
+		return nil, ContextOutput{}, t.toolError(ctx, "get_context", notFound(key.ID, err))
+	}
+	out := ContextOutput{Conversation: key.ID, Policy: string(p.Kind), Messages: make([]Message, len(w.Messages)),
+		Tokens: w.Tokens, Dropped: w.Dropped, Facts: factsOf(w.Facts)}
+	for i, m := range w.Messages {
+		out.Messages[i] = messageOf(m)
+	}
+	if w.Summary != nil {
+		out.Summary = &Summary{Text: w.Summary.Text, CoversSeq: w.Summary.CoversSeq, Tokens: w.Summary.Tokens}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d messages, %d tokens (%s", len(out.Messages), out.Tokens, p.Kind)
+	if p.Budget > 0 {
+		fmt.Fprintf(&b, ", budget %d", p.Budget)
+	}
+	fmt.Fprintf(&b, "); %d older messages not sent.", out.Dropped)
+	for _, m := range out.Messages {
+		b.WriteByte('\n')
+		writeLine(&b, m.Seq, m.Role, m.Kind, m.Content, m.ToolCalls)
+	}
+	return textResult(b.String()), out, nil
+}
+
+// writeLine writes one message as a transcript line: "#3 user: text".
+func writeLine(b *strings.Builder, seq int64, role, kind, content string, calls []ToolCall) {
+	if seq > 0 {
+		fmt.Fprintf(b, "#%d ", seq)
+	}
+	b.WriteString(role)
+	if kind != "" {
+		fmt.Fprintf(b, " (%s)", kind)
+	}
+	b.WriteString(": ")
+	b.WriteString(content)
+	for _, c := range calls {
+		fmt.Fprintf(b, " [calls %s(%s) as %s]", c.Function.Name, c.Function.Arguments, c.ID)
+	}
+}
+
+func (t *tools) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchInput) (*mcp.CallToolResult, SearchOutput, error) {
+	key, err := t.key(in.Conversation)
+	if err != nil {
+		return nil, SearchOutput{}, err
+	}
+	if strings.TrimSpace(in.Query) == "" {
+		return nil, SearchOutput{}, fmt.Errorf("%w: query is empty; give the words to look for", chatmem.ErrInvalid)
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = DefaultSearchLimit
+	}
+	if limit < 1 || limit > chatmem.MaxSearchLimit {
+		return nil, SearchOutput{}, fmt.Errorf("%w: limit %d is outside 1..%d", chatmem.ErrInvalid, in.Limit, chatmem.MaxSearchLimit)
+	}
+	hits, err := t.mem.Search(ctx, key, in.Query, limit)
+	if err != nil {
+		return nil, SearchOutput{}, t.toolError(ctx, "search_memory", notFound(key.ID, err))
+	}
+	out := SearchOutput{Query: in.Query, Hits: make([]Hit, len(hits))}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d message(s) of %s match %q.", len(hits), key.ID, in.Query)
+	for i, h := range hits {
+		m := messageOf(h.Message)
+		out.Hits[i] = Hit{Conversation: key.ID, Seq: m.Seq, Time: m.Time, Role: m.Role, Name: m.Name, Text: m.Content, Score: h.Score}
+		b.WriteByte('\n')
+		writeLine(&b, m.Seq, m.Role, "", m.Content, m.ToolCalls)
+		if !m.Time.IsZero() {
+			fmt.Fprintf(&b, " (%s)", m.Time.UTC().Format("2006-01-02 15:04"))
+		}
+	}
+	return textResult(b.String()), out, nil
+}
+
+func (t *tools) getFacts(ctx context.Context, _ *mcp.CallToolRequest, in GetFactsInput) (*mcp.CallToolResult, FactsOutput, error) {
+	key, err := t.key(in.Conversation)
+	if err != nil {
+		return nil, FactsOutput{}, err
+	}
+	fs, err := t.mem.Facts(ctx, key)
+	if err != nil {
+		return nil, FactsOutput{}, t.toolError(ctx, "get_facts", notFound(key.ID, err))
+	}
+	out := FactsOutput{Conversation: key.ID, Facts: factsOf(fs)}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d fact(s) about %s.", len(out.Facts), key.ID)
+	for _, f := range out.Facts {
+		fmt.Fprintf(&b, "\n%s: %s (set by %s)", f.Key, f.Value, f.SetBy)
+	}
+	return textResult(b.String()), out, nil
+}
+
+func (t *tools) setFact(ctx context.Context, _ *mcp.CallToolRequest, in SetFactInput) (*mcp.CallToolResult, SetFactOutput, error) {
+	key, err := t.key(in.Conversation)
+	if err != nil {
+		return nil, SetFactOutput{}, err
+	}
+	f := chatmem.Fact{Key: in.Key, Value: in.Value, SetBy: "app", Confidence: 1}
+	// Checked here too, so a bad fact is refused before the conversation
+	// is looked up, with the fact's own error.
+	if err := f.Validate(); err != nil {
+		return nil, SetFactOutput{}, err
+	}
+	if err := t.mem.SetFacts(ctx, key, []chatmem.Fact{f}); err != nil {
+		return nil, SetFactOutput{}, t.toolError(ctx, "set_fact", notFound(key.ID, err))
+	}
+	// Read back, for the time and provenance the store recorded.
+	fs, err := t.mem.Facts(ctx, key)
+	if err != nil {
+		return nil, SetFactOutput{}, t.toolError(ctx, "set_fact", notFound(key.ID, err))
+	}
+	out := SetFactOutput{Conversation: key.ID, Fact: factOf(f)}
+	for _, got := range fs {
+		if got.Key == f.Key {
+			out.Fact = factOf(got)
+		}
+	}
+	return textResult(fmt.Sprintf("Set %s = %s for %s.", f.Key, f.Value, key.ID)), out, nil
+}
+
+func (t *tools) deleteFact(ctx context.Context, _ *mcp.CallToolRequest, in DeleteFactInput) (*mcp.CallToolResult, DeleteFactOutput, error) {
+	key, err := t.key(in.Conversation)
+	if err != nil {
+		return nil, DeleteFactOutput{}, err
+	}
+	if err := chatmem.ValidateFactKey(in.Key); err != nil {
+		return nil, DeleteFactOutput{}, err
+	}
+	if err := t.mem.DeleteFact(ctx, key, in.Key); err != nil {
+		if errors.Is(err, chatmem.ErrNotFound) {
+			err = fmt.Errorf("%w: conversation %q has no fact %q", chatmem.ErrNotFound, key.ID, in.Key)
+		}
+		return nil, DeleteFactOutput{}, t.toolError(ctx, "delete_fact", err)
+	}
+	return textResult(fmt.Sprintf("Deleted fact %s of %s.", in.Key, key.ID)), DeleteFactOutput{Conversation: key.ID, Key: in.Key, Deleted: true}, nil
+}
+
+func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
+	limit := in.Limit
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	if limit < 1 || limit > maxListLimit {
+		return nil, ListOutput{}, fmt.Errorf("%w: limit %d is outside 1..%d", chatmem.ErrInvalid, in.Limit, maxListLimit)
+	}
+	if in.Cursor != "" {
+		if err := chatmem.ValidateID(in.Cursor); err != nil {
+			return nil, ListOutput{}, fmt.Errorf("cursor (pass next_cursor as it came): %w", err)
+		}
+	}
+	page, err := t.mem.Store().List(ctx, t.tenant, chatmem.PageRequest{After: in.Cursor, Limit: limit})
+	if err != nil {
+		return nil, ListOutput{}, t.toolError(ctx, "list_conversations", err)
+	}
+	out := ListOutput{Conversations: make([]Conversation, len(page.Conversations)), NextCursor: page.Next}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d conversation(s)", len(out.Conversations))
+	if out.NextCursor != "" {
+		fmt.Fprintf(&b, "; more after cursor %s", out.NextCursor)
+	}
+	b.WriteByte('.')
+	for i, c := range page.Conversations {
+		out.Conversations[i] = conversationOf(c)
+		fmt.Fprintf(&b, "\n%s: %d messages, %d tokens, updated %s", c.Key.ID, c.LastSeq, c.Tokens+c.SystemTokens, c.UpdatedAt.UTC().Format("2006-01-02 15:04"))
+	}
+	return textResult(b.String()), out, nil
+}
+
+func (t *tools) delete(ctx context.Context, _ *mcp.CallToolRequest, in DeleteInput) (*mcp.CallToolResult, DeleteOutput, error) {
+	key, err := t.key(in.Conversation)
+	if err != nil {
+		return nil, DeleteOutput{}, err
+	}
+	if err := t.mem.Store().Delete(ctx, key); err != nil {
+		return nil, DeleteOutput{}, t.toolError(ctx, "delete_conversation", notFound(key.ID, err))
+	}
+	return textResult(fmt.Sprintf("Deleted conversation %s.", key.ID)), DeleteOutput{Conversation: key.ID, Deleted: true}, nil
+}
+
+// textResult is a result whose text is text; the SDK adds the structured
+// content.
+func textResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
