@@ -17,6 +17,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/anthropic"
 	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/mcpserver"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/openai"
 	"github.com/chatmem/chatmem/tokenizer"
@@ -182,52 +183,8 @@ type server struct {
 }
 
 func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog.Logger) (*server, error) {
-	store, err := openStore(ctx, c.store, c.dataDir)
+	store, mem, err := openMemory(ctx, c, log)
 	if err != nil {
-		return nil, err
-	}
-	counterOpts := tokenizer.Options{Anthropic: tokenizer.AnthropicOptions{APIKey: c.anthropicKey, Model: c.anthropicModel, BaseURL: c.anthropicBase}}
-	counter, err := tokenizer.Get(c.tokenizer, counterOpts)
-	if err != nil {
-		store.Close()
-		return nil, &exitError{code: 2, err: err}
-	}
-	opts := chatmem.Options{
-		Counter:  counter,
-		Counters: func(name string) (chatmem.Counter, error) { return tokenizer.Get(name, counterOpts) },
-		Limits:   chatmem.Limits{MaxContentBytes: c.maxContentBytes, MaxBatch: c.maxMessages},
-		Logger:   log,
-		Summary:  chatmem.SummaryOptions{Trigger: c.summaryTrigger, Target: c.summaryTarget},
-		Workers:  c.workers,
-		TailCacheBytes: func() int64 {
-			if c.tailCacheMB == 0 {
-				return -1 // off
-			}
-			return int64(c.tailCacheMB) << 20
-		}(),
-	}
-	if opts.Summarizer, opts.Extractors, err = c.models(log); err != nil {
-		store.Close()
-		return nil, err
-	}
-	switch c.embedder {
-	case "openai":
-		if opts.Embedder, err = openai.NewEmbedder(openai.EmbedderOptions{BaseURL: c.llmBaseURL, APIKey: c.llmKey, Model: c.embeddingModel, Dimensions: c.embeddingDims}); err != nil {
-			store.Close()
-			return nil, &exitError{code: 2, err: fmt.Errorf("embedder: %w", err)}
-		}
-	case "none", "":
-	default:
-		store.Close()
-		return nil, usageErr("unknown embedder %q (want none or openai)", c.embedder)
-	}
-	mem, err := chatmem.New(store, opts)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	if err := mem.Start(); err != nil {
-		store.Close()
 		return nil, err
 	}
 	up, err := c.upstreamConfig()
@@ -236,12 +193,15 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		store.Close()
 		return nil, err
 	}
+	limits := httpapi.Limits{MaxBodyBytes: int64(c.maxBodyBytes), MaxMessages: c.maxMessages, MaxContentBytes: c.maxContentBytes}
+	mcpHTTP := mcpserver.NewHTTP(mem, mcpserver.HTTPOptions{Options: mcpserver.Options{Logger: log, Version: buildVersion()}, MaxBodyBytes: limits.MaxBodyBytes})
 	api, err := httpapi.New(mem, httpapi.Options{
 		Keys:      keys,
-		Limits:    httpapi.Limits{MaxBodyBytes: int64(c.maxBodyBytes), MaxMessages: c.maxMessages, MaxContentBytes: c.maxContentBytes},
+		Limits:    limits,
 		RateLimit: httpapi.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
 		Upstream:  up,
 		Logger:    log,
+		MCP:       mcpHTTP.Handler,
 	})
 	if err != nil {
 		mem.Close()
@@ -261,6 +221,61 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		s.sweeps.Go(func() { s.sweep(sw, c.sweepInterval) })
 	}
 	return s, nil
+}
+
+// openMemory opens the configured store and starts a Memory over it with
+// the configured tokenizer, models and worker; the caller closes both,
+// the Memory first.
+func openMemory(ctx context.Context, c serveConfig, log *slog.Logger) (chatmem.Store, *chatmem.Memory, error) {
+	store, err := openStore(ctx, c.store, c.dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	counterOpts := tokenizer.Options{Anthropic: tokenizer.AnthropicOptions{APIKey: c.anthropicKey, Model: c.anthropicModel, BaseURL: c.anthropicBase}}
+	counter, err := tokenizer.Get(c.tokenizer, counterOpts)
+	if err != nil {
+		store.Close()
+		return nil, nil, &exitError{code: 2, err: err}
+	}
+	opts := chatmem.Options{
+		Counter:  counter,
+		Counters: func(name string) (chatmem.Counter, error) { return tokenizer.Get(name, counterOpts) },
+		Limits:   chatmem.Limits{MaxContentBytes: c.maxContentBytes, MaxBatch: c.maxMessages},
+		Logger:   log,
+		Summary:  chatmem.SummaryOptions{Trigger: c.summaryTrigger, Target: c.summaryTarget},
+		Workers:  c.workers,
+		TailCacheBytes: func() int64 {
+			if c.tailCacheMB == 0 {
+				return -1 // off
+			}
+			return int64(c.tailCacheMB) << 20
+		}(),
+	}
+	if opts.Summarizer, opts.Extractors, err = c.models(log); err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	switch c.embedder {
+	case "openai":
+		if opts.Embedder, err = openai.NewEmbedder(openai.EmbedderOptions{BaseURL: c.llmBaseURL, APIKey: c.llmKey, Model: c.embeddingModel, Dimensions: c.embeddingDims}); err != nil {
+			store.Close()
+			return nil, nil, &exitError{code: 2, err: fmt.Errorf("embedder: %w", err)}
+		}
+	case "none", "":
+	default:
+		store.Close()
+		return nil, nil, usageErr("unknown embedder %q (want none or openai)", c.embedder)
+	}
+	mem, err := chatmem.New(store, opts)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	if err := mem.Start(); err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return store, mem, nil
 }
 
 // upstreamConfig is the chat proxy's upstream, or nil without --upstream.
