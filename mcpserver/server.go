@@ -66,7 +66,12 @@ func New(mem *chatmem.Memory, tenant string, opts Options) (*mcp.Server, error) 
 	}
 	t := &tools{mem: mem, tenant: tenant, log: opts.Logger, maxResource: opts.MaxResourceMessages}
 	s := mcp.NewServer(&mcp.Implementation{Name: "chatmem", Title: "chatmem conversation memory", Version: opts.Version},
-		&mcp.ServerOptions{Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{}})
+		&mcp.ServerOptions{
+			Instructions: instructions, Logger: opts.Logger, Capabilities: &mcp.ServerCapabilities{},
+			// A tenant's conversations are its own: no shared cache may keep
+			// them, and a list or a read is stale at once (TTL 0).
+			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope, c.TTLMs = "private", 0 },
+		})
 	t.register(s)
 	return s, nil
 }

@@ -149,6 +149,9 @@ func readResource(t testing.TB, cs *mcp.ClientSession, uri string) mcpserver.Con
 	if err != nil {
 		t.Fatalf("resources/read %s: %v", uri, err)
 	}
+	if res.CacheScope != "private" {
+		t.Errorf("resources/read cacheScope = %q, want private (a tenant's data)", res.CacheScope)
+	}
 	var rc mcpserver.ConversationResource
 	if len(res.Contents) != 1 || res.Contents[0].MIMEType != "application/json" {
 		t.Fatalf("resources/read %s = %+v", uri, res.Contents)
@@ -378,5 +381,58 @@ func TestHTTPLimits(t *testing.T) {
 	// Another tenant has its own allowance.
 	if code := post(t, env.url, globexKey, initialize).StatusCode; code != http.StatusOK {
 		t.Errorf("globex after acme's limit: status %d, want 200", code)
+	}
+}
+
+// TestPagination: list_conversations pages with limit and cursor, and
+// resources/list pages through more conversations than one page holds.
+func TestPagination(t *testing.T) {
+	mem := newMemory(t)
+	const n = 130
+	var want []string
+	for i := range n {
+		id := fmt.Sprintf("c%03d", i)
+		want = append(want, id)
+		if _, err := mem.Append(context.Background(), chatmem.Key{Tenant: "acme", ID: id}, seed.History()[:1], chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := connectInMemory(t, mem, "acme")
+
+	var got []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > n {
+			t.Fatal("list_conversations does not end")
+		}
+		var page mcpserver.ListOutput
+		mustOK(t, cs, "list_conversations", map[string]any{"limit": 50, "cursor": cursor}, &page)
+		if len(page.Conversations) > 50 {
+			t.Fatalf("a page of limit 50 holds %d", len(page.Conversations))
+		}
+		for _, c := range page.Conversations {
+			got = append(got, c.ID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("list_conversations pages = %d IDs, want the %d in order", len(got), len(want))
+	}
+
+	first, err := cs.ListResources(context.Background(), &mcp.ListResourcesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Resources) == n || first.NextCursor == "" {
+		t.Errorf("resources/list first page = %d resources, next %q; want a partial page and a cursor", len(first.Resources), first.NextCursor)
+	}
+	uris := listResources(t, cs) // follows the cursors
+	if len(uris) != n || uris[0] != mcpserver.ResourcePrefix+"c000" || uris[n-1] != mcpserver.ResourcePrefix+want[n-1] {
+		t.Errorf("resources/list over all pages = %d URIs (%v ...), want %d", len(uris), uris[:min(3, len(uris))], n)
+	}
+	if _, err := cs.ListResources(context.Background(), &mcp.ListResourcesParams{Cursor: "not a cursor"}); err == nil {
+		t.Error("resources/list with a bad cursor succeeded")
 	}
 }

@@ -76,10 +76,19 @@ func doneWhen(t *testing.T, cs *mcp.ClientSession, conv string) {
 	if len(found.Hits) == 0 || found.Hits[0].Seq != 1 {
 		t.Fatalf("search_memory(SE-10423) = %+v, want message 1", found.Hits)
 	}
+	bad, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "append_messages", Arguments: map[string]any{
+		"conversation": conv, "messages": []any{map[string]any{"role": "user", "content": "ok"}, map[string]any{"role": "robot", "content": "beep"}}}})
+	if err != nil || !bad.IsError {
+		t.Fatalf("append_messages with an unknown role = %+v, %v; want a tool error", bad, err)
+	}
 	var list mcpserver.ListOutput
 	callTool(t, cs, "list_conversations", map[string]any{}, &list)
-	if len(list.Conversations) != 1 || list.Conversations[0].ID != conv {
-		t.Fatalf("list_conversations = %+v", list)
+	if len(list.Conversations) != 1 || list.Conversations[0].ID != conv || list.Conversations[0].Messages != 5 {
+		t.Fatalf("list_conversations = %+v, want %s with 5 messages", list, conv)
+	}
+	rr, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: mcpserver.ResourcePrefix + conv})
+	if err != nil || len(rr.Contents) != 1 || !strings.Contains(rr.Contents[0].Text, "SE-10423") {
+		t.Fatalf("resources/read = %+v, %v", rr, err)
 	}
 	var del mcpserver.DeleteOutput
 	callTool(t, cs, "delete_conversation", map[string]any{"conversation": conv}, &del)
