@@ -58,6 +58,12 @@ func scenario(t *testing.T, cs *mcp.ClientSession) {
 			t.Errorf("get_context(budget %d) = %d messages, want %d", budget, len(w.Messages), want)
 		}
 	}
+	for _, pol := range []string{"all", "summary_buffer", "recall"} {
+		mustOK(t, cs, "get_context", map[string]any{"conversation": conv, "policy": pol, "budget": 100}, &w)
+		if len(w.Messages) != 5 || w.Policy != pol {
+			t.Errorf("get_context(%s, budget 100) = %d messages (%s), want 5", pol, len(w.Messages), w.Policy)
+		}
+	}
 	mustOK(t, cs, "get_context", map[string]any{"conversation": conv, "policy": "last_turns", "turns": 1}, &w)
 	if len(w.Messages) != 1 || w.Messages[0].Seq != 5 {
 		t.Errorf("get_context(last_turns 1) = %+v, want message 5", w.Messages)
@@ -435,4 +441,31 @@ func TestPagination(t *testing.T) {
 	if _, err := cs.ListResources(context.Background(), &mcp.ListResourcesParams{Cursor: "not a cursor"}); err == nil {
 		t.Error("resources/list with a bad cursor succeeded")
 	}
+}
+
+// TestToolCalls: an assistant message's tool calls and the tool message
+// answering them are stored and come back in the window, whole.
+func TestToolCalls(t *testing.T) {
+	cs := connectInMemory(t, newMemory(t), "acme")
+	mustOK(t, cs, "append_messages", map[string]any{"conversation": "c1", "messages": []any{
+		map[string]any{"role": "user", "content": "Where is order SE-10423?"},
+		map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"id": "call_1", "function": map[string]any{"name": "track", "arguments": `{"order":"SE-10423"}`}}}},
+	}}, nil)
+	var app mcpserver.AppendOutput
+	mustOK(t, cs, "append_messages", map[string]any{"conversation": "c1", "messages": []any{
+		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "out for delivery"},
+	}}, &app)
+	if app.LastSeq != 3 {
+		t.Fatalf("append of the tool result = %+v", app)
+	}
+	var w mcpserver.ContextOutput
+	mustOK(t, cs, "get_context", map[string]any{"conversation": "c1"}, &w)
+	if len(w.Messages) != 3 || len(w.Messages[1].ToolCalls) != 1 || w.Messages[1].ToolCalls[0].Function.Name != "track" ||
+		w.Messages[1].ToolCalls[0].Type != "function" || w.Messages[2].ToolCallID != "call_1" {
+		t.Errorf("get_context = %+v, want the call and its result", w.Messages)
+	}
+	// A second result for the same call answers nothing open.
+	mustFail(t, cs, "append_messages", map[string]any{"conversation": "c1", "messages": []any{
+		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "again"},
+	}}, "call_1")
 }
