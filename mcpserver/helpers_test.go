@@ -73,7 +73,7 @@ func newHTTPEnv(t testing.TB, opts httpapi.Options) *httpEnv {
 		t.Fatal(err)
 	}
 	opts.Keys = keys
-	opts.MCP = mcpserver.NewHTTP(mem, mcpserver.HTTPOptions{MaxBodyBytes: opts.Limits.MaxBodyBytes}).Handler
+	opts.MCP = mcpserver.NewHTTP(mem, mcpserver.HTTPOptions{MaxBodyBytes: opts.Limits.MaxBodyBytes, AnyHost: true}).Handler
 	api, err := httpapi.New(mem, opts)
 	if err != nil {
 		t.Fatal(err)

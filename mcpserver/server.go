@@ -82,6 +82,13 @@ type HTTPOptions struct {
 	// MaxBodyBytes bounds a request body (413 over it). Zero means the
 	// SDK's default (mcp.DefaultMaxRequestBodyBytes).
 	MaxBodyBytes int64
+	// AnyHost turns off the SDK's DNS-rebinding protection, which refuses
+	// (403) a request that reached a loopback address with a Host header
+	// that is not a loopback name, as a request through a reverse proxy on
+	// the same machine does. Turn it off only where every request must
+	// carry an API key anyway: a page that rebinds a name to 127.0.0.1
+	// does not have the key.
+	AnyHost bool
 }
 
 // HTTP serves MCP over Streamable HTTP, one server per tenant, each built
@@ -120,9 +127,10 @@ func (h *HTTP) Handler(tenant string) http.Handler {
 		})
 	}
 	hh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		Logger:              h.opts.Logger,
-		MaxRequestBodyBytes: h.opts.MaxBodyBytes,
+		Stateless:                  true,
+		Logger:                     h.opts.Logger,
+		MaxRequestBodyBytes:        h.opts.MaxBodyBytes,
+		DisableLocalhostProtection: h.opts.AnyHost,
 	})
 	h.by[tenant] = hh
 	return hh

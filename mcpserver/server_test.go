@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -468,4 +469,34 @@ func TestToolCalls(t *testing.T) {
 	mustFail(t, cs, "append_messages", map[string]any{"conversation": "c1", "messages": []any{
 		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "again"},
 	}}, "call_1")
+}
+
+// TestHTTPHost: without AnyHost, a request that reached loopback with
+// another Host (DNS rebinding, or a local reverse proxy) is refused; with
+// it (serve sets it when API keys are configured) it is served.
+func TestHTTPHost(t *testing.T) {
+	mem := newMemory(t)
+	for _, anyHost := range []bool{false, true} {
+		ts := httptest.NewServer(mcpserver.NewHTTP(mem, mcpserver.HTTPOptions{AnyHost: anyHost}).Handler("acme"))
+		req, err := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "chatmem.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		ts.Close()
+		want := http.StatusForbidden
+		if anyHost {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want {
+			t.Errorf("AnyHost %v, Host chatmem.example.com: status %d, want %d", anyHost, resp.StatusCode, want)
+		}
+	}
 }

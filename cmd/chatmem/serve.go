@@ -194,7 +194,9 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		return nil, err
 	}
 	limits := httpapi.Limits{MaxBodyBytes: int64(c.maxBodyBytes), MaxMessages: c.maxMessages, MaxContentBytes: c.maxContentBytes}
-	mcpHTTP := mcpserver.NewHTTP(mem, mcpserver.HTTPOptions{Options: mcpserver.Options{Logger: log, Version: buildVersion()}, MaxBodyBytes: limits.MaxBodyBytes})
+	mcpHTTP := mcpserver.NewHTTP(mem, mcpserver.HTTPOptions{Options: mcpserver.Options{Logger: log, Version: buildVersion()}, MaxBodyBytes: limits.MaxBodyBytes,
+		AnyHost: len(keys) > 0, // with keys, a rebinding page has no key to send
+	})
 	api, err := httpapi.New(mem, httpapi.Options{
 		Keys:      keys,
 		Limits:    limits,
