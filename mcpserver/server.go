@@ -9,7 +9,6 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -134,24 +133,4 @@ func (h *HTTP) Handler(tenant string) http.Handler {
 	})
 	h.by[tenant] = hh
 	return hh
-}
-
-// toolError turns err into the error a tool result carries. Bad input,
-// a missing conversation, a conflict or a budget too small say what was
-// wrong, so the model can correct its call; any other failure says only
-// its class, and its details go to the log.
-func (t *tools) toolError(ctx context.Context, tool string, err error) error {
-	switch {
-	case errors.Is(err, chatmem.ErrInvalid), errors.Is(err, chatmem.ErrTooLarge),
-		errors.Is(err, chatmem.ErrNotFound), errors.Is(err, chatmem.ErrConflict),
-		errors.Is(err, chatmem.ErrBudgetTooSmall):
-		return err
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s: %w", tool, ctx.Err())
-	case errors.Is(err, chatmem.ErrUnavailable):
-		t.log.Warn("mcp tool failed", "tool", tool, "tenant", t.tenant, "err", err)
-		return errors.New("a backend is unavailable; retry later")
-	}
-	t.log.Error("mcp tool failed", "tool", tool, "tenant", t.tenant, "err", err)
-	return errors.New("internal error; the server's log has the details")
 }

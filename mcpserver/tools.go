@@ -371,6 +371,26 @@ func (t *tools) delete(ctx context.Context, _ *mcp.CallToolRequest, in DeleteInp
 	return textResult(fmt.Sprintf("Deleted conversation %s.", key.ID)), DeleteOutput{Conversation: key.ID, Deleted: true}, nil
 }
 
+// toolError turns err into the error a tool result carries. Bad input,
+// a missing conversation, a conflict or a budget too small say what was
+// wrong, so the model can correct its call; any other failure says only
+// its class, and its details go to the log.
+func (t *tools) toolError(ctx context.Context, tool string, err error) error {
+	switch {
+	case errors.Is(err, chatmem.ErrInvalid), errors.Is(err, chatmem.ErrTooLarge),
+		errors.Is(err, chatmem.ErrNotFound), errors.Is(err, chatmem.ErrConflict),
+		errors.Is(err, chatmem.ErrBudgetTooSmall):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", tool, ctx.Err())
+	case errors.Is(err, chatmem.ErrUnavailable):
+		t.log.Warn("mcp tool failed", "tool", tool, "tenant", t.tenant, "err", err)
+		return errors.New("a backend is unavailable; retry later")
+	}
+	t.log.Error("mcp tool failed", "tool", tool, "tenant", t.tenant, "err", err)
+	return errors.New("internal error; the server's log has the details")
+}
+
 // textResult is a result whose text is text; the SDK adds the structured
 // content.
 func textResult(text string) *mcp.CallToolResult {
