@@ -3,11 +3,13 @@
 // processes sharing the file.
 //
 // The database runs in WAL mode, so readers never wait for the writer. SQLite
-// has one writer at a time: every write is one BEGIN IMMEDIATE transaction,
-// which takes the write lock before it reads anything, so concurrent
-// appenders queue for the lock instead of failing half-way with SQLITE_BUSY.
-// In one process they queue on the store's single write connection; across
-// processes each waits for the lock for up to Options.BusyTimeout. Reads run
+// has one writer at a time: every write runs in a BEGIN IMMEDIATE
+// transaction, which takes the write lock before it reads anything, so
+// concurrent appenders queue for the lock instead of failing half-way with
+// SQLITE_BUSY. In one process the writes that wait at the same time share
+// one transaction and one fsync (group commit, commit.go), each in a
+// savepoint of its own; across processes each group waits for the lock for
+// up to Options.BusyTimeout. Reads run
 // on a separate pool of read-only connections, each read one snapshot.
 //
 // Conversations keep running totals and every message row carries the
@@ -87,6 +89,8 @@ type Store struct {
 	r           *pool
 	now         func() time.Time
 	busyTimeout time.Duration
+	// commit runs the writes, in groups (commit.go).
+	commit *committer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -133,6 +137,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.MaxReaders)
 	r.SetMaxIdleConns(opts.MaxReaders)
 	s := &Store{path: abs, w: &pool{db: w}, r: &pool{db: r}, now: opts.Now, busyTimeout: opts.BusyTimeout}
+	s.startCommitter()
 
 	if err := s.setup(ctx); err != nil {
 		s.Close()
@@ -209,20 +214,10 @@ func (s *Store) Ping(ctx context.Context) error {
 // call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopCommitter()
 		s.closeErr = errors.Join(s.r.close(), s.w.close())
 	})
 	return s.closeErr
-}
-
-// write runs fn in one IMMEDIATE transaction on the write connection and
-// commits it if fn returns nil.
-func (s *Store) write(ctx context.Context, fn func(tx) error) error {
-	c, t, err := s.beginWrite(ctx)
-	if err != nil {
-		return translate(ctx, err)
-	}
-	defer c.Close() // after the transaction ends: hands the connection on
-	return s.run(ctx, s.w, t, fn)
 }
 
 // read runs fn in one read transaction: every statement of fn sees the
