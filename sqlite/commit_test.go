@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // countingStore opens a store whose committer counts its transactions.
@@ -106,41 +105,14 @@ func TestGroupCommitCancel(t *testing.T) {
 	}
 }
 
-// BenchmarkAppendConcurrent appends one message per operation from 1 and
-// from 32 clients, each on its own conversation, and reports appends per
-// second and the p99 latency: group commit makes the 32 clients share
-// fsyncs.
+// BenchmarkAppendConcurrent: 32 clients on distinct conversations share
+// commits; appends/commit is the mean group size.
 func BenchmarkAppendConcurrent(b *testing.B) {
-	for _, clients := range []int{1, 32} {
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			s, groups := openCounting(b)
-			ctx := context.Background()
-			var next atomic.Int64
-			lat := make([][]time.Duration, clients)
-			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for c := range clients {
-				wg.Go(func() {
-					key := chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("c%d", c)}
-					for next.Add(1) <= int64(b.N) {
-						t0 := time.Now()
-						if _, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "a message of about ten words, give or take", Tokens: 10}}, chatmem.AppendOptions{}); err != nil {
-							b.Error(err)
-							return
-						}
-						lat[c] = append(lat[c], time.Since(t0))
-					}
-				})
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			all := slices.Concat(lat...)
-			slices.Sort(all)
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
-			b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
-			b.ReportMetric(float64(b.N)/float64(max(groups.Load(), 1)), "appends/commit")
-		})
-	}
+	var groups *atomic.Int64
+	storetest.BenchmarkAppendConcurrent(b, func(b *testing.B) chatmem.Store {
+		s, g := openCounting(b)
+		groups = g
+		b.Cleanup(func() { b.ReportMetric(float64(b.N)/float64(max(groups.Load(), 1)), "appends/commit") })
+		return s
+	}, 1, 32)
 }
