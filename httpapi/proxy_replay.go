@@ -1,0 +1,200 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"unicode/utf8"
+
+	"github.com/chatmem/chatmem"
+)
+
+// MetaRequestFingerprint is the metadata key of a stored reply that holds
+// the fingerprint (requestFingerprint) of the request it answered, when
+// that request had an Idempotency-Key: a retry must match it.
+const MetaRequestFingerprint = "request_fingerprint"
+
+// requestFingerprint is the SHA-256 of a request body, in hex: a retry
+// sends the same bytes.
+func requestFingerprint(body []byte) string {
+	h := sha256.Sum256(body)
+	return hex.EncodeToString(h[:])
+}
+
+// replyKey is the idempotency key a reply is stored under, derived from
+// the request's Idempotency-Key (whose own key stores the turn's
+// messages). The separator is not ASCII, which a client's key is, so no
+// key of a client's is another's reply key.
+func replyKey(key string) string { return "reply\u00b7" + key }
+
+// probeSeq is a LastSeq no conversation reaches. An append under an
+// idempotency key that expects it replays the key's append if there was
+// one, and otherwise fails with ErrConflict and writes nothing (the key is
+// checked before ExpectedLastSeq): a lookup of the key that every store
+// answers (storetest's IdempotencyProbe).
+const probeSeq = math.MaxInt64
+
+// storedReply returns the reply stored for the turn's Idempotency-Key, nil
+// if there is none yet, or errKeyReused if the key's reply answered
+// another request.
+func (s *Server) storedReply(ctx context.Context, t *turn) (*chatmem.Message, error) {
+	probe := []chatmem.Message{{Role: chatmem.RoleAssistant, Content: "probe"}}
+	seq := int64(probeSeq)
+	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
+		return s.mem.Append(ctx, t.key, probe, chatmem.AppendOptions{IdempotencyKey: replyKey(t.idemKey), ExpectedLastSeq: &seq})
+	})
+	switch {
+	case errors.Is(err, chatmem.ErrConflict):
+		return nil, nil // no reply under the key
+	case err != nil:
+		return nil, err
+	case !res.Replayed || len(res.Messages) == 0:
+		return nil, fmt.Errorf("idempotency key lookup of %s: an append with LastSeq %d was not refused", t.key, seq)
+	}
+	reply := res.Messages[len(res.Messages)-1]
+	if reply.Metadata[MetaRequestFingerprint] != t.fingerprint {
+		return nil, errKeyReused
+	}
+	return &reply, nil
+}
+
+// sameMessages reports whether stored holds the chat fields of sent.
+func sameMessages(stored, sent []chatmem.Message) bool {
+	if len(stored) != len(sent) {
+		return false
+	}
+	for i, m := range sent {
+		o := stored[i]
+		if o.Role != m.Role || o.Content != m.Content || o.Name != m.Name || o.ToolCallID != m.ToolCallID ||
+			!slices.EqualFunc(o.ToolCalls, m.ToolCalls, func(a, b chatmem.ToolCall) bool {
+				return a.ID == b.ID && a.Function == b.Function && (a.Type == b.Type || a.Type == "" || b.Type == "")
+			}) {
+			return false
+		}
+	}
+	return true
+}
+
+// modelOf returns the model a request body names, if any.
+func modelOf(body []byte) string {
+	var r struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &r)
+	return r.Model
+}
+
+// replay answers a retried request with the reply stored for it, in the
+// shape the request asked for: a chat.completion, or its chunks and data:
+// [DONE]. Idempotent-Replayed: true says so, as the REST API's replays do.
+func (s *Server) replay(c *call, stream bool, model string, reply chatmem.Message) error {
+	id := "chatcmpl-chatmem-" + strconv.FormatInt(reply.Seq, 10)
+	created := reply.CreatedAt.Unix()
+	finish := "stop"
+	if len(reply.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	msg := openAIMessage{Role: chatmem.RoleAssistant, ToolCalls: reply.ToolCalls}
+	if reply.Content != "" || len(reply.ToolCalls) == 0 {
+		msg.Content = &reply.Content
+	}
+	h := c.w.Header()
+	h.Set("Idempotent-Replayed", "true")
+	if !stream {
+		writeJSON(c.w, http.StatusOK, map[string]any{
+			"id": id, "object": "chat.completion", "created": created, "model": model,
+			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
+		})
+		return nil
+	}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	c.w.WriteHeader(http.StatusOK)
+	event := func(delta any, finish any) {
+		b, _ := json.Marshal(map[string]any{
+			"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}},
+		})
+		_, _ = fmt.Fprintf(c.w, "data: %s\n\n", b)
+	}
+	first := map[string]any{"role": "assistant", "content": reply.Content}
+	if len(reply.ToolCalls) > 0 {
+		calls := make([]map[string]any, len(reply.ToolCalls))
+		for i, tc := range reply.ToolCalls {
+			calls[i] = map[string]any{"index": i, "id": tc.ID, "type": "function", "function": tc.Function}
+		}
+		first["tool_calls"] = calls
+	}
+	event(first, nil)
+	event(map[string]any{}, finish)
+	_, _ = fmt.Fprint(c.w, "data: [DONE]\n\n")
+	_ = http.NewResponseController(c.w).Flush()
+	return nil
+}
+
+// checkUTF8 refuses a request body that is not UTF-8, as JSON must be,
+// or whose strings escape half a surrogate pair (\ud800 alone): decoding
+// would turn either into U+FFFD and store a text the client never sent.
+func checkUTF8(body []byte) error {
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: the body is not valid UTF-8", chatmem.ErrInvalid)
+	}
+	for i := 0; i+5 < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if body[i+1] != 'u' {
+			i++ // an escape of another character, \\ included
+			continue
+		}
+		r, ok := hex4(body[i+2:])
+		if !ok {
+			continue
+		}
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return fmt.Errorf("%w: the body escapes a lone low surrogate (\\u%04x)", chatmem.ErrInvalid, r)
+		case r >= 0xd800 && r <= 0xdbff:
+			next, ok := rune(0), i+11 < len(body) && body[i+6] == '\\' && body[i+7] == 'u'
+			if ok {
+				next, ok = hex4(body[i+8:])
+			}
+			if !ok || next < 0xdc00 || next > 0xdfff {
+				return fmt.Errorf("%w: the body escapes a lone high surrogate (\\u%04x)", chatmem.ErrInvalid, r)
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return nil
+}
+
+// hex4 reads four hex digits.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
