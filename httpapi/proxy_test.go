@@ -260,7 +260,8 @@ type proxyConfig struct {
 	store    chatmem.Store // nil: memory.New()
 	memory   func(*chatmem.Options)
 	policy   chatmem.Policy
-	baseURL  string // "": the fake upstream's /v1
+	baseURL  string       // "": the fake upstream's /v1
+	upClient *http.Client // nil: the default upstream client
 	noUp     bool
 	logLevel slog.Level
 }
@@ -289,7 +290,7 @@ func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
 		if base == "" {
 			base = env.up.URL + "/v1"
 		}
-		o.Upstream = &Upstream{BaseURL: base, APIKey: upstreamKey, Policy: cfg.policy}
+		o.Upstream = &Upstream{BaseURL: base, APIKey: upstreamKey, Policy: cfg.policy, HTTPClient: cfg.upClient}
 	}
 	if env.api, err = New(mem, o); err != nil {
 		t.Fatal(err)
