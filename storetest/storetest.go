@@ -62,6 +62,7 @@ var tests = []subtest{
 	{"EmptyBatch", testEmptyBatch},
 	{"InvalidKeys", testInvalidKeys},
 	{"Idempotency", testIdempotency},
+	{"IdempotencyProbe", testIdempotencyProbe},
 	{"Conflict", testConflict},
 	{"TokenizerConflict", testTokenizerConflict},
 	{"ConcurrentAppends", testConcurrentAppends},
