@@ -150,17 +150,7 @@ func (s *Server) chatCompletions(c *call) error {
 
 // errKeyReused answers a request whose Idempotency-Key an earlier request
 // with another body used: it neither replays that request nor runs.
-var errKeyReused = &proxyError{status: http.StatusUnprocessableEntity, code: "idempotency_key_reused",
-	msg: "the Idempotency-Key was used with another request body; use a new key for a new request"}
-
-// proxyError is an error of the chat proxy's own with its status and code.
-type proxyError struct {
-	status int
-	code   string
-	msg    string
-}
-
-func (e *proxyError) Error() string { return e.msg }
+var errKeyReused = fmt.Errorf("%w: the Idempotency-Key was used with another request body; use a new key for a new request", chatmem.ErrIdempotencyKeyReused)
 
 func (s *Server) proxyChat(c *call) error {
 	if s.up == nil {
@@ -216,7 +206,7 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	upto := int64(-1) // the last Seq of a replayed turn: the history it is answered from
 	appendFirst := func() error {
-		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey}
+		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint}
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 			return s.mem.Append(ctx, t.key, msgs, opts)
 		})
@@ -612,7 +602,7 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 	defer cancel()
 	var opts chatmem.AppendOptions
 	if t.idemKey != "" && reply != nil {
-		opts.IdempotencyKey = replyKey(t.idemKey)
+		opts.IdempotencyKey, opts.Fingerprint = replyKey(t.idemKey), t.fingerprint
 	}
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 		return s.mem.Append(wctx, t.key, msgs, opts)
@@ -990,12 +980,6 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 			return
 		}
 		writeJSON(w, ue.status, openAIErrorBody{Error: openAIErrorDetail{Message: ue.msg, Type: "upstream_error", Code: codeForStatus(ue.status)}})
-		return
-	}
-	var pe *proxyError
-	if errors.As(err, &pe) {
-		info.code, info.err = pe.code, err
-		writeJSON(w, pe.status, openAIErrorBody{Error: openAIErrorDetail{Message: pe.msg, Type: openAIErrorType(pe.status), Code: pe.code}})
 		return
 	}
 	status, code := classify(err)

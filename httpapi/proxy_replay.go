@@ -43,13 +43,15 @@ func replyKey(key string) string { return "reply\u00b7" + key }
 const probeSeq = math.MaxInt64
 
 // storedReply returns the reply stored for the turn's Idempotency-Key, nil
-// if there is none yet, or errKeyReused if the key's reply answered
-// another request.
+// if there is none yet, or an error wrapping ErrIdempotencyKeyReused if
+// the key's reply answered another request (the store compares the
+// fingerprints; the reply's metadata holds it too, for keys stored before
+// stores kept fingerprints).
 func (s *Server) storedReply(ctx context.Context, t *turn) (*chatmem.Message, error) {
 	probe := []chatmem.Message{{Role: chatmem.RoleAssistant, Content: "probe"}}
 	seq := int64(probeSeq)
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-		return s.mem.Append(ctx, t.key, probe, chatmem.AppendOptions{IdempotencyKey: replyKey(t.idemKey), ExpectedLastSeq: &seq})
+		return s.mem.Append(ctx, t.key, probe, chatmem.AppendOptions{IdempotencyKey: replyKey(t.idemKey), Fingerprint: t.fingerprint, ExpectedLastSeq: &seq})
 	})
 	switch {
 	case errors.Is(err, chatmem.ErrConflict):

@@ -63,6 +63,7 @@ var tests = []subtest{
 	{"InvalidKeys", testInvalidKeys},
 	{"Idempotency", testIdempotency},
 	{"IdempotencyProbe", testIdempotencyProbe},
+	{"IdempotencyFingerprint", testIdempotencyFingerprint},
 	{"Conflict", testConflict},
 	{"TokenizerConflict", testTokenizerConflict},
 	{"ConcurrentAppends", testConcurrentAppends},
