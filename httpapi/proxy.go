@@ -160,7 +160,9 @@ func (s *Server) proxyChat(c *call) error {
 	if err != nil {
 		return err
 	}
-	if err := checkUTF8(body); err != nil {
+	// Decoding would turn invalid UTF-8 into U+FFFD: refuse it, the
+	// pass-through too.
+	if err := chatmem.CheckJSONText(body); err != nil {
 		return err
 	}
 	req, err := parseChatRequest(body)

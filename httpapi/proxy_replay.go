@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 
-	"unicode/utf8"
 
 	"github.com/chatmem/chatmem"
 )
@@ -140,63 +139,4 @@ func (s *Server) replay(c *call, stream bool, model string, reply chatmem.Messag
 	_, _ = fmt.Fprint(c.w, "data: [DONE]\n\n")
 	_ = http.NewResponseController(c.w).Flush()
 	return nil
-}
-
-// checkUTF8 refuses a request body that is not UTF-8, as JSON must be,
-// or whose strings escape half a surrogate pair (\ud800 alone): decoding
-// would turn either into U+FFFD and store a text the client never sent.
-func checkUTF8(body []byte) error {
-	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: the body is not valid UTF-8", chatmem.ErrInvalid)
-	}
-	for i := 0; i+5 < len(body); i++ {
-		if body[i] != '\\' {
-			continue
-		}
-		if body[i+1] != 'u' {
-			i++ // an escape of another character, \\ included
-			continue
-		}
-		r, ok := hex4(body[i+2:])
-		if !ok {
-			continue
-		}
-		switch {
-		case r >= 0xdc00 && r <= 0xdfff:
-			return fmt.Errorf("%w: the body escapes a lone low surrogate (\\u%04x)", chatmem.ErrInvalid, r)
-		case r >= 0xd800 && r <= 0xdbff:
-			next, ok := rune(0), i+11 < len(body) && body[i+6] == '\\' && body[i+7] == 'u'
-			if ok {
-				next, ok = hex4(body[i+8:])
-			}
-			if !ok || next < 0xdc00 || next > 0xdfff {
-				return fmt.Errorf("%w: the body escapes a lone high surrogate (\\u%04x)", chatmem.ErrInvalid, r)
-			}
-			i += 11
-		default:
-			i += 5
-		}
-	}
-	return nil
-}
-
-// hex4 reads four hex digits.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
