@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 
-
 	"github.com/chatmem/chatmem"
 )
 
