@@ -822,28 +822,6 @@ func TestProxyClientGone(t *testing.T) {
 	wantBrief(t, "next upstream request", brief(env.up.last(t).messages(t)), []string{"user:hi", "assistant:answer 1", "user:hello", "user:again"})
 }
 
-// TestProxyIdempotency: a retry with the same Idempotency-Key does not
-// append the user message again, after a failure or after a success.
-func TestProxyIdempotency(t *testing.T) {
-	env := newProxyEnv(t, proxyConfig{})
-	ctx := t.Context()
-	client := env.client("i1", option.WithHeader("Idempotency-Key", "turn-1"))
-	env.up.push(fakeReply{status: 503, body: `{"error":{"message":"overloaded","type":"server_error","code":null}}`})
-	_, err := client.Chat.Completions.New(ctx, userTurn("hello"))
-	wantOpenAIError(t, "first try", err, 503, "", "server_error")
-	_, err = client.Chat.Completions.New(ctx, userTurn("hello"))
-	pmust(t, "retry", err)
-	wantBrief(t, "stored after the retry", brief(env.stored(t, "i1")), []string{"user:hello", "assistant:answer 2"})
-	wantBrief(t, "retry's upstream request", brief(env.up.last(t).messages(t)), []string{"user:hello"})
-
-	// Retried once more after it succeeded: the same history goes up, and
-	// the reply stored the first time stays the only one.
-	_, err = client.Chat.Completions.New(ctx, userTurn("hello"))
-	pmust(t, "retry after success", err)
-	wantBrief(t, "upstream request of the retry after success", brief(env.up.last(t).messages(t)), []string{"user:hello"})
-	wantBrief(t, "stored after the retry after success", brief(env.stored(t, "i1")), []string{"user:hello", "assistant:answer 2"})
-}
-
 // TestProxyPassThrough: without a conversation the body goes up byte for
 // byte, the answer comes back as it is, and nothing is stored; with one,
 // every parameter but messages reaches the upstream untouched.
