@@ -707,7 +707,9 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 						return nil
 					}
 				}
-				held = append(held, line...)
+				// The blank line that ends the [DONE] event is written
+				// here; the upstream's is read and dropped below.
+				held = append(append(held, line...), '\n')
 				_, _ = c.w.Write(held)
 				_ = rc.Flush()
 				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10)) // what may follow [DONE]
@@ -749,9 +751,7 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	}
 	// The upstream ended without data: [DONE]: the reply is not stored, so
 	// the client does not get its ending either.
-	if t != nil {
-		s.writePending(ctx, t)
-	}
+	s.writePending(ctx, t)
 	s.streamError(c, rc, &upstreamError{status: http.StatusBadGateway, msg: "the upstream stream ended before data: [DONE]"})
 	s.streamBroken(c, t, "upstream stream", errors.New("ended without data: [DONE]"))
 	return nil

@@ -28,11 +28,17 @@ func TestProxyIdempotentReplay(t *testing.T) {
 				if status != 200 {
 					t.Fatalf("first request: %d %s", status, first)
 				}
+				if stream && !strings.HasSuffix(string(first), "\n\ndata: [DONE]\n\n") {
+					t.Errorf("the stream does not end with a whole data: [DONE] event: %q", first[max(0, len(first)-60):])
+				}
 				before := calls()
 				for retry := range 2 {
 					status, rh, again := env.post(t, h, body)
 					if status != 200 || rh.Get("Idempotent-Replayed") != "true" {
 						t.Fatalf("retry %d: %d, Idempotent-Replayed %q: %s", retry, status, rh.Get("Idempotent-Replayed"), again)
+					}
+					if stream && !strings.HasSuffix(string(again), "\n\ndata: [DONE]\n\n") {
+						t.Errorf("retry %d: the replayed stream does not end with a whole data: [DONE] event", retry)
 					}
 					if got, want := replyText(t, again, stream), replyText(t, first, stream); got != want || want == "" {
 						t.Errorf("retry %d answered %q, want the stored reply %q", retry, got, want)
