@@ -35,9 +35,9 @@ type ContextOptions struct {
 }
 
 // Metadata values that mark the messages Context makes up, under the
-// metadata key "github.com/chatmem/chatmem".
+// metadata key "chatmem".
 const (
-	MetaKey     = "github.com/chatmem/chatmem"
+	MetaKey     = "chatmem"
 	MetaFacts   = "facts"
 	MetaSummary = "summary"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// MetaRecalled is the "github.com/chatmem/chatmem" metadata value of the messages PolicyRecall
+// MetaRecalled is the "chatmem" metadata value of the messages PolicyRecall
 // brings back from older history (copies of stored messages, their content
 // prefixed with a marker; see Memory.Context).
 const MetaRecalled = "recalled"

@@ -21,7 +21,7 @@ type metrics struct {
 	contextTokens *prometheus.HistogramVec // policy
 	// promptTokens counts the prompt tokens of proxied turns as the
 	// upstream reported them and as chatmem counted them (label counter:
-	// "upstream", "github.com/chatmem/chatmem"); promptTokensDiff is the per-turn difference,
+	// "upstream", "chatmem"); promptTokensDiff is the per-turn difference,
 	// upstream minus chatmem: the error of chatmem's counter.
 	promptTokens     *prometheus.CounterVec
 	promptTokensDiff prometheus.Histogram
@@ -117,6 +117,6 @@ func timed[T any](s *Server, op string, f func() (T, error)) (T, error) {
 // reported them and as chatmem counted them.
 func (m *metrics) observePromptTokens(upstream, chatmem int) {
 	m.promptTokens.WithLabelValues("upstream").Add(float64(upstream))
-	m.promptTokens.WithLabelValues("github.com/chatmem/chatmem").Add(float64(chatmem))
+	m.promptTokens.WithLabelValues("chatmem").Add(float64(chatmem))
 	m.promptTokensDiff.Observe(float64(upstream - chatmem))
 }

@@ -998,7 +998,7 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 	case status >= 500:
 		msg = "internal error; the server's log has the details under request " + info.id
 	case status == http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="github.com/chatmem/chatmem"`)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="chatmem"`)
 	}
 	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType(status), Code: code}})
 }

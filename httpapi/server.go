@@ -361,7 +361,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case status >= 500:
 		msg = "internal error; the server's log has the details under request " + info.id
 	case status == http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="github.com/chatmem/chatmem"`)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="chatmem"`)
 	}
 	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: msg}})
 }

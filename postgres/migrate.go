@@ -59,7 +59,7 @@ func migrations() ([]migration, error) {
 // schema across processes.
 func migrationLockKey(schema string) int64 {
 	h := fnv.New64a()
-	h.Write([]byte("github.com/chatmem/chatmem/postgres migrate " + schema))
+	h.Write([]byte("chatmem/postgres migrate " + schema))
 	return int64(h.Sum64())
 }
 

@@ -1,6 +1,6 @@
 // Package postgres is a chatmem.Store on PostgreSQL, through pgx's pool.
 //
-// All tables live in one schema (Options.Schema, default "github.com/chatmem/chatmem"), created
+// All tables live in one schema (Options.Schema, default "chatmem"), created
 // and migrated on open by the numbered SQL files embedded from migrations/.
 // Migrations run in one transaction under an advisory lock, so any number of
 // processes may open the same database at once.
@@ -80,7 +80,7 @@ import (
 )
 
 // DefaultSchema is the schema a zero Options.Schema stands for.
-const DefaultSchema = "github.com/chatmem/chatmem"
+const DefaultSchema = "chatmem"
 
 // Options configure a Store. The zero value means the defaults.
 type Options struct {

@@ -6,7 +6,7 @@
 // Every key of one conversation shares the hash tag {<tenant>/<id>}, so they
 // all live in one hash slot and every operation on a conversation is one Lua
 // script on one node, on a Redis Cluster too. With the default prefix
-// "github.com/chatmem/chatmem", conversation acme/c1 has:
+// "chatmem", conversation acme/c1 has:
 //
 //	chatmem:{acme/c1}:meta      hash: tokenizer, last_seq, tokens, system_tokens,
 //	                            turns, created_at, updated_at, expires_at

@@ -19,11 +19,11 @@ import (
 )
 
 // DefaultPrefix is the key prefix of a zero Options.
-const DefaultPrefix = "github.com/chatmem/chatmem"
+const DefaultPrefix = "chatmem"
 
 // Options configure a Store. The zero value means the defaults.
 type Options struct {
-	// Prefix starts every key the store writes ("github.com/chatmem/chatmem" if empty): stores
+	// Prefix starts every key the store writes ("chatmem" if empty): stores
 	// with different prefixes share a Redis without seeing each other's data.
 	// It is 1 to 64 characters from [A-Za-z0-9._-].
 	Prefix string
