@@ -170,7 +170,9 @@ const maxAppendRetries = 8
 
 // Append validates msgs, counts each with the conversation's counter and
 // stores them at the end of the conversation, creating it if needed.
-// Messages with a CreatedAt of zero get the clock's time. Tool messages must
+// Messages with a CreatedAt of zero get the clock's time; others are kept
+// in UTC to the microsecond. An unknown opts.Tokenizer wraps ErrInvalid,
+// even for an existing conversation (which keeps its own). Tool messages must
 // answer the open calls of the conversation's trailing assistant message (or
 // of one earlier in the batch). Bad input wraps ErrInvalid or ErrTooLarge
 // and writes nothing; see Store.Append for ErrConflict and idempotency.
@@ -191,8 +193,18 @@ func (m *Memory) Append(ctx context.Context, key Key, msgs []Message, opts Appen
 			return AppendResult{}, fmt.Errorf("message %d: %w", i, err)
 		}
 	}
+	// A tokenizer is named for a new conversation; an existing one keeps
+	// its own, but an unknown name is a mistake either way.
+	if opts.Tokenizer != "" {
+		if _, err := m.Counter(opts.Tokenizer); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	if opts.Now.IsZero() {
 		opts.Now = m.now()
+	}
+	if opts.IdempotencyKey != "" && opts.Fingerprint == "" {
+		opts.Fingerprint = Fingerprint(msgs)
 	}
 	for attempt := 0; ; attempt++ {
 		res, retry, err := m.append(ctx, key, msgs, opts)
@@ -321,6 +333,11 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 		}
 		if msg.CreatedAt.IsZero() {
 			msg.CreatedAt = opts.Now
+		} else {
+			// What every store keeps (see MinTime): a time given in
+			// another zone or to the nanosecond reads back the same
+			// from each.
+			msg.CreatedAt = msg.CreatedAt.UTC().Truncate(time.Microsecond)
 		}
 		counted[i] = msg
 	}

@@ -27,6 +27,14 @@
 //     Memory.Context under PolicySummaryBuffer sends it only followed, with no
 //     gap, by every message after it; and the last run brings every summary
 //     up to date.
+//   - proxy-sqlite-kill, proxy-postgres-kill: the chat proxy runs in a
+//     server process over a SQLite file or a PostgreSQL schema, in front of
+//     a fake model, while four clients send turns (streamed and not) to
+//     three conversations; it is killed with SIGKILL right after a client
+//     got a whole reply, six times, and started again over the same data.
+//     Every turn whose reply a client received (a 200 with the reply, or a
+//     stream read to data: [DONE]) is stored, the user's message and the
+//     reply after it.
 //
 // Each fault kind logs one line,
 //

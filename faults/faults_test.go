@@ -23,7 +23,7 @@ import (
 // The environment of a helper process: the test binary started again as a
 // writer instead of a test run.
 const (
-	helperEnv = "CHATMEM_FAULTS_HELPER" // the helper to run: sqlite-writer, summary-writer
+	helperEnv = "CHATMEM_FAULTS_HELPER" // the helper to run: sqlite-writer, summary-writer, proxy-server
 	dbEnv     = "CHATMEM_FAULTS_DB"     // the SQLite file
 	streamEnv = "CHATMEM_FAULTS_STREAM" // names this run in its markers, e.g. "r07"
 	seedEnv   = "CHATMEM_FAULTS_SEED"
@@ -48,6 +48,8 @@ func TestMain(m *testing.M) {
 		err = sqliteWriter()
 	case "summary-writer":
 		err = summaryWriter()
+	case "proxy-server":
+		err = proxyServer()
 	default:
 		err = fmt.Errorf("unknown helper %q", role)
 	}

@@ -18,6 +18,9 @@ var (
 	ErrMethodNotAllowed = errors.New("method not allowed")
 	// ErrRateLimited reports a tenant over its configured request rate.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrRequestTimeout reports a request body that did not arrive within
+	// the server's read timeout.
+	ErrRequestTimeout = errors.New("request timeout")
 )
 
 // errorCodes is the one table from errors to HTTP statuses and error codes,
@@ -32,12 +35,14 @@ var errorCodes = []struct {
 }{
 	{chatmem.ErrNotFound, http.StatusNotFound, "not_found"},
 	{chatmem.ErrConflict, http.StatusConflict, "conflict"},
+	{chatmem.ErrIdempotencyKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused"},
 	{chatmem.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
 	{chatmem.ErrBudgetTooSmall, http.StatusUnprocessableEntity, "budget_too_small"},
 	{chatmem.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout"},
 	{chatmem.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 }
 

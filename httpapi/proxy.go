@@ -48,8 +48,6 @@ type upstream struct {
 	key    string
 	client *http.Client
 	policy chatmem.Policy
-	// writes are the turns being stored after their response went out.
-	writes turnWrites
 }
 
 func newUpstream(u Upstream) (*upstream, error) {
@@ -114,29 +112,35 @@ var errNoUpstream = fmt.Errorf("%w: no upstream configured", chatmem.ErrUnavaila
 // chatCompletions is the chat proxy. Without X-Chatmem-Conversation it
 // forwards the request as it is; with it, the request's messages are the
 // turn's new ones: system (and developer) messages are not stored but sent
-// first, as this request's pinned system prompt; the others are stored
-// (once per Idempotency-Key); the stored context under the policy replaces
-// the messages; every other field goes to the upstream untouched; and a
-// successful reply is stored. A reply that does not complete (an upstream
-// error, a client that goes away, a stream that breaks before [DONE]) is
-// not stored, partial or whole, so the history stays valid; the turn's own
-// messages are stored all the same. Errors are in the OpenAI shape.
+// first, as this request's pinned system prompt; the others are stored;
+// the stored context under the policy replaces the messages; every other
+// field goes to the upstream untouched; and a successful reply is stored.
+// A reply that does not complete (an upstream error, a client that goes
+// away, a stream that breaks before [DONE]) is not stored, partial or
+// whole, so the history stays valid; the turn's own messages are stored
+// all the same. Errors are in the OpenAI shape.
 //
-// On an existing conversation without an Idempotency-Key, the turn's
-// messages go into the context as pending and are written with the reply
-// in one append, which saves a commit per turn; when no reply comes they
-// are written alone as the request ends. A new conversation, or a request
-// with an Idempotency-Key (which must be checked before the context is
-// read), appends them first.
+// The proxy commits before it acknowledges: a reply is stored before the
+// client gets it whole. A non-streaming response is written only after the
+// commit; a stream's deltas are relayed as they come, but its ending (the
+// chunk with finish_reason, any usage chunk after it, and data: [DONE]) is
+// held until the commit, and a commit that fails ends the stream with an
+// error event instead. So a read through any endpoint, on any replica,
+// made once the client has the reply, finds the turn, and a crash after
+// that loses nothing the client was given.
 //
-// A non-streaming reply is written after the response is sent (with its
-// Content-Length, and flushed) but before the handler returns, so the
-// client does not wait for the commit. The conversation's next proxied
-// turn on this server waits for it before reading the history; a request
-// on the same kept-alive connection is not read before it is done; other
-// readers (the REST API, other instances) may miss the turn for the
-// duration of one commit. A streamed reply is written before data: [DONE]
-// is relayed.
+// On an existing conversation, the turn's messages go into the context as
+// pending and are written with the reply in one append, one commit per
+// turn; when no reply comes they are written alone as the request ends. A
+// new conversation, which has no context to read yet, appends them first.
+//
+// With an Idempotency-Key the turn's messages are appended first under
+// that key, and the reply under a key derived from it (replyKey). A retry
+// with the same key and body gets the stored reply without a call to the
+// upstream (Idempotent-Replayed: true); a retry of a request that failed
+// before its reply was stored calls the upstream again with the history
+// its messages were stored in. The key with another body is refused
+// (422, idempotency_key_reused).
 func (s *Server) chatCompletions(c *call) error {
 	if err := s.proxyChat(c); err != nil {
 		s.writeOpenAIError(c.w, c.r, err)
@@ -144,12 +148,21 @@ func (s *Server) chatCompletions(c *call) error {
 	return nil
 }
 
+// errKeyReused answers a request whose Idempotency-Key an earlier request
+// with another body used: it neither replays that request nor runs.
+var errKeyReused = fmt.Errorf("%w: the Idempotency-Key was used with another request body; use a new key for a new request", chatmem.ErrIdempotencyKeyReused)
+
 func (s *Server) proxyChat(c *call) error {
 	if s.up == nil {
 		return errNoUpstream
 	}
 	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
 	if err != nil {
+		return err
+	}
+	// Decoding would turn invalid UTF-8 into U+FFFD: refuse it, the
+	// pass-through too.
+	if err := chatmem.CheckJSONText(body); err != nil {
 		return err
 	}
 	req, err := parseChatRequest(body)
@@ -167,40 +180,53 @@ func (s *Server) proxyChat(c *call) error {
 	if t.policy, err = s.proxyPolicy(c.r.Header); err != nil {
 		return err
 	}
-	var opts chatmem.AppendOptions
-	if v := c.r.Header.Get("Idempotency-Key"); v != "" {
-		if err := checkIdempotencyKey(v); err != nil {
+	if v, ok := c.r.Header["Idempotency-Key"]; ok {
+		if len(v) != 1 || v[0] == "" {
+			return fmt.Errorf("%w: Idempotency-Key must not be empty", chatmem.ErrInvalid)
+		}
+		if err := checkIdempotencyKey(v[0]); err != nil {
 			return err
 		}
-		opts.IdempotencyKey = v
+		t.idemKey = v[0]
+		t.fingerprint = requestFingerprint(body)
 	}
 	system, msgs, err := s.splitMessages(req.messages)
 	if err != nil {
 		return err
 	}
 	ctx := c.r.Context()
-	// The previous turn's messages may still be being written, after its
-	// response went out: read the history once they are in.
-	if err := s.up.writes.wait(ctx, t.key); err != nil {
-		return err
+	if t.idemKey != "" {
+		// A retry whose reply is stored gets it, and the upstream is not
+		// called again.
+		reply, err := s.storedReply(ctx, t)
+		if err != nil {
+			return err
+		}
+		if reply != nil {
+			return s.replay(c, req.stream, modelOf(body), *reply)
+		}
 	}
-	answered := int64(-1) // the Seq after which a replayed turn's reply was stored
+	upto := int64(-1) // the last Seq of a replayed turn: the history it is answered from
 	appendFirst := func() error {
+		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint}
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 			return s.mem.Append(ctx, t.key, msgs, opts)
 		})
 		if err != nil {
 			return err
 		}
-		if last := res.Messages[len(res.Messages)-1].Seq; res.Replayed && res.Conversation.LastSeq > last {
-			answered = last
+		if res.Replayed {
+			if !sameMessages(res.Messages, msgs) {
+				return errKeyReused
+			}
+			upto = res.Messages[len(res.Messages)-1].Seq
 		}
 		return nil
 	}
 	var pending []chatmem.Message
 	switch {
 	case len(msgs) == 0:
-	case opts.IdempotencyKey == "":
+	case t.idemKey == "":
 		// The turn's messages are written with the reply, in one append
 		// (one commit on the request path instead of two), or alone when
 		// no reply comes; the context counts them as pending.
@@ -244,7 +270,6 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
 	t.tokens = w.Tokens + w.Reserved
-	t.store = answered < 0
 	// The body is the client's with the messages spliced in: its other
 	// fields go as they came, and nothing is decoded and encoded again.
 	size := 2
@@ -263,9 +288,9 @@ func (s *Server) proxyChat(c *call) error {
 		msgsJSON = append(msgsJSON, m.raw...)
 	}
 	for _, m := range w.Messages {
-		if answered >= 0 && m.Seq > answered {
-			// A retry of a turn already answered: send the history it was
-			// answered from, and keep the stored reply.
+		if upto >= 0 && m.Seq > upto {
+			// A retry of a turn whose messages were stored by an attempt
+			// that got no reply: send the history they were stored in.
 			t.tokens -= m.Tokens
 			continue
 		}
@@ -286,22 +311,24 @@ func (s *Server) proxyChat(c *call) error {
 type turn struct {
 	key    chatmem.Key
 	policy chatmem.Policy
-	tokens int  // chatmem's count of the prompt sent
-	store  bool // false: the reply of this turn is stored already
+	tokens int // chatmem's count of the prompt sent
+	// idemKey is the request's Idempotency-Key, and fingerprint the
+	// digest of its body that a retry must match.
+	idemKey, fingerprint string
 	// pending are the turn's messages not yet written: they go with the
 	// reply, or alone when the request ends without one.
 	pending []chatmem.Message
 }
 
-// pendingWriteTimeout bounds writing a turn's messages after its request
-// failed or its client went away.
+// pendingWriteTimeout bounds writing a turn after its client may have
+// gone away.
 const pendingWriteTimeout = 10 * time.Second
 
 // writePending writes the turn's messages if the reply did not take them
 // along: the request failed upstream or its client went away, and the
 // messages stay, as they would have had they been appended first. It
-// runs when the request ends, so it no longer honours the request's
-// cancellation, only a timeout of its own.
+// runs when the request ends, before an error is answered, so it no
+// longer honours the request's cancellation, only a timeout of its own.
 func (s *Server) writePending(ctx context.Context, t *turn) {
 	if len(t.pending) == 0 {
 		return
@@ -438,11 +465,10 @@ func MarshalOpenAIMessage(m chatmem.Message) ([]byte, error) {
 }
 
 // forward sends body to the upstream and relays its answer; with t, it
-// stores the reply in t's conversation. A complete reply is stored right
-// after the response is written and flushed, before the handler returns:
-// the client does not wait for the commit, the conversation's next
-// proxied turn does (turnWrites), and on a kept-alive connection the next
-// request is not even read before then.
+// stores the reply in t's conversation before the client has it whole
+// (commitTurn): a non-streaming response is written after the commit, a
+// stream's ending is held until it (relayStream). Nothing is written
+// after the response, so the handler is done once the client has it.
 func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	ctx := c.r.Context()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.up.url, bytes.NewReader(body))
@@ -480,51 +506,123 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	if len(b) > maxUpstreamBody {
 		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream response over %d bytes", maxUpstreamBody)}
 	}
-	// Only what storing the reply needs is decoded; the client gets the
-	// upstream's bytes.
-	var cc chatCompletion
-	if t != nil && t.store {
+	// A model can be made to repeat what it was sent, a gateway the
+	// headers it got: the upstream key never reaches the client.
+	b = redactKey(b, s.up.key)
+	if t != nil {
+		// Only what storing the reply needs is decoded; the client gets the
+		// upstream's bytes, once the turn is committed.
+		var cc chatCompletion
 		if err := json.Unmarshal(b, &cc); err != nil {
 			return &upstreamError{status: http.StatusBadGateway, msg: "upstream response is not a chat completion", err: err}
+		}
+		var reply *chatmem.Message
+		if len(cc.Choices) > 0 {
+			msg := cc.Choices[0].Message
+			content := ""
+			if msg.Content != nil {
+				content = *msg.Content
+			}
+			reply = s.replyMessage(t, content, msg.ToolCalls, cc.Usage)
+		}
+		stored, err := s.commitTurn(ctx, t, reply)
+		if err != nil {
+			return err
+		}
+		if stored != nil {
+			// A concurrent request with the same Idempotency-Key stored
+			// its reply first: answer that one, the one kept.
+			return s.replay(c, false, modelOf(body), *stored)
 		}
 	}
 	h := c.w.Header()
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		h.Set("Content-Type", ct)
 	}
-	// With the length known, the client has the whole response once it is
-	// flushed, not only when the handler returns.
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	if t == nil || (!t.store && len(t.pending) == 0) {
-		c.w.WriteHeader(resp.StatusCode)
-		_, _ = c.w.Write(b)
+	c.w.WriteHeader(resp.StatusCode)
+	_, _ = c.w.Write(b)
+	return nil
+}
+
+// redactKey masks every occurrence of key in b.
+func redactKey(b []byte, key string) []byte {
+	if key == "" || !bytes.Contains(b, []byte(key)) {
+		return b
+	}
+	return bytes.ReplaceAll(b, []byte(key), []byte("[upstream key]"))
+}
+
+// replyMessage is the message a reply is stored as, with the prompt tokens
+// as the upstream reported them beside chatmem's count and, for a request
+// with an Idempotency-Key, the fingerprint of the request a retry must
+// match; nil for a reply with neither content nor tool calls (a refusal,
+// an empty completion), which has nothing to store.
+func (s *Server) replyMessage(t *turn, content string, calls []chatmem.ToolCall, u *usage) *chatmem.Message {
+	if content == "" && len(calls) == 0 {
 		return nil
 	}
-	end := s.up.writes.begin(t.key)
-	defer end()
-	c.w.WriteHeader(resp.StatusCode)
-	_, werr := c.w.Write(b)
-	if werr == nil {
-		werr = http.NewResponseController(c.w).Flush()
+	for i := range calls {
+		if calls[i].Type == "" {
+			calls[i].Type = "function"
+		}
 	}
-	// The client now reads the response while the turn is written: let
-	// the thread that reads it run first (yield_linux.go).
-	yieldCPU()
-	// The turn is stored even if the client goes away now that it has the
-	// reply, within a timeout of its own; a reply that could not be written
-	// to the client is not stored, only the turn's own messages are.
+	msg := &chatmem.Message{Role: chatmem.RoleAssistant, Content: content, ToolCalls: calls}
+	if u != nil && u.PromptTokens > 0 {
+		msg.Metadata = map[string]string{
+			MetaPromptTokensUpstream: strconv.Itoa(u.PromptTokens),
+			MetaPromptTokensChatmem:  strconv.Itoa(t.tokens),
+		}
+		s.metrics.observePromptTokens(u.PromptTokens, t.tokens)
+	}
+	if t.idemKey != "" {
+		if msg.Metadata == nil {
+			msg.Metadata = map[string]string{}
+		}
+		msg.Metadata[MetaRequestFingerprint] = t.fingerprint
+	}
+	return msg
+}
+
+// commitTurn stores the turn before its reply goes out: the turn's
+// pending messages with the reply (nil: none to store) in one append,
+// under the reply's idempotency key if the request has one. The commit
+// does not end with the request: a client that goes away now leaves the
+// turn stored. An error means nothing of the reply was stored, and the
+// client must not be told it was; the pending messages are then written
+// alone as the request ends. stored is the reply a concurrent request
+// with the same Idempotency-Key stored first, if it did.
+func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message) (stored *chatmem.Message, _ error) {
+	msgs := slices.Clip(t.pending)
+	if reply != nil {
+		msgs = append(msgs, *reply)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
-	if werr == nil && t.store && len(cc.Choices) > 0 {
-		msg := cc.Choices[0].Message
-		content := ""
-		if msg.Content != nil {
-			content = *msg.Content
-		}
-		s.storeReply(wctx, t, content, msg.ToolCalls, cc.Usage)
+	var opts chatmem.AppendOptions
+	if t.idemKey != "" && reply != nil {
+		opts.IdempotencyKey, opts.Fingerprint = replyKey(t.idemKey), t.fingerprint
 	}
-	s.writePending(wctx, t)
-	return nil
+	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
+		return s.mem.Append(wctx, t.key, msgs, opts)
+	})
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelError, "chat proxy: turn not stored, reply withheld",
+			slog.String("request_id", infoOf(ctx).id), slog.String("conversation", t.key.ID), slog.String("error", err.Error()))
+		return nil, fmt.Errorf("store the turn: %w", err)
+	}
+	t.pending = nil
+	if res.Replayed && len(res.Messages) > 0 {
+		m := res.Messages[len(res.Messages)-1]
+		if m.Metadata[MetaRequestFingerprint] != t.fingerprint {
+			return nil, errKeyReused
+		}
+		return &m, nil
+	}
+	return nil, nil
 }
 
 // relayHeaders copies to the client's response the upstream's headers
@@ -559,47 +657,14 @@ type usage struct {
 	PromptTokens int `json:"prompt_tokens"`
 }
 
-// storeReply appends the turn's reply, with the prompt tokens as the
-// upstream reported them beside chatmem's count. A reply with neither
-// content nor tool calls (a refusal, an empty completion) has nothing to
-// store. The client gets the reply whether or not it could be stored, so a
-// failure is logged here, not returned.
-func (s *Server) storeReply(ctx context.Context, t *turn, content string, calls []chatmem.ToolCall, u *usage) {
-	if content == "" && len(calls) == 0 {
-		return
-	}
-	for i := range calls {
-		if calls[i].Type == "" {
-			calls[i].Type = "function"
-		}
-	}
-	msg := chatmem.Message{Role: chatmem.RoleAssistant, Content: content, ToolCalls: calls}
-	if u != nil && u.PromptTokens > 0 {
-		msg.Metadata = map[string]string{
-			MetaPromptTokensUpstream: strconv.Itoa(u.PromptTokens),
-			MetaPromptTokensChatmem:  strconv.Itoa(t.tokens),
-		}
-		s.metrics.observePromptTokens(u.PromptTokens, t.tokens)
-	}
-	msgs := append(slices.Clip(t.pending), msg)
-	_, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-		return s.mem.Append(ctx, t.key, msgs, chatmem.AppendOptions{})
-	})
-	if err != nil {
-		// The turn's messages, if pending, are still written alone.
-		s.log.LogAttrs(ctx, slog.LevelError, "chat proxy: reply not stored",
-			slog.String("request_id", infoOf(ctx).id), slog.String("conversation", t.key.ID), slog.String("error", err.Error()))
-		return
-	}
-	t.pending = nil
-}
-
 // relayStream copies the upstream's server-sent events to the client as
 // they come, one flush per event, and assembles the reply from the chunks'
-// deltas. The reply is stored when data: [DONE] arrives, once every event
-// before it reached the client, and before [DONE] is relayed, so that the
-// client's next turn finds it; a stream that stops before [DONE] stores
-// nothing of the reply.
+// deltas. The stream's ending (the chunk with a finish_reason and every
+// line after it) is held back: when data: [DONE] arrives the turn is
+// committed, and only then is the ending relayed. A commit that fails, or
+// a stream that stops before [DONE], ends the client's stream with an
+// error event and without the ending, so no client holds a reply as
+// complete that is not stored.
 func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	h := c.w.Header()
 	h.Set("Content-Type", resp.Header.Get("Content-Type"))
@@ -611,9 +676,9 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	_ = rc.Flush()
 
 	ctx := c.r.Context()
-	assemble := t != nil && t.store
+	key := s.up.key
 	var acc streamReply
-	done := false
+	var held []byte // the ending, relayed after the commit
 	rd := bufio.NewReaderSize(resp.Body, 32<<10)
 	for {
 		line, err := rd.ReadSlice('\n')
@@ -623,25 +688,43 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 			line, err = append(slices.Clone(line), rest...), err2
 		}
 		if len(line) > 0 {
-			if assemble && !done && acc.line(line) {
-				done = true
+			line = redactKey(line, key)
+			done := t != nil && acc.line(line)
+			switch {
+			case done:
+				// data: [DONE]: store the turn, then end the stream.
 				if acc.failed || ctx.Err() != nil {
 					s.streamBroken(c, t, "upstream stream", errors.New("an event could not be read"))
 				} else {
-					s.storeReply(ctx, t, acc.content.String(), acc.calls(), acc.usage)
+					content := string(redactKey([]byte(acc.content.String()), key))
+					stored, cerr := s.commitTurn(ctx, t, s.replyMessage(t, content, acc.calls(), acc.usage))
+					if cerr == nil && stored != nil && stored.Content != content {
+						cerr = fmt.Errorf("%w: a concurrent request with the same Idempotency-Key stored another reply", chatmem.ErrConflict)
+					}
+					if cerr != nil {
+						s.streamError(c, rc, cerr)
+						s.streamBroken(c, t, "commit", cerr)
+						return nil
+					}
 				}
+				// The blank line that ends the [DONE] event is written
+				// here; the upstream's is read and dropped below.
+				held = append(append(held, line...), '\n')
+				_, _ = c.w.Write(held)
+				_ = rc.Flush()
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10)) // what may follow [DONE]
+				return nil
+			case t != nil && (acc.finished || held != nil):
+				held = append(held, line...)
+				continue
 			}
 			if _, werr := c.w.Write(line); werr != nil {
-				if !done {
-					s.streamBroken(c, t, "client write", werr)
-				}
+				s.streamBroken(c, t, "client write", werr)
 				return nil
 			}
 			if len(bytes.TrimSpace(line)) == 0 {
 				if ferr := rc.Flush(); ferr != nil {
-					if !done {
-						s.streamBroken(c, t, "client flush", ferr)
-					}
+					s.streamBroken(c, t, "client flush", ferr)
 					return nil
 				}
 			}
@@ -650,9 +733,6 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 			break
 		}
 		if err != nil {
-			if done {
-				return nil
-			}
 			// The headers are sent: tell the client in the stream, as
 			// OpenAI does, and keep the partial reply out of the history
 			// (the turn's own messages are written first, so the client's
@@ -660,18 +740,37 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 			if t != nil {
 				s.writePending(ctx, t)
 			}
-			ev, _ := json.Marshal(openAIErrorBody{Error: openAIErrorDetail{Message: "the upstream stream failed", Type: "upstream_error", Code: "unavailable"}})
-			_, _ = fmt.Fprintf(c.w, "data: %s\n\n", ev)
-			_ = rc.Flush()
+			s.streamError(c, rc, &upstreamError{status: http.StatusBadGateway, msg: "the upstream stream failed", err: err})
 			s.streamBroken(c, t, "upstream read", err)
 			return nil
 		}
 	}
-	_ = rc.Flush()
-	if assemble && !done {
-		s.streamBroken(c, t, "upstream stream", errors.New("ended without data: [DONE]"))
+	if t == nil {
+		_ = rc.Flush()
+		return nil
 	}
+	// The upstream ended without data: [DONE]: the reply is not stored, so
+	// the client does not get its ending either.
+	s.writePending(ctx, t)
+	s.streamError(c, rc, &upstreamError{status: http.StatusBadGateway, msg: "the upstream stream ended before data: [DONE]"})
+	s.streamBroken(c, t, "upstream stream", errors.New("ended without data: [DONE]"))
 	return nil
+}
+
+// streamError ends a stream whose headers are sent with an error event in
+// the OpenAI shape, which OpenAI's SDKs raise as an error.
+func (s *Server) streamError(c *call, rc *http.ResponseController, err error) {
+	d := openAIErrorDetail{Message: "the upstream stream failed", Type: "upstream_error", Code: "unavailable"}
+	var ue *upstreamError
+	if !errors.As(err, &ue) {
+		status, code := classify(err)
+		d = openAIErrorDetail{Message: "the reply could not be stored; retry the request", Type: openAIErrorType(status), Code: code}
+	} else if ue.msg != "" {
+		d.Message = ue.msg
+	}
+	ev, _ := json.Marshal(openAIErrorBody{Error: d})
+	_, _ = fmt.Fprintf(c.w, "data: %s\n\n", ev)
+	_ = rc.Flush()
 }
 
 // streamBroken notes on the request's log line that the stream stopped
@@ -694,12 +793,16 @@ type streamReply struct {
 	tools   []chatmem.ToolCall
 	usage   *usage
 	failed  bool // an event could not be read, or was an error
+	// finished is set by the first chunk with a finish_reason: the
+	// stream's ending begins.
+	finished bool
 }
 
 type chunk struct {
 	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
+		Index        int             `json:"index"`
+		FinishReason json.RawMessage `json:"finish_reason"`
+		Delta        struct {
 			Content   *string `json:"content"`
 			ToolCalls []struct {
 				Index    int    `json:"index"`
@@ -740,6 +843,9 @@ func (a *streamReply) line(line []byte) bool {
 		a.usage = ch.Usage
 	}
 	for _, c := range ch.Choices {
+		if len(c.FinishReason) > 0 && string(c.FinishReason) != "null" {
+			a.finished = true
+		}
 		if c.Index != 0 {
 			continue
 		}
@@ -824,9 +930,7 @@ func transportError(ctx context.Context, err error) error {
 // logs.
 func upstreamStatusError(resp *http.Response, key string) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamError))
-	if key != "" {
-		b = bytes.ReplaceAll(b, []byte(key), []byte("[upstream key]"))
-	}
+	b = redactKey(b, key)
 	var e struct {
 		Error *struct {
 			Message string `json:"message"`

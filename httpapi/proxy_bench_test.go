@@ -23,15 +23,13 @@ import (
 // of each and the difference of the medians: the proxy's overhead per
 // turn. ns/op is the time of both requests.
 //
-// The proxy stores a reply after the response went out. proxy-p50 is the
-// time until the client has the whole response, what a user waits for.
-// The direct request follows at once (while that write may still run);
-// the iteration then waits for the proxy's handler to return, as a user
-// reading the answer would, and settled-p50 is the time from the proxied
-// request until then, which bounds how fast one conversation's turns can
-// follow each other. (The waiting leaves the next proxied request to
-// start on an idle, colder runtime than the direct one: that counts
-// against the proxy.)
+// The proxy commits the turn (one fsynced SQLite transaction) before it
+// writes the response, so proxy-p50, the time until the client has the
+// whole response, includes the commit. The direct request follows at once;
+// the iteration then waits for the proxy's handler to return, and
+// settled-p50 is the time from the proxied request until then (with the
+// commit before the response, little more than proxy-p50 plus the direct
+// request).
 //
 // Every turn sends a user message of about 100 characters and gets a
 // reply of about 300 (estimate tokenizer: 25 and 75 tokens). short

@@ -177,9 +177,9 @@ func (s *slowReplies) Append(ctx context.Context, key chatmem.Key, msgs []chatme
 	return s.Store.Append(ctx, key, msgs, opts)
 }
 
-// TestProxyNextTurnWaits: a reply is stored after its response went out,
-// and the conversation's next turn, sent at once on another connection,
-// still finds it (and so does a turn whose first append is its own).
+// TestProxyNextTurnWaits: with a store slow to take a reply, the
+// conversation's next turn, sent at once on another connection, still
+// finds the reply: it was stored before the response went out.
 func TestProxyNextTurnWaits(t *testing.T) {
 	store := &slowReplies{Store: memory.New(), delay: 100 * time.Millisecond}
 	env := newProxyEnv(t, proxyConfig{store: store})

@@ -62,6 +62,8 @@ var tests = []subtest{
 	{"EmptyBatch", testEmptyBatch},
 	{"InvalidKeys", testInvalidKeys},
 	{"Idempotency", testIdempotency},
+	{"IdempotencyProbe", testIdempotencyProbe},
+	{"IdempotencyFingerprint", testIdempotencyFingerprint},
 	{"Conflict", testConflict},
 	{"TokenizerConflict", testTokenizerConflict},
 	{"ConcurrentAppends", testConcurrentAppends},
