@@ -22,6 +22,12 @@ var (
 	// expected last sequence number is no longer the conversation's.
 	ErrConflict = errors.New("conflict")
 
+	// ErrIdempotencyKeyReused reports an idempotency key that an earlier
+	// append to the conversation used with other messages (another
+	// AppendOptions.Fingerprint): the key names another request, so it
+	// neither replays nor appends. Nothing was written.
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused")
+
 	// ErrBudgetTooSmall reports a token budget that cannot hold a valid window:
 	// the pinned system messages and the newest user message (with what
 	// follows it) do not fit.

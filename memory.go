@@ -194,6 +194,9 @@ func (m *Memory) Append(ctx context.Context, key Key, msgs []Message, opts Appen
 	if opts.Now.IsZero() {
 		opts.Now = m.now()
 	}
+	if opts.IdempotencyKey != "" && opts.Fingerprint == "" {
+		opts.Fingerprint = Fingerprint(msgs)
+	}
 	for attempt := 0; ; attempt++ {
 		res, retry, err := m.append(ctx, key, msgs, opts)
 		if !retry || attempt == maxAppendRetries {

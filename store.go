@@ -40,6 +40,15 @@ type AppendOptions struct {
 	// successful conditional append replays rather than conflicts. Keys are
 	// scoped to the conversation and deleted with it.
 	IdempotencyKey string
+	// Fingerprint identifies the request an IdempotencyKey was sent with
+	// (Memory.Append sets it to Fingerprint(msgs) when it is empty). The
+	// store records it with the key, and a later append with the same key
+	// and another fingerprint fails with ErrIdempotencyKeyReused, checked
+	// in the same transaction as the key: a key reused for other messages
+	// neither replays the first request nor appends. An empty fingerprint,
+	// given or recorded (keys stored before fingerprints were), matches
+	// any.
+	Fingerprint string
 	// Tokenizer is recorded when the append creates the conversation.
 	Tokenizer string
 	// ExpectedTokenizer, if set, makes the append fail with ErrConflict

@@ -32,6 +32,7 @@ var errorCodes = []struct {
 }{
 	{chatmem.ErrNotFound, http.StatusNotFound, "not_found"},
 	{chatmem.ErrConflict, http.StatusConflict, "conflict"},
+	{chatmem.ErrIdempotencyKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused"},
 	{chatmem.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
 	{chatmem.ErrBudgetTooSmall, http.StatusUnprocessableEntity, "budget_too_small"},
 	{chatmem.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},

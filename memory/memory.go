@@ -74,8 +74,9 @@ type conversation struct {
 
 // applied records which messages one idempotent append stored.
 type applied struct {
-	first int64 // Seq of the first message
-	count int
+	first       int64 // Seq of the first message
+	count       int
+	fingerprint string // the append's AppendOptions.Fingerprint
 }
 
 // New returns an empty store.
@@ -188,6 +189,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	c := s.lookup(key, time.Now())
 	if c != nil && opts.IdempotencyKey != "" {
 		if a, ok := c.idem[opts.IdempotencyKey]; ok {
+			if err := chatmem.CheckFingerprint(key, opts, a.fingerprint); err != nil {
+				return chatmem.AppendResult{}, err
+			}
 			return chatmem.AppendResult{
 				Messages:     cloneAll(c.msgs[a.first-1 : a.first-1+int64(a.count)]),
 				Conversation: c.meta,
@@ -217,7 +221,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		c.meta.ExpiresAt = now.Add(opts.TTL)
 	}
 	if opts.IdempotencyKey != "" {
-		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(in)}
+		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(in), fingerprint: opts.Fingerprint}
 	}
 	return chatmem.AppendResult{Messages: cloneAll(c.msgs[first-1:]), Conversation: c.meta}, nil
 }

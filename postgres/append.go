@@ -16,7 +16,8 @@ import (
 // chatmem.Store). It locks the conversation's row, creating it if missing,
 // and then, in this order: starts an expired conversation afresh (its
 // messages, postings, keys, summary and facts deleted), replays an
-// idempotency key already applied, checks ExpectedLastSeq and
+// idempotency key already applied (or refuses it with
+// chatmem.ErrIdempotencyKeyReused if its fingerprint differs), checks ExpectedLastSeq and
 // ExpectedTokenizer (a mismatch returns an error wrapping
 // chatmem.ErrConflict and writes nothing), and writes the batch and its
 // postings (the search index, see Postings) with one statement.
@@ -94,9 +95,13 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 		h := sha256.Sum256([]byte(opts.IdempotencyKey))
 		keyHash = h[:]
 		var first, count int64
-		err := tx.QueryRow(ctx, s.q.idempotencyKey, key.Tenant, key.ID, keyHash).Scan(&first, &count)
+		var fingerprint string
+		err := tx.QueryRow(ctx, s.q.idempotencyKey, key.Tenant, key.ID, keyHash).Scan(&first, &count, &fingerprint)
 		switch {
 		case err == nil:
+			if err := chatmem.CheckFingerprint(key, opts, fingerprint); err != nil {
+				return chatmem.AppendResult{}, false, err
+			}
 			rows, err := tx.Query(ctx, s.q.replayMessages, key.Tenant, key.ID, first, count)
 			if err != nil {
 				return chatmem.AppendResult{}, false, err
@@ -152,7 +157,7 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 		return chatmem.AppendResult{}, false, err
 	}
 	if keyHash != nil {
-		if _, err := tx.Exec(ctx, s.q.insertIdempotency, key.Tenant, key.ID, keyHash, first, len(stored), now); err != nil {
+		if _, err := tx.Exec(ctx, s.q.insertIdempotency, key.Tenant, key.ID, keyHash, first, len(stored), now, opts.Fingerprint); err != nil {
 			return chatmem.AppendResult{}, false, err
 		}
 	}

@@ -168,11 +168,11 @@ WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq = ANY($4::bigint[])
 ORDER BY m.seq`),
 
 		idempotencyKey: q(`
-SELECT first_seq, count FROM {s}.idempotency
+SELECT first_seq, count, fingerprint FROM {s}.idempotency
 WHERE tenant = $1 AND conv_id = $2 AND key_hash = $3`),
 		insertIdempotency: q(`
-INSERT INTO {s}.idempotency (tenant, conv_id, key_hash, first_seq, count, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)`),
+INSERT INTO {s}.idempotency (tenant, conv_id, key_hash, first_seq, count, created_at, fingerprint)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`),
 		// lockLive locks a live conversation's row against appends,
 		// Delete and the sweeps until the transaction ends, so that a
 		// summary or fact written under it cannot outlive the

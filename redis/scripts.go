@@ -117,7 +117,8 @@ end
 // KEYS: all of the conversation's. ARGV: now, expires_at ('0': this append
 // sets no expiry), expected last seq (-1: none), idempotency key (empty:
 // none), tokenizer, generation (a random token, recorded as meta's gen if the
-// append creates the conversation), expected tokenizer (empty: none), then
+// append creates the conversation), expected tokenizer (empty: none), the
+// request's fingerprint (empty: none), then
 // per message: its JSON object without seq, its tokens, its kind ('s'
 // system, 'u' user, 'o' other), the number of its index terms and those
 // terms (chatmem.IndexTerms).
@@ -131,13 +132,17 @@ end
 // tokenizer} on a failed ExpectedTokenizer check (tokenizer is the live
 // conversation's, empty if none is recorded; a conversation the append
 // creates, an expired one included, matches), {1, first_seq, meta...} after
-// appending, and {2, first_seq, meta..., messages} when the idempotency key
-// was applied before (messages are the original ones). Nothing of a live
+// appending, {2, first_seq, meta..., messages} when the idempotency key
+// was applied before (messages are the original ones), and {4, 0} when it
+// was applied with another fingerprint (both set). The idem hash holds
+// "first:last:fingerprint" ("first:last" for keys stored before
+// fingerprints were, which match any). Nothing of a live
 // conversation is written on a failed check or a replay (an expired one's
 // keys are deleted first, whatever follows).
 var appendScript = newScript(luaPrelude + `
 local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10]
 local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local fingerprint = ARGV[8]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer')
 local last = tonumber(m[1])
@@ -160,7 +165,10 @@ end
 if last and ikey ~= '' then
   local r = redis.call('HGET', idem, ikey)
   if r then
-    local first, final = string.match(r, '^(%d+):(%d+)$')
+    local first, final, fp = string.match(r, '^(%d+):(%d+):?(.*)$')
+    if fp ~= '' and fingerprint ~= '' and fp ~= fingerprint then
+      return {4, 0}
+    end
     first, final = tonumber(first), tonumber(final)
     return {2, first, redis.call('HGETALL', meta), redis.call('LRANGE', msgs, first - 1, final - 1)}
   end
@@ -188,7 +196,7 @@ end
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
 local postings, order = {}, {}
-local i = 8
+local i = 9
 while i <= #ARGV do
   last = last + 1
   local nterms = tonumber(ARGV[i + 3])
@@ -224,7 +232,7 @@ pushAll(cum, outCum)
 pushAll(users, outUsers)
 pushAll(sys, outSys)
 if ikey ~= '' then
-  redis.call('HSET', idem, ikey, first .. ':' .. last)
+  redis.call('HSET', idem, ikey, first .. ':' .. last .. ':' .. fingerprint)
 end
 if newExp ~= '0' then exp = newExp end
 redis.call('HSET', meta, 'last_seq', last, 'tokens', tokens, 'system_tokens', systemTokens,

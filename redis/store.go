@@ -300,11 +300,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		expected = *opts.ExpectedLastSeq
 	}
 
-	args := make([]any, 0, 7+4*len(msgs))
+	args := make([]any, 0, 8+4*len(msgs))
 	// The generation token tells this conversation from one created under
 	// the same key after it is deleted (see Tail); only the append that
 	// creates the conversation records it.
-	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text(), opts.ExpectedTokenizer)
+	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text(), opts.ExpectedTokenizer, opts.Fingerprint)
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
 		if !m.Role.Valid() {
@@ -340,7 +340,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if err != nil {
 		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
 	}
-	res, err := parseAppend(key, reply, stored, opts.ExpectedTokenizer)
+	res, err := parseAppend(key, reply, stored, opts)
 	if err != nil {
 		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
 	}
@@ -356,8 +356,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 
 // parseAppend turns the append script's reply into a result; stored are
 // the messages the append sent, which become the result's if they were
-// stored, and expectedTokenizer is its AppendOptions.ExpectedTokenizer.
-func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, expectedTokenizer string) (chatmem.AppendResult, error) {
+// stored, and opts are its options.
+func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
 	r, ok := reply.([]any)
 	if !ok || len(r) < 2 {
 		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
@@ -370,7 +370,11 @@ func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, expectedT
 	if status == 3 {
 		tok, _ := r[1].(string)
 		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q",
-			chatmem.ErrConflict, key, tok, expectedTokenizer)
+			chatmem.ErrConflict, key, tok, opts.ExpectedTokenizer)
+	}
+	if status == 4 {
+		return chatmem.AppendResult{}, fmt.Errorf("%w: key %q was applied to conversation %s with other messages",
+			chatmem.ErrIdempotencyKeyReused, opts.IdempotencyKey, key)
 	}
 	if len(r) < 3 {
 		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // migrationFS holds the schema migrations, NNNN_name.sql, numbered from 1
-// without gaps. A migration, once released, is never edited: changes go in
-// a new file.
+// upwards. A migration, once released, is never edited: changes go in a
+// new file. Numbers are handed out to branches developed in parallel, so a
+// branch may lack some (0007 without 0005 and 0006 until those are
+// merged): the numbers must increase, not be dense.
 //
 //go:embed migrations/*.sql
 var migrationFS embed.FS
@@ -26,7 +29,7 @@ type migration struct {
 }
 
 // migrations returns the embedded migrations in version order, checking
-// that they are numbered 1, 2, 3, ...
+// that no number is used twice.
 func migrations() ([]migration, error) {
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
 	if err != nil {
@@ -40,8 +43,8 @@ func migrations() ([]migration, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("migration %s: name is not NNNN_name.sql", base)
 		}
-		if v != len(ms)+1 {
-			return nil, fmt.Errorf("migration %s: version %d, want %d", base, v, len(ms)+1)
+		if v < 1 || len(ms) > 0 && v <= ms[len(ms)-1].version {
+			return nil, fmt.Errorf("migration %s: version %d is used twice or out of order", base, v)
 		}
 		b, err := migrationFS.ReadFile(name)
 		if err != nil {
@@ -63,7 +66,7 @@ func migrate(ctx context.Context, begin func(context.Context) (*sql.Conn, *sql.T
 	if err != nil {
 		return err
 	}
-	latest := len(ms)
+	latest := ms[len(ms)-1].version
 	conn, tx, err := begin(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -80,7 +83,16 @@ func migrate(ctx context.Context, begin func(context.Context) (*sql.Conn, *sql.T
 	if version == latest {
 		return nil
 	}
-	for _, m := range ms[version:] {
+	// A version this code has no migration for was written by a build
+	// with other migrations: applying the later ones on top of it could
+	// skip some, so refuse.
+	if version != 0 && !slices.ContainsFunc(ms, func(m migration) bool { return m.version == version }) {
+		return fmt.Errorf("migrate: database schema version %d is not one this chatmem knows", version)
+	}
+	for _, m := range ms {
+		if m.version <= version {
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			return fmt.Errorf("migrate: %s: %w", m.name, err)
 		}

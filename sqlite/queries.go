@@ -108,11 +108,11 @@ const (
 	selectSystem = `SELECT ` + messageCols + ` FROM messages
 		WHERE tenant = ?1 AND conv_id = ?2 AND role = 'system' ORDER BY seq`
 
-	selectIdempotencyKey = `SELECT first_seq, count FROM idempotency_keys
+	selectIdempotencyKey = `SELECT first_seq, count, fingerprint FROM idempotency_keys
 		WHERE tenant = ?1 AND conv_id = ?2 AND key = ?3`
 
-	insertIdempotencyKey = `INSERT INTO idempotency_keys (tenant, conv_id, key, first_seq, count)
-		VALUES (?1, ?2, ?3, ?4, ?5)`
+	insertIdempotencyKey = `INSERT INTO idempotency_keys (tenant, conv_id, key, first_seq, count, fingerprint)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6)`
 )
 
 // Summaries: one row per conversation, found through summaries_conv.

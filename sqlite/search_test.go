@@ -13,7 +13,8 @@ import (
 // migrations/0003_search.sql and the ones after it, whose tables refer to
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
-	"DROP TABLE message_vectors", // 0004_vectors.sql
+	"ALTER TABLE idempotency_keys DROP COLUMN fingerprint", // 0007_idempotency_fingerprint.sql
+	"DROP TABLE message_vectors",                           // 0004_vectors.sql
 	"DROP TRIGGER conversations_unindex",
 	"DROP TABLE message_terms",
 	"DROP TABLE counters",

@@ -171,7 +171,8 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 // transaction, creating the conversation if it does not exist (or has
 // expired: the expired one is deleted first). It checks, in this order, the
 // idempotency key (a match returns the original messages with Replayed set
-// and writes nothing), then AppendOptions.ExpectedLastSeq and
+// and writes nothing; one applied with another fingerprint is
+// chatmem.ErrIdempotencyKeyReused), then AppendOptions.ExpectedLastSeq and
 // ExpectedTokenizer (a mismatch returns chatmem.ErrConflict). Sequence numbers continue densely from the
 // conversation's last one. It wraps chatmem.ErrInvalid for a bad key, an
 // empty batch, an unknown role, a negative token count or a time outside
@@ -231,9 +232,13 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		}
 		if found && opts.IdempotencyKey != "" {
 			var first, count int64
-			err := t.row(selectIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey).Scan(&first, &count)
+			var fingerprint string
+			err := t.row(selectIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey).Scan(&first, &count, &fingerprint)
 			switch {
 			case err == nil:
+				if err := chatmem.CheckFingerprint(key, opts, fingerprint); err != nil {
+					return err
+				}
 				orig, err := queryMessages(t, selectRange, key.Tenant, key.ID, first-1, count)
 				if err != nil {
 					return err
@@ -298,7 +303,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 			return err
 		}
 		if opts.IdempotencyKey != "" {
-			if _, err := t.exec(insertIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey, first, len(out)); err != nil {
+			if _, err := t.exec(insertIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey, first, len(out), opts.Fingerprint); err != nil {
 				return err
 			}
 		}

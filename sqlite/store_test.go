@@ -210,8 +210,8 @@ func TestOpenConcurrently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if version != len(ms) {
-		t.Errorf("user_version = %d, want %d", version, len(ms))
+	if want := ms[len(ms)-1].version; version != want {
+		t.Errorf("user_version = %d, want %d", version, want)
 	}
 }
 

@@ -247,6 +247,50 @@ func testIdempotency(t *testing.T, h Harness) {
 	}
 }
 
+// testIdempotencyFingerprint checks AppendOptions.Fingerprint: a key
+// retried with its fingerprint replays; the key with another fingerprint
+// wraps ErrIdempotencyKeyReused and writes nothing, before ExpectedLastSeq
+// is looked at; an empty fingerprint on either side matches any; the check
+// holds for a second process (Reopen) too.
+func testIdempotencyFingerprint(t *testing.T, h Harness) {
+	s := h.New(t)
+	key := randomKey("idem-fp")
+	first := []chatmem.Message{msg(chatmem.RoleUser, "order 1", 3)}
+	fp := chatmem.Fingerprint(first)
+	orig := mustAppend(t, s, key, first, chatmem.AppendOptions{IdempotencyKey: "req-1", Fingerprint: fp})
+	before := mustRange(t, s, key, 0, 0)
+
+	res := mustAppend(t, s, key, first, chatmem.AppendOptions{IdempotencyKey: "req-1", Fingerprint: fp})
+	if !res.Replayed {
+		t.Errorf("retry with the same fingerprint: Replayed = false, want true")
+	}
+	wantMessages(t, "retry with the same fingerprint", res.Messages, orig.Messages)
+
+	other := []chatmem.Message{msg(chatmem.RoleUser, "order 2", 3)}
+	for _, st := range []chatmem.Store{s, h.reopen(t, s)} {
+		_, err := st.Append(t.Context(), key, other, chatmem.AppendOptions{IdempotencyKey: "req-1", Fingerprint: chatmem.Fingerprint(other)})
+		wantErr(t, "Append(req-1) with another fingerprint", err, chatmem.ErrIdempotencyKeyReused)
+		_, err = st.Append(t.Context(), key, other, chatmem.AppendOptions{IdempotencyKey: "req-1", Fingerprint: chatmem.Fingerprint(other), ExpectedLastSeq: ptr[int64](7)})
+		wantErr(t, "Append(req-1) with another fingerprint and a stale ExpectedLastSeq", err, chatmem.ErrIdempotencyKeyReused)
+	}
+	wantMessages(t, "Range after the refused reuse", mustRange(t, s, key, 0, 0), before)
+
+	// No fingerprint given: the key alone decides, as before fingerprints.
+	res = mustAppend(t, s, key, other, chatmem.AppendOptions{IdempotencyKey: "req-1"})
+	if !res.Replayed {
+		t.Errorf("retry without a fingerprint: Replayed = false, want true")
+	}
+	// A key stored without a fingerprint matches any.
+	mustAppend(t, s, key, other, chatmem.AppendOptions{IdempotencyKey: "req-2"})
+	res = mustAppend(t, s, key, first, chatmem.AppendOptions{IdempotencyKey: "req-2", Fingerprint: fp})
+	if !res.Replayed {
+		t.Errorf("retry of a key stored without a fingerprint: Replayed = false, want true")
+	}
+	if got := mustConversation(t, s, key).LastSeq; got != 2 {
+		t.Errorf("LastSeq = %d, want 2", got)
+	}
+}
+
 // testConflict checks ExpectedLastSeq: 0 matches a conversation that does
 // not exist yet, the current LastSeq matches, and any other value wraps
 // ErrConflict and writes nothing.

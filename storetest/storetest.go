@@ -62,6 +62,7 @@ var tests = []subtest{
 	{"EmptyBatch", testEmptyBatch},
 	{"InvalidKeys", testInvalidKeys},
 	{"Idempotency", testIdempotency},
+	{"IdempotencyFingerprint", testIdempotencyFingerprint},
 	{"Conflict", testConflict},
 	{"TokenizerConflict", testTokenizerConflict},
 	{"ConcurrentAppends", testConcurrentAppends},
