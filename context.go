@@ -96,7 +96,7 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	reserved := 0
 	for i, msg := range opts.Reserve {
 		// Not stored: the caller's own limits apply, not the Memory's.
-		if err := msg.Validate(Limits{MaxContentBytes: -1, MaxToolCalls: -1, MaxBatch: -1, MaxMetadata: -1}); err != nil {
+		if err := msg.Validate(NoLimits); err != nil {
 			return Window{}, fmt.Errorf("reserved message %d: %w", i, err)
 		}
 		n, err := m.blocks.count(ctx, counter, msg)

@@ -170,7 +170,9 @@ const maxAppendRetries = 8
 
 // Append validates msgs, counts each with the conversation's counter and
 // stores them at the end of the conversation, creating it if needed.
-// Messages with a CreatedAt of zero get the clock's time. Tool messages must
+// Messages with a CreatedAt of zero get the clock's time; others are kept
+// in UTC to the microsecond. An unknown opts.Tokenizer wraps ErrInvalid,
+// even for an existing conversation (which keeps its own). Tool messages must
 // answer the open calls of the conversation's trailing assistant message (or
 // of one earlier in the batch). Bad input wraps ErrInvalid or ErrTooLarge
 // and writes nothing; see Store.Append for ErrConflict and idempotency.
@@ -189,6 +191,13 @@ func (m *Memory) Append(ctx context.Context, key Key, msgs []Message, opts Appen
 	for i, msg := range msgs {
 		if err := msg.Validate(m.limits); err != nil {
 			return AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	// A tokenizer is named for a new conversation; an existing one keeps
+	// its own, but an unknown name is a mistake either way.
+	if opts.Tokenizer != "" {
+		if _, err := m.Counter(opts.Tokenizer); err != nil {
+			return AppendResult{}, err
 		}
 	}
 	if opts.Now.IsZero() {
@@ -324,6 +333,11 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 		}
 		if msg.CreatedAt.IsZero() {
 			msg.CreatedAt = opts.Now
+		} else {
+			// What every store keeps (see MinTime): a time given in
+			// another zone or to the nanosecond reads back the same
+			// from each.
+			msg.CreatedAt = msg.CreatedAt.UTC().Truncate(time.Microsecond)
 		}
 		counted[i] = msg
 	}

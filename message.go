@@ -84,6 +84,11 @@ type messageJSON struct {
 // parts ({"type":"text","text":"..."}), which are joined with newlines. Other
 // part types (images, audio) are refused with ErrInvalid: chatmem stores text.
 func (m *Message) UnmarshalJSON(b []byte) error {
+	// encoding/json would turn invalid UTF-8 into U+FFFD without a word:
+	// refuse it instead, in every field.
+	if err := CheckJSONText(b); err != nil {
+		return fmt.Errorf("message: %w", err)
+	}
 	var w messageJSON
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
@@ -115,6 +120,78 @@ func (m Message) MarshalJSON() ([]byte, error) {
 		ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Tokens: m.Tokens,
 		CreatedAt: m.CreatedAt, Metadata: m.Metadata,
 	})
+}
+
+// CheckJSONText checks that the JSON text b holds only valid UTF-8 and no
+// \u escape of a lone surrogate, the two things encoding/json silently
+// replaces with U+FFFD when it decodes a string: a request that carries
+// them is refused rather than stored rewritten. It wraps ErrInvalid and
+// names the byte offset. It does not check that b is valid JSON.
+func CheckJSONText(b []byte) error {
+	if !utf8.Valid(b) {
+		i := 0
+		for i < len(b) {
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return fmt.Errorf("%w: invalid UTF-8 at byte %d", ErrInvalid, i)
+	}
+	// Backslashes occur only inside strings in JSON, so escapes can be
+	// found without tracking where strings start and end.
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // skip the escaped character (it may be a backslash)
+			continue
+		}
+		r, ok := hex4(b, i+2)
+		if !ok {
+			continue // not JSON; the decoder says so
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return fmt.Errorf("%w: \\u%04X at byte %d is a lone low surrogate, not a character", ErrInvalid, r, i)
+		case r >= 0xD800 && r <= 0xDBFF:
+			var lo rune
+			ok := i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u'
+			if ok {
+				lo, ok = hex4(b, i+8)
+			}
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return fmt.Errorf("%w: \\u%04X at byte %d is a high surrogate without its low half, not a character", ErrInvalid, r, i)
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return nil
+}
+
+// hex4 parses the four hex digits of b at i.
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 func decodeContent(raw json.RawMessage) (string, error) {
@@ -158,17 +235,46 @@ func (m Message) Clone() Message {
 	return m
 }
 
-// Limits bounds what one message and one append may hold. The zero value
-// means the defaults below; a negative field means no limit.
+// Limits bounds what one message and one append may hold: every part of a
+// message that is stored and sent back, not only its content. The zero
+// value of a field means its default (DefaultLimits); a negative field
+// means no limit.
 type Limits struct {
-	MaxContentBytes int // default 256 KiB
-	MaxToolCalls    int // default 128
-	MaxBatch        int // messages per append; default 1000
-	MaxMetadata     int // metadata entries per message; default 64
+	// MaxContentBytes bounds a message's content (content parts joined).
+	// Default 256 KiB.
+	MaxContentBytes int
+	// MaxToolCalls bounds the tool calls of one message. Default 128.
+	MaxToolCalls int
+	// MaxBatch bounds the messages of one append. Default 1000.
+	MaxBatch int
+	// MaxMetadata bounds the metadata entries of one message. Default 64.
+	MaxMetadata int
+	// MaxMetadataBytes bounds the bytes of a message's metadata, keys and
+	// values together. Default 16 KiB.
+	MaxMetadataBytes int
+	// MaxMetadataKeyBytes bounds one metadata key. Default 128.
+	MaxMetadataKeyBytes int
+	// MaxNameBytes bounds the short strings of a message: name,
+	// tool_call_id, and each tool call's id and function name.
+	// Default 256.
+	MaxNameBytes int
+	// MaxArgumentsBytes bounds the arguments of a message's tool calls,
+	// all of them together. Default 256 KiB.
+	MaxArgumentsBytes int
 }
 
 // DefaultLimits are the limits a zero Limits stands for.
-var DefaultLimits = Limits{MaxContentBytes: 256 << 10, MaxToolCalls: 128, MaxBatch: 1000, MaxMetadata: 64}
+var DefaultLimits = Limits{
+	MaxContentBytes: 256 << 10, MaxToolCalls: 128, MaxBatch: 1000, MaxMetadata: 64,
+	MaxMetadataBytes: 16 << 10, MaxMetadataKeyBytes: 128, MaxNameBytes: 256, MaxArgumentsBytes: 256 << 10,
+}
+
+// NoLimits lifts every limit, for messages that are checked but not
+// stored (a caller's own limits apply to them).
+var NoLimits = Limits{
+	MaxContentBytes: -1, MaxToolCalls: -1, MaxBatch: -1, MaxMetadata: -1,
+	MaxMetadataBytes: -1, MaxMetadataKeyBytes: -1, MaxNameBytes: -1, MaxArgumentsBytes: -1,
+}
 
 func (l Limits) withDefaults() Limits {
 	pick := func(v, d int) int {
@@ -177,36 +283,53 @@ func (l Limits) withDefaults() Limits {
 		}
 		return v
 	}
+	d := DefaultLimits
 	return Limits{
-		MaxContentBytes: pick(l.MaxContentBytes, DefaultLimits.MaxContentBytes),
-		MaxToolCalls:    pick(l.MaxToolCalls, DefaultLimits.MaxToolCalls),
-		MaxBatch:        pick(l.MaxBatch, DefaultLimits.MaxBatch),
-		MaxMetadata:     pick(l.MaxMetadata, DefaultLimits.MaxMetadata),
+		MaxContentBytes:     pick(l.MaxContentBytes, d.MaxContentBytes),
+		MaxToolCalls:        pick(l.MaxToolCalls, d.MaxToolCalls),
+		MaxBatch:            pick(l.MaxBatch, d.MaxBatch),
+		MaxMetadata:         pick(l.MaxMetadata, d.MaxMetadata),
+		MaxMetadataBytes:    pick(l.MaxMetadataBytes, d.MaxMetadataBytes),
+		MaxMetadataKeyBytes: pick(l.MaxMetadataKeyBytes, d.MaxMetadataKeyBytes),
+		MaxNameBytes:        pick(l.MaxNameBytes, d.MaxNameBytes),
+		MaxArgumentsBytes:   pick(l.MaxArgumentsBytes, d.MaxArgumentsBytes),
 	}
 }
 
 func over(n, limit int) bool { return limit >= 0 && n > limit }
 
-// Validate checks one message on its own: a known role, valid UTF-8, content
-// present (an assistant message may carry tool calls instead), tool fields
-// only where they belong, sizes within l. It wraps ErrInvalid or ErrTooLarge.
-// Whether a tool message answers a call in the history is checked by
-// ValidateHistory.
+// Validate checks one message on its own: a known role, valid UTF-8 in
+// every string, content present (an assistant message may carry tool calls
+// instead), tool fields only where they belong, every part within l (the
+// error names the field and the limit), and a CreatedAt, if set, within
+// MinTime..MaxTime. It wraps ErrInvalid or ErrTooLarge. Whether a tool
+// message answers a call in the history is checked by ValidateHistory.
 func (m Message) Validate(l Limits) error {
 	l = l.withDefaults()
 	if !m.Role.Valid() {
 		return fmt.Errorf("%w: unknown role %q (want system, user, assistant or tool)", ErrInvalid, m.Role)
 	}
-	if !utf8.ValidString(m.Content) || !utf8.ValidString(m.Name) {
-		return fmt.Errorf("%w: %s message is not valid UTF-8", ErrInvalid, m.Role)
-	}
 	// NUL has no place in chat text, and PostgreSQL text cannot hold it:
 	// refusing it here makes every store behave the same.
-	if strings.ContainsRune(m.Content, 0) || strings.ContainsRune(m.Name, 0) {
-		return fmt.Errorf("%w: %s message contains a NUL character", ErrInvalid, m.Role)
+	text := func(field, v string, limit int) error {
+		switch {
+		case !utf8.ValidString(v):
+			return fmt.Errorf("%w: %s message %s is not valid UTF-8", ErrInvalid, m.Role, field)
+		case strings.ContainsRune(v, 0):
+			return fmt.Errorf("%w: %s message %s contains a NUL character", ErrInvalid, m.Role, field)
+		case over(len(v), limit):
+			return fmt.Errorf("%w: %s message %s is %d bytes, over the limit of %d", ErrTooLarge, m.Role, field, len(v), limit)
+		}
+		return nil
 	}
-	if over(len(m.Content), l.MaxContentBytes) {
-		return fmt.Errorf("%w: %s message content is %d bytes, over the limit of %d", ErrTooLarge, m.Role, len(m.Content), l.MaxContentBytes)
+	if err := text("content", m.Content, l.MaxContentBytes); err != nil {
+		return err
+	}
+	if err := text("name", m.Name, l.MaxNameBytes); err != nil {
+		return err
+	}
+	if err := text("tool_call_id", m.ToolCallID, l.MaxNameBytes); err != nil {
+		return err
 	}
 	if over(len(m.ToolCalls), l.MaxToolCalls) {
 		return fmt.Errorf("%w: %d tool calls, over the limit of %d", ErrTooLarge, len(m.ToolCalls), l.MaxToolCalls)
@@ -214,10 +337,21 @@ func (m Message) Validate(l Limits) error {
 	if over(len(m.Metadata), l.MaxMetadata) {
 		return fmt.Errorf("%w: %d metadata entries, over the limit of %d", ErrTooLarge, len(m.Metadata), l.MaxMetadata)
 	}
-	for k, v := range m.Metadata {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) || strings.ContainsRune(k+v, 0) {
-			return fmt.Errorf("%w: metadata %q is not valid UTF-8 or contains a NUL character", ErrInvalid, k)
+	metaBytes := 0
+	for _, k := range slices.Sorted(maps.Keys(m.Metadata)) { // the same error every time
+		if err := text("metadata key", k, l.MaxMetadataKeyBytes); err != nil {
+			return fmt.Errorf("%w (key %q)", err, truncate(k, 64))
 		}
+		if err := text(fmt.Sprintf("metadata[%q]", k), m.Metadata[k], -1); err != nil {
+			return err
+		}
+		metaBytes += len(k) + len(m.Metadata[k])
+	}
+	if over(metaBytes, l.MaxMetadataBytes) {
+		return fmt.Errorf("%w: %s message metadata is %d bytes (keys and values), over the limit of %d", ErrTooLarge, m.Role, metaBytes, l.MaxMetadataBytes)
+	}
+	if err := ValidateTime("created_at", m.CreatedAt); err != nil {
+		return err
 	}
 	if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
 		return fmt.Errorf("%w: only assistant messages carry tool_calls, not %s", ErrInvalid, m.Role)
@@ -232,7 +366,17 @@ func (m Message) Validate(l Limits) error {
 		return fmt.Errorf("%w: tool_call_id on a %s message", ErrInvalid, m.Role)
 	}
 	seen := make(map[string]bool, len(m.ToolCalls))
+	argBytes := 0
 	for i, c := range m.ToolCalls {
+		for _, f := range []struct {
+			name  string
+			v     string
+			limit int
+		}{{"id", c.ID, l.MaxNameBytes}, {"function.name", c.Function.Name, l.MaxNameBytes}, {"function.arguments", c.Function.Arguments, -1}} {
+			if err := text(fmt.Sprintf("tool call %d %s", i, f.name), f.v, f.limit); err != nil {
+				return err
+			}
+		}
 		if c.ID == "" || c.Function.Name == "" {
 			return fmt.Errorf("%w: tool call %d needs an id and a function name", ErrInvalid, i)
 		}
@@ -240,13 +384,41 @@ func (m Message) Validate(l Limits) error {
 			return fmt.Errorf("%w: tool call id %q repeated in one message", ErrInvalid, c.ID)
 		}
 		seen[c.ID] = true
-		for _, f := range []string{c.ID, c.Function.Name, c.Function.Arguments} {
-			if !utf8.ValidString(f) || strings.ContainsRune(f, 0) {
-				return fmt.Errorf("%w: tool call %d is not valid UTF-8 or contains a NUL character", ErrInvalid, i)
-			}
-		}
+		argBytes += len(c.Function.Arguments)
+	}
+	if over(argBytes, l.MaxArgumentsBytes) {
+		return fmt.Errorf("%w: %s message tool call arguments are %d bytes, over the limit of %d", ErrTooLarge, m.Role, argBytes, l.MaxArgumentsBytes)
 	}
 	return nil
+}
+
+// truncate returns s cut to at most n bytes, for quoting in errors.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// The range of times (created_at) every store keeps exactly: SQLite and
+// Redis hold Unix nanoseconds in an int64 (1677..2262), PostgreSQL
+// microseconds. Memory.Append keeps times in UTC at microsecond precision
+// for the same reason.
+var (
+	// MinTime is the earliest time a message or fact may carry.
+	MinTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	// MaxTime is the first time past the range.
+	MaxTime = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// ValidateTime checks that t, unless zero, lies in MinTime..MaxTime
+// (MaxTime excluded); field names it in the error, which wraps ErrInvalid.
+func ValidateTime(field string, t time.Time) error {
+	if t.IsZero() || !t.Before(MinTime) && t.Before(MaxTime) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s is outside the range every store keeps, %s to %s (UTC, excluded)", ErrInvalid, field,
+		t.Format(time.RFC3339Nano), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
 }
 
 // ValidateHistory checks each message with Validate and checks that every

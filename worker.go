@@ -618,7 +618,8 @@ func (m *Memory) Facts(ctx context.Context, key Key) ([]Fact, error) {
 }
 
 // SetFacts records facts set by the application: SetBy defaults to "app",
-// Confidence to 1 and CreatedAt to now. Invalid facts wrap ErrInvalid and
+// Confidence to 1 and CreatedAt to now. Invalid facts, and facts whose
+// SourceSeq is past the conversation's last message, wrap ErrInvalid and
 // nothing is written.
 func (m *Memory) SetFacts(ctx context.Context, key Key, facts []Fact) error {
 	fs, ok := m.store.(FactStore)
@@ -644,8 +645,34 @@ func (m *Memory) SetFacts(ctx context.Context, key Key, facts []Fact) error {
 		}
 		out[i] = f
 	}
+	if err := m.checkSources(ctx, key, out); err != nil {
+		return err
+	}
 	m.facts.forget(key)
 	return fs.SetFacts(ctx, key, out)
+}
+
+// checkSources refuses a fact whose SourceSeq names a message the
+// conversation does not have (yet): provenance must point at a message.
+// Sequence numbers only grow, so what holds here holds at the write.
+func (m *Memory) checkSources(ctx context.Context, key Key, facts []Fact) error {
+	var maxSeq int64
+	for _, f := range facts {
+		maxSeq = max(maxSeq, f.SourceSeq)
+	}
+	if maxSeq == 0 {
+		return nil
+	}
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return err
+	}
+	for _, f := range facts {
+		if f.SourceSeq > conv.LastSeq {
+			return fmt.Errorf("%w: fact %q source_seq %d is past the conversation's last message (seq %d)", ErrInvalid, f.Key, f.SourceSeq, conv.LastSeq)
+		}
+	}
+	return nil
 }
 
 // DeleteFact removes the named fact and its history.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +78,11 @@ func (r AppendRequest) TTL() time.Duration { return time.Duration(r.TTLSeconds) 
 // UnmarshalJSON (messages) decide for themselves. Errors wrap
 // chatmem.ErrInvalid.
 func decodeStrict(body []byte, v any) error {
+	// Before decoding: encoding/json would rewrite invalid UTF-8 (and
+	// lone surrogate escapes) to U+FFFD rather than fail.
+	if err := chatmem.CheckJSONText(body); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -95,31 +101,54 @@ func decodeStrict(body []byte, v any) error {
 }
 
 // readBody reads the request body, up to max bytes (more wraps
-// chatmem.ErrTooLarge).
+// chatmem.ErrTooLarge). A read that times out (the server's ReadTimeout)
+// wraps ErrRequestTimeout. The error never quotes the connection's error,
+// which names socket addresses.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	var tooBig *http.MaxBytesError
+	var timeout interface{ Timeout() bool }
 	switch {
+	case err == nil:
+		return b, nil
 	case errors.As(err, &tooBig):
 		return nil, fmt.Errorf("%w: request body over the limit of %d bytes", chatmem.ErrTooLarge, max)
-	case err != nil:
-		return nil, fmt.Errorf("%w: reading the request body: %v", chatmem.ErrInvalid, err)
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout():
+		return nil, fmt.Errorf("%w: the request body did not arrive in time (%d bytes read)", ErrRequestTimeout, len(b))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("%w: the request body ended before its declared length (%d bytes read)", chatmem.ErrInvalid, len(b))
+	default:
+		return nil, fmt.Errorf("%w: the request body could not be read (%d bytes read)", chatmem.ErrInvalid, len(b))
 	}
-	return b, nil
 }
 
 // parseIfMatch parses an If-Match header holding the conversation's last
-// sequence number, quoted as an entity tag ("5") or bare (5).
+// sequence number: decimal digits, bare (5) or quoted as an entity tag
+// ("5"). Signs, spaces, other entity tags and an empty value are refused.
 func parseIfMatch(v string) (int64, error) {
-	s := strings.TrimSpace(v)
+	s := v
 	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
 		s = s[1 : len(s)-1]
 	}
+	bad := s == "" || len(s) > 18 || strings.ContainsFunc(s, func(r rune) bool { return r < '0' || r > '9' })
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%w: If-Match must be the last sequence number, as \"5\" or 5", chatmem.ErrInvalid)
+	if bad || err != nil {
+		return 0, fmt.Errorf("%w: If-Match must be the last sequence number in decimal digits, as \"5\" or 5", chatmem.ErrInvalid)
 	}
 	return n, nil
+}
+
+// singleHeader returns the value of the header name, whether it was sent,
+// and an error if it was sent more than once.
+func singleHeader(r *http.Request, name string) (string, bool, error) {
+	vs := r.Header.Values(name)
+	switch len(vs) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return vs[0], true, nil
+	}
+	return "", true, fmt.Errorf("%w: header %s given %d times", chatmem.ErrInvalid, name, len(vs))
 }
 
 // maxIdempotencyKeyLen bounds the Idempotency-Key header.
@@ -127,7 +156,7 @@ const maxIdempotencyKeyLen = 255
 
 // checkIdempotencyKey accepts 1 to 255 printable ASCII characters.
 func checkIdempotencyKey(k string) error {
-	if len(k) > maxIdempotencyKeyLen || strings.ContainsFunc(k, func(r rune) bool { return r < ' ' || r > '~' }) {
+	if k == "" || len(k) > maxIdempotencyKeyLen || strings.ContainsFunc(k, func(r rune) bool { return r < ' ' || r > '~' }) {
 		return fmt.Errorf("%w: Idempotency-Key must be 1 to %d printable ASCII characters", chatmem.ErrInvalid, maxIdempotencyKeyLen)
 	}
 	return nil

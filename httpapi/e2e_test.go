@@ -141,18 +141,24 @@ func testConflictAndIdempotency(t *testing.T, ts *testServer) {
 	if res.Replayed || len(res.Messages) != 1 || res.Messages[0].Seq != 2 {
 		t.Fatalf("Append(If-Match 1) = replayed %v, %d messages; want a fresh seq 2", res.Replayed, len(res.Messages))
 	}
-	// The retry (even with its now stale If-Match, even with other
-	// content) replays: same seqs, nothing added.
+	// The retry (even with its now stale If-Match) replays: same seqs,
+	// nothing added.
 	for i := range 2 {
-		again, err := c.Append(ctx, id, msg("second, retried"), ClientAppendOptions{IfMatch: ptr(int64(1)), IdempotencyKey: "req-42"})
+		again, err := c.Append(ctx, id, msg("second"), ClientAppendOptions{IfMatch: ptr(int64(1)), IdempotencyKey: "req-42"})
 		must(t, "Append(retry)", err)
 		if !again.Replayed || len(again.Messages) != 1 || again.Messages[0].Seq != 2 || again.Messages[0].Content != "second" {
 			t.Errorf("retry %d = replayed %v, %v; want the original seq 2 replayed", i, again.Replayed, again.Messages)
 		}
 	}
-	r := ts.raw(t, "POST", "/v1/conversations/occ/messages", acmeKey, map[string]string{"Idempotency-Key": "req-42"}, `{"messages":[{"role":"user","content":"x"}]}`)
+	r := ts.raw(t, "POST", "/v1/conversations/occ/messages", acmeKey, map[string]string{"Idempotency-Key": "req-42"}, `{"messages":[{"role":"user","content":"second"}]}`)
 	if r.status != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("raw retry = %d, Idempotent-Replayed %q; want 200 true", r.status, r.header.Get("Idempotent-Replayed"))
+	}
+	// The key with another body names another request: refused.
+	_, err = c.Append(ctx, id, msg("second, edited"), ClientAppendOptions{IdempotencyKey: "req-42"})
+	wantAPIError(t, "Append(req-42 with another body)", err, http.StatusUnprocessableEntity, "idempotency_key_reused")
+	if !errors.Is(err, chatmem.ErrIdempotencyKeyReused) {
+		t.Errorf("reused key error %v is not ErrIdempotencyKeyReused", err)
 	}
 	conv, err := c.Conversation(ctx, id)
 	must(t, "Conversation", err)

@@ -18,6 +18,9 @@ var (
 	ErrMethodNotAllowed = errors.New("method not allowed")
 	// ErrRateLimited reports a tenant over its configured request rate.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrRequestTimeout reports a request body that did not arrive within
+	// the server's read timeout.
+	ErrRequestTimeout = errors.New("request timeout")
 )
 
 // errorCodes is the one table from errors to HTTP statuses and error codes,
@@ -39,6 +42,7 @@ var errorCodes = []struct {
 	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout"},
 	{chatmem.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 }
 

@@ -130,8 +130,8 @@ func FuzzDecodeFacts(f *testing.F) {
 }
 
 // FuzzHeaders checks the header parsers: If-Match takes back exactly the
-// entity tags the server sends and refuses the rest as client errors, and
-// Idempotency-Key takes up to maxIdempotencyKeyLen printable ASCII
+// entity tags the server sends (and bare digits) and refuses the rest as
+// client errors, and Idempotency-Key takes 1 to maxIdempotencyKeyLen printable ASCII
 // characters and nothing else.
 func FuzzHeaders(f *testing.F) {
 	for _, s := range []string{`"5"`, `5`, `W/"5"`, `"-1"`, `"+5"`, `""`, `"`, `*`, ` 7 `, `"9223372036854775808"`, "k1", "é", "a\x00b", "req 1"} {
@@ -146,13 +146,15 @@ func FuzzHeaders(f *testing.F) {
 			}
 		case n < 0:
 			t.Fatalf("parseIfMatch(%q) = %d", v, n)
+		case strings.ContainsFunc(strings.Trim(v, `"`), func(r rune) bool { return r < '0' || r > '9' }):
+			t.Fatalf("parseIfMatch(%q) = %d, want an error (only decimal digits)", v, n)
 		default:
 			if back, err := parseIfMatch(etag(n)); err != nil || back != n {
 				t.Fatalf("parseIfMatch(etag(%d)) = %d, %v", n, back, err)
 			}
 		}
 		printable := !strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r > '~' })
-		if err := checkIdempotencyKey(v); (err == nil) != (len(v) <= maxIdempotencyKeyLen && printable) {
+		if err := checkIdempotencyKey(v); (err == nil) != (v != "" && len(v) <= maxIdempotencyKeyLen && printable) {
 			t.Fatalf("checkIdempotencyKey(%q) = %v", v, err)
 		} else if err != nil && !errors.Is(err, chatmem.ErrInvalid) {
 			t.Fatalf("checkIdempotencyKey(%q) = %v, not ErrInvalid", v, err)

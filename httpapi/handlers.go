@@ -93,14 +93,19 @@ func (s *Server) appendMessages(c *call) error {
 		return err
 	}
 	var opts chatmem.AppendOptions
-	if v := c.r.Header.Get("If-Match"); v != "" {
+	// A header sent empty is a client's mistake, not an absent header.
+	if v, ok, err := singleHeader(c.r, "If-Match"); err != nil {
+		return err
+	} else if ok {
 		n, err := parseIfMatch(v)
 		if err != nil {
 			return err
 		}
 		opts.ExpectedLastSeq = &n
 	}
-	if v := c.r.Header.Get("Idempotency-Key"); v != "" {
+	if v, ok, err := singleHeader(c.r, "Idempotency-Key"); err != nil {
+		return err
+	} else if ok {
 		if err := checkIdempotencyKey(v); err != nil {
 			return err
 		}
@@ -338,7 +343,13 @@ func (s *Server) readFacts(c *call) ([]chatmem.Fact, error) {
 		return nil, fmt.Errorf("%w: %d facts in one request, over the limit of %d", chatmem.ErrTooLarge, len(*in.Facts), maxFactsPerRequest)
 	}
 	facts := make([]chatmem.Fact, len(*in.Facts))
+	seen := make(map[string]int, len(*in.Facts))
 	for i, f := range *in.Facts {
+		// Which of two values would count is a guess: refuse it.
+		if j, dup := seen[f.Key]; dup {
+			return nil, fmt.Errorf("%w: facts %d and %d both set key %q", chatmem.ErrInvalid, j, i, f.Key)
+		}
+		seen[f.Key] = i
 		facts[i] = chatmem.Fact{Key: f.Key, Value: f.Value, Confidence: f.Confidence, SourceSeq: f.SourceSeq, SetBy: "app"}
 	}
 	return facts, nil
