@@ -234,3 +234,17 @@ func TestBodyReadTimeout(t *testing.T) {
 		t.Errorf("conversation after the timed-out append: %v, want ErrNotFound", err)
 	}
 }
+
+// TestHeaderTooLarge checks that headers over Limits.MaxHeaderBytes (but
+// under net/http's own bound) are answered 431 in the JSON error shape.
+func TestHeaderTooLarge(t *testing.T) {
+	ts := newTestServer(t, newMemory(t, openSQLite(t), nil), Options{Keys: []Key{}})
+	r := ts.raw(t, "GET", "/v1/conversations", "", map[string]string{"X-Padding": strings.Repeat("p", DefaultMaxHeaderBytes)}, "")
+	e := r.apiError()
+	if r.status != http.StatusRequestHeaderFieldsTooLarge || e.Code != "header_too_large" || !strings.Contains(e.Message, fmt.Sprint(DefaultMaxHeaderBytes)) {
+		t.Errorf("oversized headers = %d %q (%s), want 431 header_too_large naming the limit", r.status, e.Code, e.Message)
+	}
+	if r := ts.raw(t, "GET", "/v1/conversations", "", map[string]string{"X-Padding": strings.Repeat("p", DefaultMaxHeaderBytes/2)}, ""); r.status != http.StatusOK {
+		t.Errorf("headers within the limit = %d, want 200", r.status)
+	}
+}
