@@ -226,3 +226,29 @@ func TestSetFactsSourceSeq(t *testing.T) {
 		t.Errorf("facts after the refused set = %+v, %v; want only name=Ada", facts, err)
 	}
 }
+
+// FuzzCheckJSONText checks that a JSON string CheckJSONText accepts
+// decodes without U+FFFD unless the input wrote one itself, and that it
+// refuses every string whose bytes are not valid UTF-8.
+func FuzzCheckJSONText(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"\ud83d\ude42"`, `"\ud800"`, "\"\xff\"", `"\\ud800"`, `"\uFFFD"`, "\"\xef\xbf\xbd\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := chatmem.CheckJSONText(b)
+		if err != nil {
+			if !errors.Is(err, chatmem.ErrInvalid) {
+				t.Fatalf("CheckJSONText(%q) = %v, not ErrInvalid", b, err)
+			}
+			return
+		}
+		var s string
+		if json.Unmarshal(b, &s) != nil {
+			return
+		}
+		wrote := strings.Contains(string(b), "\uFFFD") || strings.Contains(strings.ToLower(string(b)), `\ufffd`)
+		if strings.ContainsRune(s, '\uFFFD') && !wrote {
+			t.Fatalf("CheckJSONText accepted %q, which decodes to %q with U+FFFD", b, s)
+		}
+	})
+}

@@ -119,8 +119,10 @@ type Store interface {
 	// does not exist. Messages arrive validated and counted (Tokens set);
 	// the store assigns each the next sequence number atomically, so
 	// concurrent appends from any number of clients all land, densely
-	// numbered, in one order every reader sees. An empty batch wraps
-	// ErrInvalid. See AppendOptions for ErrConflict and idempotency.
+	// numbered, in one order every reader sees. An empty batch, and a
+	// CreatedAt outside MinTime..MaxTime (ValidateTime's error, the same
+	// on every store), wrap ErrInvalid. See AppendOptions for ErrConflict
+	// and idempotency.
 	// Nothing is written when an error is returned.
 	Append(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (AppendResult, error)
 

@@ -21,6 +21,8 @@ var (
 	// ErrRequestTimeout reports a request body that did not arrive within
 	// the server's read timeout.
 	ErrRequestTimeout = errors.New("request timeout")
+	// ErrHeaderTooLarge reports request headers over Limits.MaxHeaderBytes.
+	ErrHeaderTooLarge = errors.New("request headers too large")
 )
 
 // errorCodes is the one table from errors to HTTP statuses and error codes,
@@ -43,6 +45,7 @@ var errorCodes = []struct {
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
 	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout"},
+	{ErrHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, "header_too_large"},
 	{chatmem.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 }
 

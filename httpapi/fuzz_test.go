@@ -34,6 +34,8 @@ func FuzzDecodeAppend(f *testing.F) {
 		`{"messages":[{"role":"user","content":"x"}],"extra":1}`,
 		`{"messages":[{"role":"user","content":"x"}]} trailing`,
 		`{"messages":[{"role":"user","content":"\u0000"}]}`,
+		"{\"messages\":[{\"role\":\"user\",\"content\":\"a\xffb\"}]}",
+		`{"messages":[{"role":"user","content":"x","metadata":{"k":"v"},"created_at":"1969-12-31T23:59:59Z"}]}`,
 		`{"messages":[{"role":"user","content":"\ud800"}]}`,
 		`{"messages":[{"role":"user","content":"x"}],"ttl_seconds":-1}`,
 		`null`, `[]`, `"x"`, ``, `{`,

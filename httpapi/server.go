@@ -29,8 +29,15 @@ type Limits struct {
 	// MaxMessages bounds the messages of one append. Default 1000.
 	MaxMessages int
 	// MaxContentBytes bounds one message's content. Default 256 KiB. It
-	// applies before the Memory's own limits, which may be tighter.
+	// applies before the Memory's own limits, which may be tighter. The
+	// other parts of a message (name, metadata, tool calls) are bounded
+	// by chatmem.DefaultLimits here and by the Memory's limits.
 	MaxContentBytes int
+	// MaxHeaderBytes bounds the request line and headers: over it, 431
+	// header_too_large. Default 64 KiB. It takes effect below the
+	// http.Server's own MaxHeaderBytes (Go's default 1 MiB), over which
+	// net/http answers a plain-text 431 itself, before any handler runs.
+	MaxHeaderBytes int
 }
 
 // The limits a zero Limits stands for.
@@ -38,6 +45,7 @@ const (
 	DefaultMaxBodyBytes    = 4 << 20
 	DefaultMaxMessages     = 1000
 	DefaultMaxContentBytes = 256 << 10
+	DefaultMaxHeaderBytes  = 64 << 10
 )
 
 func (l Limits) withDefaults() Limits {
@@ -49,6 +57,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxContentBytes == 0 {
 		l.MaxContentBytes = DefaultMaxContentBytes
+	}
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	return l
 }
@@ -111,7 +122,7 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 		return nil, err
 	}
 	l := opts.Limits
-	if l.MaxBodyBytes < 0 || l.MaxMessages < 0 || l.MaxContentBytes < 0 {
+	if l.MaxBodyBytes < 0 || l.MaxMessages < 0 || l.MaxContentBytes < 0 || l.MaxHeaderBytes < 0 {
 		return nil, fmt.Errorf("%w: httpapi limits must not be negative", chatmem.ErrInvalid)
 	}
 	if opts.RateLimit.PerSecond < 0 || opts.RateLimit.Burst < 0 {
@@ -222,8 +233,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
 }
 
-// dispatch refuses paths that are not canonical and hands the others to the
-// mux. A panicking handler is answered with a 500 (if nothing was written
+// dispatch refuses headers over the limit and paths that are not
+// canonical, and hands the others to the mux. A panicking handler is answered with a 500 (if nothing was written
 // yet) and its value logged, so the request still gets its log line and
 // metrics; http.ErrAbortHandler goes on up, as net/http expects.
 func (s *Server) dispatch(w *statusWriter, r *http.Request) {
@@ -243,6 +254,10 @@ func (s *Server) dispatch(w *statusWriter, r *http.Request) {
 			w.status = http.StatusInternalServerError // for the log line and metrics
 		}
 	}()
+	if n := headerBytes(r); n > s.limits.MaxHeaderBytes {
+		s.writeError(w, r, fmt.Errorf("%w: request line and headers are %d bytes, over the limit of %d", ErrHeaderTooLarge, n, s.limits.MaxHeaderBytes))
+		return
+	}
 	if !canonical(r.URL.Path) {
 		// The mux would redirect to the cleaned path; refusing instead keeps
 		// ".." and doubled slashes from ever naming another conversation.
@@ -250,6 +265,18 @@ func (s *Server) dispatch(w *statusWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// headerBytes approximates the size of r's request line and headers as
+// they came on the wire.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 + len("Host: \r\n") + len(r.Host)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // ": " and CRLF
+		}
+	}
+	return n
 }
 
 // canonical reports whether p is a clean absolute path: no "." or ".."

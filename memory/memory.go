@@ -177,6 +177,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	in := make([]chatmem.Message, len(msgs))
 	terms := make([][]string, len(msgs))
 	for i, m := range msgs {
+		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+		}
 		m = m.Clone()
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now

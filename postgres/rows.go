@@ -48,6 +48,9 @@ func encodeBatch(msgs []chatmem.Message, now time.Time) (*batch, error) {
 		if err := storable(m); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
+		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
 		m = m.Clone()
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now

@@ -17,7 +17,7 @@
 //	chatmem:{acme/c1}:cum       list: non-system tokens of messages 1..n, at n-1
 //	chatmem:{acme/c1}:users     list: the seqs of the user messages
 //	chatmem:{acme/c1}:sys       list: the system messages' JSON (a copy)
-//	chatmem:{acme/c1}:idem      hash: idempotency key -> "first:last" seq
+//	chatmem:{acme/c1}:idem      hash: idempotency key -> "first:last:fingerprint"
 //	chatmem:{acme/c1}:summary   hash: covers_seq, text, tokens, summarizer,
 //	                            created_at
 //	chatmem:{acme/c1}:facts     hash: fact key -> current chatmem.Fact JSON

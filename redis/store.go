@@ -313,6 +313,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		if m.Tokens < 0 {
 			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: negative token count %d", i, chatmem.ErrInvalid, m.Tokens)
 		}
+		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+		}
 		m = m.Clone()
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now

@@ -175,8 +175,9 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 // chatmem.ErrIdempotencyKeyReused), then AppendOptions.ExpectedLastSeq and
 // ExpectedTokenizer (a mismatch returns chatmem.ErrConflict). Sequence numbers continue densely from the
 // conversation's last one. It wraps chatmem.ErrInvalid for a bad key, an
-// empty batch, an unknown role, a negative token count or a time outside
-// 1678..2262. Nothing is written when it returns an error.
+// empty batch, an unknown role, a negative token count, a created_at
+// outside chatmem.MinTime..MaxTime or an append time outside 1678..2262.
+// Nothing is written when it returns an error.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
 	if err := key.Validate(); err != nil {
 		return chatmem.AppendResult{}, err
@@ -209,6 +210,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		}
 		if m.Tokens < 0 {
 			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: negative token count %d", i, chatmem.ErrInvalid, m.Tokens)
+		}
+		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
 		}
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now

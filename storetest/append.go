@@ -563,3 +563,52 @@ func testContent(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testCreatedAtRange checks the one range of times every store keeps
+// (chatmem.MinTime to chatmem.MaxTime, excluded): its ends and a time with
+// microseconds read back exactly, from the append and from a second
+// process; a time outside it wraps ErrInvalid, with the same message on
+// every store, and writes nothing.
+func testCreatedAtRange(t *testing.T, h Harness) {
+	s := h.New(t)
+	key := randomKey("created-at")
+	times := []time.Time{
+		chatmem.MinTime,
+		chatmem.MaxTime.Add(-time.Microsecond),
+		time.Date(2024, 2, 29, 23, 59, 59, 999999000, time.UTC),
+	}
+	batch := make([]chatmem.Message, len(times))
+	for i, at := range times {
+		batch[i] = msg(chatmem.RoleUser, fmt.Sprintf("at %d", i), 2)
+		batch[i].CreatedAt = at
+	}
+	res := mustAppend(t, s, key, batch, chatmem.AppendOptions{})
+	for _, st := range []chatmem.Store{s, h.reopen(t, s)} {
+		got := mustRange(t, st, key, 0, 0)
+		if len(got) != len(times) {
+			t.Fatalf("Range = %d messages, want %d", len(got), len(times))
+		}
+		for i, at := range times {
+			if !got[i].CreatedAt.Equal(at) || !res.Messages[i].CreatedAt.Equal(at) {
+				t.Errorf("created_at %v: appended as %v, read back as %v", at, res.Messages[i].CreatedAt, got[i].CreatedAt)
+			}
+		}
+	}
+	for _, at := range []time.Time{
+		chatmem.MinTime.Add(-time.Microsecond),
+		chatmem.MaxTime,
+		time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.FixedZone("x", 3600)),
+	} {
+		m := msg(chatmem.RoleUser, "out of range", 2)
+		m.CreatedAt = at
+		_, err := s.Append(t.Context(), key, []chatmem.Message{msg(chatmem.RoleUser, "in range", 2), m}, chatmem.AppendOptions{})
+		wantErr(t, fmt.Sprintf("Append(created_at %v)", at), err, chatmem.ErrInvalid)
+		if want := chatmem.ValidateTime("created_at", at).Error(); err != nil && !strings.Contains(err.Error(), "message 1: "+want) {
+			t.Errorf("Append(created_at %v) error %q, want it to hold %q", at, err, "message 1: "+want)
+		}
+	}
+	if got := mustConversation(t, s, key).LastSeq; got != int64(len(times)) {
+		t.Errorf("LastSeq after refused appends = %d, want %d", got, len(times))
+	}
+}

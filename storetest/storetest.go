@@ -79,6 +79,7 @@ var tests = []subtest{
 	{"Range", testRange},
 	{"ConversationSince", optional[chatmem.SinceReader](sinceTests)},
 	{"Content", testContent},
+	{"CreatedAtRange", testCreatedAtRange},
 	{"ContextCanceled", testContextCanceled},
 	{"LongTail", testLongTail},
 	{"Summary", testSummaries},
