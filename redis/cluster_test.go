@@ -79,4 +79,3 @@ func TestCluster(t *testing.T) {
 		storetest.Run(t, harness(dial))
 	})
 }
-
