@@ -12,25 +12,30 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/chatmem/chatmem/internal/settings"
 )
 
 // command is one subcommand. run gets the arguments after the command's
-// name; it returns a *exitError for a specific exit code.
+// name; it returns a *exitError for a specific exit code. settings returns
+// the command's list of settings (bound to a throwaway config), from which
+// docs/configuration.md is generated.
 type command struct {
 	name, summary string
+	settings      func() *settings.Command
 	run           func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
 }
 
 func commands() []command {
 	return []command{
-		{"demo", "replay the seed's conversation and print its three lines", runDemo},
-		{"window", "apply a policy to a JSON array of chat messages", runWindow},
-		{"bench", "measure per-turn cost (append + context) on a store", runBench},
-		{"serve", "serve the REST API (and MCP at /mcp)", runServe},
-		{"mcp", "serve MCP (Model Context Protocol) tools on stdio, for agents", runMCP},
-		{"recount", "recount conversations' stored tokens under another tokenizer", runRecount},
-		{"purge", "delete conversations not updated for a while (--older-than)", runPurge},
-		{"eval", "measure what each policy remembers and costs on a dataset", runEval},
+		{"demo", "replay the seed's conversation and print its three lines", new(demoConfig).command, runDemo},
+		{"window", "apply a policy to a JSON array of chat messages", new(windowConfig).command, runWindow},
+		{"bench", "measure per-turn cost (append + context) on a store", new(benchConfig).command, runBench},
+		{"serve", "serve the REST API (and MCP at /mcp)", new(serveConfig).command, runServe},
+		{"mcp", "serve MCP (Model Context Protocol) tools on stdio, for agents", new(mcpConfig).command, runMCP},
+		{"recount", "recount conversations' stored tokens under another tokenizer", new(recountConfig).command, runRecount},
+		{"purge", "delete conversations not updated for a while (--older-than)", new(purgeConfig).command, runPurge},
+		{"eval", "measure what each policy remembers and costs on a dataset", new(evalConfig).command, runEval},
 	}
 }
 
@@ -97,7 +102,9 @@ func printUsage(w io.Writer) {
 }
 
 // newFlagSet returns a flag set whose --help prints the usage line, the
-// flags and an example, and whose parse errors exit 2.
+// flags and an example, and whose parse errors exit 2. Commands declare
+// typed settings instead (parseSettings); this stays for a command not yet
+// converted.
 func newFlagSet(name, usage, example string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
