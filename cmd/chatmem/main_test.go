@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
 )
 
 // runCLI runs the command in-process and returns stdout, stderr and the
@@ -147,5 +151,32 @@ func TestHelp(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, "", "frobnicate"); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+}
+
+// TestReadmeWindow runs the README's window command on testdata/seed.json,
+// which holds the seed's messages, and gets the README's answer.
+func TestReadmeWindow(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/seed.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []chatmem.Message
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		t.Fatal(err)
+	}
+	want := seed.History()
+	if len(msgs) != len(want) {
+		t.Fatalf("testdata/seed.json holds %d messages, the seed %d", len(msgs), len(want))
+	}
+	for i := range msgs {
+		if msgs[i].Role != want[i].Role || msgs[i].Content != want[i].Content {
+			t.Errorf("testdata/seed.json message %d = %s %q, the seed's %s %q", i, msgs[i].Role, msgs[i].Content, want[i].Role, want[i].Content)
+		}
+	}
+	out, errOut, code := runCLI(t, "", "window", "--policy", "token_budget", "--budget", "40", "../../testdata/seed.json")
+	var got output
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Messages) != 3 || got.Tokens != 36 || got.Dropped != 2 {
+		t.Errorf("window --budget 40 testdata/seed.json: exit %d, %q, %q; want 3 messages, 36 tokens, 2 dropped", code, out, errOut)
 	}
 }

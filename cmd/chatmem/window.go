@@ -37,10 +37,10 @@ func (c *windowConfig) command() *settings.Command {
 		Example:   "chatmem window --policy token_budget --budget 40 --tokenizer o200k_base chat.json",
 		EnvPrefix: "CHATMEM_WINDOW_",
 		Settings: []settings.Setting{
-			{Name: "policy", Group: "window", Value: settings.Choice(&c.policy, string(chatmem.PolicyTokenBudget), policyNames()...), Help: "policy"},
+			{Name: "policy", Group: "window", Value: settings.Choice(&c.policy, string(chatmem.PolicyTokenBudget), policyNames()...), Help: "the policy that picks the messages sent"},
 			{Name: "budget", Group: "window", Value: settings.Int(&c.budget, 0, 0, 1<<31-1), Example: "40", Help: "token budget for the whole request (required for token_budget; caps last_turns)"},
 			{Name: "turns", Group: "window", Value: settings.Int(&c.turns, 0, 0, 1<<31-1), Example: "10", Help: "turns to keep (last_turns)"},
-			{Name: "tokenizer", Group: "window", Value: tokenizerSetting(&c.tokenizer, "estimate", false), Help: "tokenizer"},
+			{Name: "tokenizer", Group: "window", Value: tokenizerSetting(&c.tokenizer, "estimate", false), Help: "tokenizer that counts the messages"},
 		},
 	}
 }
