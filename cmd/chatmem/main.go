@@ -20,6 +20,12 @@ import (
 // name; it returns a *exitError for a specific exit code. settings returns
 // the command's list of settings (bound to a throwaway config), from which
 // docs/configuration.md is generated.
+//
+// A new command declares a config struct whose command method returns its
+// *settings.Command (purge.go is a short example: storeSettings for a
+// command on the deployment's store, then its own typed settings), lists
+// new(xxxConfig).command here, and in run parses with parseSettings; then
+// go test ./cmd/chatmem -run TestConfigurationDoc -update documents it.
 type command struct {
 	name, summary string
 	settings      func() *settings.Command
