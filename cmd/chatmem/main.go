@@ -104,7 +104,8 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's flags and an example.")
+	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's settings and an example. Every setting is a\n"+
+		"flag, a CHATMEM_* environment variable or a key of a JSON config file (docs/configuration.md).")
 }
 
 // newFlagSet returns a flag set whose --help prints the usage line, the
