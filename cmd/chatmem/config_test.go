@@ -75,7 +75,7 @@ func TestEveryCommandHasSettings(t *testing.T) {
 // read serve's CHATMEM_STORE and CHATMEM_CONFIG; bench and eval never
 // do, so that they cannot write into it by accident.
 func TestSharedEnvironment(t *testing.T) {
-	want := map[string]string{"serve": envStore, "purge": envStore, "recount": envStore, "bench": "CHATMEM_BENCH_STORE", "eval": "CHATMEM_EVAL_STORE", "demo": "CHATMEM_DEMO_STORE"}
+	want := map[string]string{"serve": envStore, "mcp": envStore, "purge": envStore, "recount": envStore, "bench": "CHATMEM_BENCH_STORE", "eval": "CHATMEM_EVAL_STORE", "demo": "CHATMEM_DEMO_STORE"}
 	for _, c := range settingsOf() {
 		if w, ok := want[c.Name]; ok && c.EnvName("store") != w {
 			t.Errorf("%s --store reads %s, want %s", c.Name, c.EnvName("store"), w)
