@@ -1,177 +1,81 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"os"
-	"sort"
-	"strconv"
-	"strings"
-	"time"
+
+	"github.com/chatmem/chatmem/internal/settings"
 )
 
-// setting is one configuration value of `chatmem serve`, settable by flag,
-// by environment variable or by config file, in that precedence.
-type setting struct {
-	name  string // flag name and config file key
-	envAs string // the environment variable, if not CHATMEM_ + NAME
-	def   string
-	help  string
-	parse func(string) error
-	value string // the value in force, for the startup log
-	from  string // where it came from: flag, env, file or default
-}
+// The groups of settings in the help and in docs/configuration.md.
+const (
+	groupServer  = "server"
+	groupStore   = "store"
+	groupProxy   = "proxy"
+	groupDerived = "summaries and facts"
+	groupLimits  = "limits"
+	groupLogging = "logging"
+)
 
-func (s *setting) env() string {
-	if s.envAs != "" {
-		return s.envAs
+// The environment variables shared by the commands that work on a
+// deployment's store (serve, purge, recount, ...): one CHATMEM_STORE and
+// one config file configure them all.
+const (
+	envStore   = "CHATMEM_STORE"
+	envDataDir = "CHATMEM_DATA_DIR"
+	envConfig  = "CHATMEM_CONFIG"
+)
+
+// storeSettings are the store URL and the default SQLite store's
+// directory. With shared, they read CHATMEM_STORE and CHATMEM_DATA_DIR,
+// as serve does; otherwise the command's own variables, so that a bench or
+// an eval never writes into the deployment's store by accident.
+func storeSettings(store, dataDir *string, defStore string, shared bool) []settings.Setting {
+	s := []settings.Setting{
+		{Name: "store", Group: groupStore, Value: settings.String(store, defStore), Help: storeURLHelp, Example: "postgres://localhost/chatmem"},
+		{Name: "data-dir", Group: groupStore, Value: settings.String(dataDir, defaultDataDir), Help: "data directory of the default SQLite store (with an empty --store)", Example: "/var/lib/chatmem"},
 	}
-	return "CHATMEM_" + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
-}
-
-// settings is an ordered set of settings bound to typed variables.
-type settings struct {
-	list   []*setting
-	secret map[string]bool // names whose values are never printed
-}
-
-func (ss *settings) add(name, def, help string, parse func(string) error) {
-	ss.list = append(ss.list, &setting{name: name, def: def, help: help, parse: parse})
-}
-
-// envName makes the last added setting read the named environment variable.
-func (ss *settings) envName(env string) { ss.list[len(ss.list)-1].envAs = env }
-
-func (ss *settings) str(p *string, name, def, help string) {
-	ss.add(name, def, help, func(v string) error { *p = v; return nil })
-}
-
-func (ss *settings) int(p *int, name string, def int, help string) {
-	ss.add(name, strconv.Itoa(def), help, func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("not a whole number: %q", v)
-		}
-		*p = n
-		return nil
-	})
-}
-
-func (ss *settings) bool(p *bool, name string, def bool, help string) {
-	ss.add(name, strconv.FormatBool(def), help, func(v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("not true or false: %q", v)
-		}
-		*p = b
-		return nil
-	})
-}
-
-func (ss *settings) duration(p *time.Duration, name string, def time.Duration, help string) {
-	ss.add(name, def.String(), help, func(v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return fmt.Errorf("not a duration like 30s: %q", v)
-		}
-		*p = d
-		return nil
-	})
-}
-
-// flagSet registers every setting as a string flag whose help names its
-// environment variable and config key.
-func (ss *settings) flagSet(fs *flag.FlagSet) map[string]*string {
-	vals := make(map[string]*string, len(ss.list))
-	for _, s := range ss.list {
-		help := fmt.Sprintf("%s\n(env %s, config file key %q)", s.help, s.env(), s.name)
-		vals[s.name] = fs.String(s.name, s.def, help)
+	if shared {
+		s[0].Env, s[1].Env = envStore, envDataDir
 	}
-	return vals
+	return s
 }
 
-// resolve applies, for every setting, the flag if given, else the
-// environment variable, else the config file's value, else the default.
-func (ss *settings) resolve(fs *flag.FlagSet, flags map[string]*string, file map[string]string) error {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var errs []error
-	for _, s := range ss.list {
-		v, from := s.def, "default"
-		if fv, ok := file[s.name]; ok {
-			v, from = fv, "config file"
-		}
-		if ev, ok := os.LookupEnv(s.env()); ok {
-			v, from = ev, s.env()
-		}
-		if given[s.name] {
-			v, from = *flags[s.name], "flag"
-		}
-		if err := s.parse(v); err != nil {
-			errs = append(errs, fmt.Errorf("%s (from %s): %w", s.name, from, err))
-		}
-		s.value, s.from = v, from
-	}
-	return errors.Join(errs...)
-}
-
-// readConfigFile reads a JSON object of setting names to values (strings,
-// numbers or booleans). Unknown keys are an error, so typos do not pass
-// silently.
-func (ss *settings) readConfigFile(path string) (map[string]string, error) {
-	if path == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
-	known := map[string]bool{}
-	for _, s := range ss.list {
-		known[s.name] = true
-	}
-	out := make(map[string]string, len(raw))
-	for k, v := range raw {
-		if !known[k] {
-			return nil, fmt.Errorf("config file %s: unknown key %q", path, k)
-		}
-		switch v := v.(type) {
-		case string:
-			out[k] = v
-		case bool:
-			out[k] = strconv.FormatBool(v)
-		case float64:
-			out[k] = strconv.FormatFloat(v, 'f', -1, 64)
-		default:
-			return nil, fmt.Errorf("config file %s: key %q must be a string, number or boolean", path, k)
+// settingsOf returns every command's settings, each bound to a throwaway
+// config: for the docs, and to tell a config file key of another command
+// from a typo.
+func settingsOf() []*settings.Command {
+	var out []*settings.Command
+	for _, c := range commands() {
+		if c.settings != nil {
+			out = append(out, c.settings())
 		}
 	}
-	return out, nil
+	return out
 }
 
-// print writes the settings in force and where each came from, hiding
-// secrets.
-func (ss *settings) print(w io.Writer) {
-	names := make([]string, 0, len(ss.list))
-	byName := map[string]*setting{}
-	for _, s := range ss.list {
-		names = append(names, s.name)
-		byName[s.name] = s
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := byName[n]
-		v := s.value
-		if ss.secret[n] && v != "" {
-			v = "(set)"
+// sharedKey reports whether key is a setting of any command: one config
+// file may configure serve and the maintenance commands alike.
+func sharedKey(key string) bool {
+	for _, c := range settingsOf() {
+		if c.EnvName(key) != "" {
+			return true
 		}
-		fmt.Fprintf(w, "  %s=%s (%s)\n", n, v, s.from)
 	}
+	return false
+}
+
+// parseSettings parses a command's arguments, environment and config file
+// into its settings: --help prints the help on stderr and exits 0, a bad
+// value is one line and exit 2.
+func parseSettings(cmd *settings.Command, args []string, stderr io.Writer) error {
+	if cmd.Shared == nil {
+		cmd.Shared = sharedKey
+	}
+	err := cmd.Parse(args, nil, stderr)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &exitError{code: 2, err: err}
 }

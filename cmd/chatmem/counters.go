@@ -1,9 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/settings"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -19,3 +23,18 @@ func newCounter(name string) (chatmem.Counter, error) {
 }
 
 func tokenizerNames() []string { return tokenizer.Names() }
+
+// tokenizerSetting is a setting naming a tokenizer: one of
+// tokenizer.Names, or anthropic:MODEL; with optional, it may be empty.
+func tokenizerSetting(p *string, def string, optional bool) settings.Value {
+	accepts := "one of " + strings.Join(tokenizerNames(), ", ") + ", or anthropic:MODEL"
+	return settings.Checked(p, def, "tokenizer", accepts, func(name string) error {
+		if slices.Contains(tokenizerNames(), name) || (optional && name == "") {
+			return nil
+		}
+		if model, ok := strings.CutPrefix(name, tokenizer.AnthropicName+":"); ok && model != "" {
+			return nil
+		}
+		return fmt.Errorf("unknown tokenizer %q", name)
+	})
+}

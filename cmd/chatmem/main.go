@@ -12,25 +12,36 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/chatmem/chatmem/internal/settings"
 )
 
 // command is one subcommand. run gets the arguments after the command's
-// name; it returns a *exitError for a specific exit code.
+// name; it returns a *exitError for a specific exit code. settings returns
+// the command's list of settings (bound to a throwaway config), from which
+// docs/configuration.md is generated.
+//
+// A new command declares a config struct whose command method returns its
+// *settings.Command (purge.go is a short example: storeSettings for a
+// command on the deployment's store, then its own typed settings), lists
+// new(xxxConfig).command here, and in run parses with parseSettings; then
+// go test ./cmd/chatmem -run TestConfigurationDoc -update documents it.
 type command struct {
 	name, summary string
+	settings      func() *settings.Command
 	run           func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
 }
 
 func commands() []command {
 	return []command{
-		{"demo", "replay the seed's conversation and print its three lines", runDemo},
-		{"window", "apply a policy to a JSON array of chat messages", runWindow},
-		{"bench", "measure per-turn cost (append + context) on a store", runBench},
-		{"serve", "serve the REST API (and MCP at /mcp)", runServe},
-		{"mcp", "serve MCP (Model Context Protocol) tools on stdio, for agents", runMCP},
-		{"recount", "recount conversations' stored tokens under another tokenizer", runRecount},
-		{"purge", "delete conversations not updated for a while (--older-than)", runPurge},
-		{"eval", "measure what each policy remembers and costs on a dataset", runEval},
+		{"demo", "replay the seed's conversation and print its three lines", new(demoConfig).command, runDemo},
+		{"window", "apply a policy to a JSON array of chat messages", new(windowConfig).command, runWindow},
+		{"bench", "measure per-turn cost (append + context) on a store", new(benchConfig).command, runBench},
+		{"serve", "serve the REST API (and MCP at /mcp)", new(serveConfig).command, runServe},
+		{"mcp", "serve MCP (Model Context Protocol) tools on stdio, for agents", new(mcpConfig).command, runMCP},
+		{"recount", "recount conversations' stored tokens under another tokenizer", new(recountConfig).command, runRecount},
+		{"purge", "delete conversations not updated for a while (--older-than)", new(purgeConfig).command, runPurge},
+		{"eval", "measure what each policy remembers and costs on a dataset", new(evalConfig).command, runEval},
 	}
 }
 
@@ -93,11 +104,14 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's flags and an example.")
+	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's settings and an example. Every setting is a\n"+
+		"flag, a CHATMEM_* environment variable or a key of a JSON config file (docs/configuration.md).")
 }
 
 // newFlagSet returns a flag set whose --help prints the usage line, the
-// flags and an example, and whose parse errors exit 2.
+// flags and an example, and whose parse errors exit 2. Commands declare
+// typed settings instead (parseSettings); this stays for a command not yet
+// converted.
 func newFlagSet(name, usage, example string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

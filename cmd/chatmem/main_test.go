@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
 )
 
 // runCLI runs the command in-process and returns stdout, stderr and the
@@ -120,11 +124,11 @@ func TestWindowErrors(t *testing.T) {
 		{"empty content", `[{"role":"user","content":""}]`, []string{"--budget", "40"}, 2, "empty content"},
 		{"orphan tool result", `[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c1","content":"x"}]`, []string{"--budget", "40"}, 2, "tool message answers"},
 		{"image part", `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]`, []string{"--budget", "40"}, 2, "only text parts"},
-		{"unknown policy", seedJSON, []string{"--policy", "everything", "--budget", "40"}, 2, "unknown policy"},
+		{"unknown policy", seedJSON, []string{"--policy", "everything", "--budget", "40"}, 2, `window: --policy: "everything" is unknown: want one of all, `},
 		{"budget missing", seedJSON, nil, 2, "needs budget"},
-		{"negative budget", seedJSON, []string{"--budget", "-3"}, 2, "must not be negative"},
+		{"negative budget", seedJSON, []string{"--budget", "-3"}, 2, "--budget: -3 is out of range: want a whole number from 0 to"},
 		{"unknown tokenizer", seedJSON, []string{"--budget", "40", "--tokenizer", "gpt2"}, 2, "unknown tokenizer"},
-		{"bad flag", seedJSON, []string{"--bogus"}, 2, "flag provided but not defined"},
+		{"bad flag", seedJSON, []string{"--bogus"}, 2, "chatmem: window: unknown flag --bogus; run chatmem window --help\n"},
 		{"missing file", "", []string{"--budget", "40", "/nonexistent.json"}, 2, "no such file"},
 		{"budget too small", seedJSON, []string{"--budget", "8"}, 1, "budget too small"},
 	}
@@ -147,5 +151,32 @@ func TestHelp(t *testing.T) {
 	}
 	if _, _, code := runCLI(t, "", "frobnicate"); code != 2 {
 		t.Errorf("unknown command: exit %d, want 2", code)
+	}
+}
+
+// TestReadmeWindow runs the README's window command on testdata/seed.json,
+// which holds the seed's messages, and gets the README's answer.
+func TestReadmeWindow(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/seed.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []chatmem.Message
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		t.Fatal(err)
+	}
+	want := seed.History()
+	if len(msgs) != len(want) {
+		t.Fatalf("testdata/seed.json holds %d messages, the seed %d", len(msgs), len(want))
+	}
+	for i := range msgs {
+		if msgs[i].Role != want[i].Role || msgs[i].Content != want[i].Content {
+			t.Errorf("testdata/seed.json message %d = %s %q, the seed's %s %q", i, msgs[i].Role, msgs[i].Content, want[i].Role, want[i].Content)
+		}
+	}
+	out, errOut, code := runCLI(t, "", "window", "--policy", "token_budget", "--budget", "40", "../../testdata/seed.json")
+	var got output
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Messages) != 3 || got.Tokens != 36 || got.Dropped != 2 {
+		t.Errorf("window --budget 40 testdata/seed.json: exit %d, %q, %q; want 3 messages, 36 tokens, 2 dropped", code, out, errOut)
 	}
 }

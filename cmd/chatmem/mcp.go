@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/settings"
 	"github.com/chatmem/chatmem/mcpserver"
 )
 
@@ -19,48 +19,54 @@ var mcpSettings = map[string]bool{
 	"store": true, "data-dir": true, "tokenizer": true, "summarizer": true, "extractors": true,
 	"llm-base-url": true, "llm-model": true, "llm-api-key": true,
 	"embedder": true, "embedding-model": true, "embedding-dimensions": true,
-	"summary-trigger": true, "summary-target": true, "tail-cache-mb": true, "workers": true,
+	"summary-trigger": true, "summary-target": true, "tail-cache-bytes": true, "workers": true,
 	"log-format": true, "log-level": true, "max-messages": true, "max-content-bytes": true,
 	"anthropic-api-key": true, "anthropic-model": true, "anthropic-base-url": true,
+}
+
+// mcpConfig is everything `chatmem mcp` can be told: serve's memory
+// settings and the tenant.
+type mcpConfig struct {
+	serve  serveConfig
+	tenant string
+}
+
+// command is mcp's list of settings: serve's, those of mcpSettings, with
+// serve's environment variables and config file, and the tenant.
+func (c *mcpConfig) command() *settings.Command {
+	var s []settings.Setting
+	for _, x := range c.serve.command().Settings {
+		if mcpSettings[x.Name] {
+			s = append(s, x)
+		}
+	}
+	s = append(s, settings.Setting{Name: "tenant", Group: groupServer, Value: settings.String(&c.tenant, chatmem.DefaultTenant), Example: "me",
+		Help: "the tenant whose conversations the client reaches"})
+	return &settings.Command{
+		Name:  "mcp",
+		Usage: "mcp [--store URL] [--tenant T] [--config FILE] [flags]",
+		About: "Serves chatmem's memory over the Model Context Protocol on stdin and stdout, for an MCP\n" +
+			"client that starts it (Claude Desktop, Cursor, an agent SDK); logs go to stderr. The tools\n" +
+			"and resources are those `chatmem serve` serves at /mcp (docs/mcp.md). Its settings are\n" +
+			"serve's, with serve's environment variables and config file.",
+		Example:   `chatmem mcp --store sqlite:/home/me/chatmem.db --tenant me`,
+		EnvPrefix: "CHATMEM_", ConfigEnv: envConfig,
+		Settings: s,
+	}
 }
 
 // runMCP serves MCP on stdin and stdout for one tenant, the way a desktop
 // client runs a local server; logs go to stderr.
 func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	var c serveConfig
-	all := c.settings()
-	ss := &settings{secret: all.secret}
-	for _, s := range all.list {
-		if mcpSettings[s.name] {
-			ss.list = append(ss.list, s)
-		} else if err := s.parse(s.def); err != nil {
-			return err
-		}
-	}
-	fs := newFlagSet("mcp",
-		"mcp [--store URL] [--tenant T] [--config FILE] [flags]\n\n"+
-			"Serves chatmem's memory over the Model Context Protocol on stdin and stdout, for an MCP\n"+
-			"client that starts it (Claude Desktop, Cursor, an agent SDK); logs go to stderr. The tools\n"+
-			"and resources are those `chatmem serve` serves at /mcp (docs/mcp.md). Settings also come\n"+
-			"from the environment or a config file, as for serve.",
-		`chatmem mcp --store sqlite:/home/me/chatmem.db --tenant me`, stderr)
-	tenant := fs.String("tenant", envOr("CHATMEM_TENANT", chatmem.DefaultTenant), "the tenant whose conversations the client reaches (env CHATMEM_TENANT)")
-	configPath := fs.String("config", os.Getenv("CHATMEM_CONFIG"), "JSON config file (env CHATMEM_CONFIG)")
-	flags := ss.flagSet(fs)
-	if err := parse(fs, args); err != nil {
+	var m mcpConfig
+	cmd := m.command()
+	if err := parseSettings(cmd, args, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageErr("mcp takes no arguments")
+	if len(cmd.Args()) > 0 {
+		return usageErr("mcp takes no arguments; run chatmem mcp --help")
 	}
-	// The file may be the one serve reads: every serve key is known.
-	file, err := all.readConfigFile(*configPath)
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	if err := ss.resolve(fs, flags, file); err != nil {
-		return &exitError{code: 2, err: err}
-	}
+	c, tenant := m.serve, &m.tenant
 	if err := chatmem.ValidateID(*tenant); err != nil {
 		return usageErr("tenant: %v", err)
 	}
@@ -93,13 +99,6 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
-	}
-	return def
-}
 
 // buildVersion is the module version the binary was built from ("dev" for
 // a build from a working tree).

@@ -140,7 +140,7 @@ func TestMCPRefusesBadFlags(t *testing.T) {
 		{[]string{"--tenant", "a/b"}, "tenant"},
 		{[]string{"--tokenizer", "gpt2"}, "unknown tokenizer"},
 		{[]string{"--store", "mysql://x"}, "unknown store URL"},
-		{[]string{"--addr", "127.0.0.1:0"}, "flag provided but not defined"},
+		{[]string{"--addr", "127.0.0.1:0"}, "mcp: unknown flag --addr; run chatmem mcp --help"},
 		{[]string{"extra"}, "no arguments"},
 	} {
 		_, errOut, code := runCLI(t, "", append([]string{"mcp", "--data-dir", t.TempDir()}, tt.args...)...)

@@ -33,7 +33,7 @@ func TestPurge(t *testing.T) {
 	s.Close()
 	store := "sqlite:" + path
 
-	out, errOut, code := runSub(t, runPurge, "--store", store, "--older-than", "720h", "--tenant", "acme")
+	out, errOut, code := runSub(t, runPurge, "--store", store, "--older-than", "30d", "--tenant", "acme")
 	if code != 0 || !strings.HasPrefix(out, "deleted 2 conversations not updated since ") {
 		t.Errorf("purge --tenant acme: exit %d, stdout %q, stderr %q; want 2 deleted", code, out, errOut)
 	}
@@ -59,13 +59,17 @@ func TestPurgeErrors(t *testing.T) {
 		msg  string
 	}{
 		{"no age", []string{"--store", store}, 2, "positive --older-than"},
-		{"negative age", []string{"--store", store, "--older-than", "-1h"}, 2, "positive --older-than"},
-		{"bad age", []string{"--store", store, "--older-than", "30d"}, 2, "invalid value"},
+		{"negative age", []string{"--store", store, "--older-than", "-1h"}, 2, "--older-than: -1h is out of range: want a positive duration such as 90s, 15m, 2h or 30d; run chatmem purge --help"},
+		{"bad age", []string{"--store", store, "--older-than", "soon"}, 2, `--older-than: "soon" is not a duration`},
+		{"bad age from the environment", []string{"--store", store}, 2, `CHATMEM_PURGE_OLDER_THAN: "a month" is not a duration`},
 		{"bad tenant", []string{"--store", store, "--older-than", "1h", "--tenant", "a/b"}, 2, "tenant"},
 		{"arguments", []string{"--store", store, "--older-than", "1h", "acme"}, 2, "takes no arguments"},
 		{"help", []string{"--help"}, 0, "Example:"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if strings.Contains(tt.name, "environment") {
+				t.Setenv("CHATMEM_PURGE_OLDER_THAN", "a month")
+			}
 			_, errOut, code := runSub(t, runPurge, tt.args...)
 			if code != tt.code || !strings.Contains(errOut, tt.msg) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, tt.code, tt.msg)

@@ -125,7 +125,7 @@ func TestRecountErrors(t *testing.T) {
 		{"bad ID", []string{"--store", store, "--tokenizer", "estimate", "c/1"}, 2, "invalid input"},
 		{"bad tenant", []string{"--store", store, "--tenant", "{x}", "--tokenizer", "estimate", "c1"}, 2, "tenant"},
 		{"bad store", []string{"--store", "nosuch://x", "--tokenizer", "estimate", "c1"}, 2, "unknown store URL"},
-		{"bad flag", []string{"--bogus"}, 2, "flag provided but not defined"},
+		{"bad flag", []string{"--bogus"}, 2, "recount: unknown flag --bogus; run chatmem recount --help"},
 		{"missing", []string{"--store", store, "--tokenizer", "estimate", "c2"}, 1, "not found"},
 		{"help", []string{"--help"}, 0, "Example:"},
 	} {

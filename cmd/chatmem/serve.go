@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/anthropic"
 	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/internal/settings"
 	"github.com/chatmem/chatmem/mcpserver"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/openai"
@@ -27,11 +26,14 @@ import (
 type serveConfig struct {
 	addr, store, dataDir, apiKeys                      string
 	insecure                                           bool
-	tokenizer, summarizer, extractors                  string
+	tokenizer, summarizer                              string
+	extractors                                         []string
 	summaryTrigger, summaryTarget                      int
-	workers, tailCacheMB                               int
+	workers                                            int
+	tailCacheBytes                                     int64
 	logFormat, logLevel                                string
-	maxBodyBytes, maxMessages, maxContentBytes         int
+	maxBodyBytes, maxContentBytes                      int64
+	maxMessages                                        int
 	readHeaderTimeout, readTimeout, writeTimeout       time.Duration
 	idleTimeout, shutdownTimeout, sweepInterval        time.Duration
 	anthropicKey, anthropicModel, anthropicBase        string
@@ -45,96 +47,91 @@ type serveConfig struct {
 	proxyBudget                                        int
 }
 
-func (c *serveConfig) settings() *settings {
-	ss := &settings{secret: map[string]bool{"api-keys": true, "anthropic-api-key": true, "llm-api-key": true, "upstream-key": true}}
-	ss.str(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
-	ss.str(&c.store, "store", "", storeURLHelp)
-	ss.str(&c.dataDir, "data-dir", defaultDataDir, "data directory of the default SQLite store")
-	ss.str(&c.apiKeys, "api-keys", "", "API keys as comma-separated tenant:key pairs (acme:k1,globex:k2); a key written sha256:HEX is stored hashed.\nWithout keys the server serves one tenant, only on loopback")
-	ss.bool(&c.insecure, "insecure", false, "allow a non-loopback address without API keys")
-	ss.str(&c.tokenizer, "tokenizer", tokenizer.O200kBase, "tokenizer of new conversations: "+strings.Join(tokenizer.Names(), ", "))
-	ss.str(&c.summarizer, "summarizer", "offline", "summarizer for summary_buffer: offline (no model), openai (any Chat Completions endpoint), anthropic, or none")
-	ss.str(&c.extractors, "extractors", "rules", "fact extractors, comma-separated: rules (no model), openai, anthropic, or none")
-	ss.str(&c.llmBaseURL, "llm-base-url", "", "base URL of the model API the openai or anthropic summarizer and extractor call\n(e.g. http://localhost:11434/v1 for Ollama; empty: the provider's own)")
-	ss.str(&c.llmModel, "llm-model", "", "model the openai or anthropic summarizer and extractor use")
-	ss.str(&c.llmKey, "llm-api-key", "", "API key of the model API (prefer the environment variable to the flag)")
-	ss.str(&c.embedder, "embedder", "none", "embedding retriever for the recall policy: none (lexical recall only, no model) or openai\n(any OpenAI-compatible /embeddings endpoint, at --llm-base-url with --llm-api-key)")
-	ss.str(&c.embeddingModel, "embedding-model", "text-embedding-3-small", "embedding model (with --embedder openai)")
-	ss.int(&c.embeddingDims, "embedding-dimensions", 0, "vector length asked of the embedding model (0: its own; text-embedding-3 models accept e.g. 256)")
-	ss.int(&c.summaryTrigger, "summary-trigger", 2000, "summarize once the messages after the summary hold more tokens than this")
-	ss.int(&c.summaryTarget, "summary-target", 1000, "tokens left unsummarized after a summary")
-	ss.add("tail-cache-mb", strconv.Itoa(chatmem.DefaultTailCacheBytes>>20), "memory for each conversation's newest messages between turns, in MiB, so that a turn reads\nonly what was appended since (0: off, every turn reads its window from the store)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 1<<20 {
-			return fmt.Errorf("not a whole number of MiB from 0 to 1048576: %q", v)
-		}
-		c.tailCacheMB = n
-		return nil
-	})
-	ss.add("workers", strconv.Itoa(chatmem.DefaultWorkers), "goroutines that summarize, extract facts and embed after appends, each conversation in one at a time\n(a model call mostly waits: more workers than cores pay off)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1024 {
-			return fmt.Errorf("not a whole number from 1 to 1024: %q", v)
-		}
-		c.workers = n
-		return nil
-	})
-	ss.str(&c.logFormat, "log-format", "text", "log format: text or json")
-	ss.str(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	ss.int(&c.maxBodyBytes, "max-body-bytes", 4<<20, "largest request body")
-	ss.int(&c.maxMessages, "max-messages", 1000, "most messages in one append")
-	ss.int(&c.maxContentBytes, "max-content-bytes", 256<<10, "largest message content")
-	ss.add("rate-limit", "0", "API requests per second per tenant (0: no limit); over it, 429 with Retry-After", func(v string) error {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 {
-			return fmt.Errorf("not a rate like 50 or 0.5: %q", v)
-		}
-		c.rateLimit = f
-		return nil
-	})
-	ss.int(&c.rateBurst, "rate-burst", 0, "requests a tenant may make at once above the rate (0: the rate, at least 1)")
-	ss.duration(&c.readHeaderTimeout, "read-header-timeout", 5*time.Second, "time to read request headers")
-	ss.duration(&c.readTimeout, "read-timeout", 30*time.Second, "time to read a request")
-	ss.duration(&c.writeTimeout, "write-timeout", 60*time.Second, "time to write a response")
-	ss.duration(&c.idleTimeout, "idle-timeout", 120*time.Second, "keep-alive idle time")
-	ss.duration(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time to finish in-flight requests and drain the worker on SIGTERM")
-	ss.duration(&c.sweepInterval, "sweep-interval", time.Minute, "how often SQL stores delete expired conversations")
-	ss.str(&c.upstream, "upstream", "", "base URL of the model API that POST /v1/chat/completions forwards to, OpenAI-compatible\n(https://api.openai.com/v1, a vLLM, Ollama or llama.cpp server's /v1); empty: no proxy")
-	ss.envName("CHATMEM_UPSTREAM_URL")
-	ss.str(&c.upstreamKind, "upstream-kind", "openai", "what the upstream speaks: openai, or anthropic (Messages API, translated both ways)")
-	ss.str(&c.upstreamKey, "upstream-key", "", "API key for the upstream (prefer the environment variable to the flag)")
-	ss.str(&c.upstreamModel, "upstream-model", "", "model for requests that name none (anthropic upstream)")
-	ss.str(&c.proxyPolicy, "proxy-policy", string(chatmem.PolicyTokenBudget), "the proxy's default policy (X-Chatmem-Policy overrides it per request)")
-	ss.int(&c.proxyBudget, "proxy-budget", 4000, "the proxy's default token budget (X-Chatmem-Budget overrides it)")
-	ss.str(&c.anthropicKey, "anthropic-api-key", "", "API key for the anthropic tokenizer")
-	ss.str(&c.anthropicModel, "anthropic-model", "", "model whose tokenizer the anthropic tokenizer counts with")
-	ss.str(&c.anthropicBase, "anthropic-base-url", "", "base URL of the Anthropic API (default https://api.anthropic.com)")
-	return ss
+// command is serve's list of settings.
+func (c *serveConfig) command() *settings.Command {
+	const maxInt32 = 1<<31 - 1
+	s := []settings.Setting{
+		{Name: "addr", Group: groupServer, Value: settings.String(&c.addr, "127.0.0.1:8080"), Example: "0.0.0.0:8080",
+			Help: "address to listen on (host:port)"},
+		{Name: "api-keys", Group: groupServer, Value: settings.String(&c.apiKeys, ""), Secret: true, Example: "acme:k1,globex:sha256:HEX",
+			Help: "API keys as comma-separated tenant:key pairs (acme:k1,globex:k2); a key written sha256:HEX is stored hashed.\nWithout keys the server serves one tenant, only on loopback"},
+		{Name: "insecure", Group: groupServer, Value: settings.Bool(&c.insecure, false), Example: "true",
+			Help: "allow an address beyond loopback without API keys (logged as a warning naming the address)"},
+		{Name: "read-header-timeout", Group: groupServer, Value: settings.Duration(&c.readHeaderTimeout, 5*time.Second, false), Help: "time to read request headers (0: the read timeout)"},
+		{Name: "read-timeout", Group: groupServer, Value: settings.Duration(&c.readTimeout, 30*time.Second, false), Help: "time to read a request (0: none)"},
+		{Name: "write-timeout", Group: groupServer, Value: settings.Duration(&c.writeTimeout, 60*time.Second, false), Help: "time to write a response (0: none)"},
+		{Name: "idle-timeout", Group: groupServer, Value: settings.Duration(&c.idleTimeout, 120*time.Second, false), Help: "keep-alive idle time (0: the read timeout)"},
+		{Name: "shutdown-timeout", Group: groupServer, Value: settings.Duration(&c.shutdownTimeout, 30*time.Second, true), Help: "time to finish in-flight requests and drain the worker on SIGTERM"},
+	}
+	s = append(s, storeSettings(&c.store, &c.dataDir, "", true)...)
+	s = append(s, []settings.Setting{
+		{Name: "tokenizer", Group: groupStore, Value: tokenizerSetting(&c.tokenizer, tokenizer.O200kBase, false),
+			Help: "tokenizer of new conversations (anthropic counts with the Anthropic API: see anthropic-*)"},
+		{Name: "tail-cache-bytes", Group: groupStore, Value: settings.Size(&c.tailCacheBytes, chatmem.DefaultTailCacheBytes, 0, 1<<40), Example: "256MiB",
+			Help: "memory for each conversation's newest messages between turns, so that a turn reads only what\nwas appended since (0: off, every turn reads its window from the store)"},
+		{Name: "sweep-interval", Group: groupStore, Value: settings.Duration(&c.sweepInterval, time.Minute, false), Help: "how often SQL stores delete expired conversations (0: never)"},
+		{Name: "anthropic-api-key", Group: groupStore, Value: settings.String(&c.anthropicKey, ""), Secret: true, Example: "sk-ant-...", Help: "API key for the anthropic tokenizer"},
+		{Name: "anthropic-model", Group: groupStore, Value: settings.String(&c.anthropicModel, ""), Example: "claude-sonnet-4-5", Help: "model whose tokenizer the anthropic tokenizer counts with"},
+		{Name: "anthropic-base-url", Group: groupStore, Value: settings.String(&c.anthropicBase, ""), Example: "https://api.anthropic.com", Help: "base URL of the Anthropic API (empty: https://api.anthropic.com)"},
+
+		{Name: "upstream", Group: groupProxy, Env: "CHATMEM_UPSTREAM_URL", Value: settings.String(&c.upstream, ""), Example: "https://api.openai.com/v1",
+			Help: "base URL of the model API that POST /v1/chat/completions forwards to, OpenAI-compatible\n(https://api.openai.com/v1, a vLLM, Ollama or llama.cpp server's /v1); empty: no proxy"},
+		{Name: "upstream-kind", Group: groupProxy, Value: settings.Choice(&c.upstreamKind, "openai", "openai", "anthropic"),
+			Help: "what the upstream speaks: openai, or anthropic (Messages API, translated both ways)"},
+		{Name: "upstream-key", Group: groupProxy, Value: settings.String(&c.upstreamKey, ""), Secret: true, Example: "sk-...",
+			Help: "API key for the upstream (prefer the environment variable to the flag)"},
+		{Name: "upstream-model", Group: groupProxy, Value: settings.String(&c.upstreamModel, ""), Example: "claude-sonnet-4-5", Help: "model for requests that name none (anthropic upstream)"},
+		{Name: "proxy-policy", Group: groupProxy, Value: settings.Choice(&c.proxyPolicy, string(chatmem.PolicyTokenBudget), policyNames()...),
+			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
+		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, 4000, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
+
+		{Name: "summarizer", Group: groupDerived, Value: settings.Choice(&c.summarizer, "offline", "offline", "openai", "anthropic", "none"),
+			Help: "summarizer for summary_buffer: offline (no model), openai (any Chat Completions endpoint), anthropic, or none"},
+		{Name: "extractors", Group: groupDerived, Value: settings.List(&c.extractors, []string{"rules"}, "rules", "openai", "anthropic", "none"), Example: "rules,openai",
+			Help: "fact extractors: rules (no model), openai, anthropic, or none"},
+		{Name: "summary-trigger", Group: groupDerived, Value: settings.Int(&c.summaryTrigger, 2000, 1, maxInt32), Help: "summarize once the messages after the summary hold more tokens than this"},
+		{Name: "summary-target", Group: groupDerived, Value: settings.Int(&c.summaryTarget, 1000, 1, maxInt32), Help: "tokens left unsummarized after a summary"},
+		{Name: "workers", Group: groupDerived, Value: settings.Int(&c.workers, chatmem.DefaultWorkers, 1, 1024),
+			Help: "goroutines that summarize, extract facts and embed after appends, each conversation in one at a time\n(a model call mostly waits: more workers than cores pay off)"},
+		{Name: "llm-base-url", Group: groupDerived, Value: settings.String(&c.llmBaseURL, ""), Example: "http://localhost:11434/v1",
+			Help: "base URL of the model API the openai or anthropic summarizer, extractor and embedder call\n(e.g. http://localhost:11434/v1 for Ollama; empty: the provider's own)"},
+		{Name: "llm-model", Group: groupDerived, Value: settings.String(&c.llmModel, ""), Example: "gpt-4o-mini", Help: "model the openai or anthropic summarizer and extractor use"},
+		{Name: "llm-api-key", Group: groupDerived, Value: settings.String(&c.llmKey, ""), Secret: true, Example: "sk-...", Help: "API key of the model API (prefer the environment variable to the flag)"},
+		{Name: "embedder", Group: groupDerived, Value: settings.Choice(&c.embedder, "none", "none", "openai"),
+			Help: "embedding retriever for the recall policy: none (lexical recall only, no model) or openai\n(any OpenAI-compatible /embeddings endpoint, at --llm-base-url with --llm-api-key)"},
+		{Name: "embedding-model", Group: groupDerived, Value: settings.String(&c.embeddingModel, "text-embedding-3-small"), Help: "embedding model (with --embedder openai)"},
+		{Name: "embedding-dimensions", Group: groupDerived, Value: settings.Int(&c.embeddingDims, 0, 0, 65536), Example: "256",
+			Help: "vector length asked of the embedding model (0: its own; text-embedding-3 models accept e.g. 256)"},
+
+		{Name: "max-body-bytes", Group: groupLimits, Value: settings.Size(&c.maxBodyBytes, 4<<20, 1, 1<<30), Help: "largest request body"},
+		{Name: "max-messages", Group: groupLimits, Value: settings.Int(&c.maxMessages, 1000, 1, 1_000_000), Help: "most messages in one append"},
+		{Name: "max-content-bytes", Group: groupLimits, Value: settings.Size(&c.maxContentBytes, 256<<10, 1, 1<<30), Help: "largest message content"},
+		{Name: "rate-limit", Group: groupLimits, Value: settings.Float(&c.rateLimit, 0, 0), Example: "50",
+			Help: "API requests per second per tenant (0: no limit); over it, 429 with Retry-After"},
+		{Name: "rate-burst", Group: groupLimits, Value: settings.Int(&c.rateBurst, 0, 0, maxInt32), Example: "100",
+			Help: "requests a tenant may make at once above the rate (0: the rate, at least 1)"},
+
+		{Name: "log-format", Group: groupLogging, Value: settings.Choice(&c.logFormat, "text", "text", "json"), Help: "log format"},
+		{Name: "log-level", Group: groupLogging, Value: settings.Choice(&c.logLevel, "info", "debug", "info", "warn", "error"), Help: "log level"},
+	}...)
+	return &settings.Command{
+		Name:      "serve",
+		Usage:     "serve [--addr 127.0.0.1:8080] [--store URL] [--config FILE] [flags]",
+		About:     "Serves the REST API, the chat proxy (with --upstream) and the inspector.",
+		Example:   "CHATMEM_API_KEYS=acme:k1 chatmem serve --addr 127.0.0.1:8080 --store sqlite:chatmem.db",
+		EnvPrefix: "CHATMEM_", ConfigEnv: envConfig,
+		Settings: s,
+	}
 }
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var c serveConfig
-	ss := c.settings()
-	fs := newFlagSet("serve",
-		"serve [--addr 127.0.0.1:8080] [--store URL] [--config FILE] [flags]\n\n"+
-			"Serves the REST API. Every setting below can also come from an environment variable\n"+
-			"or a JSON config file (an object of setting names to values); a flag beats the\n"+
-			"environment, which beats the file, which beats the default.",
-		"CHATMEM_API_KEYS=acme:k1 chatmem serve --addr 127.0.0.1:8080 --store sqlite:chatmem.db", stderr)
-	configPath := fs.String("config", os.Getenv("CHATMEM_CONFIG"), "JSON config file (env CHATMEM_CONFIG)")
-	flags := ss.flagSet(fs)
-	if err := parse(fs, args); err != nil {
+	cmd := c.command()
+	if err := parseSettings(cmd, args, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageErr("serve takes no arguments")
-	}
-	file, err := ss.readConfigFile(*configPath)
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	if err := ss.resolve(fs, flags, file); err != nil {
-		return &exitError{code: 2, err: err}
+	if len(cmd.Args()) > 0 {
+		return usageErr("serve takes no arguments (got %q); run chatmem serve --help", cmd.Args())
 	}
 	log, err := newLogger(stderr, c.logFormat, c.logLevel)
 	if err != nil {
@@ -162,10 +159,15 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	log.Info("chatmem serving", "addr", ln.Addr().String(), "store", storeName(c.store), "tenants", len(keys))
 	if len(keys) == 0 {
-		log.Warn("no API keys configured: every request is tenant \"" + chatmem.DefaultTenant + "\", with no authentication")
+		if isLoopback(c.addr) {
+			log.Warn("no API keys configured: every request is tenant \"" + chatmem.DefaultTenant + "\", with no authentication")
+		} else {
+			log.Warn("listening on "+ln.Addr().String()+" beyond loopback without API keys (--insecure): anyone who reaches it reads and writes every conversation, as tenant \""+chatmem.DefaultTenant+"\"",
+				"addr", ln.Addr().String())
+		}
 	}
 	var cfg strings.Builder
-	ss.print(&cfg)
+	cmd.Print(&cfg)
 	log.Debug("configuration\n" + cfg.String())
 	fmt.Fprintf(stdout, "chatmem listening on http://%s\n", ln.Addr())
 	return srv.serve(ctx, ln, c.shutdownTimeout)
@@ -193,7 +195,7 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		store.Close()
 		return nil, err
 	}
-	limits := httpapi.Limits{MaxBodyBytes: int64(c.maxBodyBytes), MaxMessages: c.maxMessages, MaxContentBytes: c.maxContentBytes}
+	limits := httpapi.Limits{MaxBodyBytes: c.maxBodyBytes, MaxMessages: c.maxMessages, MaxContentBytes: int(c.maxContentBytes)}
 	mcpHTTP := mcpserver.NewHTTP(mem, mcpserver.HTTPOptions{Options: mcpserver.Options{Logger: log, Version: buildVersion()}, MaxBodyBytes: limits.MaxBodyBytes,
 		AnyHost: len(keys) > 0, // with keys, a rebinding page has no key to send
 	})
@@ -242,15 +244,15 @@ func openMemory(ctx context.Context, c serveConfig, log *slog.Logger) (chatmem.S
 	opts := chatmem.Options{
 		Counter:  counter,
 		Counters: func(name string) (chatmem.Counter, error) { return tokenizer.Get(name, counterOpts) },
-		Limits:   chatmem.Limits{MaxContentBytes: c.maxContentBytes, MaxBatch: c.maxMessages},
+		Limits:   chatmem.Limits{MaxContentBytes: int(c.maxContentBytes), MaxBatch: c.maxMessages},
 		Logger:   log,
 		Summary:  chatmem.SummaryOptions{Trigger: c.summaryTrigger, Target: c.summaryTarget},
 		Workers:  c.workers,
 		TailCacheBytes: func() int64 {
-			if c.tailCacheMB == 0 {
+			if c.tailCacheBytes == 0 {
 				return -1 // off
 			}
-			return int64(c.tailCacheMB) << 20
+			return c.tailCacheBytes
 		}(),
 	}
 	if opts.Summarizer, opts.Extractors, err = c.models(log); err != nil {
@@ -328,9 +330,9 @@ func (c serveConfig) models(log *slog.Logger) (chatmem.Summarizer, []chatmem.Ext
 		return nil, nil, &exitError{code: 2, err: fmt.Errorf("summarizer: %w", err)}
 	}
 	var xs []chatmem.Extractor
-	for _, name := range strings.Split(c.extractors, ",") {
+	for _, name := range c.extractors {
 		var x chatmem.Extractor
-		switch strings.TrimSpace(name) {
+		switch name {
 		case "rules":
 			x = offline.DefaultExtractor()
 		case "openai":

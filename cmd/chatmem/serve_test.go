@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,66 +20,184 @@ import (
 	"github.com/chatmem/chatmem/internal/seed"
 )
 
+// TestServeSettingsPrecedence: each setting comes from its flag, else its
+// environment variable, else the config file, else its default, parsed by
+// its type from every source.
 func TestServeSettingsPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "chatmem.json")
-	if err := os.WriteFile(cfg, []byte(`{"addr":"127.0.0.1:1111","tokenizer":"cl100k_base","summary-trigger":500,"log-format":"json"}`), 0o600); err != nil {
+	file := `{"addr":"127.0.0.1:1111","tokenizer":"cl100k_base","summary-trigger":500,"log-format":"json",` +
+		`"read-timeout":"1d","max-body-bytes":"1MiB","insecure":true,"extractors":["rules","openai"],"older-than":"30d"}`
+	if err := os.WriteFile(cfg, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv("CHATMEM_CONFIG", cfg)
 	t.Setenv("CHATMEM_TOKENIZER", "estimate") // env beats the file
 	t.Setenv("CHATMEM_LOG_FORMAT", "text")
+	t.Setenv("CHATMEM_MAX_BODY_BYTES", "2MiB")
+	t.Setenv("CHATMEM_UPSTREAM_URL", "http://127.0.0.1:9/v1")
 	var c serveConfig
-	ss := c.settings()
-	fs := newFlagSet("serve", "", "", io.Discard)
-	flags := ss.flagSet(fs)
-	if err := fs.Parse([]string{"--log-format", "json"}); err != nil { // flag beats env
+	cmd := c.command()
+	if err := parseSettings(cmd, []string{"--log-format", "json", "--tail-cache-bytes", "4MiB", "--shutdown-timeout=1m"}, io.Discard); err != nil { // flag beats env
 		t.Fatal(err)
 	}
-	file, err := ss.readConfigFile(cfg)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name      string
+		got, want any
+		from      string
+	}{
+		{"addr", c.addr, "127.0.0.1:1111", "config file"},
+		{"tokenizer", c.tokenizer, "estimate", "CHATMEM_TOKENIZER"},
+		{"log-format", c.logFormat, "json", "flag"},
+		{"summary-trigger", c.summaryTrigger, 500, "config file"},
+		{"read-timeout", c.readTimeout, 24 * time.Hour, "config file"},
+		{"max-body-bytes", c.maxBodyBytes, int64(2 << 20), "CHATMEM_MAX_BODY_BYTES"},
+		{"insecure", c.insecure, true, "config file"},
+		{"extractors", strings.Join(c.extractors, ","), "rules,openai", "config file"},
+		{"tail-cache-bytes", c.tailCacheBytes, int64(4 << 20), "flag"},
+		{"shutdown-timeout", c.shutdownTimeout, time.Minute, "flag"},
+		{"upstream", c.upstream, "http://127.0.0.1:9/v1", "CHATMEM_UPSTREAM_URL"},
+		{"max-messages", c.maxMessages, 1000, "default"},
+		{"idle-timeout", c.idleTimeout, 2 * time.Minute, "default"},
 	}
-	if err := ss.resolve(fs, flags, file); err != nil {
-		t.Fatal(err)
-	}
-	if c.addr != "127.0.0.1:1111" || c.tokenizer != "estimate" || c.logFormat != "json" || c.summaryTrigger != 500 || c.maxMessages != 1000 {
-		t.Errorf("resolved addr=%s tokenizer=%s log-format=%s trigger=%d max-messages=%d; want file, env, flag, file, default",
-			c.addr, c.tokenizer, c.logFormat, c.summaryTrigger, c.maxMessages)
+	for _, tt := range tests {
+		if tt.got != tt.want || cmd.From(tt.name) != tt.from {
+			t.Errorf("%s = %v from %s, want %v from %s", tt.name, tt.got, cmd.From(tt.name), tt.want, tt.from)
+		}
 	}
 
+	// A key no command knows is a typo; purge's older-than above is not.
 	if err := os.WriteFile(cfg, []byte(`{"adr":"x"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss.readConfigFile(cfg); err == nil || !strings.Contains(err.Error(), `unknown key "adr"`) {
+	var d serveConfig
+	if err := parseSettings(d.command(), nil, io.Discard); err == nil || !strings.Contains(err.Error(), `unknown key "adr"`) {
 		t.Errorf("a typo in the config file: error = %v", err)
 	}
 }
 
+// TestServeRefusesBadConfig: a bad setting exits 2 with one line naming it
+// and what it accepts, and the help to read; the server does not start.
 func TestServeRefusesBadConfig(t *testing.T) {
 	tests := []struct {
 		args []string
+		env  map[string]string
 		msg  string
 	}{
-		{[]string{"--addr", "0.0.0.0:0"}, "without API keys"},
-		{[]string{"--max-messages", "many"}, "max-messages"},
-		{[]string{"--read-timeout", "soon"}, "read-timeout"},
-		{[]string{"--rate-limit", "fast"}, "rate-limit"},
-		{[]string{"--upstream", "http://127.0.0.1:1/v1", "--upstream-kind", "gemini"}, "unknown upstream-kind"},
-		{[]string{"--upstream", "http://127.0.0.1:1/v1", "--proxy-policy", "everything"}, "proxy-policy"},
-		{[]string{"--rate-burst", "-1"}, "rate limit"},
-		{[]string{"--tokenizer", "gpt2"}, "unknown tokenizer"},
-		{[]string{"--summarizer", "magic"}, "unknown summarizer"},
-		{[]string{"--summarizer", "openai"}, "summarizer: "}, // no model named
-		{[]string{"--extractors", "rules,magic"}, "unknown extractor"},
-		{[]string{"--api-keys", "nocolon"}, "api"},
+		{[]string{"--addr", "0.0.0.0:0"}, nil, "without API keys"},
+		{[]string{"--max-messages", "many"}, nil, `--max-messages: "many" is not a whole number: want a whole number from 1 to 1000000; run chatmem serve --help`},
+		{[]string{"--read-timeout", "soon"}, nil, `--read-timeout: "soon" is not a duration: want a duration such as 0, 90s, 15m, 2h or 30d; run chatmem serve --help`},
+		{[]string{"--shutdown-timeout", "0"}, nil, "--shutdown-timeout: 0 is out of range: want a positive duration"},
+		{[]string{"--max-body-bytes", "4MB!"}, nil, `--max-body-bytes: "4MB!" is not a size: want a size from 1 to 1GiB such as 4MiB`},
+		{[]string{"--tail-cache-bytes", "-1"}, nil, "--tail-cache-bytes: -1 is out of range"},
+		{[]string{"--rate-limit", "fast"}, nil, `--rate-limit: "fast" is not a number`},
+		{[]string{"--rate-burst", "-1"}, nil, "--rate-burst: -1 is out of range"},
+		{[]string{"--insecure=maybe"}, nil, `--insecure: "maybe" is not a boolean: want true or false`},
+		{[]string{"--upstream-kind", "gemini"}, nil, `--upstream-kind: "gemini" is unknown: want one of openai, anthropic`},
+		{[]string{"--proxy-policy", "everything"}, nil, `--proxy-policy: "everything" is unknown`},
+		{[]string{"--tokenizer", "gpt2"}, nil, `--tokenizer: unknown tokenizer "gpt2"`},
+		{[]string{"--summarizer", "magic"}, nil, `--summarizer: "magic" is unknown: want one of offline, openai, anthropic, none`},
+		{[]string{"--extractors", "rules,magic"}, nil, `--extractors: "magic" is unknown`},
+		{[]string{"--log-level", "loud"}, nil, `--log-level: "loud" is unknown: want one of debug, info, warn, error`},
+		{[]string{"--bogus"}, nil, "serve: unknown flag --bogus; run chatmem serve --help"},
+		{[]string{"--addr"}, nil, "--addr needs a value"},
+		{[]string{"extra"}, nil, "serve takes no arguments"},
+		{nil, map[string]string{"CHATMEM_WORKERS": "0"}, "CHATMEM_WORKERS: 0 is out of range: want a whole number from 1 to 1024"},
+		{nil, map[string]string{"CHATMEM_INSECURE": "yes please"}, `CHATMEM_INSECURE: "yes please" is not a boolean`},
+		{[]string{"--summarizer", "openai"}, nil, "summarizer: "}, // no model named
+		{[]string{"--api-keys", "nocolon"}, nil, "API key 1"},
 	}
 	for _, tt := range tests {
+		for k, v := range tt.env {
+			t.Setenv(k, v)
+		}
 		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, tt.args...)
-		_, errOut, code := runCLI(t, "", args...)
-		if code != 2 || !strings.Contains(strings.ToLower(errOut), strings.ToLower(tt.msg)) {
-			t.Errorf("serve %v: exit %d, %q; want exit 2 mentioning %q", tt.args, code, errOut, tt.msg)
+		out, errOut, code := runCLI(t, "", args...)
+		if code != 2 || !strings.Contains(errOut, tt.msg) || out != "" {
+			t.Errorf("serve %v %v: exit %d, stdout %q, stderr %q; want exit 2 mentioning %q", tt.args, tt.env, code, out, errOut, tt.msg)
+		}
+		if strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("serve %v %v: stderr has more than one line: %q", tt.args, tt.env, errOut)
+		}
+		for k := range tt.env {
+			os.Unsetenv(k)
 		}
 	}
+}
+
+// serveWithLog runs `chatmem serve` with args until the test ends and
+// returns its base URL and its log so far (read it after the server
+// listens).
+func serveWithLog(t *testing.T, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var log syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve"}, args...), nil, pw, &log)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve returned %v after shutdown", err)
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the listen line: %v; log:\n%s", err, log.String())
+	}
+	go io.Copy(io.Discard, pr)
+	return strings.TrimSpace(strings.TrimPrefix(line, "chatmem listening on ")), &log
+}
+
+// syncBuffer is a bytes.Buffer safe for a server's log and a test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeInsecure: --insecure is a plain boolean flag, the flag after it
+// still a flag; beyond loopback without keys the server starts and warns,
+// naming the address it listens on.
+func TestServeInsecure(t *testing.T) {
+	t.Setenv("CHATMEM_API_KEYS", "")
+	base, log := serveWithLog(t, "--insecure", "--addr", "127.0.0.1:0", "--store", "memory:")
+	if !strings.HasPrefix(base, "http://127.0.0.1:") || strings.Contains(log.String(), "beyond loopback") {
+		t.Errorf("serve --insecure on loopback: %s, log %q; want no warning about loopback", base, log.String())
+	}
+
+	base, log = serveWithLog(t, "--insecure", "--addr", "0.0.0.0:0", "--store", "memory:", "--log-format", "json")
+	addr := strings.TrimPrefix(base, "http://")
+	var warned bool
+	for _, l := range strings.Split(log.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) == nil && rec["level"] == "WARN" && rec["addr"] == addr &&
+			strings.Contains(rec["msg"].(string), "listening on "+addr+" beyond loopback without API keys") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("serve --insecure --addr 0.0.0.0:0: no warning naming %s in the log:\n%s", addr, log.String())
+	}
+	resp, err := http.Get(base + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
 }
 
 // TestServe runs `chatmem serve` on a loopback port with API keys, talks to

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/settings"
 )
 
 // windowOutput is what `chatmem window` prints.
@@ -19,21 +19,39 @@ type windowOutput struct {
 	Dropped  int               `json:"dropped"`
 }
 
-func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("window",
-		"window [--policy token_budget|last_turns|all] [--budget B] [--turns N] [--tokenizer NAME] [FILE|-]\n\n"+
-			"Reads a JSON array of OpenAI-style chat messages (role, content, name, tool_calls,\n"+
-			"tool_call_id) from FILE or standard input, counts them and prints the window the\n"+
-			`policy sends: {"messages":[...],"tokens":N,"dropped":N}. Bad input exits 2; a budget`+"\n"+
+// windowConfig is everything `chatmem window` can be told.
+type windowConfig struct {
+	policy, tokenizer string
+	budget, turns     int
+}
+
+// command is window's list of settings.
+func (c *windowConfig) command() *settings.Command {
+	return &settings.Command{
+		Name:  "window",
+		Usage: "window [--policy token_budget|last_turns|all] [--budget B] [--turns N] [--tokenizer NAME] [FILE|-]",
+		About: "Reads a JSON array of OpenAI-style chat messages (role, content, name, tool_calls,\n" +
+			"tool_call_id) from FILE or standard input, counts them and prints the window the\n" +
+			`policy sends: {"messages":[...],"tokens":N,"dropped":N}. Bad input exits 2; a budget` + "\n" +
 			"too small for the newest user message exits 1.",
-		"chatmem window --policy token_budget --budget 40 --tokenizer o200k_base chat.json", stderr)
-	policy := fs.String("policy", string(chatmem.PolicyTokenBudget), "policy: "+strings.Join(policyNames(), ", "))
-	budget := fs.Int("budget", 0, "token budget for the whole request (required for token_budget; caps last_turns)")
-	turns := fs.Int("turns", 0, "turns to keep (last_turns)")
-	tok := fs.String("tokenizer", "estimate", "tokenizer: "+strings.Join(tokenizerNames(), ", "))
-	if err := parse(fs, args); err != nil {
+		Example:   "chatmem window --policy token_budget --budget 40 --tokenizer o200k_base chat.json",
+		EnvPrefix: "CHATMEM_WINDOW_",
+		Settings: []settings.Setting{
+			{Name: "policy", Group: "window", Value: settings.Choice(&c.policy, string(chatmem.PolicyTokenBudget), policyNames()...), Help: "the policy that picks the messages sent"},
+			{Name: "budget", Group: "window", Value: settings.Int(&c.budget, 0, 0, 1<<31-1), Example: "40", Help: "token budget for the whole request (required for token_budget; caps last_turns)"},
+			{Name: "turns", Group: "window", Value: settings.Int(&c.turns, 0, 0, 1<<31-1), Example: "10", Help: "turns to keep (last_turns)"},
+			{Name: "tokenizer", Group: "window", Value: tokenizerSetting(&c.tokenizer, "estimate", false), Help: "tokenizer that counts the messages"},
+		},
+	}
+}
+
+func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var c windowConfig
+	cmd := c.command()
+	if err := parseSettings(cmd, args, stderr); err != nil {
 		return err
 	}
+	policy, budget, turns, tok := &c.policy, &c.budget, &c.turns, &c.tokenizer
 	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
 	if err := p.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
@@ -47,10 +65,10 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 
 	in := stdin
-	switch fs.NArg() {
+	switch len(cmd.Args()) {
 	case 0:
 	case 1:
-		if name := fs.Arg(0); name != "-" {
+		if name := cmd.Args()[0]; name != "-" {
 			f, err := os.Open(name)
 			if err != nil {
 				return &exitError{code: 2, err: err}

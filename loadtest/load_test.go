@@ -1,4 +1,4 @@
-package main
+package loadtest
 
 import (
 	"context"
@@ -35,9 +35,9 @@ func TestLoadAgainstServer(t *testing.T) {
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 
-	cfg := loadConfig{url: srv.URL, conversations: 20, duration: 2 * time.Second, maxTurns: 40,
-		policy: chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}, verify: true}
-	res, err := runLoad(ctx, cfg, io.Discard)
+	cfg := LoadConfig{URL: srv.URL, Conversations: 20, Duration: 2 * time.Second, MaxTurns: 40,
+		Policy: chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}, Verify: true}
+	res, err := Load(ctx, cfg, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +49,12 @@ func TestLoadAgainstServer(t *testing.T) {
 	// The baseline runs the same loop against a bare handler.
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	url, err := startBaseline(bctx)
+	url, err := StartBaseline(bctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.url, cfg.verify = url, false
-	b, err := runLoad(ctx, cfg, io.Discard)
+	cfg.URL, cfg.Verify = url, false
+	b, err := Load(ctx, cfg, io.Discard)
 	if err != nil || b.Errors != 0 || b.Requests == 0 {
 		t.Fatalf("baseline: %+v, %v", b, err)
 	}

@@ -1,16 +1,13 @@
-package main
+package loadtest
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,19 +22,15 @@ import (
 // soakFor is how long TestSoak drives the server. The default keeps
 // `go test ./...` short; CI runs
 //
-//	go test -count=1 -run TestSoak ./cmd/chatmem -soak 5m -v
+//	go test -count=1 -run '^TestSoak$' ./loadtest -soak 5m -v
 //
 // and a soak before a release runs half an hour:
 //
-//	go test -count=1 -run TestSoak ./cmd/chatmem -soak 30m -timeout 45m -v
+//	go test -count=1 -run '^TestSoak$' ./loadtest -soak 30m -timeout 45m -v
 var soakFor = flag.Duration("soak", 15*time.Second, "how long TestSoak drives the server (CI: 5m; locally: 30m with -timeout 45m)")
 
-// soakServerEnv carries the server's arguments to the re-executed test
-// binary that runs it (TestSoakServerProcess).
-const soakServerEnv = "CHATMEM_SOAK_SERVER_ARGS"
-
-// TestSoak runs `chatmem serve` in a process of its own (this test binary,
-// re-executed) on a SQLite store with the offline summarizer and rule
+// TestSoak builds chatmem and runs `chatmem serve` in a process of its own
+// on a SQLite store with the offline summarizer and rule
 // extractor, so its /metrics shows the server's memory and goroutines
 // alone, and soaks it over real HTTP on loopback for -soak: 10000
 // conversations, 64 clients. It fails on any failed request, any message
@@ -59,13 +52,13 @@ func TestSoak(t *testing.T) {
 		// A small tail cache fills during the warm-up, so that its growth to
 		// its bound is not judged as a leak (the default, 32 MiB, takes the
 		// whole run to fill with 10,000 short conversations).
-		"--tail-cache-mb", "4",
+		"--tail-cache-bytes", "4MiB",
 		"--log-level", "warn")
 
 	sample := min(max(*soakFor/60, time.Second), 10*time.Second)
-	cfg := soakConfig{url: base, conversations: 10000, workers: 64, duration: *soakFor, sample: sample, maxRSSGrowth: 0.25}
+	cfg := SoakConfig{URL: base, Conversations: DefaultSoakConversations, Workers: DefaultSoakWorkers, Duration: *soakFor, Sample: sample, MaxRSSGrowth: DefaultSoakRSSGrowth}
 	var progress bytes.Buffer
-	res, err := runSoak(context.Background(), cfg, &syncWriter{w: &progress})
+	res, err := Soak(context.Background(), cfg, &syncWriter{w: &progress})
 	var lines []string
 	for _, l := range strings.Split(progress.String(), "\n") {
 		if i := strings.LastIndexByte(l, '\r'); i >= 0 {
@@ -74,7 +67,7 @@ func TestSoak(t *testing.T) {
 		lines = append(lines, l)
 	}
 	t.Log("\n" + strings.Join(lines, "\n"))
-	t.Log(res.line())
+	t.Log(res.Line())
 	if err != nil {
 		t.Error(err)
 	}
@@ -87,19 +80,18 @@ func TestSoak(t *testing.T) {
 	stop()
 }
 
-// startSoakServer starts the server in a child process and returns its
-// base URL and a function that stops it with SIGTERM and checks that it
-// exited cleanly and logged no error.
+// startSoakServer builds chatmem (the go command is on PATH where tests
+// run), starts it in a child process and returns its base URL and a
+// function that stops it with SIGTERM and checks that it exited cleanly and
+// logged no error.
 func startSoakServer(t *testing.T, dir string, args ...string) (string, func()) {
 	t.Helper()
-	enc, err := json.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
+	bin := filepath.Join(dir, "chatmem")
+	build := exec.Command("go", "build", "-o", bin, "github.com/chatmem/chatmem/cmd/chatmem")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build chatmem: %v\n%s", err, out)
 	}
-	// -test.timeout=0: the server lives as long as the soak, which may be
-	// longer than the default timeout.
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSoakServerProcess$", "-test.timeout=0")
-	cmd.Env = append(os.Environ(), soakServerEnv+"="+string(enc))
+	cmd := exec.Command(bin, args...)
 	logPath := filepath.Join(dir, "server.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -181,25 +173,6 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestSoakServerProcess is the server of TestSoak when this binary is
-// re-executed by it; otherwise it does nothing.
-func TestSoakServerProcess(t *testing.T) {
-	enc := os.Getenv(soakServerEnv)
-	if enc == "" {
-		t.Skip("the server process of TestSoak")
-	}
-	var args []string
-	if err := json.Unmarshal([]byte(enc), &args); err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	if err := run(ctx, args, nil, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "level=ERROR serve:", err)
-		os.Exit(1)
-	}
-}
-
 // syncWriter serializes writes to w.
 type syncWriter struct {
 	mu sync.Mutex
@@ -214,17 +187,17 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 
 func TestSoakJudgeFlat(t *testing.T) {
 	const mib = 1 << 20
-	series := func(rss func(i int) float64, gor func(i int) float64) []soakSample {
-		var xs []soakSample
+	series := func(rss func(i int) float64, gor func(i int) float64) []SoakSample {
+		var xs []SoakSample
 		for i := range 40 {
-			xs = append(xs, soakSample{At: time.Duration(i) * time.Second, RSS: rss(i), Goroutines: gor(i)})
+			xs = append(xs, SoakSample{At: time.Duration(i) * time.Second, RSS: rss(i), Goroutines: gor(i)})
 		}
 		return xs
 	}
 	flat := func(int) float64 { return 80 * mib }
 	tests := []struct {
 		name    string
-		samples []soakSample
+		samples []SoakSample
 		warmup  time.Duration
 		ok      bool
 	}{

@@ -1,11 +1,9 @@
-package main
+package loadtest
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,9 +18,10 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/internal/progress"
 )
 
-// The soak test (`chatmem bench --http URL --soak`) drives a running server
+// The soak test (`chatmem bench --http URL --soak`, Soak) drives a running server
 // for a long time with a mix of appends, context reads, summary and facts
 // reads and deletes over many conversations, keeps a log of what the
 // server acknowledged, and checks three things: no request fails, the
@@ -36,21 +35,43 @@ import (
 // runs alone, so what a conversation holds is always the acknowledged
 // appends since its last acknowledged delete.
 
-// soakConfig is one soak run.
-type soakConfig struct {
-	url, apiKey   string
-	conversations int
-	workers       int
-	duration      time.Duration
-	// sample is how often the server's /metrics is scraped.
-	sample time.Duration
-	// warmup is the start of the run whose samples are not judged (0:
-	// a tenth of duration).
-	warmup time.Duration
-	// maxRSSGrowth bounds the growth of the resident memory: the mean of
+// SoakConfig is one soak run.
+type SoakConfig struct {
+	// URL is the server's base URL; APIKey its key, if it needs one.
+	URL, APIKey string
+	// Conversations are drawn from by Workers concurrent clients, for
+	// Duration.
+	Conversations int
+	Workers       int
+	Duration      time.Duration
+	// Sample is how often the server's /metrics is scraped.
+	Sample time.Duration
+	// Warmup is the start of the run whose samples are not judged (0:
+	// a tenth of Duration).
+	Warmup time.Duration
+	// MaxRSSGrowth bounds the growth of the resident memory: the mean of
 	// the last quarter of the judged samples may exceed the first
 	// quarter's by at most this fraction of it, plus rssSlack.
-	maxRSSGrowth float64
+	MaxRSSGrowth float64
+}
+
+// The soak's defaults for what a caller does not choose: 10,000
+// conversations for half an hour, 64 clients, /metrics every 10 seconds,
+// resident memory growing by at most a quarter.
+const (
+	DefaultSoakConversations = 10000
+	DefaultSoakDuration      = 30 * time.Minute
+	DefaultSoakWorkers       = 64
+	DefaultSoakSample        = 10 * time.Second
+	DefaultSoakRSSGrowth     = 0.25
+)
+
+// Validate reports a configuration the soak cannot run.
+func (cfg SoakConfig) Validate() error {
+	if cfg.URL == "" || cfg.Conversations < 1 || cfg.Workers < 1 || cfg.Duration <= 0 || cfg.Sample <= 0 || cfg.MaxRSSGrowth < 0 {
+		return errors.New("soak: needs a URL, positive conversations, workers, duration and sample, and a max RSS growth not negative")
+	}
+	return nil
 }
 
 // rssSlack is the absolute growth of the resident memory always allowed, so
@@ -64,59 +85,6 @@ const (
 	goroutineGrowth = 0.2
 	goroutineSlack  = 50
 )
-
-// soakFlags are the flags `chatmem bench` takes for a soak.
-type soakFlags struct {
-	fs        *flag.FlagSet
-	soak      *bool
-	workers   *int
-	sample    *time.Duration
-	rssGrowth *float64
-}
-
-// addSoakFlags adds the soak's flags to bench's flag set.
-func addSoakFlags(fs *flag.FlagSet) *soakFlags {
-	return &soakFlags{
-		fs:        fs,
-		soak:      fs.Bool("soak", false, "with --http: soak test (mixed appends, context, summary and facts reads, deletes; default 10000 conversations for 30m)"),
-		workers:   fs.Int("workers", 64, "with --soak: concurrent clients"),
-		sample:    fs.Duration("sample", 10*time.Second, "with --soak: how often to scrape the server's /metrics"),
-		rssGrowth: fs.Float64("max-rss-growth", 0.25, "with --soak: allowed growth of the server's RSS, last quarter over first (plus 16 MiB)"),
-	}
-}
-
-// config returns the soak's configuration: the load flags, with the soak's
-// own defaults for those not given (10000 conversations, 30 minutes).
-func (f *soakFlags) config(url, apiKey string, conversations int, duration time.Duration) (soakConfig, error) {
-	set := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if !set["conversations"] {
-		conversations = 10000
-	}
-	if !set["duration"] {
-		duration = 30 * time.Minute
-	}
-	if *f.workers < 1 || *f.sample <= 0 || *f.rssGrowth < 0 {
-		return soakConfig{}, usageErr("--workers and --sample must be positive, --max-rss-growth not negative")
-	}
-	return soakConfig{url: url, apiKey: apiKey, conversations: conversations, workers: *f.workers, duration: duration,
-		sample: *f.sample, maxRSSGrowth: *f.rssGrowth}, nil
-}
-
-// benchSoak runs the soak, prints its result and fails unless it was clean.
-func benchSoak(ctx context.Context, cfg soakConfig, asJSON bool, stdout, stderr io.Writer) error {
-	fmt.Fprintf(stderr, "soak: %d workers over %d conversations against %s for %s, /metrics every %s\n",
-		cfg.workers, cfg.conversations, cfg.url, cfg.duration, cfg.sample)
-	res, err := runSoak(ctx, cfg, stderr)
-	if asJSON {
-		if jerr := json.NewEncoder(stdout).Encode(res); jerr != nil && err == nil {
-			err = jerr
-		}
-	} else {
-		fmt.Fprintln(stdout, res.line())
-	}
-	return err
-}
 
 // soakOp is one kind of request the soak makes.
 type soakOp int
@@ -291,8 +259,8 @@ func trim(s string) string {
 	return s
 }
 
-// soakSample is one scrape of the server's /metrics.
-type soakSample struct {
+// SoakSample is one scrape of the server's /metrics.
+type SoakSample struct {
 	At         time.Duration `json:"-"`
 	RSS        float64       `json:"rss_bytes"`
 	Goroutines float64       `json:"goroutines"`
@@ -300,8 +268,8 @@ type soakSample struct {
 	Queue      float64       `json:"worker_queue"`
 }
 
-// soakResult is what a soak reports.
-type soakResult struct {
+// SoakResult is what a soak reports.
+type SoakResult struct {
 	Target         string           `json:"target"`
 	Seconds        float64          `json:"seconds"`
 	Conversations  int              `json:"conversations"`
@@ -315,15 +283,15 @@ type soakResult struct {
 	Messages       int64            `json:"messages_checked"`
 	Summaries      int64            `json:"summaries_seen"`
 	Samples        int              `json:"samples"`
-	First          soakSample       `json:"first_quarter"`
-	Last           soakSample       `json:"last_quarter"`
+	First          SoakSample       `json:"first_quarter"`
+	Last           SoakSample       `json:"last_quarter"`
 	MaxRSS         float64          `json:"max_rss_bytes"`
 	MaxQueue       float64          `json:"max_worker_queue"`
 	Flat           bool             `json:"flat"`
 	Verdict        string           `json:"verdict"`
 }
 
-func (r soakResult) line() string {
+func (r SoakResult) Line() string {
 	var ops []string
 	for o := range numSoakOps {
 		ops = append(ops, fmt.Sprintf("%s %d", o, r.Ops[o.String()]))
@@ -337,7 +305,7 @@ func (r soakResult) line() string {
 
 // soak is one running soak test.
 type soak struct {
-	cfg    soakConfig
+	cfg    SoakConfig
 	client *httpapi.Client
 	hc     *http.Client
 	convs  []*soakConv
@@ -368,22 +336,25 @@ func (s *soak) fail(format string, args ...any) {
 	}
 }
 
-// runSoak drives the load for cfg.duration, scraping /metrics, then checks
+// Soak drives the load for cfg.Duration, scraping /metrics, then checks
 // every conversation touched against the log and judges the samples. The
 // error is nil only for a clean run: no failed request, every conversation
-// as logged, resources flat.
-func runSoak(ctx context.Context, cfg soakConfig, progress io.Writer) (soakResult, error) {
-	transport := &http.Transport{MaxIdleConns: cfg.workers + 4, MaxIdleConnsPerHost: cfg.workers + 4, IdleConnTimeout: time.Minute,
+// as logged, resources flat. Progress lines and the first errors go to log.
+func Soak(ctx context.Context, cfg SoakConfig, log io.Writer) (SoakResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return SoakResult{}, err
+	}
+	transport := &http.Transport{MaxIdleConns: cfg.Workers + 4, MaxIdleConnsPerHost: cfg.Workers + 4, IdleConnTimeout: time.Minute,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	defer transport.CloseIdleConnections()
 	hc := &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	s := &soak{cfg: cfg, client: httpapi.NewClient(cfg.url, cfg.apiKey, hc), hc: hc, log: progress}
+	s := &soak{cfg: cfg, client: httpapi.NewClient(cfg.URL, cfg.APIKey, hc), hc: hc, log: log}
 	run := fmt.Sprintf("soak-%d", time.Now().UnixNano())
-	s.convs = make([]*soakConv, cfg.conversations)
+	s.convs = make([]*soakConv, cfg.Conversations)
 	for i := range s.convs {
 		s.convs[i] = &soakConv{id: fmt.Sprintf("%s-%d", run, i), num: i, inflight: map[int32]bool{}}
 	}
-	res := soakResult{Target: cfg.url, Conversations: cfg.conversations, Workers: cfg.workers, Ops: map[string]int64{}}
+	res := SoakResult{Target: cfg.URL, Conversations: cfg.Conversations, Workers: cfg.Workers, Ops: map[string]int64{}}
 
 	// The server must export what is judged before any load is spent.
 	if _, err := s.scrape(ctx, 0); err != nil {
@@ -391,14 +362,14 @@ func runSoak(ctx context.Context, cfg soakConfig, progress io.Writer) (soakResul
 	}
 
 	start := time.Now()
-	deadline := start.Add(cfg.duration)
-	var samples []soakSample
+	deadline := start.Add(cfg.Duration)
+	var samples []SoakSample
 	stop := make(chan struct{})
 	var sampler sync.WaitGroup
 	sampler.Go(func() { samples = s.sampleLoop(ctx, start, stop) })
 	var workers sync.WaitGroup
 	seed := uint64(start.UnixNano())
-	for w := range cfg.workers {
+	for w := range cfg.Workers {
 		workers.Go(func() { s.worker(ctx, rand.New(rand.NewPCG(seed, uint64(w))), deadline) })
 	}
 	workers.Wait()
@@ -422,12 +393,12 @@ func runSoak(ctx context.Context, cfg soakConfig, progress io.Writer) (soakResul
 	for _, x := range samples {
 		res.MaxRSS, res.MaxQueue = max(res.MaxRSS, x.RSS), max(res.MaxQueue, x.Queue)
 	}
-	warmup := cfg.warmup
+	warmup := cfg.Warmup
 	if warmup == 0 {
-		warmup = cfg.duration / 10
+		warmup = cfg.Duration / 10
 	}
 	var flatErr error
-	res.First, res.Last, flatErr = judgeFlat(samples, warmup, cfg.maxRSSGrowth)
+	res.First, res.Last, flatErr = judgeFlat(samples, warmup, cfg.MaxRSSGrowth)
 	res.Flat = flatErr == nil
 
 	var problems []string
@@ -439,7 +410,7 @@ func runSoak(ctx context.Context, cfg soakConfig, progress io.Writer) (soakResul
 	}
 	if len(problems) > 0 {
 		res.Verdict = "FAIL: " + strings.Join(problems, "; ")
-		fmt.Fprintf(progress, "soak: conversations left on the server for inspection: %s-*\n", run)
+		fmt.Fprintf(log, "soak: conversations left on the server for inspection: %s-*\n", run)
 		return res, errors.New("soak failed: " + strings.Join(problems, "; "))
 	}
 	res.Verdict = "ok"
@@ -782,7 +753,7 @@ func (s *soak) verify(ctx context.Context) (checked, unknown, messages int64) {
 			touched = append(touched, c)
 		}
 	}
-	bar := newProgress(s.log, "verifying conversations", len(touched))
+	bar := progress.New(s.log, "verifying conversations", len(touched))
 	var mu sync.Mutex // guards bar and the counts
 	next := make(chan *soakConv)
 	var wg sync.WaitGroup
@@ -804,7 +775,7 @@ func (s *soak) verify(ctx context.Context) (checked, unknown, messages int64) {
 					checked++
 					messages += n
 				}
-				bar.set(int(checked + unknown))
+				bar.Set(int(checked + unknown))
 				mu.Unlock()
 			}
 		})
@@ -814,7 +785,7 @@ func (s *soak) verify(ctx context.Context) (checked, unknown, messages int64) {
 	}
 	close(next)
 	wg.Wait()
-	bar.done()
+	bar.Done()
 	return checked, unknown, messages
 }
 
@@ -885,13 +856,13 @@ func (s *soak) cleanup(ctx context.Context) {
 	}
 }
 
-// sampleLoop scrapes /metrics every cfg.sample until stop, printing a
+// sampleLoop scrapes /metrics every cfg.Sample until stop, printing a
 // progress line each time, and returns the samples (with one taken at
 // the end).
-func (s *soak) sampleLoop(ctx context.Context, start time.Time, stop <-chan struct{}) []soakSample {
-	t := time.NewTicker(s.cfg.sample)
+func (s *soak) sampleLoop(ctx context.Context, start time.Time, stop <-chan struct{}) []SoakSample {
+	t := time.NewTicker(s.cfg.Sample)
 	defer t.Stop()
-	var samples []soakSample
+	var samples []SoakSample
 	var lastOps int64
 	lastAt := start
 	take := func() {
@@ -926,18 +897,18 @@ func (s *soak) sampleLoop(ctx context.Context, start time.Time, stop <-chan stru
 
 // scrape reads the server's resident memory, goroutines, heap and worker
 // queue from its /metrics (Prometheus text format).
-func (s *soak) scrape(ctx context.Context, at time.Duration) (soakSample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.url+"/metrics", nil)
+func (s *soak) scrape(ctx context.Context, at time.Duration) (SoakSample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL+"/metrics", nil)
 	if err != nil {
-		return soakSample{}, err
+		return SoakSample{}, err
 	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
-		return soakSample{}, fmt.Errorf("scrape /metrics: %w", err)
+		return SoakSample{}, fmt.Errorf("scrape /metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return soakSample{}, fmt.Errorf("scrape /metrics: %s", resp.Status)
+		return SoakSample{}, fmt.Errorf("scrape /metrics: %s", resp.Status)
 	}
 	x, err := parseMetrics(resp.Body)
 	x.At = at
@@ -946,8 +917,8 @@ func (s *soak) scrape(ctx context.Context, at time.Duration) (soakSample, error)
 
 // parseMetrics picks the soak's gauges out of a Prometheus text exposition;
 // it fails if the resident memory or the goroutines are missing.
-func parseMetrics(r io.Reader) (soakSample, error) {
-	var x soakSample
+func parseMetrics(r io.Reader) (SoakSample, error) {
+	var x SoakSample
 	found := map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -993,8 +964,8 @@ func parseMetrics(r io.Reader) (soakSample, error) {
 // plus rssSlack, the goroutines by goroutineGrowth plus goroutineSlack.
 // Fewer than four samples after warm-up cannot be judged, which is an
 // error too.
-func judgeFlat(samples []soakSample, warmup time.Duration, maxRSSGrowth float64) (first, last soakSample, err error) {
-	var judged []soakSample
+func judgeFlat(samples []SoakSample, warmup time.Duration, maxRSSGrowth float64) (first, last SoakSample, err error) {
+	var judged []SoakSample
 	for _, x := range samples {
 		if x.At >= warmup {
 			judged = append(judged, x)
@@ -1020,8 +991,8 @@ func judgeFlat(samples []soakSample, warmup time.Duration, maxRSSGrowth float64)
 	return first, last, nil
 }
 
-func mean(xs []soakSample) soakSample {
-	var m soakSample
+func mean(xs []SoakSample) SoakSample {
+	var m SoakSample
 	for _, x := range xs {
 		m.RSS += x.RSS
 		m.Goroutines += x.Goroutines

@@ -1,4 +1,4 @@
-package main
+package loadtest
 
 import (
 	"context"
@@ -17,22 +17,26 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/internal/progress"
 )
 
-// loadConfig is one HTTP load run: conversations clients, each owning a
+// LoadConfig is one HTTP load run: conversations clients, each owning a
 // conversation, alternating an append and a context read, until duration
 // or maxTurns.
-type loadConfig struct {
-	url, apiKey   string
-	conversations int
-	duration      time.Duration
-	maxTurns      int
-	policy        chatmem.Policy
-	verify        bool // read every conversation back and check count and order
+type LoadConfig struct {
+	// URL is the server's base URL; APIKey its key, if it needs one.
+	URL, APIKey   string
+	Conversations int
+	Duration      time.Duration
+	MaxTurns      int
+	// Policy is the context read after each append.
+	Policy chatmem.Policy
+	// Verify reads every conversation back and checks count and order.
+	Verify bool
 }
 
-// loadResult is what `chatmem bench --http` reports.
-type loadResult struct {
+// LoadResult is what `chatmem bench --http` reports, per target.
+type LoadResult struct {
 	Target        string  `json:"target"`
 	Conversations int     `json:"conversations"`
 	Seconds       float64 `json:"seconds"`
@@ -48,26 +52,30 @@ type loadResult struct {
 	Verified      bool    `json:"verified"`
 }
 
-// runLoad drives the load and, with verify, checks afterwards that every
-// acknowledged append is stored once, in order.
-func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResult, error) {
-	transport := &http.Transport{MaxIdleConns: cfg.conversations, MaxIdleConnsPerHost: cfg.conversations, IdleConnTimeout: time.Minute,
+// Load drives the load and, with Verify, checks afterwards that every
+// acknowledged append is stored once, in order. The first error and the
+// verification's progress go to log.
+func Load(ctx context.Context, cfg LoadConfig, log io.Writer) (LoadResult, error) {
+	if cfg.URL == "" || cfg.Conversations < 1 || cfg.MaxTurns < 1 || cfg.Duration <= 0 {
+		return LoadResult{}, errors.New("load: needs a URL, and positive conversations, turns and duration")
+	}
+	transport := &http.Transport{MaxIdleConns: cfg.Conversations, MaxIdleConnsPerHost: cfg.Conversations, IdleConnTimeout: time.Minute,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	defer transport.CloseIdleConnections()
-	client := httpapi.NewClient(cfg.url, cfg.apiKey, &http.Client{Transport: transport, Timeout: 30 * time.Second})
+	client := httpapi.NewClient(cfg.URL, cfg.APIKey, &http.Client{Transport: transport, Timeout: 30 * time.Second})
 
 	run := fmt.Sprintf("load-%d", time.Now().UnixNano())
-	acked := make([]int64, cfg.conversations)
+	acked := make([]int64, cfg.Conversations)
 	var errCount, requests atomic.Int64
 	var firstErr atomic.Value
 	var mu sync.Mutex
 	var appendLat, contextLat []time.Duration
 
-	lctx, cancel := context.WithTimeout(ctx, cfg.duration)
+	lctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for c := range cfg.conversations {
+	for c := range cfg.Conversations {
 		wg.Go(func() {
 			id := fmt.Sprintf("%s-%d", run, c)
 			var al, cl []time.Duration
@@ -77,7 +85,7 @@ func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResul
 				contextLat = append(contextLat, cl...)
 				mu.Unlock()
 			}()
-			for turn := 0; turn < cfg.maxTurns && lctx.Err() == nil; turn++ {
+			for turn := 0; turn < cfg.MaxTurns && lctx.Err() == nil; turn++ {
 				msg := chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("turn %d: where is order SE-%05d?", turn, c)}
 				if turn%2 == 1 {
 					msg.Role = chatmem.RoleAssistant
@@ -108,7 +116,7 @@ func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResul
 				acked[c]++
 				al = append(al, time.Since(t0))
 				t0 = time.Now()
-				_, err = client.Context(lctx, id, httpapi.ContextParams{Policy: cfg.policy.Kind, Budget: cfg.policy.Budget, Turns: cfg.policy.Turns})
+				_, err = client.Context(lctx, id, httpapi.ContextParams{Policy: cfg.Policy.Kind, Budget: cfg.Policy.Budget, Turns: cfg.Policy.Turns})
 				if lctx.Err() != nil {
 					return
 				}
@@ -124,8 +132,8 @@ func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResul
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	res := loadResult{
-		Target: cfg.url, Conversations: cfg.conversations, Seconds: elapsed.Seconds(),
+	res := LoadResult{
+		Target: cfg.URL, Conversations: cfg.Conversations, Seconds: elapsed.Seconds(),
 		Requests: requests.Load(), RPS: float64(requests.Load()) / elapsed.Seconds(), Errors: errCount.Load(),
 	}
 	res.AppendP50us, res.AppendP99us = percentiles(appendLat)
@@ -134,18 +142,18 @@ func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResul
 		res.Acknowledged += n
 	}
 	if err, _ := firstErr.Load().(error); err != nil {
-		fmt.Fprintf(progress, "first error: %v\n", err)
+		fmt.Fprintf(log, "first error: %v\n", err)
 	}
-	if !cfg.verify {
+	if !cfg.Verify {
 		return res, nil
 	}
-	found, err := verifyLoad(ctx, client, run, acked, progress)
+	found, err := verifyLoad(ctx, client, run, acked, log)
 	res.Found = found
 	res.Verified = err == nil && found == res.Acknowledged
 	if err != nil {
 		return res, err
 	}
-	for c := range cfg.conversations {
+	for c := range cfg.Conversations {
 		client.Delete(ctx, fmt.Sprintf("%s-%d", run, c))
 	}
 	return res, nil
@@ -153,9 +161,9 @@ func runLoad(ctx context.Context, cfg loadConfig, progress io.Writer) (loadResul
 
 // verifyLoad reads every conversation back: exactly the acknowledged
 // appends, dense sequence numbers, in the order they were sent.
-func verifyLoad(ctx context.Context, client *httpapi.Client, run string, acked []int64, progress io.Writer) (int64, error) {
+func verifyLoad(ctx context.Context, client *httpapi.Client, run string, acked []int64, log io.Writer) (int64, error) {
 	var found int64
-	bar := newProgress(progress, "verifying conversations", len(acked))
+	bar := progress.New(log, "verifying conversations", len(acked))
 	for c, want := range acked {
 		id := fmt.Sprintf("%s-%d", run, c)
 		var after int64
@@ -182,9 +190,9 @@ func verifyLoad(ctx context.Context, client *httpapi.Client, run string, acked [
 		if after != want {
 			return found, fmt.Errorf("conversation %s: %d messages stored, %d acknowledged", id, after, want)
 		}
-		bar.set(c + 1)
+		bar.Set(c + 1)
 	}
-	bar.done()
+	bar.Done()
 	return found, nil
 }
 
@@ -212,8 +220,8 @@ func bareHandler() http.Handler {
 	})
 }
 
-// startBaseline serves bareHandler on a loopback port until ctx ends.
-func startBaseline(ctx context.Context) (string, error) {
+// StartBaseline serves bareHandler on a loopback port until ctx ends.
+func StartBaseline(ctx context.Context) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -224,7 +232,7 @@ func startBaseline(ctx context.Context) (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
-func printLoad(w io.Writer, results []loadResult, asJSON bool) error {
+func WriteLoad(w io.Writer, results []LoadResult, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, r := range results {
@@ -247,4 +255,38 @@ func printLoad(w io.Writer, results []loadResult, asJSON bool) error {
 		fmt.Fprintf(w, "throughput against the bare net/http handler: %.2fx\n", results[0].RPS/results[1].RPS)
 	}
 	return nil
+}
+
+// LoadAndCompare runs the load against cfg.URL and, with baseline, the
+// same load against a bare net/http handler (its result second). The
+// error is not nil if any request failed or an acknowledged append was
+// not found.
+func LoadAndCompare(ctx context.Context, cfg LoadConfig, baseline bool, log io.Writer) ([]LoadResult, error) {
+	fmt.Fprintf(log, "driving %d conversations against %s for %s\n", cfg.Conversations, cfg.URL, cfg.Duration)
+	res, err := Load(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	results := []LoadResult{res}
+	if baseline {
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		url, err := StartBaseline(bctx)
+		if err != nil {
+			return nil, err
+		}
+		base := cfg
+		base.URL, base.Verify = url, false
+		fmt.Fprintf(log, "driving the same load against a bare net/http handler at %s\n", url)
+		b, err := Load(ctx, base, log)
+		if err != nil {
+			return nil, err
+		}
+		b.Target = "bare net/http"
+		results = append(results, b)
+	}
+	if res.Errors > 0 || (cfg.Verify && !res.Verified) {
+		return results, fmt.Errorf("load test failed: %d errors; %d appends acknowledged, %d found", res.Errors, res.Acknowledged, res.Found)
+	}
+	return results, nil
 }

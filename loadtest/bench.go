@@ -1,0 +1,190 @@
+// Package loadtest measures and stresses chatmem: the per-turn cost of a
+// Memory on a store (Bench), an HTTP load against a running server with a
+// check that no acknowledged append was lost (Load), and a long soak of a
+// server with a mix of requests, an exact log of what it acknowledged and
+// a watch on its memory and goroutines (Soak). `chatmem bench` is their
+// command line.
+package loadtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/progress"
+)
+
+// BenchConfig is one measurement of Bench.
+type BenchConfig struct {
+	// Policy is the context read after each append.
+	Policy chatmem.Policy
+	// Messages is the size the conversation is filled to first.
+	Messages int
+	// Iterations is the number of measured turns (after 10 of warm-up).
+	Iterations int
+}
+
+// BenchResult is one line of `chatmem bench --json`.
+type BenchResult struct {
+	Store          string  `json:"store"`
+	Policy         string  `json:"policy"`
+	Messages       int     `json:"messages"`
+	Budget         int     `json:"budget"`
+	P50us          float64 `json:"p50_us"`
+	P99us          float64 `json:"p99_us"`
+	WindowMessages int     `json:"window_messages"`
+	FillSeconds    float64 `json:"fill_s"`
+}
+
+// benchContent is about 40 tokens under the seed's estimator.
+const benchContent = "Customer asks where order SE-10423 is; the agent says it is out for delivery and should arrive by 8 pm, and offers running socks for Rs 249."
+
+// Bench fills a new conversation of mem's store with cfg.Messages
+// messages (drawing a progress bar on progress), then measures per-turn
+// cost: append one message and read the context under cfg.Policy, as a
+// chat backend does once per user message. The conversation is deleted
+// afterwards. Recall policies get text of a Zipf vocabulary, so that their
+// search meets rare and common words as in chats.
+func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Writer) (BenchResult, error) {
+	p, n, iterations := cfg.Policy, cfg.Messages, cfg.Iterations
+	if n < 1 || iterations < 1 {
+		return BenchResult{}, errors.New("bench: needs at least one message and one iteration")
+	}
+	var suffix [4]byte
+	rand.Read(suffix[:])
+	key := chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("bench-%d-%s", n, hex.EncodeToString(suffix[:]))}
+	defer mem.Store().Delete(context.WithoutCancel(ctx), key)
+
+	text := func(i int) string { return fmt.Sprintf("%d: %s", i, benchContent) }
+	if p.Kind == chatmem.PolicyRecall || p.Recall {
+		// Recall searches the words: one sentence repeated would make every
+		// term common. Sentences of a Zipf vocabulary have rare and common
+		// words, as chats do.
+		text = zipfText
+	}
+	message := func(i int) chatmem.Message {
+		role := chatmem.RoleUser
+		if i%2 == 1 {
+			role = chatmem.RoleAssistant
+		}
+		return chatmem.Message{Role: role, Content: text(i)}
+	}
+	start := time.Now()
+	bar := progress.New(log, fmt.Sprintf("filling %d messages", n), n)
+	batch := make([]chatmem.Message, 0, 1000)
+	for i := 0; i < n; i++ {
+		batch = append(batch, message(i))
+		if len(batch) == cap(batch) || i == n-1 {
+			if _, err := mem.Append(ctx, key, batch, chatmem.AppendOptions{}); err != nil {
+				return BenchResult{}, err
+			}
+			batch = batch[:0]
+			bar.Set(i + 1)
+		}
+	}
+	bar.Done()
+	fill := time.Since(start)
+	// Reach a steady state before measuring: the worker has caught up with
+	// the fill (summaries, facts), and the collector has finished with the
+	// fill's garbage, so the turns pay for neither.
+	if err := mem.Flush(ctx); err != nil {
+		return BenchResult{}, err
+	}
+	runtime.GC()
+
+	// Each turn appends the next message and reads the context, as a chat
+	// backend does once per user message. A few warm-up turns come first.
+	const warmup = 10
+	var window int
+	durations := make([]time.Duration, 0, iterations)
+	for i := 0; i < warmup+iterations; i++ {
+		t0 := time.Now()
+		if _, err := mem.Append(ctx, key, []chatmem.Message{message(n + i)}, chatmem.AppendOptions{}); err != nil {
+			return BenchResult{}, err
+		}
+		w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{})
+		if err != nil {
+			return BenchResult{}, err
+		}
+		if i >= warmup {
+			durations = append(durations, time.Since(t0))
+		}
+		window = len(w.Messages)
+	}
+	slices.Sort(durations)
+	pct := func(q float64) float64 {
+		return float64(durations[int(q*float64(len(durations)-1))].Nanoseconds()) / 1e3
+	}
+	return BenchResult{Policy: string(p.Kind), Messages: n, Budget: p.Budget, P50us: pct(0.50), P99us: pct(0.99), WindowMessages: window, FillSeconds: fill.Seconds()}, nil
+}
+
+// WriteBench writes results as JSON lines, or as a table with the ratio of
+// the last size's p50 to the first's.
+func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, r := range results {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "store\tpolicy\tmessages\tbudget\tp50 µs\tp99 µs\twindow msgs\tfill s\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%d\t%.1f\t\n", r.Store, r.Policy, r.Messages, r.Budget, r.P50us, r.P99us, r.WindowMessages, r.FillSeconds)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(results) > 1 {
+		first, last := results[0], results[len(results)-1]
+		fmt.Fprintf(w, "p50 at %d messages / p50 at %d: %.2fx\n", last.Messages, first.Messages, last.P50us/first.P50us)
+	}
+	return nil
+}
+
+// benchVocabulary is 5,000 made-up words, the same on every run.
+var benchVocabulary = func() []string {
+	syllables := strings.Fields("ba ko mi ru te sa no li pe da gu fi ro ne ta vi lo su ke ma")
+	words := make([]string, 0, 5000)
+	for i := 0; len(words) < cap(words); i++ {
+		var b strings.Builder
+		for n := i; ; n /= len(syllables) {
+			b.WriteString(syllables[n%len(syllables)])
+			if n < len(syllables) {
+				break
+			}
+		}
+		if b.Len() >= 4 {
+			words = append(words, b.String())
+		}
+	}
+	return words
+}()
+
+// zipfText returns message i's text for recall benchmarks: 8 to 23 words
+// of benchVocabulary drawn with Zipf frequencies (s = 1.1), the same for
+// the same i.
+func zipfText(i int) string {
+	r := mrand.New(mrand.NewSource(int64(i)))
+	z := mrand.NewZipf(r, 1.1, 1, uint64(len(benchVocabulary)-1))
+	n := 8 + r.Intn(16)
+	words := make([]string, n)
+	for j := range words {
+		words[j] = benchVocabulary[z.Uint64()]
+	}
+	return strings.Join(words, " ")
+}
