@@ -1,0 +1,207 @@
+package transfer
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/chatmem/chatmem"
+)
+
+// pageSize is how many messages one read of a conversation takes, and how
+// many conversations one page of a listing holds: what an export keeps in
+// memory at once.
+const pageSize = 1000
+
+// WriteHeader writes the header line {"format":"chatmem/v1"}.
+func WriteHeader(w io.Writer) error {
+	_, err := io.WriteString(w, `{"format":"`+Format+`"}`+"\n")
+	return err
+}
+
+// WriteConversation writes the conversation at key as records (no header):
+// its conversation record, its messages oldest first, its summary and its
+// facts with their history. It reads the summary and the facts before the
+// conversation, and the messages up to the LastSeq it read, so that what it
+// writes is consistent while appends go on: no summary or fact refers to a
+// message past the conversation's record. It returns the number of
+// messages written, and chatmem.ErrNotFound for a conversation that does
+// not exist. Its memory follows one page of messages, not the
+// conversation's length.
+func WriteConversation(ctx context.Context, st chatmem.Store, key chatmem.Key, w io.Writer) (int64, error) {
+	var sum *chatmem.Summary
+	if ss, ok := st.(chatmem.SummaryStore); ok {
+		s, err := ss.Summary(ctx, key)
+		switch {
+		case err == nil:
+			sum = &s
+		case !errors.Is(err, chatmem.ErrNotFound):
+			return 0, fmt.Errorf("summary of %s: %w", key, err)
+		}
+	}
+	facts, err := factHistory(ctx, st, key)
+	if err != nil {
+		return 0, err
+	}
+	conv, err := st.Conversation(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	if err := writeJSONLine(w, conversationRecord(conv)); err != nil {
+		return 0, err
+	}
+	var n int64
+	for n < conv.LastSeq {
+		msgs, err := st.Range(ctx, key, n, min(pageSize, int(conv.LastSeq-n)))
+		if err != nil {
+			return n, fmt.Errorf("messages of %s after %d: %w", key, n, err)
+		}
+		if len(msgs) == 0 {
+			return n, fmt.Errorf("messages of %s after %d: none, though its last seq is %d", key, n, conv.LastSeq)
+		}
+		for _, m := range msgs {
+			if m.Seq != n+1 {
+				return n, fmt.Errorf("messages of %s: seq %d follows %d", key, m.Seq, n)
+			}
+			line, err := messageLine(m)
+			if err != nil {
+				return n, err
+			}
+			if _, err := w.Write(append(line, '\n')); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	if sum != nil && sum.CoversSeq <= conv.LastSeq {
+		if err := writeJSONLine(w, summaryRecord(*sum)); err != nil {
+			return n, err
+		}
+	}
+	for _, f := range facts {
+		if err := writeJSONLine(w, factRecord(f)); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// factHistory returns every value of every current fact of the
+// conversation, ordered by key and, within a key, oldest first. A store
+// without facts has none.
+func factHistory(ctx context.Context, st chatmem.Store, key chatmem.Key) ([]chatmem.Fact, error) {
+	fs, ok := st.(chatmem.FactStore)
+	if !ok {
+		return nil, nil
+	}
+	current, err := fs.Facts(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("facts of %s: %w", key, err)
+	}
+	var all []chatmem.Fact
+	for _, f := range current {
+		h, err := fs.FactHistory(ctx, key, f.Key)
+		if err != nil {
+			return nil, fmt.Errorf("history of fact %q of %s: %w", f.Key, key, err)
+		}
+		all = append(all, h...)
+	}
+	return all, nil
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// Digest returns the SHA-256, in hex, of the conversation's records as
+// WriteConversation writes them: two stores hold the same conversation
+// exactly when their digests are equal.
+func Digest(ctx context.Context, st chatmem.Store, key chatmem.Key) (string, error) {
+	h := sha256.New()
+	bw := bufio.NewWriter(h)
+	if _, err := WriteConversation(ctx, st, key, bw); err != nil {
+		return "", err
+	}
+	if err := bw.Flush(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ExportOptions select what Export writes.
+type ExportOptions struct {
+	// IDs, if set, are the conversations to export, in this order;
+	// otherwise every conversation of the tenant, ordered by ID.
+	IDs []string
+	// Progress, if set, is called after each conversation with the
+	// conversations and messages written so far.
+	Progress func(conversations, messages int64)
+}
+
+// Export writes the header and the tenant's conversations (or those of
+// opts.IDs) to w. A conversation that disappears while the export runs is
+// left out; one of opts.IDs that does not exist is chatmem.ErrNotFound.
+func Export(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, opts ExportOptions) error {
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if err := WriteHeader(w); err != nil {
+		return err
+	}
+	var convs, msgs int64
+	one := func(id string, listed bool) error {
+		n, err := WriteConversation(ctx, st, chatmem.Key{Tenant: tenant, ID: id}, w)
+		if listed && errors.Is(err, chatmem.ErrNotFound) && n == 0 {
+			return nil // deleted since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		convs++
+		msgs += n
+		if opts.Progress != nil {
+			opts.Progress(convs, msgs)
+		}
+		return nil
+	}
+	if opts.IDs != nil {
+		for _, id := range opts.IDs {
+			if err := one(id, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return eachConversation(ctx, st, tenant, func(c chatmem.Conversation) error { return one(c.Key.ID, true) })
+}
+
+// eachConversation calls f for each of the tenant's conversations, ordered
+// by ID, one page at a time.
+func eachConversation(ctx context.Context, st chatmem.Store, tenant string, f func(chatmem.Conversation) error) error {
+	after := ""
+	for {
+		page, err := st.List(ctx, tenant, chatmem.PageRequest{After: after, Limit: pageSize})
+		if err != nil {
+			return fmt.Errorf("list conversations of %s: %w", tenant, err)
+		}
+		for _, c := range page.Conversations {
+			if err := f(c); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		after = page.Next
+	}
+}

@@ -1,0 +1,184 @@
+// Package transfer moves conversations out of a store and into another,
+// losslessly, as chatmem NDJSON (format "chatmem/v1", described in
+// docs/export-format.md): Export writes a tenant's conversations, Import
+// reads them back into any store, Migrate streams them from one store to
+// another, and Digest fingerprints one conversation so that two stores can
+// be compared.
+//
+// A file is a header line {"format":"chatmem/v1"} followed, for each
+// conversation, by its conversation record, its messages in sequence
+// order, its summary (if any) and its facts with their history. The tenant
+// is never in the file: it comes from the caller. Every time is written in
+// UTC with microsecond precision (what every store keeps), so an export
+// from one store, imported into another and exported again, is the same
+// bytes.
+package transfer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chatmem/chatmem"
+)
+
+// Format is the version the header line names.
+const Format = "chatmem/v1"
+
+// The record types, the "type" field of every line after the header.
+const (
+	TypeConversation = "conversation"
+	TypeMessage      = "message"
+	TypeSummary      = "summary"
+	TypeFact         = "fact"
+)
+
+// Header is the first line of a file.
+type Header struct {
+	Format string `json:"format"`
+}
+
+// ConversationRecord opens a conversation's block of records. LastSeq,
+// Tokens, SystemTokens and Turns are derived from the messages that
+// follow; an importer checks them rather than trusting them.
+type ConversationRecord struct {
+	Type         string    `json:"type"`
+	ID           string    `json:"id"`
+	Tokenizer    string    `json:"tokenizer"`
+	LastSeq      int64     `json:"last_seq"`
+	Tokens       int64     `json:"tokens"`
+	SystemTokens int64     `json:"system_tokens"`
+	Turns        int64     `json:"turns"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"`
+}
+
+// SummaryRecord is a conversation's rolling summary.
+type SummaryRecord struct {
+	Type       string    `json:"type"`
+	Text       string    `json:"text"`
+	CoversSeq  int64     `json:"covers_seq"`
+	Tokens     int       `json:"tokens"`
+	Summarizer string    `json:"summarizer"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// FactRecord is one value a fact has had. A conversation's fact records
+// come ordered by key, and each key's values oldest first: the last value
+// of a key is its current one.
+type FactRecord struct {
+	Type       string    `json:"type"`
+	Key        string    `json:"key"`
+	Value      string    `json:"value"`
+	SourceSeq  int64     `json:"source_seq,omitempty"`
+	SetBy      string    `json:"set_by"`
+	Confidence float64   `json:"confidence"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// stamp is the one precision and zone every time is written in.
+func stamp(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func conversationRecord(c chatmem.Conversation) ConversationRecord {
+	return ConversationRecord{
+		Type: TypeConversation, ID: c.Key.ID, Tokenizer: c.Tokenizer, LastSeq: c.LastSeq,
+		Tokens: c.Tokens, SystemTokens: c.SystemTokens, Turns: c.Turns,
+		CreatedAt: stamp(c.CreatedAt), UpdatedAt: stamp(c.UpdatedAt), ExpiresAt: stamp(c.ExpiresAt),
+	}
+}
+
+func summaryRecord(s chatmem.Summary) SummaryRecord {
+	return SummaryRecord{
+		Type: TypeSummary, Text: s.Text, CoversSeq: s.CoversSeq, Tokens: s.Tokens,
+		Summarizer: s.Summarizer, CreatedAt: stamp(s.CreatedAt),
+	}
+}
+
+func (r SummaryRecord) summary() chatmem.Summary {
+	return chatmem.Summary{Text: r.Text, CoversSeq: r.CoversSeq, Tokens: r.Tokens, Summarizer: r.Summarizer, CreatedAt: r.CreatedAt}
+}
+
+func factRecord(f chatmem.Fact) FactRecord {
+	return FactRecord{
+		Type: TypeFact, Key: f.Key, Value: f.Value, SourceSeq: f.SourceSeq, SetBy: f.SetBy,
+		Confidence: f.Confidence, CreatedAt: stamp(f.CreatedAt),
+	}
+}
+
+func (r FactRecord) fact() chatmem.Fact {
+	return chatmem.Fact{Key: r.Key, Value: r.Value, SourceSeq: r.SourceSeq, SetBy: r.SetBy, Confidence: r.Confidence, CreatedAt: r.CreatedAt}
+}
+
+// messageLine encodes m as a message record: {"type":"message"} followed
+// by the fields of chatmem.Message's own JSON (seq, role, content, name,
+// tool_calls, tool_call_id, tokens, created_at, metadata), so the record
+// and the API show a message alike.
+func messageLine(m chatmem.Message) ([]byte, error) {
+	m.CreatedAt = stamp(m.CreatedAt)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(b)+len(`{"type":"message",`))
+	out = append(out, `{"type":"message",`...)
+	return append(out, b[1:]...), nil
+}
+
+// decodeStrict decodes one line into v, refusing unknown fields and
+// anything after the value.
+func decodeStrict(line []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(line))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if d.More() {
+		return errors.New("more than one JSON value on the line")
+	}
+	return nil
+}
+
+// decodeMessage decodes a message record's line.
+func decodeMessage(line []byte) (chatmem.Message, error) {
+	var m chatmem.Message
+	// chatmem.Message decodes leniently (as the API does); a strict pass
+	// over its wire fields catches misspelt ones.
+	var strict struct {
+		Type       string             `json:"type"`
+		Seq        int64              `json:"seq"`
+		Role       chatmem.Role       `json:"role"`
+		Content    json.RawMessage    `json:"content"`
+		Name       string             `json:"name"`
+		ToolCalls  []chatmem.ToolCall `json:"tool_calls"`
+		ToolCallID string             `json:"tool_call_id"`
+		Tokens     int                `json:"tokens"`
+		CreatedAt  time.Time          `json:"created_at"`
+		Metadata   map[string]string  `json:"metadata"`
+	}
+	if err := decodeStrict(line, &strict); err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+// LineError is a malformed or inconsistent line of an import.
+type LineError struct {
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+
+// Unwrap makes a LineError match chatmem.ErrInvalid.
+func (e *LineError) Unwrap() []error { return []error{chatmem.ErrInvalid, e.Err} }
