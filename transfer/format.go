@@ -16,6 +16,7 @@ package transfer
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,3 +183,9 @@ func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e
 
 // Unwrap makes a LineError match chatmem.ErrInvalid.
 func (e *LineError) Unwrap() []error { return []error{chatmem.ErrInvalid, e.Err} }
+
+// Schema is the JSON Schema (draft 2020-12) of one line of a chatmem/v1
+// file, the header or any record; docs/export-format.md describes it.
+//
+//go:embed schema.json
+var Schema []byte

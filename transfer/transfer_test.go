@@ -1,0 +1,440 @@
+package transfer_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/postgres"
+	"github.com/chatmem/chatmem/redis"
+	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/transfer"
+)
+
+const tenant = "acme"
+
+// stores opens a fresh, empty store of each kind, removed when t ends.
+var stores = []struct {
+	name string
+	open func(t *testing.T) chatmem.Store
+}{
+	{"memory", func(t *testing.T) chatmem.Store { return memory.New() }},
+	{"sqlite", openSQLite},
+	{"redis", openRedis},
+	{"postgres", openPostgres},
+}
+
+func openSQLite(t *testing.T) chatmem.Store {
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "chatmem.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openRedis(t *testing.T) chatmem.Store {
+	o := testenv.RedisOptions(t)
+	client := goredis.NewClient(o)
+	prefix := "cmtransfer-" + rand.Text()[:12]
+	s, err := redis.New(client, redis.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			client.Del(ctx, iter.Val())
+		}
+		client.Close()
+	})
+	return s
+}
+
+func openPostgres(t *testing.T) chatmem.Store {
+	schema := testenv.PostgresSchema(t, "chatmem_transfer_")
+	s, err := postgres.Open(t.Context(), testenv.PostgresURL(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// base is a time with nanoseconds, which not every store keeps: the
+// export writes microseconds.
+var base = time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
+
+// fill writes the test data into st: a conversation with a system
+// message, tool calls (parallel ones), metadata, a name, Unicode, a
+// summary and facts with history; a long one over several import batches;
+// one with an expiry.
+func fill(t *testing.T, st chatmem.Store, long int) {
+	t.Helper()
+	ctx := t.Context()
+	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
+	rich := []chatmem.Message{
+		{Role: chatmem.RoleSystem, Content: "You are a helpful shop assistant.", Tokens: 8, CreatedAt: at(0)},
+		{Role: chatmem.RoleUser, Content: "Hi, I'm Kavya — नमस्ते 🌏. Order SE-10423 hasn't arrived.", Name: "kavya", Tokens: 15, CreatedAt: at(1),
+			Metadata: map[string]string{"channel": "web", "locale": "hi-IN"}},
+		{Role: chatmem.RoleAssistant, Tokens: 20, CreatedAt: at(2), ToolCalls: []chatmem.ToolCall{
+			{ID: "call_1", Type: "function", Function: chatmem.FunctionCall{Name: "track", Arguments: `{"order":"SE-10423"}`}},
+			{ID: "call_2", Type: "function", Function: chatmem.FunctionCall{Name: "eta", Arguments: `{"zip":"411001"}`}},
+		}},
+		{Role: chatmem.RoleTool, ToolCallID: "call_1", Content: `{"status":"out for delivery"}`, Tokens: 7, CreatedAt: at(3)},
+		{Role: chatmem.RoleTool, ToolCallID: "call_2", Content: `{"eta":"20:00"}`, Tokens: 5, CreatedAt: at(4)},
+		{Role: chatmem.RoleAssistant, Content: "Sorry Kavya! It is out for delivery, by 8 pm.\nGrüße, \"Shop\"", Tokens: 16, CreatedAt: at(5)},
+	}
+	appendAt(t, st, "rich", rich[:2], at(0), 0)
+	appendAt(t, st, "rich", rich[2:], at(9), 0)
+	ss := st.(chatmem.SummaryStore)
+	if err := ss.PutSummary(ctx, key("rich"), chatmem.Summary{Text: "Kavya asked about order SE-10423.", CoversSeq: 4, Tokens: 9, Summarizer: "offline", CreatedAt: at(10)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	fs := st.(chatmem.FactStore)
+	for _, batch := range [][]chatmem.Fact{
+		{{Key: "name", Value: "Kavya", SourceSeq: 2, SetBy: "rules", Confidence: 0.9, CreatedAt: at(11)},
+			{Key: "order_id", Value: "SE-10423", SourceSeq: 2, SetBy: "rules", Confidence: 1, CreatedAt: at(11)}},
+		{{Key: "name", Value: "Kavya R.", SetBy: "app", Confidence: 1, CreatedAt: at(12)}},
+		{{Key: "language", Value: "hi", SourceSeq: 2, SetBy: "rules", Confidence: 0.75, CreatedAt: at(13)}},
+	} {
+		if err := fs.SetFacts(ctx, key("rich"), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var msgs []chatmem.Message
+	for i := range long {
+		role, text := chatmem.RoleUser, fmt.Sprintf("question %d about flight AI-%03d?", i, i%997)
+		if i%2 == 1 {
+			role, text = chatmem.RoleAssistant, fmt.Sprintf("answer %d: gate %d, «%s»", i, i%40, strings.Repeat("ü", i%7))
+		}
+		msgs = append(msgs, chatmem.Message{Role: role, Content: text, Tokens: 5 + i%9, CreatedAt: at(100 + i)})
+	}
+	for i := 0; i < len(msgs); i += 700 {
+		appendAt(t, st, "long", msgs[i:min(i+700, len(msgs))], at(100+i), 0)
+	}
+	appendAt(t, st, "short-ttl", []chatmem.Message{{Role: chatmem.RoleUser, Content: "remember me for a day", Tokens: 5, CreatedAt: at(20)}}, time.Now(), 24*time.Hour)
+}
+
+func key(id string) chatmem.Key { return chatmem.Key{Tenant: tenant, ID: id} }
+
+func appendAt(t *testing.T, st chatmem.Store, id string, msgs []chatmem.Message, now time.Time, ttl time.Duration) {
+	t.Helper()
+	if _, err := st.Append(t.Context(), key(id), msgs, chatmem.AppendOptions{Tokenizer: "estimate", Now: now, TTL: ttl}); err != nil {
+		t.Fatalf("append to %s: %v", id, err)
+	}
+}
+
+func export(t *testing.T, st chatmem.Store) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := transfer.Export(t.Context(), st, tenant, &buf, transfer.ExportOptions{}); err != nil {
+		t.Fatalf("Export: %v", err)
+	}
+	return buf.Bytes()
+}
+
+func importAll(t *testing.T, st chatmem.Store, data []byte, opts transfer.ImportOptions) (transfer.Totals, []transfer.Result) {
+	t.Helper()
+	var results []transfer.Result
+	totals, err := transfer.Import(t.Context(), st, tenant, bytes.NewReader(data), opts, func(r transfer.Result) error {
+		results = append(results, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Import: %v (results %+v)", err, results)
+	}
+	return totals, results
+}
+
+// TestRoundTrip exports each store's data, imports it into each other
+// store and exports it again: the bytes are the same, for every ordered
+// pair. A second import of the same file changes nothing.
+func TestRoundTrip(t *testing.T) {
+	long := 2300
+	if testing.Short() {
+		long = 300
+	}
+	for _, from := range stores {
+		t.Run(from.name, func(t *testing.T) {
+			src := from.open(t)
+			fill(t, src, long)
+			want := export(t, src)
+			validateSchema(t, want)
+			if n := bytes.Count(want, []byte("\n")); n < long+10 {
+				t.Fatalf("export has %d lines, want at least %d", n, long+10)
+			}
+			for _, to := range stores {
+				if to.name == from.name {
+					continue
+				}
+				t.Run(to.name, func(t *testing.T) {
+					dst := to.open(t)
+					totals, _ := importAll(t, dst, want, transfer.ImportOptions{})
+					if totals.Created != 3 || totals.Messages != int64(long+7) {
+						t.Fatalf("first import: %+v, want 3 created with %d messages", totals, long+7)
+					}
+					if got := export(t, dst); !bytes.Equal(got, want) {
+						t.Fatalf("re-export from %s differs from %s's export:\n%s", to.name, from.name, firstDiff(want, got))
+					}
+					totals, _ = importAll(t, dst, want, transfer.ImportOptions{})
+					if totals.Unchanged != 3 || totals.Messages != 0 {
+						t.Fatalf("second import: %+v, want 3 unchanged and no message written", totals)
+					}
+					if got := export(t, dst); !bytes.Equal(got, want) {
+						t.Fatalf("second import changed the store:\n%s", firstDiff(want, got))
+					}
+				})
+			}
+		})
+	}
+}
+
+// firstDiff shows the first line where a and b differ.
+func firstDiff(a, b []byte) string {
+	al, bl := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	for i := range max(len(al), len(bl)) {
+		var x, y string
+		if i < len(al) {
+			x = al[i]
+		}
+		if i < len(bl) {
+			y = bl[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\nwant %s\n got %s", i+1, x, y)
+		}
+	}
+	return "(no difference)"
+}
+
+// TestImportMalformed: a malformed line refuses its conversation whole,
+// named by line number, and the others are imported.
+func TestImportMalformed(t *testing.T) {
+	src := memory.New()
+	fill(t, src, 40)
+	good := export(t, src)
+	lines := strings.Split(strings.TrimSuffix(string(good), "\n"), "\n")
+	// Lines: 1 header; conversation "long" (ordered first by ID) at 2, its
+	// messages 3..42; then "rich" at 43.
+	cases := []struct {
+		name   string
+		line   int // 1-based line to replace
+		with   string
+		reason string
+	}{
+		{"not JSON", 10, `{"type":"message","seq":`, "not a JSON object"},
+		{"unknown field", 10, strings.Replace(lines[9], `"role"`, `"rol":"x","role"`, 1), "unknown field"},
+		{"seq gap", 10, strings.Replace(lines[9], `"seq":8,`, `"seq":9,`, 1), "seq 9, want 8"},
+		{"bad role", 10, strings.Replace(lines[9], `"role":"assistant"`, `"role":"robot"`, 1), "unknown role"},
+		{"unknown type", 10, `{"type":"vector"}`, "unknown record type"},
+		{"fact before messages end", 10, `{"type":"fact","key":"name","value":"x","set_by":"app","confidence":1,"created_at":"2026-01-01T00:00:00Z"}`, "message after the summary or facts"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bad := append([]string(nil), lines...)
+			bad[c.line-1] = c.with
+			dst := memory.New()
+			totals, results := importAll(t, dst, []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{})
+			if totals.Invalid != 1 || totals.Created != 2 {
+				t.Fatalf("totals %+v, want 1 invalid and 2 created", totals)
+			}
+			var r transfer.Result
+			for _, r = range results {
+				if r.Status == transfer.StatusInvalid {
+					break
+				}
+			}
+			// "fact before messages end" is found at the next message line.
+			if wantLine := c.line + boolInt(c.name == "fact before messages end"); r.Line != wantLine || r.Conversation != "long" || !strings.Contains(r.Error, c.reason) {
+				t.Fatalf("invalid result %+v, want conversation long, line %d, error with %q", r, wantLine, c.reason)
+			}
+			if _, err := dst.Conversation(t.Context(), key("long")); !errors.Is(err, chatmem.ErrNotFound) {
+				t.Fatalf("conversation long after a refused import: err %v, want ErrNotFound (nothing written)", err)
+			}
+		})
+	}
+	t.Run("header", func(t *testing.T) {
+		_, err := transfer.Import(t.Context(), memory.New(), tenant, strings.NewReader(`{"format":"chatmem/v2"}`+"\n"), transfer.ImportOptions{}, nil)
+		var le *transfer.LineError
+		if !errors.As(err, &le) || le.Line != 1 || !errors.Is(err, chatmem.ErrInvalid) {
+			t.Fatalf("Import of a v2 file: %v, want a line-1 error wrapping ErrInvalid", err)
+		}
+	})
+	t.Run("totals disagree", func(t *testing.T) {
+		bad := append([]string(nil), lines...)
+		bad[1] = strings.Replace(bad[1], `"turns":20`, `"turns":21`, 1)
+		totals, results := importAll(t, memory.New(), []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{})
+		if totals.Invalid != 1 || results[0].Line != 2 || !strings.Contains(results[0].Error, "turns") {
+			t.Fatalf("totals %+v results %+v, want conversation long invalid at line 2 for its turns", totals, results)
+		}
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// failingStore fails every append after the first ok ones, as a process
+// killed mid-import would stop.
+type failingStore struct {
+	chatmem.Store
+	ok atomic.Int64
+}
+
+var errKilled = errors.New("killed")
+
+func (f *failingStore) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	if f.ok.Add(-1) < 0 {
+		return chatmem.AppendResult{}, errKilled
+	}
+	return f.Store.Append(ctx, key, msgs, opts)
+}
+
+func (f *failingStore) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, error) {
+	return f.Store.(chatmem.SummaryStore).Summary(ctx, key)
+}
+
+func (f *failingStore) PutSummary(ctx context.Context, key chatmem.Key, s chatmem.Summary, prev int64) error {
+	return f.Store.(chatmem.SummaryStore).PutSummary(ctx, key, s, prev)
+}
+
+func (f *failingStore) Facts(ctx context.Context, key chatmem.Key) ([]chatmem.Fact, error) {
+	return f.Store.(chatmem.FactStore).Facts(ctx, key)
+}
+
+func (f *failingStore) FactHistory(ctx context.Context, key chatmem.Key, name string) ([]chatmem.Fact, error) {
+	return f.Store.(chatmem.FactStore).FactHistory(ctx, key, name)
+}
+
+func (f *failingStore) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
+	return f.Store.(chatmem.FactStore).SetFacts(ctx, key, facts)
+}
+
+func (f *failingStore) DeleteFact(ctx context.Context, key chatmem.Key, name string) error {
+	return f.Store.(chatmem.FactStore).DeleteFact(ctx, key, name)
+}
+
+// TestImportResumes stops an import at each of its appends in turn, as a
+// kill would, and runs it again: it ends with the same bytes.
+func TestImportResumes(t *testing.T) {
+	src := memory.New()
+	fill(t, src, 2500)
+	want := export(t, src)
+	dst := openSQLite(t)
+	for kill := int64(0); ; kill++ {
+		f := &failingStore{Store: dst}
+		f.ok.Store(kill)
+		_, err := transfer.Import(t.Context(), f, tenant, bytes.NewReader(want), transfer.ImportOptions{}, nil)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errKilled) {
+			t.Fatalf("import killed after %d appends: %v", kill, err)
+		}
+	}
+	totals, _ := importAll(t, dst, want, transfer.ImportOptions{})
+	if totals.Unchanged != 3 {
+		t.Fatalf("after the resumed imports: %+v, want 3 unchanged", totals)
+	}
+	if got := export(t, dst); !bytes.Equal(got, want) {
+		t.Fatalf("resumed import differs:\n%s", firstDiff(want, got))
+	}
+}
+
+// TestImportConflict: a conversation stored with other content is left
+// alone (skip), stops the import (fail) or is replaced (replace).
+func TestImportConflict(t *testing.T) {
+	src := memory.New()
+	fill(t, src, 10)
+	data := export(t, src)
+	other := func() chatmem.Store {
+		st := memory.New()
+		appendAt(t, st, "rich", []chatmem.Message{{Role: chatmem.RoleUser, Content: "something else entirely", Tokens: 5, CreatedAt: base}}, base, 0)
+		return st
+	}
+	t.Run("skip", func(t *testing.T) {
+		st := other()
+		before := export(t, st)
+		totals, results := importAll(t, st, data, transfer.ImportOptions{OnConflict: transfer.ConflictSkip})
+		if totals.Conflicts != 1 || totals.Created != 2 {
+			t.Fatalf("totals %+v, want 1 conflict and 2 created", totals)
+		}
+		for _, r := range results {
+			if r.Conversation == "rich" && (r.Status != transfer.StatusConflict || !strings.Contains(r.Error, "exists with other content")) {
+				t.Fatalf("result for rich: %+v", r)
+			}
+		}
+		var conv bytes.Buffer
+		if _, err := transfer.WriteConversation(t.Context(), st, key("rich"), &conv); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(before, conv.Bytes()) {
+			t.Fatalf("skip changed the stored conversation: %s", conv.Bytes())
+		}
+	})
+	t.Run("fail", func(t *testing.T) {
+		_, err := transfer.Import(t.Context(), other(), tenant, bytes.NewReader(data), transfer.ImportOptions{OnConflict: transfer.ConflictFail}, nil)
+		if !errors.Is(err, chatmem.ErrConflict) || !strings.Contains(err.Error(), "rich") {
+			t.Fatalf("Import with on-conflict fail: %v, want ErrConflict naming rich", err)
+		}
+	})
+	t.Run("replace", func(t *testing.T) {
+		st := other()
+		totals, _ := importAll(t, st, data, transfer.ImportOptions{OnConflict: transfer.ConflictReplace})
+		if totals.Replaced != 1 || totals.Created != 2 {
+			t.Fatalf("totals %+v, want 1 replaced and 2 created", totals)
+		}
+		if got := export(t, st); !bytes.Equal(got, data) {
+			t.Fatalf("after replace:\n%s", firstDiff(data, got))
+		}
+	})
+	t.Run("bad policy", func(t *testing.T) {
+		if _, err := transfer.ParseConflict("merge"); !errors.Is(err, chatmem.ErrInvalid) {
+			t.Fatalf("ParseConflict(merge) = %v, want ErrInvalid", err)
+		}
+	})
+}
+
+// TestExportLines checks the shape of an export line by line: the header,
+// each record's type, and times in UTC microseconds.
+func TestExportLines(t *testing.T) {
+	src := memory.New()
+	fill(t, src, 4)
+	sc := bufio.NewScanner(bytes.NewReader(export(t, src)))
+	var types []string
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, ".123456789") {
+			t.Errorf("line has nanoseconds: %s", line)
+		}
+		if i := strings.Index(line, `"type":"`); i >= 0 {
+			types = append(types, strings.SplitN(line[i+8:], `"`, 2)[0])
+		} else {
+			types = append(types, line)
+		}
+	}
+	got := strings.Join(types, ",")
+	want := `{"format":"chatmem/v1"},conversation,message,message,message,message,conversation,message,message,message,message,message,message,summary,fact,fact,fact,fact,conversation,message`
+	if got != want {
+		t.Fatalf("record types:\n got %s\nwant %s", got, want)
+	}
+}
