@@ -69,6 +69,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	neturl "net/url"
 	"strings"
 	"time"
 
@@ -117,8 +118,17 @@ var (
 // index existed (on the first open after the upgrade, 1000 messages per
 // transaction), and returns a Store that owns the pool: Close closes it. It
 // wraps chatmem.ErrInvalid for a bad URL or schema and
-// chatmem.ErrUnavailable when the database cannot be reached.
+// chatmem.ErrUnavailable when the database cannot be reached. A URL may
+// carry schema=NAME among its query options, which sets Options.Schema
+// unless opts sets it (so several stores can share one database).
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	url, schema, err := cutSchemaOption(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w: %w", chatmem.ErrInvalid, err)
+	}
+	if opts.Schema == "" {
+		opts.Schema = schema
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w: %w", chatmem.ErrInvalid, err)
@@ -134,6 +144,26 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s.ownPool = true
 	return s, nil
+}
+
+// cutSchemaOption removes the schema=NAME query option from a postgres://
+// URL and returns it; a key=value connection string is returned as it is.
+func cutSchemaOption(raw string) (string, string, error) {
+	if !strings.HasPrefix(raw, "postgres://") && !strings.HasPrefix(raw, "postgresql://") {
+		return raw, "", nil
+	}
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "", "", err
+	}
+	q := u.Query()
+	schema := q.Get("schema")
+	if !q.Has("schema") {
+		return raw, "", nil
+	}
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
 }
 
 // New returns a Store over pool after applying the migrations. The caller

@@ -42,6 +42,9 @@ func commands() []command {
 		{"recount", "recount conversations' stored tokens under another tokenizer", new(recountConfig).command, runRecount},
 		{"purge", "delete conversations not updated for a while (--older-than)", new(purgeConfig).command, runPurge},
 		{"eval", "measure what each policy remembers and costs on a dataset", new(evalConfig).command, runEval},
+		{"export", "write a tenant's conversations as chatmem/v1 NDJSON (or OpenAI-style)", new(exportConfig).command, runExport},
+		{"import", "read chatmem/v1 NDJSON (or OpenAI-style transcripts) into a store", new(importConfig).command, runImport},
+		{"migrate", "copy a tenant's conversations from one store to another, verified", new(migrateConfig).command, runMigrate},
 	}
 }
 

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/sqlite"
+)
+
+// TestTransferRoundTrip moves conversations SQLite -> PostgreSQL -> Redis
+// -> SQLite through the CLI (export, import, migrate) and checks that each
+// store's export is the same bytes.
+func TestTransferRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	srcPath := seedStore(t, chatmem.Key{Tenant: "acme", ID: "kavya-1"}, chatmem.Key{Tenant: "acme", ID: "kavya-2"}, chatmem.Key{Tenant: "globex", ID: "other"})
+	s, err := sqlite.Open(t.Context(), srcPath, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFacts(t.Context(), chatmem.Key{Tenant: "acme", ID: "kavya-1"}, []chatmem.Fact{
+		{Key: "name", Value: "Kavya", SourceSeq: 1, SetBy: "rules", Confidence: 0.9},
+		{Key: "name", Value: "Kavya R.", SetBy: "app", Confidence: 1},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSummary(t.Context(), chatmem.Key{Tenant: "acme", ID: "kavya-2"}, chatmem.Summary{Text: "Kavya's order SE-10423 is late.", CoversSeq: 2, Tokens: 8, Summarizer: "offline"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	pg := testenv.PostgresURL()
+	sep := "?"
+	if strings.Contains(pg, "?") {
+		sep = "&"
+	}
+	pg += sep + "schema=" + testenv.PostgresSchema(t, "chatmem_cli_")
+	o := testenv.RedisOptions(t)
+	prefix := "cmcli-" + rand.Text()[:10]
+	rd := testenv.RedisURL() + "?prefix=" + prefix
+	t.Cleanup(func() {
+		c := goredis.NewClient(o)
+		defer c.Close()
+		iter := c.Scan(t.Context(), 0, prefix+"*", 1000).Iterator()
+		for iter.Next(t.Context()) {
+			c.Del(t.Context(), iter.Val())
+		}
+	})
+	dstPath := filepath.Join(dir, "back.db")
+
+	exportOf := func(store string) []byte {
+		t.Helper()
+		out := filepath.Join(dir, "out.ndjson")
+		if _, errOut, code := runSub(t, runExport, "--store", store, "--tenant", "acme", "--out", out); code != 0 {
+			t.Fatalf("export --store %s: exit %d: %s", store, code, errOut)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	want := exportOf("sqlite:" + srcPath)
+	if n := bytes.Count(want, []byte(`"type":"message"`)); n != 10 {
+		t.Fatalf("export of acme has %d messages, want 10:\n%s", n, want)
+	}
+	file := filepath.Join(dir, "acme.ndjson")
+	if err := os.WriteFile(file, want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runSub(t, runImport, "--store", pg, "--tenant", "acme", file)
+	if code != 0 || !strings.Contains(out, `"created":2`) {
+		t.Fatalf("import into postgres: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+	out, _, code = runSub(t, runImport, "--store", pg, "--tenant", "acme", file)
+	if code != 0 || !strings.Contains(out, `"unchanged":2`) {
+		t.Fatalf("second import into postgres: exit %d, stdout %s; want 2 unchanged", code, out)
+	}
+	if got := exportOf(pg); !bytes.Equal(got, want) {
+		t.Fatalf("postgres export differs:\n%s\nwant\n%s", got, want)
+	}
+	out, errOut, code = runSub(t, runMigrate, "--from", pg, "--to", rd, "--tenant", "acme")
+	if code != 0 || !strings.Contains(out, `"verified":2`) || !strings.Contains(errOut, "verified 2 conversations") {
+		t.Fatalf("migrate postgres -> redis: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+	if got := exportOf(rd); !bytes.Equal(got, want) {
+		t.Fatalf("redis export differs:\n%s\nwant\n%s", got, want)
+	}
+	if _, errOut, code := runSub(t, runMigrate, "--from", rd, "--to", "sqlite:"+dstPath, "--tenant", "acme"); code != 0 {
+		t.Fatalf("migrate redis -> sqlite: exit %d: %s", code, errOut)
+	}
+	if got := exportOf("sqlite:" + dstPath); !bytes.Equal(got, want) {
+		t.Fatalf("sqlite export after the round trip differs:\n%s\nwant\n%s", got, want)
+	}
+
+	// A malformed line: exit 1, the line named, nothing of it written.
+	bad := bytes.Replace(want, []byte(`"seq":3,`), []byte(`"seq":4,`), 1)
+	if err := os.WriteFile(file, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = runSub(t, runImport, "--store", "memory:", "--tenant", "acme", file)
+	if code != 1 || !strings.Contains(errOut, "invalid kavya-1: line 5: message seq 4, want 3") {
+		t.Fatalf("import of a malformed file: exit %d, stderr %q", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"--store", "memory:", "--on-conflict", "merge", file},
+		{"--store", "memory:", "--tenant", "a/b", file},
+		{"--store", "memory:"},
+	} {
+		if _, _, code := runSub(t, runImport, args...); code != 2 {
+			t.Errorf("import %q: exit %d, want 2", args, code)
+		}
+	}
+	if _, _, code := runSub(t, runMigrate, "--from", "memory:"); code != 2 {
+		t.Errorf("migrate without --to: exit %d, want 2", code)
+	}
+}
+
+// TestExportOpenAI writes windows in the OpenAI shape.
+func TestExportOpenAI(t *testing.T) {
+	path := seedStore(t, chatmem.Key{Tenant: "acme", ID: "kavya"})
+	out, errOut, code := runSub(t, runExport, "--store", "sqlite:"+path, "--tenant", "acme", "--format", "openai", "--policy", "token_budget", "--budget", "40")
+	want := `{"id":"kavya","messages":[{"role":"user","content":"Ok. Also, do you have running socks?"},{"role":"assistant","content":"Yes: DryFit ankle socks (pack of 3) for Rs 249 and CushionRun for Rs 199."},{"role":"user","content":"Add the DryFit ones to my cart please."}]}` + "\n"
+	if code != 0 || out != want {
+		t.Fatalf("export --format openai at budget 40: exit %d, stderr %s\n got %s\nwant %s", code, errOut, out, want)
+	}
+}
