@@ -38,6 +38,9 @@ type Limits struct {
 	// http.Server's own MaxHeaderBytes (Go's default 1 MiB), over which
 	// net/http answers a plain-text 431 itself, before any handler runs.
 	MaxHeaderBytes int
+	// MaxImportBytes bounds the body of POST /v1/import, which streams.
+	// Default 1 GiB.
+	MaxImportBytes int64
 }
 
 // The limits a zero Limits stands for.
@@ -46,6 +49,7 @@ const (
 	DefaultMaxMessages     = 1000
 	DefaultMaxContentBytes = 256 << 10
 	DefaultMaxHeaderBytes  = 64 << 10
+	DefaultMaxImportBytes  = 1 << 30
 )
 
 func (l Limits) withDefaults() Limits {
@@ -60,6 +64,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxHeaderBytes == 0 {
 		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if l.MaxImportBytes == 0 {
+		l.MaxImportBytes = DefaultMaxImportBytes
 	}
 	return l
 }

@@ -1,0 +1,279 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/transfer"
+)
+
+// ndjsonType is the media type of exports and of import answers.
+const ndjsonType = "application/x-ndjson"
+
+// startNDJSON sends the headers of a streamed NDJSON answer.
+func startNDJSON(w http.ResponseWriter) *bufio.Writer {
+	h := w.Header()
+	h.Set("Content-Type", ndjsonType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	return bufio.NewWriterSize(w, 64<<10)
+}
+
+// exportConversation streams one conversation as chatmem/v1 NDJSON.
+func (s *Server) exportConversation(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	if _, err := query(c.r); err != nil {
+		return err
+	}
+	st := s.mem.Store()
+	if _, err := st.Conversation(c.r.Context(), key); err != nil {
+		return err
+	}
+	bw := startNDJSON(c.w)
+	err = transfer.WriteHeader(bw)
+	if err == nil {
+		_, err = transfer.WriteConversation(c.r.Context(), st, key, bw)
+	}
+	s.endStream(c, bw, err)
+	return nil
+}
+
+// exportTenant streams one page of the tenant's conversations as
+// chatmem/v1 NDJSON; the X-Chatmem-Next header (and a Link with
+// rel="next") gives the after= of the next page.
+func (s *Server) exportTenant(c *call) error {
+	q, err := query(c.r, "after", "limit")
+	if err != nil {
+		return err
+	}
+	after := q.Get("after")
+	if after != "" {
+		if err := chatmem.ValidateID(after); err != nil {
+			return fmt.Errorf("parameter after: %w", err)
+		}
+	}
+	limit, err := intParam(q, "limit", defaultListLimit, 1, maxPageLimit)
+	if err != nil {
+		return err
+	}
+	st := s.mem.Store()
+	page, err := st.List(c.r.Context(), c.tenant, chatmem.PageRequest{After: after, Limit: int(limit)})
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(page.Conversations))
+	for i, conv := range page.Conversations {
+		ids[i] = conv.Key.ID
+	}
+	if page.Next != "" {
+		c.w.Header().Set("X-Chatmem-Next", page.Next)
+		c.w.Header().Set("Link", fmt.Sprintf(`</v1/export?after=%s&limit=%d>; rel="next"`, page.Next, limit))
+	}
+	bw := startNDJSON(c.w)
+	err = transfer.Export(c.r.Context(), st, c.tenant, bw, transfer.ExportOptions{IDs: ids})
+	s.endStream(c, bw, err)
+	return nil
+}
+
+// endStream flushes a streamed answer. An error after the status was sent
+// cannot change it: it ends the stream with an error line, and the details
+// go to the log.
+func (s *Server) endStream(c *call, bw *bufio.Writer, err error) {
+	if err != nil {
+		info := infoOf(c.r.Context())
+		info.err = err
+		status, code := classify(err)
+		msg := err.Error()
+		if status >= 500 {
+			msg = "internal error; the server's log has the details under request " + info.id
+		}
+		b, _ := json.Marshal(errorBody{Error: errorDetail{Code: code, Message: msg}})
+		bw.Write(append(b, '\n'))
+	}
+	_ = bw.Flush()
+}
+
+// importResultLine is the last line of an import's answer.
+type importResultLine struct {
+	Totals transfer.Totals `json:"totals"`
+}
+
+// importNDJSON reads a chatmem/v1 stream into the caller's tenant and
+// answers with one line per conversation, then the totals. A bad header is
+// a 400 before anything is read; what follows is answered line by line.
+func (s *Server) importNDJSON(c *call) error {
+	q, err := query(c.r, "on_conflict")
+	if err != nil {
+		return err
+	}
+	policy, err := transfer.ParseConflict(q.Get("on_conflict"))
+	if err != nil {
+		return err
+	}
+	body := http.MaxBytesReader(c.w, c.r.Body, s.limits.MaxImportBytes)
+	var bw *bufio.Writer
+	each := func(r transfer.Result) error {
+		if bw == nil {
+			bw = startNDJSON(c.w)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = bw.Write(append(b, '\n'))
+		return err
+	}
+	totals, err := transfer.Import(c.r.Context(), s.mem.Store(), c.tenant, body, transfer.ImportOptions{OnConflict: policy}, each)
+	if bw == nil {
+		if err != nil {
+			return fromBodyError(err)
+		}
+		bw = startNDJSON(c.w)
+	}
+	if err == nil {
+		b, _ := json.Marshal(importResultLine{Totals: totals})
+		bw.Write(append(b, '\n'))
+	}
+	s.endStream(c, bw, fromBodyError(err))
+	return nil
+}
+
+// fromBodyError turns a body over MaxImportBytes into ErrTooLarge.
+func fromBodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return fmt.Errorf("%w: the import body is over the limit of %d bytes", chatmem.ErrTooLarge, tooBig.Limit)
+	}
+	return err
+}
+
+// ExportConversation writes the conversation's chatmem/v1 export (header
+// included) to w, as the server streams it.
+func (c *Client) ExportConversation(ctx context.Context, id string, w io.Writer) error {
+	return c.streamTo(ctx, http.MethodGet, convPath(id, "export"), nil, nil, w)
+}
+
+// Export writes one page of the tenant's conversations as chatmem/v1 (header
+// included) to w and returns the after= of the next page ("" on the last).
+// limit 0 is the server's default of 50.
+func (c *Client) Export(ctx context.Context, after string, limit int, w io.Writer) (string, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var next string
+	err := c.streamTo(ctx, http.MethodGet, "/v1/export", q, func(h http.Header) { next = h.Get("X-Chatmem-Next") }, w)
+	return next, err
+}
+
+// Import sends a chatmem/v1 stream from r to the caller's tenant, with the
+// conflict policy onConflict ("" is skip), and returns the result of each
+// conversation and the totals. An error the server met after it started
+// answering is returned with the results before it.
+func (c *Client) Import(ctx context.Context, r io.Reader, onConflict transfer.Conflict) ([]transfer.Result, transfer.Totals, error) {
+	q := url.Values{}
+	if onConflict != "" {
+		q.Set("on_conflict", string(onConflict))
+	}
+	var results []transfer.Result
+	var totals transfer.Totals
+	resp, err := c.send(ctx, http.MethodPost, "/v1/import", q, ndjsonType, r)
+	if err != nil {
+		return nil, totals, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		// A line is a result, the totals, or an error ({"error":{...}},
+		// where a result's error is a string).
+		var line struct {
+			Totals *transfer.Totals `json:"totals"`
+			Error  json.RawMessage  `json:"error"`
+		}
+		var res transfer.Result
+		err := json.Unmarshal(sc.Bytes(), &line)
+		if err == nil && len(line.Error) > 0 && line.Error[0] == '{' {
+			var e errorDetail
+			if err = json.Unmarshal(line.Error, &e); err == nil {
+				return results, totals, &Error{Status: resp.StatusCode, Code: e.Code, Message: e.Message, RequestID: resp.Header.Get("X-Request-Id")}
+			}
+		}
+		if err == nil && line.Totals != nil {
+			return results, *line.Totals, nil
+		}
+		if err == nil {
+			err = json.Unmarshal(sc.Bytes(), &res)
+		}
+		if err != nil {
+			return results, totals, fmt.Errorf("chatmem api: POST /v1/import: decode answer: %w", err)
+		}
+		results = append(results, res)
+	}
+	if err := sc.Err(); err != nil {
+		return results, totals, fmt.Errorf("chatmem api: POST /v1/import: %w", err)
+	}
+	return results, totals, fmt.Errorf("chatmem api: POST /v1/import: the answer ended before its totals")
+}
+
+// streamTo sends a request without a body and copies a successful answer's
+// body to w, calling head (if set) with its headers first.
+func (c *Client) streamTo(ctx context.Context, method, path string, q url.Values, head func(http.Header), w io.Writer) error {
+	resp, err := c.send(ctx, method, path, q, "", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if head != nil {
+		head(resp.Header)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("chatmem api: %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send makes a request with body (of type ctype) and returns the answer
+// with its body unread, or the error of an error answer.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, ctype string, body io.Reader) (*http.Response, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("chatmem api: %w: %w", chatmem.ErrInvalid, err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("chatmem api: %s %s: %w", method, path, ctx.Err())
+		}
+		return nil, fmt.Errorf("chatmem api: %s %s: %w: %w", method, path, chatmem.ErrUnavailable, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, responseError(resp)
+	}
+	return resp, nil
+}

@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/transfer"
+)
+
+// TestTransfer exports a tenant's conversations page by page and one by
+// one, imports them under another tenant, and checks tenancy, idempotency
+// and refusals, on every store.
+func TestTransfer(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			store := b.open(t)
+			ts := newTestServer(t, newMemory(t, store, nil), Options{})
+			acme, globex := ts.client(acmeKey), ts.client(globexKey)
+			ctx := t.Context()
+			for i := range 5 {
+				_, err := acme.Append(ctx, fmt.Sprintf("kavya-%d", i), seed.History(), ClientAppendOptions{})
+				must(t, "append", err)
+			}
+			_, err := acme.PatchFacts(ctx, "kavya-1", []FactInput{{Key: "name", Value: "Kavya"}, {Key: "order_id", Value: "SE-10423", SourceSeq: 1}})
+			must(t, "patch facts", err)
+			_, err = acme.PatchFacts(ctx, "kavya-1", []FactInput{{Key: "name", Value: "Kavya R."}})
+			must(t, "patch facts", err)
+			_, err = globex.Append(ctx, "globex-only", seed.History()[:1], ClientAppendOptions{})
+			must(t, "append", err)
+
+			var want bytes.Buffer
+			must(t, "transfer.Export", transfer.Export(ctx, store, "acme", &want, transfer.ExportOptions{}))
+
+			// Pages of two, concatenated without their repeated header lines.
+			var got bytes.Buffer
+			after, pages := "", 0
+			for {
+				var page bytes.Buffer
+				next, err := acme.Export(ctx, after, 2, &page)
+				must(t, "Export", err)
+				body := page.String()
+				if !strings.HasPrefix(body, `{"format":"chatmem/v1"}`+"\n") {
+					t.Fatalf("page %d does not start with the header: %.80q", pages, body)
+				}
+				if pages > 0 {
+					body = strings.SplitN(body, "\n", 2)[1]
+				}
+				got.WriteString(body)
+				pages++
+				if next == "" {
+					break
+				}
+				after = next
+			}
+			if pages != 3 || got.String() != want.String() {
+				t.Fatalf("%d pages, export:\n%s\nwant (3 pages):\n%s", pages, got.String(), want.String())
+			}
+			if strings.Contains(got.String(), "globex") || strings.Contains(got.String(), `"acme"`) {
+				t.Fatalf("the export names a tenant or holds another tenant's data:\n%s", got.String())
+			}
+
+			var one bytes.Buffer
+			must(t, "ExportConversation", acme.ExportConversation(ctx, "kavya-1", &one))
+			if !strings.Contains(one.String(), `"key":"name","value":"Kavya"`) || !strings.Contains(one.String(), `"value":"Kavya R."`) {
+				t.Fatalf("kavya-1's export lacks its fact history:\n%s", one.String())
+			}
+			wantAPIError(t, "export another tenant's conversation", globex.ExportConversation(ctx, "kavya-1", &bytes.Buffer{}), 404, "not_found")
+
+			// globex imports acme's file: its own conversations, the same bytes.
+			results, totals, err := globex.Import(ctx, bytes.NewReader(want.Bytes()), "")
+			must(t, "Import", err)
+			if totals.Created != 5 || len(results) != 5 || results[0].Status != transfer.StatusCreated {
+				t.Fatalf("import: %+v, %+v; want 5 created", totals, results)
+			}
+			var back bytes.Buffer
+			must(t, "transfer.Export", transfer.Export(ctx, store, "globex", &back, transfer.ExportOptions{IDs: []string{"kavya-0", "kavya-1", "kavya-2", "kavya-3", "kavya-4"}}))
+			if back.String() != want.String() {
+				t.Fatalf("globex's copy:\n%s\nwant\n%s", back.String(), want.String())
+			}
+			_, totals, err = globex.Import(ctx, bytes.NewReader(want.Bytes()), transfer.ConflictFail)
+			if err != nil || totals.Unchanged != 5 {
+				t.Fatalf("second import: %+v, %v; want 5 unchanged", totals, err)
+			}
+
+			// A malformed line refuses its conversation only.
+			bad := strings.Replace(want.String(), `"seq":2,`, `"seq":3,`, 1)
+			results, totals, err = ts.client(acmeKey).Import(ctx, strings.NewReader(strings.ReplaceAll(bad, "kavya-", "new-")), "")
+			must(t, "Import malformed", err)
+			if totals.Invalid != 1 || totals.Created != 4 || results[0].Status != transfer.StatusInvalid || results[0].Line != 4 {
+				t.Fatalf("import with a malformed line: %+v %+v; want new-0 invalid at line 4", totals, results)
+			}
+			wantAPIError(t, "conversation of a refused import", func() error { _, err := acme.Conversation(ctx, "new-0"); return err }(), 404, "not_found")
+
+			// Refusals before anything is read.
+			for _, c := range []struct {
+				path, key, body string
+				status          int
+				code            string
+			}{
+				{"/v1/import", acmeKey, `{"format":"chatmem/v9"}` + "\n", 400, "invalid_request"},
+				{"/v1/import?on_conflict=merge", acmeKey, want.String(), 400, "invalid_request"},
+				{"/v1/import", "", want.String(), 401, "unauthorized"},
+			} {
+				r := ts.raw(t, "POST", c.path, c.key, map[string]string{"Content-Type": "application/x-ndjson"}, c.body)
+				if e := r.apiError(); r.status != c.status || e == nil || e.Code != c.code {
+					t.Errorf("POST %s: %d %s, want %d %s", c.path, r.status, r.body, c.status, c.code)
+				}
+			}
+			r := ts.raw(t, "GET", "/v1/export?limit=0", acmeKey, nil, "")
+			if r.status != http.StatusBadRequest {
+				t.Errorf("GET /v1/export?limit=0: %d, want 400", r.status)
+			}
+		})
+	}
+}
+
+// TestImportTooLarge: a body over MaxImportBytes is 413, and what was
+// read before is not half-written.
+func TestImportTooLarge(t *testing.T) {
+	st := openSQLite(t)
+	ts := newTestServer(t, newMemory(t, st, nil), Options{Limits: Limits{MaxImportBytes: 300}})
+	var data bytes.Buffer
+	src := newMemory(t, openSQLite(t), nil)
+	_, err := src.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: "big"}, seed.History(), chatmem.AppendOptions{})
+	must(t, "append", err)
+	must(t, "export", transfer.Export(t.Context(), src.Store(), "acme", &data, transfer.ExportOptions{}))
+	_, _, err = ts.client(acmeKey).Import(t.Context(), &data, "")
+	wantAPIError(t, "import over the limit", err, 413, "too_large")
+	if _, err := st.Conversation(t.Context(), chatmem.Key{Tenant: "acme", ID: "big"}); err == nil {
+		t.Fatal("the conversation of a refused import was written")
+	}
+}
