@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/transfer"
@@ -17,6 +18,20 @@ import (
 
 // ndjsonType is the media type of exports and of import answers.
 const ndjsonType = "application/x-ndjson"
+
+// streamGrace is how long a streamed export or import may take for each
+// conversation it moves: the server's read and write timeouts bound a
+// whole request, so a stream pushes them forward as it goes.
+const streamGrace = time.Minute
+
+// extendDeadlines pushes the connection's read and write deadlines
+// streamGrace ahead (where the writer allows it).
+func extendDeadlines(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	at := time.Now().Add(streamGrace)
+	_ = rc.SetReadDeadline(at)
+	_ = rc.SetWriteDeadline(at)
+}
 
 // startNDJSON sends the headers of a streamed NDJSON answer.
 func startNDJSON(w http.ResponseWriter) *bufio.Writer {
@@ -81,7 +96,7 @@ func (s *Server) exportTenant(c *call) error {
 		c.w.Header().Set("Link", fmt.Sprintf(`</v1/export?after=%s&limit=%d>; rel="next"`, page.Next, limit))
 	}
 	bw := startNDJSON(c.w)
-	err = transfer.Export(c.r.Context(), st, c.tenant, bw, transfer.ExportOptions{IDs: ids})
+	err = transfer.Export(c.r.Context(), st, c.tenant, bw, transfer.ExportOptions{IDs: ids, Progress: func(int64, int64) { extendDeadlines(c.w) }})
 	s.endStream(c, bw, err)
 	return nil
 }
@@ -124,6 +139,7 @@ func (s *Server) importNDJSON(c *call) error {
 	body := http.MaxBytesReader(c.w, c.r.Body, s.limits.MaxImportBytes)
 	var bw *bufio.Writer
 	each := func(r transfer.Result) error {
+		extendDeadlines(c.w)
 		if bw == nil {
 			bw = startNDJSON(c.w)
 		}
