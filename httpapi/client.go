@@ -216,10 +216,6 @@ func convPath(id, sub string) string {
 // 2xx response's body into out (if not nil). A non-2xx response is returned
 // as an *Error.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, h http.Header, in, out any) (*http.Response, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -227,6 +223,34 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, h ht
 			return nil, fmt.Errorf("chatmem api: encode %s %s: %w", method, path, err)
 		}
 		body = bytes.NewReader(b)
+		h = h.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set("Content-Type", "application/json")
+	}
+	resp, err := c.send(ctx, method, path, q, h, body)
+	if err != nil {
+		return resp, err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return resp, fmt.Errorf("chatmem api: %s %s: decode response: %w", method, path, err)
+	}
+	return resp, nil
+}
+
+// send makes one request with headers h and body, and returns a 2xx
+// response with its body unread (the caller closes it). A non-2xx
+// response is returned as an *Error, with the response (its body closed).
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, h http.Header, body io.Reader) (*http.Response, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
@@ -235,10 +259,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, h ht
 	for k, v := range h {
 		req.Header[k] = v
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
 	}
-	req.Header.Set("Accept", "application/json")
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
@@ -249,16 +272,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, h ht
 		}
 		return nil, fmt.Errorf("chatmem api: %s %s: %w: %w", method, path, chatmem.ErrUnavailable, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
 		return resp, responseError(resp)
-	}
-	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp, nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return resp, fmt.Errorf("chatmem api: %s %s: decode response: %w", method, path, err)
 	}
 	return resp, nil
 }

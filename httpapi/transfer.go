@@ -207,7 +207,7 @@ func (c *Client) Import(ctx context.Context, r io.Reader, onConflict transfer.Co
 	}
 	var results []transfer.Result
 	var totals transfer.Totals
-	resp, err := c.send(ctx, http.MethodPost, "/v1/import", q, ndjsonType, r)
+	resp, err := c.send(ctx, http.MethodPost, "/v1/import", q, http.Header{"Content-Type": {ndjsonType}, "Accept": {ndjsonType}}, r)
 	if err != nil {
 		return nil, totals, err
 	}
@@ -249,7 +249,7 @@ func (c *Client) Import(ctx context.Context, r io.Reader, onConflict transfer.Co
 // streamTo sends a request without a body and copies a successful answer's
 // body to w, calling head (if set) with its headers first.
 func (c *Client) streamTo(ctx context.Context, method, path string, q url.Values, head func(http.Header), w io.Writer) error {
-	resp, err := c.send(ctx, method, path, q, "", nil)
+	resp, err := c.send(ctx, method, path, q, http.Header{"Accept": {ndjsonType}}, nil)
 	if err != nil {
 		return err
 	}
@@ -261,35 +261,4 @@ func (c *Client) streamTo(ctx context.Context, method, path string, q url.Values
 		return fmt.Errorf("chatmem api: %s %s: %w", method, path, err)
 	}
 	return nil
-}
-
-// send makes a request with body (of type ctype) and returns the answer
-// with its body unread, or the error of an error answer.
-func (c *Client) send(ctx context.Context, method, path string, q url.Values, ctype string, body io.Reader) (*http.Response, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, fmt.Errorf("chatmem api: %w: %w", chatmem.ErrInvalid, err)
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("chatmem api: %s %s: %w", method, path, ctx.Err())
-		}
-		return nil, fmt.Errorf("chatmem api: %s %s: %w: %w", method, path, chatmem.ErrUnavailable, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		return nil, responseError(resp)
-	}
-	return resp, nil
 }
