@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/progress"
+	"github.com/chatmem/chatmem/internal/settings"
 	"github.com/chatmem/chatmem/transfer"
 )
 
@@ -22,31 +24,57 @@ func validTenant(t string) error {
 	return nil
 }
 
+// exportConfig is everything `chatmem export` can be told.
+type exportConfig struct {
+	store, dataDir, tenant, conversation, format, policy, out string
+	budget, turns                                             int
+}
+
+// command is export's list of settings. The store is the deployment's
+// (CHATMEM_STORE, CHATMEM_CONFIG), as serve's.
+func (c *exportConfig) command() *settings.Command {
+	s := storeSettings(&c.store, &c.dataDir, "", true)
+	s = append(s,
+		settings.Setting{Name: "tenant", Group: "export", Value: settings.String(&c.tenant, chatmem.DefaultTenant), Example: "acme",
+			Help: "the tenant whose conversations to export"},
+		settings.Setting{Name: "conversation", Group: "export", Value: settings.String(&c.conversation, ""), Example: "kavya-1",
+			Help: "export only this conversation"},
+		settings.Setting{Name: "format", Group: "export", Value: settings.Choice(&c.format, "chatmem", "chatmem", "openai"),
+			Help: "chatmem (lossless NDJSON) or openai (lossy {\"id\",\"messages\"} transcripts)"},
+		settings.Setting{Name: "policy", Group: "export", Value: settings.Choice(&c.policy, string(chatmem.PolicyAll), policyNames()...),
+			Help: "with --format openai: the policy whose window to write"},
+		settings.Setting{Name: "budget", Group: "export", Value: settings.Int(&c.budget, 0, 0, 1<<30),
+			Help: "with --format openai: the policy's token budget"},
+		settings.Setting{Name: "turns", Group: "export", Value: settings.Int(&c.turns, 0, 0, 1<<30),
+			Help: "with --format openai: last_turns's turns"},
+		settings.Setting{Name: "out", Group: "export", Value: settings.String(&c.out, "-"), Example: "backup.ndjson",
+			Help: "output file (- is standard output)"},
+	)
+	return &settings.Command{
+		Name:  "export",
+		Usage: "export [--store URL] [--tenant T] [--conversation ID] [--format chatmem|openai] [--out FILE]",
+		About: "Writes the tenant's conversations (or one) as chatmem/v1 NDJSON (docs/export-format.md):\n" +
+			"every message with every field, summaries, and facts with their history. --format openai\n" +
+			"writes {\"id\",\"messages\"} lines instead (lossy: no seq, times, tokens, metadata, summary\n" +
+			"or facts); with --policy and --budget, each conversation's window under that policy.",
+		Example:   "chatmem export --store sqlite:chatmem-data/chatmem.db --out backup.ndjson",
+		EnvPrefix: "CHATMEM_EXPORT_", ConfigEnv: envConfig,
+		Settings: s,
+	}
+}
+
 // runExport writes a tenant's conversations as chatmem/v1 NDJSON, or as
 // OpenAI-style transcripts.
 func runExport(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("export",
-		"export --store URL [--tenant T] [--conversation ID] [--format chatmem|openai] [--out FILE]\n\n"+
-			"Writes the tenant's conversations (or one) as chatmem/v1 NDJSON (docs/export-format.md):\n"+
-			"every message with every field, summaries, and facts with their history. --format openai\n"+
-			"writes {\"id\",\"messages\"} lines instead (lossy: no seq, times, tokens, metadata, summary\n"+
-			"or facts); with --policy and --budget, each conversation's window under that policy.",
-		"chatmem export --store sqlite:chatmem-data/chatmem.db --out backup.ndjson", stderr)
-	storeURL := fs.String("store", "", storeURLHelp)
-	dataDir := fs.String("data-dir", defaultDataDir, "data directory of the default SQLite store")
-	tenant := fs.String("tenant", chatmem.DefaultTenant, "the tenant whose conversations to export")
-	conversation := fs.String("conversation", "", "export only this conversation")
-	format := fs.String("format", "chatmem", "chatmem (lossless NDJSON) or openai (lossy transcripts)")
-	policy := fs.String("policy", "all", "with --format openai: the policy whose window to write")
-	budget := fs.Int("budget", 0, "with --format openai: the policy's token budget")
-	turns := fs.Int("turns", 0, "with --format openai: the last_turns policy's turns")
-	out := fs.String("out", "-", "output file (- is standard output)")
-	if err := parse(fs, args); err != nil {
+	var c exportConfig
+	cmd := c.command()
+	if err := parseSettings(cmd, args, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageErr("export takes no arguments (got %q)", fs.Args())
+	if len(cmd.Args()) > 0 {
+		return usageErr("export takes no arguments (got %q); run chatmem export --help", cmd.Args())
 	}
+	storeURL, dataDir, tenant, conversation, format, out := &c.store, &c.dataDir, &c.tenant, &c.conversation, &c.format, &c.out
 	if err := validTenant(*tenant); err != nil {
 		return err
 	}
@@ -57,10 +85,7 @@ func runExport(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 		}
 		ids = []string{*conversation}
 	}
-	if *format != "chatmem" && *format != "openai" {
-		return usageErr("--format %q: want chatmem or openai", *format)
-	}
-	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(c.policy), Budget: c.budget, Turns: c.turns}
 	if *format == "openai" {
 		if err := p.Validate(); err != nil {
 			return &exitError{code: 2, err: err}
@@ -131,43 +156,62 @@ func createOut(path string, stdout io.Writer) (io.Writer, func(error) error, err
 	}, nil
 }
 
+// importConfig is everything `chatmem import` can be told.
+type importConfig struct {
+	store, dataDir, tenant, onConflict, format, conversation, tokenizer string
+}
+
+// command is import's list of settings.
+func (c *importConfig) command() *settings.Command {
+	s := storeSettings(&c.store, &c.dataDir, "", true)
+	s = append(s,
+		settings.Setting{Name: "tenant", Group: "import", Value: settings.String(&c.tenant, chatmem.DefaultTenant), Example: "acme",
+			Help: "the tenant to import into"},
+		settings.Setting{Name: "on-conflict", Group: "import", Value: settings.Choice(&c.onConflict, "skip", "skip", "fail", "replace"),
+			Help: "what to do with a conversation stored with other content: skip it, stop (fail) or replace it"},
+		settings.Setting{Name: "format", Group: "import", Value: settings.Choice(&c.format, "chatmem", "chatmem", "openai"),
+			Help: "chatmem (NDJSON from export) or openai (transcripts)"},
+		settings.Setting{Name: "conversation", Group: "import", Value: settings.String(&c.conversation, ""), Example: "kavya-1",
+			Help: "with --format openai and a file that is one JSON array: its conversation (default: the file's name)"},
+		settings.Setting{Name: "tokenizer", Group: "import", Value: tokenizerSetting(&c.tokenizer, "o200k_base", false),
+			Help: "with --format openai: the tokenizer that counts the messages"},
+	)
+	return &settings.Command{
+		Name:  "import",
+		Usage: "import [--store URL] [--tenant T] [--on-conflict skip|fail|replace] [--format chatmem|openai] FILE|-",
+		About: "Reads chatmem/v1 NDJSON (as export writes it) into the tenant's conversations. Running it\n" +
+			"twice changes nothing; a run that was killed is finished by running it again. A conversation\n" +
+			"that exists with other content is a conflict: skipped and reported (skip), the end of the\n" +
+			"import (fail), or deleted and imported (replace). A malformed line refuses its conversation\n" +
+			"whole, naming the line. Prints each conflict and refusal, then a summary; exits 1 if there\n" +
+			"were any. --format openai reads {\"id\",\"messages\"} lines, or one JSON array of messages\n" +
+			"(its conversation named by --conversation or the file's name), counted with --tokenizer.",
+		Example:   "chatmem import --store postgres://localhost/chatmem backup.ndjson",
+		EnvPrefix: "CHATMEM_IMPORT_", ConfigEnv: envConfig,
+		Settings: s,
+	}
+}
+
 // runImport reads chatmem/v1 NDJSON (or OpenAI-style transcripts) into a
 // store, reporting each conversation that is not created as new.
 func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("import",
-		"import --store URL [--tenant T] [--on-conflict skip|fail|replace] [--format chatmem|openai] FILE|-\n\n"+
-			"Reads chatmem/v1 NDJSON (as export writes it) into the tenant's conversations. Running it\n"+
-			"twice changes nothing; a run that was killed is finished by running it again. A conversation\n"+
-			"that exists with other content is a conflict: skipped and reported (skip), the end of the\n"+
-			"import (fail), or deleted and imported (replace). A malformed line refuses its conversation\n"+
-			"whole, naming the line. Prints each conflict and refusal, then a summary; exits 1 if there\n"+
-			"were any. --format openai reads {\"id\",\"messages\"} lines, or one JSON array of messages\n"+
-			"(its conversation named by --conversation or the file's name), counted with --tokenizer.",
-		"chatmem import --store postgres://localhost/chatmem backup.ndjson", stderr)
-	storeURL := fs.String("store", "", storeURLHelp)
-	dataDir := fs.String("data-dir", defaultDataDir, "data directory of the default SQLite store")
-	tenant := fs.String("tenant", chatmem.DefaultTenant, "the tenant to import into")
-	onConflict := fs.String("on-conflict", "skip", "skip, fail or replace a conversation stored with other content")
-	format := fs.String("format", "chatmem", "chatmem (NDJSON from export) or openai (transcripts)")
-	conversation := fs.String("conversation", "", "with --format openai and a JSON array: the conversation's id (default: the file's name)")
-	tok := fs.String("tokenizer", "o200k_base", "with --format openai: the tokenizer that counts the messages ("+strings.Join(tokenizerNames(), ", ")+")")
-	if err := parse(fs, args); err != nil {
+	var c importConfig
+	cmd := c.command()
+	if err := parseSettings(cmd, args, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageErr("import takes one FILE (or - for standard input)")
+	if len(cmd.Args()) != 1 {
+		return usageErr("import takes one FILE (or - for standard input); run chatmem import --help")
 	}
+	storeURL, dataDir, tenant, format, conversation, tok := &c.store, &c.dataDir, &c.tenant, &c.format, &c.conversation, &c.tokenizer
 	if err := validTenant(*tenant); err != nil {
 		return err
 	}
-	policy, err := transfer.ParseConflict(*onConflict)
+	policy, err := transfer.ParseConflict(c.onConflict)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	if *format != "chatmem" && *format != "openai" {
-		return usageErr("--format %q: want chatmem or openai", *format)
-	}
-	in, name := stdin, fs.Arg(0)
+	in, name := stdin, cmd.Args()[0]
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
@@ -223,29 +267,50 @@ func orDash(s string) string {
 	return s
 }
 
+// migrateConfig is everything `chatmem migrate` can be told.
+type migrateConfig struct {
+	from, to, tenant, onConflict string
+}
+
+// command is migrate's list of settings.
+func (c *migrateConfig) command() *settings.Command {
+	return &settings.Command{
+		Name:  "migrate",
+		Usage: "migrate --from URL --to URL [--tenant T] [--on-conflict fail|skip|replace]",
+		About: "Copies the tenant's conversations (messages, summaries, facts with history) from one store\n" +
+			"to another, one conversation at a time, in memory that does not grow with the data, with a\n" +
+			"progress bar on stderr. Killed, it continues where it stopped when run again. Then it\n" +
+			"compares every conversation's digest in both stores and prints the counts; it exits 1 if\n" +
+			"any conversation is missing or differs.",
+		Example:   "chatmem migrate --from sqlite:chatmem-data/chatmem.db --to postgres://localhost/chatmem",
+		EnvPrefix: "CHATMEM_MIGRATE_", ConfigEnv: envConfig,
+		Settings: []settings.Setting{
+			{Name: "from", Group: groupStore, Value: settings.String(&c.from, ""), Example: "sqlite:chatmem-data/chatmem.db",
+				Help: "the source store's URL (required)"},
+			{Name: "to", Group: groupStore, Value: settings.String(&c.to, ""), Example: "postgres://localhost/chatmem",
+				Help: "the target store's URL (required)"},
+			{Name: "tenant", Group: "migrate", Value: settings.String(&c.tenant, chatmem.DefaultTenant), Example: "acme",
+				Help: "the tenant to migrate"},
+			{Name: "on-conflict", Group: "migrate", Value: settings.Choice(&c.onConflict, "fail", "fail", "skip", "replace"),
+				Help: "what to do with a conversation the target holds with other content"},
+		},
+	}
+}
+
 // runMigrate copies a tenant's conversations from one store to another and
 // verifies them.
 func runMigrate(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("migrate",
-		"migrate --from URL --to URL [--tenant T] [--on-conflict fail|skip|replace]\n\n"+
-			"Copies the tenant's conversations (messages, summaries, facts with history) from one store\n"+
-			"to another, one conversation at a time, in memory that does not grow with the data, with a\n"+
-			"progress bar on stderr. Killed, it continues where it stopped when run again. Then it\n"+
-			"compares every conversation's digest in both stores and prints the counts; it exits 1 if\n"+
-			"any conversation is missing or differs.",
-		"chatmem migrate --from sqlite:chatmem-data/chatmem.db --to postgres://localhost/chatmem", stderr)
-	from := fs.String("from", "", "the source store's URL (required)")
-	to := fs.String("to", "", "the target store's URL (required)")
-	tenant := fs.String("tenant", chatmem.DefaultTenant, "the tenant to migrate")
-	onConflict := fs.String("on-conflict", "fail", "fail, skip or replace a conversation the target holds with other content")
-	if err := parse(fs, args); err != nil {
+	var c migrateConfig
+	cmd := c.command()
+	if err := parseSettings(cmd, args, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageErr("migrate takes no arguments (got %q)", fs.Args())
+	if len(cmd.Args()) > 0 {
+		return usageErr("migrate takes no arguments (got %q); run chatmem migrate --help", cmd.Args())
 	}
+	from, to, tenant := &c.from, &c.to, &c.tenant
 	if *from == "" || *to == "" {
-		return usageErr("migrate needs --from and --to")
+		return usageErr("migrate needs --from and --to; run chatmem migrate --help")
 	}
 	if *from == *to {
 		return usageErr("--from and --to name the same store")
@@ -253,7 +318,7 @@ func runMigrate(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	if err := validTenant(*tenant); err != nil {
 		return err
 	}
-	policy, err := transfer.ParseConflict(*onConflict)
+	policy, err := transfer.ParseConflict(c.onConflict)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -267,15 +332,15 @@ func runMigrate(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return fmt.Errorf("--to: %w", err)
 	}
 	defer dst.Close()
-	var bar *progress
+	var bar *progress.Bar
 	rep, err := transfer.Migrate(ctx, src, dst, *tenant, transfer.MigrateOptions{OnConflict: policy, Progress: func(p transfer.Progress) {
 		if bar == nil {
-			bar = newProgress(stderr, fmt.Sprintf("migrating %d conversations, %d messages", p.TotalConversations, p.TotalMessages), int(max(p.TotalMessages, 1)))
+			bar = progress.New(stderr, fmt.Sprintf("migrating %d conversations, %d messages", p.TotalConversations, p.TotalMessages), int(max(p.TotalMessages, 1)))
 		}
-		bar.set(int(p.Messages))
+		bar.Set(int(p.Messages))
 	}})
 	if bar != nil {
-		bar.done()
+		bar.Done()
 	}
 	b, _ := json.Marshal(rep)
 	fmt.Fprintf(stdout, "%s\n", b)
