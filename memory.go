@@ -47,7 +47,8 @@ type Options struct {
 	// QueueSize bounds the worker's queue of conversations with work
 	// pending. Zero means 1024. When it is full, new work is dropped and
 	// logged: the summary catches up at the conversation's next append (it
-	// reads the store), but the dropped messages' facts are not extracted.
+	// reads the store), and so do the facts with a store that keeps a fact
+	// mark (FactMarker, every store in this module), or at the next Start.
 	QueueSize int
 	// Workers is how many goroutines do that work, each conversation in one
 	// of them at a time, in order. Zero means DefaultWorkers (4); a

@@ -183,6 +183,11 @@ func (s *recreatingStore) SetFactsOf(ctx context.Context, key chatmem.Key, creat
 	return s.Store.SetFactsOf(ctx, key, created, facts)
 }
 
+func (s *recreatingStore) SetFactsThrough(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact, prev, through int64) error {
+	s.recreate(ctx, key)
+	return s.Store.SetFactsThrough(ctx, key, created, facts, prev, through)
+}
+
 func TestWritesOfADeletedConversationDoNotReachItsSuccessor(t *testing.T) {
 	ctx := context.Background()
 	gate := make(chan struct{})

@@ -288,3 +288,50 @@ type GenerationWriter interface {
 	// being created.
 	SetFactsOf(ctx context.Context, key Key, created time.Time, facts []Fact) error
 }
+
+// FactMark is where a conversation's fact extraction stands: the facts of
+// messages 1..Seq have been extracted and stored.
+type FactMark struct {
+	// Seq is the last message whose facts were extracted (0: none yet). A
+	// conversation deleted and created again starts at 0.
+	Seq int64
+	// LastSeq is the conversation's newest message and Created its
+	// CreatedAt, both of the snapshot Seq was read in.
+	LastSeq int64
+	Created time.Time
+}
+
+// FactMarker keeps, per conversation, the watermark of fact extraction (a
+// FactMark), and moves it in the same transaction (or script) as the facts
+// extracted up to it, so that extraction dropped from a full queue or lost
+// in a crash is found again and done once: the worker extracts the
+// messages after the mark at the conversation's next append, and Memory.Start
+// looks for conversations whose mark lags (FactLaggards). Memory finds it
+// by a type assertion; every store in this module implements it. Its
+// methods are safe for concurrent use; deleting the conversation deletes
+// its mark.
+type FactMarker interface {
+	// FactMark returns the conversation's extraction watermark. It returns
+	// ErrNotFound for a conversation that does not exist (or has expired)
+	// and wraps ErrInvalid for a bad key.
+	FactMark(ctx context.Context, key Key) (FactMark, error)
+
+	// SetFactsThrough records facts as SetFactsOf does (for the
+	// conversation created at created only) and moves the mark from prev
+	// to through, atomically, if the mark is still prev: a compare-and-set,
+	// so two extractors racing over the same messages store their facts
+	// once. It fails with ErrConflict if the mark is not prev, wraps
+	// ErrInvalid for an invalid fact or a through outside prev+1..LastSeq,
+	// and returns ErrNotFound if the conversation does not exist, has
+	// expired or was created at another time. facts may be empty (the
+	// messages stated none). Nothing is written on error.
+	SetFactsThrough(ctx context.Context, key Key, created time.Time, facts []Fact, prev, through int64) error
+
+	// FactLaggards returns up to limit live conversations whose mark is
+	// below their LastSeq, ordered by tenant and then ID (byte order), all
+	// after the key after (the zero Key: from the first). A page shorter
+	// than limit is the last. It scans conversations, not messages, and
+	// each call is bounded by its page. A limit outside 1..1000 wraps
+	// ErrInvalid.
+	FactLaggards(ctx context.Context, after Key, limit int) ([]Key, error)
+}

@@ -35,78 +35,160 @@ func IndexTerms(m Message) []string {
 	if m.Role == RoleSystem {
 		return nil
 	}
-	seen := make(map[string]bool)
-	out := appendTerms(nil, m.Content, seen, MaxIndexTerms)
+	var seen termSet
+	// Room for about one term in seven bytes: a few growths at most.
+	out := make([]string, 0, min(MaxIndexTerms, 4+len(m.Content)/7))
+	out = appendTerms(out, m.Content, &seen, MaxIndexTerms)
 	for _, c := range m.ToolCalls {
-		out = appendTerms(out, c.Function.Name, seen, MaxIndexTerms)
-		out = appendTerms(out, c.Function.Arguments, seen, MaxIndexTerms)
+		out = appendTerms(out, c.Function.Name, &seen, MaxIndexTerms)
+		out = appendTerms(out, c.Function.Arguments, &seen, MaxIndexTerms)
 	}
 	return out
 }
 
+// termSet is the set of terms found so far: a scan of the few found first,
+// a map once there are more.
+type termSet struct {
+	small [termSetSmall]string
+	n     int // of small in use
+	large map[string]struct{}
+}
+
+const termSetSmall = 32
+
+func (s *termSet) has(w string) bool {
+	if s.large != nil {
+		_, ok := s.large[w]
+		return ok
+	}
+	for _, t := range s.small[:s.n] {
+		if t == w {
+			return true
+		}
+	}
+	return false
+}
+
+// hasBytes is has for a word not made a string yet.
+func (s *termSet) hasBytes(w []byte) bool {
+	if s.large != nil {
+		_, ok := s.large[string(w)]
+		return ok
+	}
+	for _, t := range s.small[:s.n] {
+		if t == string(w) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *termSet) add(w string) {
+	if s.large == nil && s.n < termSetSmall {
+		s.small[s.n] = w
+		s.n++
+		return
+	}
+	if s.large == nil {
+		s.large = make(map[string]struct{}, 2*termSetSmall)
+		for _, t := range s.small {
+			s.large[t] = struct{}{}
+		}
+	}
+	s.large[w] = struct{}{}
+}
+
 // appendTerms appends text's terms not in seen to out, up to limit terms in
-// all.
-func appendTerms(out []string, text string, seen map[string]bool, limit int) []string {
+// all. It builds each word in one reused buffer and looks it up (stop
+// words, the stem cache, seen) without making a string of it: only a term
+// not met before allocates.
+func appendTerms(out []string, text string, seen *termSet, limit int) []string {
 	if seen == nil {
-		seen = make(map[string]bool)
+		seen = new(termSet)
 	}
-	var b strings.Builder
+	var arr [64]byte
+	b := arr[:0]
 	flush := func() {
-		w := b.String()
-		b.Reset()
-		w = strings.Trim(w, "'")
-		w = strings.TrimSuffix(w, "'s")
-		if !keepWord(w) {
+		w := b
+		b = b[:0]
+		for len(w) > 0 && w[0] == '\'' {
+			w = w[1:]
+		}
+		for len(w) > 0 && w[len(w)-1] == '\'' {
+			w = w[:len(w)-1]
+		}
+		if n := len(w); n >= 2 && w[n-2] == '\'' && w[n-1] == 's' {
+			w = w[:n-2]
+		}
+		if !keepWordBytes(w) {
 			return
 		}
-		if isASCIILetters(w) {
-			w = stem(w)
+		var term string
+		if isASCIILetterBytes(w) {
+			if term = stem(w); term == "" || seen.has(term) {
+				return
+			}
+		} else {
+			if seen.hasBytes(w) {
+				return
+			}
+			term = string(w)
 		}
-		if w == "" || seen[w] {
-			return
-		}
-		seen[w] = true
-		out = append(out, w)
+		seen.add(term)
+		out = append(out, term)
 	}
-	for _, r := range text {
+	for i := 0; i < len(text); {
 		if len(out) >= limit {
 			return out
 		}
+		r, size := rune(text[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(text[i:])
+		}
+		i += size
 		switch {
-		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(unicode.ToLower(r))
+		case 'a' <= r && r <= 'z' || '0' <= r && r <= '9':
+			b = append(b, byte(r))
+		case 'A' <= r && r <= 'Z':
+			b = append(b, byte(r)+('a'-'A'))
+		case r < utf8.RuneSelf && r != '\'':
+			if len(b) > 0 {
+				flush()
+			}
+		case r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			b = utf8.AppendRune(b, unicode.ToLower(r))
 		case r == '\'' || r == '’':
-			if b.Len() > 0 {
-				b.WriteByte('\'')
+			if len(b) > 0 {
+				b = append(b, '\'')
 			}
 		default:
-			if b.Len() > 0 {
+			if len(b) > 0 {
 				flush()
 			}
 		}
 	}
-	if b.Len() > 0 && len(out) < limit {
+	if len(b) > 0 && len(out) < limit {
 		flush()
 	}
 	return out
 }
 
-// keepWord reports whether w is worth indexing: not empty, not too long,
-// not a stop word, and not a single letter.
-func keepWord(w string) bool {
-	if w == "" || len(w) > maxTermBytes || stopWords[w] {
+// keepWordBytes reports whether w is worth indexing: not empty, not too
+// long, not a stop word, and not a single letter.
+func keepWordBytes(w []byte) bool {
+	if len(w) == 0 || len(w) > maxTermBytes || stopWords[string(w)] {
 		return false
 	}
-	if utf8.RuneCountInString(w) == 1 {
-		r, _ := utf8.DecodeRuneInString(w)
+	if utf8.RuneCount(w) == 1 {
+		r, _ := utf8.DecodeRune(w)
 		return unicode.IsDigit(r) || r > unicode.MaxLatin1 // a digit, or a CJK character
 	}
 	return true
 }
 
-func isASCIILetters(w string) bool {
-	for i := 0; i < len(w); i++ {
-		if w[i] < 'a' || w[i] > 'z' {
+func isASCIILetterBytes(w []byte) bool {
+	for _, c := range w {
+		if c < 'a' || c > 'z' {
 			return false
 		}
 	}
@@ -144,20 +226,21 @@ var stems [16]struct {
 
 const stemShardSize = 8192
 
-func stem(w string) string {
+func stem(w []byte) string {
 	sh := &stems[uint(len(w)+int(w[0])+int(w[len(w)-1]))%uint(len(stems))]
 	sh.Lock()
-	st, ok := sh.m[w]
+	st, ok := sh.m[string(w)]
 	sh.Unlock()
 	if ok {
 		return st
 	}
-	st = english.Stem(w, true)
+	word := string(w)
+	st = english.Stem(word, true)
 	sh.Lock()
 	if sh.m == nil || len(sh.m) >= stemShardSize {
 		sh.m = make(map[string]string, 256)
 	}
-	sh.m[w] = st
+	sh.m[word] = st
 	sh.Unlock()
 	return st
 }

@@ -47,3 +47,25 @@ func TestIndexTerms(t *testing.T) {
 		t.Errorf("a long message has %d terms, want the cap %d", len(got), MaxIndexTerms)
 	}
 }
+
+// BenchmarkIndexTerms indexes one turn's messages (a user message of about
+// 100 characters and a reply of about 300): what every store's append
+// computes for recall.
+func BenchmarkIndexTerms(b *testing.B) {
+	msgs := []Message{
+		{Role: RoleUser, Content: "Where is my order SE-10423? It has not arrived yet and the tracking page has said in transit since Monday. (17)"},
+		{Role: RoleAssistant, Content: "I am sorry about the wait. Order SE-10423 left our warehouse in Malmo on Monday and is with the carrier; " +
+			"their last scan was at the Hamburg hub this morning, so it should reach you within two working days. " +
+			"If it has not arrived by Thursday, tell me and I will open a claim with the carrier right away. (17)"},
+	}
+	b.ReportAllocs()
+	cpu := cpuTime()
+	for b.Loop() {
+		for _, m := range msgs {
+			IndexTerms(m)
+		}
+	}
+	if cpu := cpuTime() - cpu; cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	}
+}

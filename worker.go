@@ -24,6 +24,9 @@ type job struct {
 	// created is the conversation's CreatedAt, which ties cached facts to
 	// this conversation and not to an earlier one with the same ID.
 	created time.Time
+	// catchUp marks a job of the startup scan (catchUpFacts): extract the
+	// facts after the conversation's fact mark, and nothing else.
+	catchUp bool
 }
 
 // maxJobMessages bounds the messages a queued job carries.
@@ -51,6 +54,10 @@ type worker struct {
 	unsummarized map[Key]int
 	wg           sync.WaitGroup
 	dropped      int64
+	// stopScan ends the startup scan for lagging fact marks (Close);
+	// scanning is true while it runs (under mu).
+	stopScan context.CancelFunc
+	scanning bool
 }
 
 // DefaultWorkers is the default of Options.Workers.
@@ -72,8 +79,11 @@ func (w *worker) init(size, n int) {
 }
 
 // Start starts the workers that write summaries and extract facts after
-// appends, off the request path (Options.Workers goroutines). It returns
-// at once; Close stops them. Without
+// appends, off the request path (Options.Workers goroutines). With
+// Extractors and a store that keeps fact marks (FactMarker), it also
+// starts a scan that queues every conversation whose facts lag its
+// messages (work dropped or lost before this start), a page at a time. It
+// returns at once; Close stops them. Without
 // a Summarizer or Extractors, or with Options.Sync, there is nothing for it
 // to do and Start need not be called.
 func (m *Memory) Start() error {
@@ -86,6 +96,16 @@ func (m *Memory) Start() error {
 	w.running = true
 	for range w.n {
 		w.wg.Go(m.run)
+	}
+	if fm, ok := m.store.(FactMarker); ok && len(m.extractors) > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		w.stopScan, w.scanning = cancel, true
+		w.wg.Go(func() {
+			m.catchUpFacts(ctx, fm)
+			w.mu.Lock()
+			w.scanning = false
+			w.mu.Unlock()
+		})
 	}
 	return nil
 }
@@ -102,17 +122,21 @@ func (m *Memory) Close() error {
 	}
 	w.closed = true
 	close(w.queue)
+	if w.stopScan != nil {
+		w.stopScan()
+	}
 	w.mu.Unlock()
 	w.wg.Wait()
 	return nil
 }
 
-// Flush waits until the worker has no work queued or running, or ctx ends.
-// Tests and benchmarks use it to reach a steady state.
+// Flush waits until the worker has no work queued or running (and the
+// startup scan for lagging fact marks has queued all it found), or ctx
+// ends. Tests and benchmarks use it to reach a steady state.
 func (m *Memory) Flush(ctx context.Context) error {
 	for {
 		m.worker.mu.Lock()
-		idle := len(m.worker.pending) == 0 && len(m.worker.active) == 0
+		idle := len(m.worker.pending) == 0 && len(m.worker.active) == 0 && !m.worker.scanning
 		m.worker.mu.Unlock()
 		if idle {
 			return nil
@@ -202,6 +226,14 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 
 // merge adds the later job j to p.
 func (p *job) merge(j job) {
+	switch {
+	case j.catchUp:
+		p.user = true // p extracts from the fact mark too
+		return
+	case p.catchUp:
+		*p = j // j catches up from the fact mark, and does the rest
+		return
+	}
 	if !p.created.Equal(j.created) {
 		*p = j // the conversation was deleted and re-created: its old work is moot
 		return
@@ -227,21 +259,20 @@ func (m *Memory) process(ctx context.Context, j job) {
 			m.log.Error("embed messages", "key", j.key.String(), "err", err)
 		}
 	}
-	if len(m.extractors) > 0 && j.user {
+	if j.catchUp {
+		m.logExtract(j.key, m.extractMarked(ctx, m.store.(FactMarker), j))
+		return
+	}
+	if fm, ok := m.store.(FactMarker); ok && len(m.extractors) > 0 && j.user {
+		m.logExtract(j.key, m.extractMarked(ctx, fm, j))
+	} else if len(m.extractors) > 0 && j.user {
 		var err error
 		if j.msgs != nil {
 			err = m.extractFrom(ctx, j.key, j.created, j.msgs)
 		} else {
 			err = m.extract(ctx, j.key, j.created, j.from, j.to)
 		}
-		switch {
-		case errors.Is(err, ErrNotFound):
-			// Deleted (or expired, perhaps created again) while the work
-			// waited: it is moot.
-			m.log.Debug("extract facts: conversation gone", "key", j.key.String())
-		case err != nil:
-			m.log.Error("extract facts", "key", j.key.String(), "err", err)
-		}
+		m.logExtract(j.key, err)
 	}
 	if m.summarizer != nil && !m.worker.belowTrigger(j, m.sumOpts.Trigger) {
 		unsummarized, err := m.summarize(ctx, j.key, j.created)
@@ -322,6 +353,27 @@ func (m *Memory) extract(ctx context.Context, key Key, created time.Time, from, 
 
 // extractFrom runs the extractors over msgs and stores what they find.
 func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, msgs []Message) error {
+	found, err := m.findFacts(ctx, msgs)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	changed, now, err := m.newFacts(ctx, key, created, found)
+	if err != nil {
+		return err
+	}
+	if len(changed) > 0 {
+		if err := m.setFactsOf(ctx, key, created, changed); err != nil {
+			m.facts.forget(key)
+			return err
+		}
+	}
+	m.facts.put(key, created, now, m.now())
+	return nil
+}
+
+// findFacts runs every extractor over msgs (with retries) and returns the
+// valid facts they find; invalid ones are logged and skipped.
+func (m *Memory) findFacts(ctx context.Context, msgs []Message) ([]Fact, error) {
 	var found []Fact
 	for _, x := range m.extractors {
 		var facts []Fact
@@ -330,7 +382,7 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("extractor %s: %w", x.Name(), err)
+			return nil, fmt.Errorf("extractor %s: %w", x.Name(), err)
 		}
 		for _, f := range facts {
 			if f.SetBy == "" {
@@ -346,39 +398,35 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 			found = append(found, f)
 		}
 	}
-	if len(found) == 0 {
-		return nil
-	}
-	// A fact restated with the value it already has keeps its first
-	// provenance: skipping it saves a write on most turns, and the values
-	// this Memory last saw save the read that tells.
+	return found, nil
+}
+
+// newFacts returns the facts of found whose value is not the current one,
+// and the values current once they are stored. A fact restated with the
+// value it already has keeps its first provenance: skipping it saves a
+// write on most turns, and the values this Memory last saw save the read
+// that tells.
+func (m *Memory) newFacts(ctx context.Context, key Key, created time.Time, found []Fact) (changed []Fact, now map[string]string, err error) {
 	fs := m.store.(FactStore)
 	now, ok := m.facts.get(key, created, m.now())
 	if !ok {
 		current, err := fs.Facts(ctx, key)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		now = make(map[string]string, len(current))
 		for _, f := range current {
 			now[f.Key] = f.Value
 		}
 	}
-	changed := found[:0]
+	changed = found[:0]
 	for _, f := range found {
 		if v, ok := now[f.Key]; !ok || v != f.Value {
 			changed = append(changed, f)
 			now[f.Key] = f.Value
 		}
 	}
-	if len(changed) > 0 {
-		if err := m.setFactsOf(ctx, key, created, changed); err != nil {
-			m.facts.forget(key)
-			return err
-		}
-	}
-	m.facts.put(key, created, now, m.now())
-	return nil
+	return changed, now, nil
 }
 
 // setFactsOf records facts in the conversation created at created, and

@@ -70,6 +70,8 @@ type conversation struct {
 	// vectors maps a model to the vector of each message embedded under
 	// it, by seq. Nil until the first PutVectors.
 	vectors map[string]map[int64][]float32
+	// factSeq is the fact extraction watermark (chatmem.FactMarker).
+	factSeq int64
 }
 
 // applied records which messages one idempotent append stored.

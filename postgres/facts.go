@@ -76,7 +76,7 @@ func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) (
 // writes nothing but still wraps chatmem.ErrNotFound for a missing
 // conversation.
 func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
-	return s.setFacts(ctx, key, nil, facts)
+	return s.setFacts(ctx, key, nil, facts, nil)
 }
 
 // SetFactsOf is SetFacts for the conversation created at created only (see
@@ -85,11 +85,14 @@ func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.F
 // none, wraps chatmem.ErrNotFound and nothing is written. Invalid facts
 // are reported first. An empty batch takes the lock too.
 func (s *Store) SetFactsOf(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact) error {
-	return s.setFacts(ctx, key, &created, facts)
+	return s.setFacts(ctx, key, &created, facts, nil)
 }
 
 // setFacts is SetFacts, and SetFactsOf when created is not nil.
-func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Time, facts []chatmem.Fact) error {
+//
+// mark, if not nil, runs in the transaction once the conversation's row is
+// locked, with its last seq (SetFactsThrough moves the fact mark with it).
+func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Time, facts []chatmem.Fact, mark func(tx pgx.Tx, lastSeq int64) error) error {
 	op := "postgres: set facts of " + key.String()
 	if err := key.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -134,6 +137,11 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 		var lastSeq int64
 		if err := tx.QueryRow(ctx, s.q.lockLive, key.Tenant, key.ID, now, gen).Scan(&lastSeq); err != nil {
 			return err // pgx.ErrNoRows: wrap makes it ErrNotFound
+		}
+		if mark != nil {
+			if err := mark(tx, lastSeq); err != nil {
+				return err
+			}
 		}
 		if n == 0 {
 			return nil

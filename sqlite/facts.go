@@ -55,7 +55,7 @@ func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) (
 // Nothing is written on error, and the conversation's metadata never
 // changes.
 func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.Fact) error {
-	return s.setFacts(ctx, key, nil, facts)
+	return s.setFacts(ctx, key, nil, facts, nil)
 }
 
 // SetFactsOf is SetFacts for the conversation created at created only (see
@@ -65,11 +65,13 @@ func (s *Store) SetFacts(ctx context.Context, key chatmem.Key, facts []chatmem.F
 // none, returns chatmem.ErrNotFound and nothing is written. Invalid facts
 // are reported first.
 func (s *Store) SetFactsOf(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact) error {
-	return s.setFacts(ctx, key, &created, facts)
+	return s.setFacts(ctx, key, &created, facts, nil)
 }
 
-// setFacts is SetFacts, and SetFactsOf when created is not nil.
-func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Time, facts []chatmem.Fact) error {
+// setFacts is SetFacts, and SetFactsOf when created is not nil. mark, if
+// not nil, runs in the write transaction once the conversation is found
+// (SetFactsThrough moves the fact mark with it).
+func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Time, facts []chatmem.Fact, mark func(tx, chatmem.Conversation) error) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -93,15 +95,21 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 		}
 		last[f.Key] = i
 	}
-	if len(facts) == 0 {
+	if len(facts) == 0 && mark == nil {
 		return s.read(ctx, func(t tx) error {
 			_, err := liveGeneration(t, key, now, created)
 			return err
 		})
 	}
 	return s.write(ctx, func(t tx) error {
-		if _, err := liveGeneration(t, key, now, created); err != nil {
+		conv, err := liveGeneration(t, key, now, created)
+		if err != nil {
 			return err
+		}
+		if mark != nil {
+			if err := mark(t, conv); err != nil {
+				return err
+			}
 		}
 		version := make(map[string]int64, len(keys))
 		for _, k := range keys {

@@ -208,11 +208,13 @@ var (
 		selectSummaryCovers, upsertSummary,
 		retireFact, insertFact, deleteFact,
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
+		selectFactMark, setFactMark,
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
 		selectRange, selectConversationSince, selectBudgetStart, selectTurnStart, selectSystem,
 		selectSummary, selectFacts, selectFactHistory,
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
+		selectFactMark, selectFactLaggards,
 	}
 )

@@ -14,6 +14,7 @@ import (
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
 	"ALTER TABLE idempotency_keys DROP COLUMN fingerprint", // 0007_idempotency_fingerprint.sql
+	"ALTER TABLE conversations DROP COLUMN fact_seq",       // 0006_fact_mark.sql
 	"DROP TABLE message_vectors",                           // 0004_vectors.sql
 	"DROP TRIGGER conversations_unindex",
 	"DROP TABLE message_terms",

@@ -250,6 +250,10 @@ func TestUpgradeFromVersion1(t *testing.T) {
 	}
 
 	s := open(t, path)
+	// Messages stored before the fact mark existed count as extracted.
+	if mk, err := s.FactMark(ctx, key); err != nil || mk.Seq != 1 || mk.LastSeq != 1 {
+		t.Errorf("FactMark after the upgrade = %+v, %v; want Seq 1 = LastSeq", mk, err)
+	}
 	if err := s.PutSummary(ctx, key, chatmem.Summary{Text: "said hi", CoversSeq: 1, Summarizer: "offline"}, 0); err != nil {
 		t.Fatalf("PutSummary after the upgrade: %v", err)
 	}

@@ -85,6 +85,7 @@ var tests = []subtest{
 	{"Summary", testSummaries},
 	{"Facts", testFacts},
 	{"Generation", testGenerations},
+	{"FactMark", testFactMarks},
 	{"Recount", testRecounts},
 	{"Security", testSecurity},
 	{"Search", testSearch},

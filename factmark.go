@@ -1,0 +1,196 @@
+package chatmem
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Fact extraction from a watermark kept in the store (FactMarker): the
+// worker extracts the messages after the conversation's fact mark, not
+// those of the append that queued it, and stores their facts and the new
+// mark in one transaction. So work dropped from a full queue, or lost with
+// a process, is done at the conversation's next append, or by the scan
+// Start runs for conversations whose mark lags; and a message's facts are
+// stored once, as the mark only moves forward by compare-and-set.
+
+// maxExtractChunk bounds the messages one extraction step reads, hands
+// the extractors and covers with its mark, so a conversation far behind
+// catches up in bounded steps, each stored before the next.
+const maxExtractChunk = 1000
+
+// lagPage is how many conversations one FactLaggards call returns.
+const lagPage = 100
+
+// extractMarked extracts the facts of the conversation's messages after
+// its fact mark, in steps of at most maxExtractChunk messages, until the
+// mark reaches the conversation's last message. Each step stores its facts
+// and moves the mark with one SetFactsThrough, so a step that fails (the
+// extractor, the store, or the process) stores nothing, and the next job
+// does it again; a step another process has done meanwhile (ErrConflict)
+// is not stored twice. It works on the conversation created at j.created
+// (a catch-up job takes the one it finds) and wraps ErrNotFound if
+// another has taken its place.
+func (m *Memory) extractMarked(ctx context.Context, fm FactMarker, j job) error {
+	created := j.created
+	for {
+		mk, err := fm.FactMark(ctx, j.key)
+		if err != nil {
+			return err
+		}
+		if j.catchUp && created.IsZero() {
+			created = mk.Created
+		}
+		if !mk.Created.Equal(created) {
+			return recreated(j.key)
+		}
+		if mk.Seq >= mk.LastSeq {
+			return nil
+		}
+		through := min(mk.LastSeq, mk.Seq+maxExtractChunk)
+		msgs := j.carried(mk.Seq+1, through)
+		if msgs == nil {
+			if msgs, err = m.store.Range(ctx, j.key, mk.Seq, int(through-mk.Seq)); err != nil {
+				return err
+			}
+			if len(msgs) == 0 {
+				return recreated(j.key) // its messages are gone: deleted meanwhile
+			}
+			through = msgs[len(msgs)-1].Seq
+		}
+		var found, changed []Fact
+		var now map[string]string
+		if hasUser(msgs) { // extractors read what users say
+			if found, err = m.findFacts(ctx, msgs); err != nil {
+				return err
+			}
+		}
+		if len(found) > 0 {
+			if changed, now, err = m.newFacts(ctx, j.key, created, found); err != nil {
+				return err
+			}
+		}
+		err = fm.SetFactsThrough(ctx, j.key, created, changed, mk.Seq, through)
+		switch {
+		case errors.Is(err, ErrConflict):
+			// Another process moved the mark: its facts are stored, and
+			// the values cached here may be stale. Look again.
+			m.facts.forget(j.key)
+			continue
+		case err != nil:
+			m.facts.forget(j.key)
+			return err
+		}
+		if now != nil {
+			m.facts.put(j.key, created, now, m.now())
+		}
+	}
+}
+
+// carried returns the job's own messages from..to, if it carries them
+// all, and nil otherwise.
+func (j job) carried(from, to int64) []Message {
+	if len(j.msgs) == 0 || from < j.msgs[0].Seq || to > j.msgs[len(j.msgs)-1].Seq {
+		return nil
+	}
+	first := j.msgs[0].Seq
+	return j.msgs[from-first : to-first+1]
+}
+
+// hasUser reports whether msgs holds a user message.
+func hasUser(msgs []Message) bool {
+	for _, msg := range msgs {
+		if msg.Role == RoleUser {
+			return true
+		}
+	}
+	return false
+}
+
+// logExtract logs what an extraction job ended with, at the worker's
+// boundary.
+func (m *Memory) logExtract(key Key, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// Deleted (or expired, perhaps created again) while the work
+		// waited: it is moot.
+		m.log.Debug("extract facts: conversation gone", "key", key.String())
+	case err != nil:
+		// The fact mark stays where it was: the next append (or the next
+		// Start) extracts these messages again.
+		m.log.Error("extract facts", "key", key.String(), "err", err)
+	}
+}
+
+// catchUpFacts is the startup scan that Start runs when there are
+// extractors: it pages through the conversations whose fact mark lags
+// their last message (FactLaggards, lagPage at a time) and queues a
+// catch-up job for each, waiting for room in the queue rather than
+// dropping any, until it has seen them all or Close stops it.
+func (m *Memory) catchUpFacts(ctx context.Context, fm FactMarker) {
+	var after Key
+	for {
+		var keys []Key
+		err := m.retry(ctx, "fact catch-up scan", func(ctx context.Context) (err error) {
+			keys, err = fm.FactLaggards(ctx, after, lagPage)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Error("fact catch-up scan; the rest catch up at their next append", "after", after.String(), "err", err)
+			}
+			return
+		}
+		for _, key := range keys {
+			if !m.queueCatchUp(ctx, key) {
+				return
+			}
+		}
+		if len(keys) < lagPage {
+			return
+		}
+		after = keys[len(keys)-1]
+	}
+}
+
+// queueCatchUp queues a catch-up job for key, or merges it into the work
+// the conversation has queued (which then extracts from the mark too),
+// waiting while the queue is full. It returns false once Close was called.
+func (m *Memory) queueCatchUp(ctx context.Context, key Key) bool {
+	w := &m.worker
+	for {
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return false
+		}
+		catchUp := job{key: key, user: true, catchUp: true}
+		p := w.pending[key]
+		if w.active[key] {
+			p = w.next[key]
+		}
+		switch {
+		case p != nil:
+			p.merge(catchUp)
+			w.mu.Unlock()
+			return true
+		case w.active[key]:
+			w.next[key] = &catchUp // its worker takes it on next
+			w.mu.Unlock()
+			return true
+		}
+		select {
+		case w.queue <- key:
+			w.pending[key] = &catchUp
+			w.mu.Unlock()
+			return true
+		default:
+		}
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
