@@ -41,7 +41,7 @@ type Summarizer struct {
 	opts Options
 }
 
-var _ chatmem.Summarizer = (*Summarizer)(nil)
+var _ chatmem.BoundedSummarizer = (*Summarizer)(nil)
 
 // NewSummarizer returns a Summarizer with opts.
 func NewSummarizer(opts Options) *Summarizer {
@@ -96,6 +96,29 @@ func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.
 		return line, nil
 	}
 	return render(kept), nil
+}
+
+// charsPerToken is how many characters a token is taken to hold when
+// SummarizeWithin turns a token bound into a character cap: the seed's
+// estimate, and about what tiktoken's encodings give for English.
+const charsPerToken = 4
+
+// summaryHeaderChars is what chatmem adds before a summary when it sends
+// it ("Summary of messages 1-N:"), which counts against the bound too.
+const summaryHeaderChars = 32
+
+// SummarizeWithin is Summarize with the summary capped at about maxTokens
+// tokens (at most maxTokens*4 characters, less chatmem's header line, and
+// never more than MaxChars). chatmem.Memory calls it with the share of the
+// budget a summary may take, and again with a smaller bound if the summary
+// counts over it.
+func (s *Summarizer) SummarizeWithin(ctx context.Context, prev string, msgs []chatmem.Message, maxTokens int) (string, error) {
+	o := s.options()
+	limit := max(maxTokens*charsPerToken-summaryHeaderChars, charsPerToken)
+	if o.MaxChars < 0 || o.MaxChars > limit {
+		o.MaxChars = limit
+	}
+	return (&Summarizer{opts: o}).Summarize(ctx, prev, msgs)
 }
 
 func (s *Summarizer) options() Options {

@@ -61,8 +61,8 @@ func (c *serveConfig) settings() *settings {
 	ss.str(&c.embedder, "embedder", "none", "embedding retriever for the recall policy: none (lexical recall only, no model) or openai\n(any OpenAI-compatible /embeddings endpoint, at --llm-base-url with --llm-api-key)")
 	ss.str(&c.embeddingModel, "embedding-model", "text-embedding-3-small", "embedding model (with --embedder openai)")
 	ss.int(&c.embeddingDims, "embedding-dimensions", 0, "vector length asked of the embedding model (0: its own; text-embedding-3 models accept e.g. 256)")
-	ss.int(&c.summaryTrigger, "summary-trigger", 2000, "summarize once the messages after the summary hold more tokens than this")
-	ss.int(&c.summaryTarget, "summary-target", 1000, "tokens left unsummarized after a summary")
+	ss.int(&c.summaryTrigger, "summary-trigger", 0, "summarize once the messages after the summary hold more tokens than this\n(0: 60% of the budget each conversation's summary_buffer reads use, 2000 before its first)")
+	ss.int(&c.summaryTarget, "summary-target", 0, "tokens left unsummarized after a summary (0: 35% of that budget, or half the trigger)")
 	ss.add("tail-cache-mb", strconv.Itoa(chatmem.DefaultTailCacheBytes>>20), "memory for each conversation's newest messages between turns, in MiB, so that a turn reads\nonly what was appended since (0: off, every turn reads its window from the store)", func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 1<<20 {
