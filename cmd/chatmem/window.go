@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/oneshot"
 )
 
 // windowOutput is what `chatmem window` prints.
@@ -17,33 +19,52 @@ type windowOutput struct {
 	Messages []chatmem.Message `json:"messages"`
 	Tokens   int               `json:"tokens"`
 	Dropped  int               `json:"dropped"`
+	// Summary and Facts say what summary_buffer and --facts added (the
+	// summary and the facts are in Messages too, as system messages).
+	Summary *windowSummary `json:"summary,omitempty"`
+	Facts   []windowFact   `json:"facts,omitempty"`
+}
+
+type windowSummary struct {
+	Text      string `json:"text"`
+	CoversSeq int64  `json:"covers_seq"`
+	Tokens    int    `json:"tokens"`
+}
+
+type windowFact struct {
+	Key       string `json:"key"`
+	Value     string `json:"value"`
+	SourceSeq int64  `json:"source_seq"`
 }
 
 func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("window",
-		"window [--policy token_budget|last_turns|all] [--budget B] [--turns N] [--tokenizer NAME] [FILE|-]\n\n"+
+		"window [--policy all|last_turns|token_budget|summary_buffer|recall] [--budget B] [--turns N]\n"+
+			"       [--facts] [--tokenizer NAME] [FILE|-]\n\n"+
 			"Reads a JSON array of OpenAI-style chat messages (role, content, name, tool_calls,\n"+
 			"tool_call_id) from FILE or standard input, counts them and prints the window the\n"+
-			`policy sends: {"messages":[...],"tokens":N,"dropped":N}. Bad input exits 2; a budget`+"\n"+
-			"too small for the newest user message exits 1.",
+			`policy sends: {"messages":[...],"tokens":N,"dropped":N}. summary_buffer summarizes what`+"\n"+
+			"its window leaves out with the offline summarizer (no model; the summary follows the\n"+
+			"budget), recall adds the older messages most relevant to the newest user message, and\n"+
+			"--facts adds what the rule extractor finds in the user messages; the output then has\n"+
+			`"summary" and "facts" too. Nothing is stored. Bad input exits 2; a budget too small`+"\n"+
+			"for the newest user message exits 1.",
 		"chatmem window --policy token_budget --budget 40 --tokenizer o200k_base chat.json", stderr)
 	policy := fs.String("policy", string(chatmem.PolicyTokenBudget), "policy: "+strings.Join(policyNames(), ", "))
 	budget := fs.Int("budget", 0, "token budget for the whole request (required for token_budget; caps last_turns)")
 	turns := fs.Int("turns", 0, "turns to keep (last_turns)")
+	facts := fs.Bool("facts", false, "add the facts the rule extractor finds in the user messages, as a pinned system message")
 	tok := fs.String("tokenizer", "estimate", "tokenizer: "+strings.Join(tokenizerNames(), ", "))
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns, Facts: *facts}
 	if err := p.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	counter, err := newCounter(*tok)
 	if err != nil {
 		return &exitError{code: 2, err: err}
-	}
-	if o, ok := counter.(chatmem.RequestOverhead); ok {
-		p.Overhead = o.RequestOverhead()
 	}
 
 	in := stdin
@@ -65,12 +86,7 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	for i := range msgs {
-		if msgs[i].Tokens, err = counter.Count(ctx, msgs[i]); err != nil {
-			return fmt.Errorf("count message %d: %w", i, err)
-		}
-	}
-	w, err := chatmem.Apply(p, msgs)
+	w, err := oneshot.Window(ctx, msgs, p, oneshot.Options{Counter: counter})
 	if err != nil {
 		if errors.Is(err, chatmem.ErrInvalid) {
 			return &exitError{code: 2, err: err}
@@ -79,8 +95,15 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	out := windowOutput{Messages: make([]chatmem.Message, len(w.Messages)), Tokens: w.Tokens, Dropped: w.Dropped}
 	for i, m := range w.Messages {
-		m.Tokens = 0 // print the messages as they came in
+		// Print the messages as they came in, or as they are sent.
+		m.Seq, m.Tokens, m.CreatedAt, m.Metadata = 0, 0, time.Time{}, nil
 		out.Messages[i] = m
+	}
+	if s := w.Summary; s != nil {
+		out.Summary = &windowSummary{Text: s.Text, CoversSeq: s.CoversSeq, Tokens: s.Tokens}
+	}
+	for _, f := range w.Facts {
+		out.Facts = append(out.Facts, windowFact{Key: f.Key, Value: f.Value, SourceSeq: f.SourceSeq})
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
