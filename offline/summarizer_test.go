@@ -364,8 +364,8 @@ func TestSummaryKeepsQuestionsWithAnswers(t *testing.T) {
 		{Seq: 6, Role: chatmem.RoleAssistant, Content: "Done. Ryokan Sakura is booked for 5 April under KY-20931."},
 	}
 	answers := map[string]string{
-		"Is the JR Pass still worth it?":                   "For your route, yes: it pays off after two long rides.",
-		"What should we eat in Kyoto?":                     "Kyoto has great shojin ryori near Tenryu-ji, about 4,000 yen a person.",
+		"Is the JR Pass still worth it?":                    "For your route, yes: it pays off after two long rides.",
+		"What should we eat in Kyoto?":                      "Kyoto has great shojin ryori near Tenryu-ji, about 4,000 yen a person.",
 		"Can you book the ryokan for booking ref KY-20931?": "Done.",
 	}
 	full, err := NewSummarizer(Options{}).Summarize(context.Background(), "", msgs)
