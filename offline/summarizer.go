@@ -113,15 +113,15 @@ const charsPerToken = 4
 const summaryHeaderChars = 32
 
 // SummarizeWithin is Summarize with the summary capped at about maxTokens
-// tokens (at most maxTokens*4 characters, less chatmem's header line, and
-// never more than MaxChars). chatmem.Memory calls it with the share of the
+// tokens: at most maxTokens*4 characters, less chatmem's header line, in
+// place of DefaultMaxChars, and never more than an Options.MaxChars set. chatmem.Memory calls it with the share of the
 // budget a summary may take, and again with a smaller bound if the summary
 // counts over it.
 func (s *Summarizer) SummarizeWithin(ctx context.Context, prev string, msgs []chatmem.Message, maxTokens int) (string, error) {
 	o := s.options()
 	limit := max(maxTokens*charsPerToken-summaryHeaderChars, charsPerToken)
-	if o.MaxChars < 0 || o.MaxChars > limit {
-		o.MaxChars = limit
+	if s == nil || s.opts.MaxChars <= 0 || o.MaxChars > limit {
+		o.MaxChars = limit // the bound replaces the default cap, and an explicit one caps it
 	}
 	return (&Summarizer{opts: o}).Summarize(ctx, prev, msgs)
 }

@@ -109,13 +109,10 @@ func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		Store: store, Counter: counter, Counters: newCounter,
 		Policies: policies, Budgets: budgets, Turns: *turns, Facts: *facts,
 		Extractors: []chatmem.Extractor{offline.DefaultExtractor()},
-		// A summary gets about a quarter of the budget: MaxChars counts
-		// characters, about four to a token.
-		Summarizer: func(budget int) chatmem.Summarizer {
-			return offline.NewSummarizer(offline.Options{MaxChars: budget})
-		},
-		BM25:     *bm25,
-		Parallel: *parallel,
+		// The summary follows each replay's budget (chatmem.SummaryOptions).
+		Summarizer: offline.NewSummarizer(offline.Options{}),
+		BM25:       *bm25,
+		Parallel:   *parallel,
 		Progress: func(done, total int) {
 			if bar == nil {
 				bar = newProgress(stderr, fmt.Sprintf("replaying %d conversations", len(d.Conversations)), total)
