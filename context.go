@@ -149,9 +149,11 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		m.noteSummaryBudget(key, a.p.Budget)
 	}
 	w, gap, err := a.window()
-	if err == nil && !gap && m.autoSummary && m.summarizer != nil && p.Kind == PolicySummaryBuffer && a.summary == nil {
-		// No summary yet, and the window leaves older messages out: with
-		// the trigger following this budget, one may be due.
+	if err == nil && !gap && m.autoSummary && m.summarizer != nil && p.Kind == PolicySummaryBuffer && w.Summary == nil {
+		// No summary sent (none yet, or one made for a larger budget that
+		// does not fit this one), and the window leaves older messages
+		// out: with the trigger and the summary's bound following this
+		// budget, a summary that fits may be due.
 		gap = int(last) > storedSent(w, last)
 	}
 	if gap && !m.sync && m.summarizer != nil {

@@ -112,3 +112,32 @@ func TestSummaryFixedOptionsStillApply(t *testing.T) {
 		t.Errorf("with Trigger 100000, Context sent a summary covering 1-%d", w.Summary.CoversSeq)
 	}
 }
+
+// TestSummaryFollowsSmallestBudget: a conversation read at 4,096 tokens and
+// then at 256 gets a summary that fits the smaller budget, and still sends
+// it, with no gap, at the larger one.
+func TestSummaryFollowsSmallestBudget(t *testing.T) {
+	ctx := context.Background()
+	mem, err := chatmem.New(memory.New(), chatmem.Options{
+		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := chatmem.Key{Tenant: "t", ID: "two-budgets"}
+	if _, err := mem.Append(ctx, key, longConversation(150), chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, budget := range []int{4096, 256, 4096} {
+		w, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicySummaryBuffer, Budget: budget}, chatmem.ContextOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Summary == nil || w.Tokens > budget {
+			t.Fatalf("budget %d: summary %v, %d tokens", budget, w.Summary != nil, w.Tokens)
+		}
+		if budget == 256 && w.Parts.Summary > 256*30/100 {
+			t.Errorf("budget 256: summary of %d tokens, over its share", w.Parts.Summary)
+		}
+	}
+}
