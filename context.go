@@ -145,13 +145,28 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if p.Kind == PolicySummaryBuffer && p.Recall {
 		a.p.Budget = p.recentBudget() // recall gets the rest
 	}
+	if p.Kind == PolicySummaryBuffer {
+		m.noteSummaryBudget(key, a.p.Budget)
+	}
 	w, gap, err := a.window()
+	if err == nil && !gap && m.autoSummary && m.summarizer != nil && p.Kind == PolicySummaryBuffer && w.Summary == nil {
+		// No summary sent (none yet, or one made for a larger budget that
+		// does not fit this one), and the window leaves older messages
+		// out: with the trigger and the summary's bound following this
+		// budget, a summary that fits may be due.
+		gap = int(last) > storedSent(w, last)
+	}
+	if gap && !m.sync && m.summarizer != nil {
+		m.requestSummary(key, conv.CreatedAt) // for the next read
+	}
 	if gap && m.sync && m.summarizer != nil {
 		// The summary lags behind the window: catch it up, then assemble
 		// again with the new summary (the tail read already reaches it).
 		if _, err := m.summarize(ctx, key, conv.CreatedAt); err != nil {
 			m.log.Warn("summarize before context", "key", key.String(), "err", err)
-		} else if s, err := m.Summary(ctx, key); err != nil {
+		} else if s, err := m.Summary(ctx, key); errors.Is(err, ErrNotFound) {
+			// Nothing was due: the plain window stands.
+		} else if err != nil {
 			return Window{}, err
 		} else if a.summary, err = summaryPartOf(ctx, s, counter, recount); err != nil {
 			return Window{}, err
@@ -180,15 +195,21 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err != nil {
 		return Window{}, err
 	}
-	sent := 0 // stored messages sent: not made up (Seq 0), not pending (Seq > last)
+	w.Dropped = int(last) - storedSent(w, last)
+	w.Reserved = reserved
+	return w, nil
+}
+
+// storedSent counts the stored messages w sends: not made up (Seq 0), not
+// pending (Seq > last).
+func storedSent(w Window, last int64) int {
+	sent := 0
 	for _, msg := range w.Messages {
 		if msg.Seq > 0 && msg.Seq <= last {
 			sent++
 		}
 	}
-	w.Dropped = int(last) - sent
-	w.Reserved = reserved
-	return w, nil
+	return sent
 }
 
 // withPending validates and counts pending and returns recent followed by

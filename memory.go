@@ -68,9 +68,18 @@ type Options struct {
 // called every turn: once the messages after the summary hold more than
 // Trigger tokens, the summary is extended until about Target tokens remain
 // unsummarized.
+//
+// With Trigger unset (the default), both follow the budget the
+// conversation's summary_buffer context reads use (the smallest one this
+// Memory has seen for it): the summary is extended once the messages after
+// it pass 60% of that budget, until about 35% remain, and it is kept within
+// 30% of the budget (BoundedSummarizer). So summary_buffer sends a summary
+// at any budget with no tuning. Until a conversation's first such read,
+// and when Trigger is set, the fixed values apply (Trigger 2000, Target
+// Trigger/2).
 type SummaryOptions struct {
-	Trigger int // default 2000
-	Target  int // default Trigger/2
+	Trigger int // default: follows the budget, else 2000
+	Target  int // default: follows the budget, else Trigger/2
 	// Timeout bounds one summarizer or extractor call; default 60s.
 	Timeout time.Duration
 	// Retries is how often a failed call is retried, with exponential
@@ -111,13 +120,16 @@ type Memory struct {
 	summarizer Summarizer
 	extractors []Extractor
 	sumOpts    SummaryOptions
-	embedder   Embedder
-	sync       bool
-	worker     worker
-	summaries  summaryCache
-	facts      factCache
-	blocks     blockCounts
-	tails      tailCache
+	// autoSummary: Trigger and Target follow each conversation's budget.
+	autoSummary bool
+	budgets     summaryBudgets
+	embedder    Embedder
+	sync        bool
+	worker      worker
+	summaries   summaryCache
+	facts       factCache
+	blocks      blockCounts
+	tails       tailCache
 }
 
 // New returns a Memory over store.
@@ -128,7 +140,7 @@ func New(store Store, opts Options) (*Memory, error) {
 	m := &Memory{
 		store: store, counter: opts.Counter, counters: opts.Counters, limits: opts.Limits, now: opts.Now, log: opts.Logger,
 		summarizer: opts.Summarizer, extractors: opts.Extractors, sumOpts: opts.Summary.withDefaults(), sync: opts.Sync,
-		embedder: opts.Embedder,
+		embedder: opts.Embedder, autoSummary: opts.Summary.Trigger <= 0,
 	}
 	if _, ok := store.(SummaryStore); opts.Summarizer != nil && !ok {
 		return nil, fmt.Errorf("%w: a summarizer needs a store that keeps summaries", ErrInvalid)

@@ -199,6 +199,20 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 		m.process(ctx, j)
 		return
 	}
+	m.enqueue(j)
+}
+
+// requestSummary has the worker look at the conversation's summary, which
+// a context read found lagging behind its window.
+func (m *Memory) requestSummary(key Key, created time.Time) {
+	m.worker.setUnsummarized(key, 0, false)
+	m.enqueue(job{key: key, created: created})
+}
+
+// enqueue queues j for the worker, merged into the conversation's pending
+// job if it has one.
+func (m *Memory) enqueue(j job) {
+	key := j.key
 	w := &m.worker
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -238,7 +252,13 @@ func (p *job) merge(j job) {
 		*p = j // the conversation was deleted and re-created: its old work is moot
 		return
 	}
-	p.from, p.to = min(p.from, j.from), max(p.to, j.to)
+	switch {
+	case j.from == 0: // a summary request: no messages
+	case p.from == 0:
+		p.from, p.to = j.from, j.to
+	default:
+		p.from, p.to = min(p.from, j.from), max(p.to, j.to)
+	}
 	p.user, p.tokens = p.user || j.user, p.tokens+j.tokens
 	if p.msgs != nil && j.msgs != nil && len(p.msgs)+len(j.msgs) <= maxJobMessages {
 		p.msgs = append(p.msgs, j.msgs...)
@@ -274,7 +294,7 @@ func (m *Memory) process(ctx context.Context, j job) {
 		}
 		m.logExtract(j.key, err)
 	}
-	if m.summarizer != nil && !m.worker.belowTrigger(j, m.sumOpts.Trigger) {
+	if trigger, _, _ := m.summaryBounds(j.key); m.summarizer != nil && !m.worker.belowTrigger(j, trigger) {
 		unsummarized, err := m.summarize(ctx, j.key, j.created)
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -483,6 +503,7 @@ const maxSummaryChunk = 256
 // no summary of the old one reaches the new one.
 func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int, error) {
 	ss := m.store.(SummaryStore)
+	_, _, limit := m.summaryBounds(key)
 	for {
 		prev, err := ss.Summary(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -518,7 +539,7 @@ func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int
 				}
 			}
 			if cut >= 0 {
-				if err := m.summarizeChunk(ctx, key, running, chunk[:cut+1], created); err != nil {
+				if err := m.summarizeChunk(ctx, key, running, chunk[:cut+1], created, limit); err != nil {
 					return -1, err
 				}
 				if chunk[cut].Seq >= end {
@@ -535,7 +556,7 @@ func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int
 				}
 				return -1, nil
 			}
-			if running.Text, err = m.summaryText(ctx, running.Text, chunk[:len(chunk)-1]); err != nil {
+			if running.Text, err = m.summaryText(ctx, running.Text, chunk[:len(chunk)-1], limit); err != nil {
 				return -1, err
 			}
 			from = chunk[len(chunk)-2].Seq
@@ -544,15 +565,22 @@ func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int
 }
 
 // summaryText calls the summarizer (with retries) on prev plus msgs' non-system
-// messages; an empty answer is an error.
-func (m *Memory) summaryText(ctx context.Context, prev string, msgs []Message) (string, error) {
+// messages, within limit tokens when limit > 0 and the summarizer is a
+// BoundedSummarizer; an empty answer is an error.
+func (m *Memory) summaryText(ctx context.Context, prev string, msgs []Message, limit int) (string, error) {
 	_, covered := splitPinned(msgs)
 	// Its own copy: covered may be msgs itself, whose last Seq becomes the
 	// summary's CoversSeq, whatever a Summarizer does with its input.
 	covered = slices.Clone(covered)
 	var text string
 	err := m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
-		t, err := m.summarizer.Summarize(ctx, prev, covered)
+		var t string
+		var err error
+		if b, ok := m.summarizer.(BoundedSummarizer); ok && limit > 0 {
+			t, err = b.SummarizeWithin(ctx, prev, covered, limit)
+		} else {
+			t, err = m.summarizer.Summarize(ctx, prev, covered)
+		}
 		if err == nil && strings.TrimSpace(t) == "" {
 			err = errors.New("summarizer returned an empty summary")
 		}
@@ -575,7 +603,8 @@ func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end in
 		return covered, 0, conv.CreatedAt, err
 	}
 	created = conv.CreatedAt
-	over, err := m.store.Tail(ctx, key, TailQuery{Tokens: m.sumOpts.Trigger})
+	trigger, target, _ := m.summaryBounds(key)
+	over, err := m.store.Tail(ctx, key, TailQuery{Tokens: trigger})
 	if err != nil {
 		return covered, 0, created, err
 	}
@@ -587,7 +616,7 @@ func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end in
 		}
 		return covered, unsummarized, created, nil
 	}
-	keep, err := m.store.Tail(ctx, key, TailQuery{Tokens: m.sumOpts.Target})
+	keep, err := m.store.Tail(ctx, key, TailQuery{Tokens: target})
 	if err != nil {
 		return covered, 0, created, err
 	}
@@ -602,9 +631,11 @@ func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end in
 }
 
 // summarizeChunk summarizes prev plus msgs and stores the result as covering
-// msgs' last message, if the summary still covers prev.CoversSeq.
-func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message, created time.Time) error {
-	text, err := m.summaryText(ctx, prev.Text, msgs)
+// msgs' last message, if the summary still covers prev.CoversSeq. With a
+// limit (> 0) and a BoundedSummarizer, a summary counted over limit tokens
+// is made again within a proportionally smaller bound, a few times at most.
+func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message, created time.Time, limit int) error {
+	text, err := m.summaryText(ctx, prev.Text, msgs, limit)
 	if err != nil {
 		return err
 	}
@@ -626,6 +657,18 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 	s := Summary{Text: text, CoversSeq: msgs[len(msgs)-1].Seq, Summarizer: m.summarizer.Name(), CreatedAt: m.now()}
 	if s.Tokens, err = counter.Count(ctx, summaryAsMessage(s)); err != nil {
 		return err
+	}
+	_, bounded := m.summarizer.(BoundedSummarizer)
+	for bound, try := limit, 0; bounded && limit > 0 && s.Tokens > limit && try < 3; try++ {
+		if bound = bound * limit / s.Tokens * 9 / 10; bound < 1 {
+			break
+		}
+		if s.Text, err = m.summaryText(ctx, prev.Text, msgs, bound); err != nil {
+			return err
+		}
+		if s.Tokens, err = counter.Count(ctx, summaryAsMessage(s)); err != nil {
+			return err
+		}
 	}
 	if gw, ok := m.store.(GenerationWriter); ok {
 		err = gw.PutSummaryOf(ctx, key, created, s, prev.CoversSeq)

@@ -37,7 +37,7 @@ func config(policies []chatmem.PolicyKind, budgets []int) Config {
 		Store: memory.New(), Counter: tokenizer.Estimate{},
 		Policies: policies, Budgets: budgets,
 		Extractors: []chatmem.Extractor{offline.DefaultExtractor()},
-		Summarizer: func(b int) chatmem.Summarizer { return offline.NewSummarizer(offline.Options{MaxChars: b}) },
+		Summarizer: offline.NewSummarizer(offline.Options{}),
 	}
 }
 

@@ -43,16 +43,13 @@ type Config struct {
 	// during the replay.
 	Facts      bool
 	Extractors []chatmem.Extractor
-	// Summarizer returns the summarizer a deployment sending summary_buffer
-	// at budget would run; it should keep summaries to about a quarter of
-	// budget. Each summary_buffer budget gets its own replay with it,
-	// summarizing once the unsummarized messages pass 5/8 of the budget,
-	// down to 3/8 (chatmem.SummaryOptions), so that the summary, the recent
-	// messages and the question fit the budget together: the library's
-	// default (2000 tokens, down to 1000) suits budgets of 4096 and more
-	// only. Nil: no summaries, and summary_buffer sends a plain token
-	// window.
-	Summarizer func(budget int) chatmem.Summarizer
+	// Summarizer writes summary_buffer's summaries. Each summary_buffer
+	// budget gets its own replay, as a deployment sending that budget,
+	// with the library's defaults: the summary follows the budget the
+	// replay's context reads use (chatmem.SummaryOptions), and the replay
+	// reads the context at every user turn, as a chatbot backend does.
+	// Nil: no summaries, and summary_buffer sends a plain token window.
+	Summarizer chatmem.Summarizer
 	// BM25 adds a baseline row per budget: plain BM25 (k1 1.2, b 0.75)
 	// over single turns, with the question as the query, sending the best
 	// turns that fit the budget in conversation order and nothing else. It
@@ -203,6 +200,9 @@ type replay struct {
 	rows       []int // indexes into the result's rows
 	summarizer chatmem.Summarizer
 	summary    chatmem.SummaryOptions
+	// readEachTurn reads each row's context after every user message, as
+	// a deployment does each turn (and as the summary's budget follows).
+	readEachTurn bool
 }
 
 // Run replays every conversation of d into cfg.Store, asks each question as
@@ -371,10 +371,10 @@ func planReplays(cfg Config, ps []chatmem.Policy) []replay {
 	for i, p := range ps {
 		if p.Kind == chatmem.PolicySummaryBuffer && cfg.Summarizer != nil {
 			out = append(out, replay{
-				name: "sb" + strconv.Itoa(p.Budget), rows: []int{i}, summarizer: cfg.Summarizer(p.Budget),
+				name: "sb" + strconv.Itoa(p.Budget), rows: []int{i}, summarizer: cfg.Summarizer, readEachTurn: true,
 				// A deterministic summarizer fails the same way on a retry:
 				// retry at once rather than after the default backoff.
-				summary: chatmem.SummaryOptions{Trigger: max(p.Budget*5/8, 2), Target: max(p.Budget*3/8, 1), Backoff: time.Microsecond},
+				summary: chatmem.SummaryOptions{Backoff: time.Microsecond},
 			})
 			continue
 		}
@@ -460,13 +460,15 @@ func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatme
 			return fmt.Errorf("message %d: %w", i+1, err)
 		}
 		seqTurn[res.Messages[0].Seq] = msg.Metadata[TurnKey]
-		if t != nil && msg.Role == chatmem.RoleUser {
+		if (t != nil || rp.readEachTurn) && msg.Role == chatmem.RoleUser {
 			for j, ri := range rp.rows {
 				w, err := mem.Context(ctx, key, r.policies[ri], chatmem.ContextOptions{})
 				if err != nil && !errors.Is(err, chatmem.ErrBudgetTooSmall) {
 					return err
 				}
-				series[j].Tokens = append(series[j].Tokens, w.Tokens)
+				if t != nil {
+					series[j].Tokens = append(series[j].Tokens, w.Tokens)
+				}
 			}
 		}
 		if (i+1)%step == 0 || i == len(c.Messages)-1 {

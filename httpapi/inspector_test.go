@@ -180,12 +180,12 @@ func TestInspector(t *testing.T) {
 	}
 
 	// Delete a fact in the page.
-	b.do(chromedp.Click(chromedp.CSS(`#fact-rows tr[data-key="language"] button[data-action="delete"]`)))
-	b.wait(`document.querySelector('#fact-rows tr[data-key="language"]') === null`)
+	b.do(chromedp.Click(chromedp.CSS(`#fact-rows tr[data-key="order_id"] button[data-action="delete"]`)))
+	b.wait(`document.querySelector('#fact-rows tr[data-key="order_id"]') === null`)
 	facts, err = client.Facts(ctx, "seed")
 	must(t, "Facts(seed)", err)
-	if slices.ContainsFunc(facts, func(f chatmem.Fact) bool { return f.Key == "language" }) {
-		t.Errorf("after the delete, Facts(seed) = %+v; want no language", facts)
+	if slices.ContainsFunc(facts, func(f chatmem.Fact) bool { return f.Key == "order_id" }) {
+		t.Errorf("after the delete, Facts(seed) = %+v; want no order_id", facts)
 	}
 
 	// A message with HTML shows as text: the markup is visible, no element

@@ -20,8 +20,12 @@
 // each ID, contact or name goes in before any other.
 //
 // [Rules] is an extractor of named regular expressions applied to user
-// messages only; [DefaultRules] finds name, order_id, email and phone, and
-// [DetectLanguage] adds language.
+// messages only; [DefaultRules] finds name, order_id, ticket_id, email,
+// phone, the language asked for, address, diet, allergy, contact_channel,
+// size, amount, date and flight, and drops what a clause negates, gives to
+// someone else or marks as past. [DetectLanguage] tells the language a
+// message is written in (RulesOptions.Language stores it as
+// written_language).
 //
 // Limits: the summary copies sentences, it does not paraphrase, so it is
 // only as short as the conversation's chit-chat is long; it cannot tell

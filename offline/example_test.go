@@ -29,7 +29,7 @@ func ExampleSummarizer() {
 }
 
 // The default rules on the seed's conversation: facts come from the user's
-// messages only.
+// messages only (and Kavya asks for no language, so there is none).
 func ExampleRules() {
 	history := seed.History()
 	for i := range history {
@@ -46,9 +46,6 @@ func ExampleRules() {
 	// Output:
 	// 1 name=Kavya (0.80)
 	// 1 order_id=SE-10423 (0.85)
-	// 1 language=en (0.83)
-	// 3 language=en (0.77)
-	// 5 language=en (0.90)
 }
 
 // DetectLanguage tells non-Latin languages by script and Latin ones by

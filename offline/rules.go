@@ -23,22 +23,31 @@ type Rule struct {
 	// two rules capture overlapping text, the more confident one wins.
 	Confidence float64
 	// Check, if set, vets a captured value: it returns the value to store
-	// (possibly trimmed) and whether to keep it at all.
+	// (possibly trimmed or normalized) and whether to keep it at all.
 	Check func(value string) (string, bool)
+	// NotInQuestion drops a match in a sentence that ends with a question
+	// mark: "Do you ship to 14 Lake Road?" states no address.
+	NotInQuestion bool
 }
 
 // RulesOptions configures a Rules extractor. The zero value applies the
 // rules only.
 type RulesOptions struct {
-	// Language adds a "language" fact to each user message DetectLanguage
-	// is confident about.
+	// Language adds a "written_language" fact to each user message
+	// DetectLanguage is confident about: the language the message is
+	// written in, which is not the language the user asks to be answered
+	// in (the "language" fact of DefaultRules).
 	Language bool
 }
 
 // Rules is an Extractor that applies regular expressions, and optionally a
 // language detector, to user messages only: what the assistant, a tool or
-// the system says is never taken as a fact about the user. It needs no
-// model and is safe for concurrent use.
+// the system says is never taken as a fact about the user. A match is
+// dropped when its clause (the text back to the previous comma, semicolon,
+// sentence end or "but") negates it ("please don't deliver to ..."), gives
+// it to someone else ("my wife's email is ...", "his number is ...",
+// "... for my son") or marks it as past ("my old address was ..."). It
+// needs no model and is safe for concurrent use.
 type Rules struct {
 	rules    []Rule
 	groups   []int // the submatch each rule's value comes from
@@ -76,9 +85,11 @@ func NewRules(rules []Rule, opts RulesOptions) (*Rules, error) {
 }
 
 // DefaultExtractor returns the extractor chatmem uses without a model:
-// DefaultRules plus language detection.
+// DefaultRules. The language a message is written in is not a fact it
+// keeps (the model reads the messages themselves); the language the user
+// asks for is.
 func DefaultExtractor() *Rules {
-	r, err := NewRules(DefaultRules(), RulesOptions{Language: true})
+	r, err := NewRules(DefaultRules(), RulesOptions{})
 	if err != nil {
 		panic(err) // DefaultRules is fixed and tested; this cannot happen.
 	}
@@ -90,7 +101,7 @@ func (*Rules) Name() string { return "rules" }
 
 // Extract returns the facts the rules find in the user messages of msgs, in
 // message order and, within a message, in the order their values appear,
-// with the language fact last. Each fact carries the message's Seq and
+// with the written_language fact last. Each fact carries the message's Seq and
 // CreatedAt. A value is reported once per message, and overlapping captures
 // of different rules are resolved in favour of the more confident rule (then
 // the earlier rule). It fails only if ctx is done.
@@ -126,11 +137,20 @@ func (r *Rules) extract(m chatmem.Message) []chatmem.Fact {
 			if start < 0 {
 				continue
 			}
-			v := strings.TrimSpace(text[start:end])
+			if guarded(text, loc[0], end) || rule.NotInQuestion && inQuestion(text, start) {
+				continue
+			}
+			raw := text[start:end]
+			v := strings.TrimSpace(raw)
 			if rule.Check != nil {
 				var ok bool
 				if v, ok = rule.Check(v); !ok {
 					continue
+				}
+				// A value Check cut short claims only the text it kept,
+				// so that other rules may take the rest.
+				if i := strings.Index(raw, v); i >= 0 {
+					start, end = start+i, start+i+len(v)
 				}
 			}
 			if !validValue(v) {
@@ -176,7 +196,7 @@ func (r *Rules) extract(m chatmem.Message) []chatmem.Fact {
 	if r.language {
 		if code, conf, ok := DetectLanguage(text); ok {
 			facts = append(facts, chatmem.Fact{
-				Key: "language", Value: code, SourceSeq: m.Seq, SetBy: r.Name(),
+				Key: "written_language", Value: code, SourceSeq: m.Seq, SetBy: r.Name(),
 				Confidence: conf, CreatedAt: m.CreatedAt,
 			})
 		}
@@ -234,9 +254,31 @@ const orderWord = `\b(?:order|pedido|commande|bestellung|encomenda|ordine)`
 //     code in parentheses and separators (space, dot, hyphen), not shaped
 //     like a date.
 //
-// Each call returns new values, which the caller may change.
+// and, for what users state about themselves (see statedRules for the
+// phrasings, in English, Spanish, French, German, Portuguese and Italian):
+//
+//   - language: the language asked for ("answer me in Tamil", "en español
+//     por favor", "can we speak German"), as a BCP 47 code; not the
+//     language the message is written in.
+//   - address: what follows "my address is", "deliver to (my office at)",
+//     "I live at", "change my address to", up to the end of the sentence
+//     or ", not ...", when it has a number in it.
+//   - diet ("vegetarian", "vegan", "halal", "no pork", ...) and allergy
+//     ("peanuts").
+//   - contact_channel: "email", "phone", "sms", "whatsapp", "telegram",
+//     "signal", from "contact me by ...", "I prefer ...".
+//   - size: "my size is M", "I wear a size 42", "mi talla es M".
+//   - amount: a number with a currency ("4,000 USD", "$12.50", "Rs 249").
+//   - date: "12 May 2024", "May 12", "2024-05-12", "12/05/2024", "12 de
+//     mayo".
+//   - flight: "flight AI 302" as "AI302".
+//   - ticket_id: an ID after "ticket", "case number", "reference number".
+//
+// Address, diet, allergy, contact_channel and size are not taken from a
+// question ("Do you ship to 14 Lake Road?"). Each call returns new values,
+// which the caller may change.
 func DefaultRules() []Rule {
-	return []Rule{
+	return append([]Rule{
 		{
 			Key: "name", Confidence: confNameStated, Check: checkName,
 			Pattern: regexp.MustCompile(`(?i:\bmy\s+name\s+is|\bcall\s+me|\bme\s+llamo|\bmi\s+nombre\s+es|\bje\s+m['’]appelle|\bmon\s+nom\s+est|\bich\s+hei(?:ß|ss)e|\bmein\s+name\s+ist|\bmeu\s+nome\s+é|\bme\s+chamo|\bmi\s+chiamo|\bil\s+mio\s+nome\s+è)\s*:?\s+` + nameValue),
@@ -265,7 +307,7 @@ func DefaultRules() []Rule {
 			Key: "phone", Confidence: confPhone, Check: checkPhone,
 			Pattern: regexp.MustCompile(phonePattern),
 		},
-	}
+	}, statedRules()...)
 }
 
 // phonePattern matches a phone number not glued to a word, an ID ("SE-",
@@ -275,9 +317,10 @@ const phonePattern = `(?:^|[^\p{L}\p{N}#+/.@_-])(?P<value>(?:\+\d{1,3}[ .-]?)?(?
 // notPhone matches values shaped like a date or a decimal number.
 var notPhone = regexp.MustCompile(`^(?:\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|\d{4}[./-]\d{1,2}[./-]\d{1,2}|\d{1,2}\.\d+)$`)
 
-// checkPhone keeps 7 to 15 digits with at least one group of three or more
-// ("42 43 44 45" is a list of sizes) that do not look like a date or a
-// decimal number.
+// checkPhone keeps 7 to 15 digits, with at least one group of three or more
+// when there are fewer than ten ("42 43 44 45" is a list of sizes, "06 12
+// 34 56 78" a French number), that do not look like a date or a decimal
+// number.
 func checkPhone(v string) (string, bool) {
 	digits, run, longest := 0, 0, 0
 	for _, r := range v {
@@ -289,7 +332,7 @@ func checkPhone(v string) (string, bool) {
 			run = 0
 		}
 	}
-	if digits < 7 || digits > 15 || longest < 3 || notPhone.MatchString(v) {
+	if digits < 7 || digits > 15 || longest < 3 && digits < 10 || notPhone.MatchString(v) {
 		return "", false
 	}
 	return v, true
@@ -316,7 +359,7 @@ var notNames = func() map[string]bool {
 		chinese japanese korean russian arabic hindi brazilian mexican
 		urgent important serious ridiculous unacceptable terrible awful amazing strange weird crazy wrong
 		correct true false what why how who where when which
-		a.m p.m am pm`) {
+		a.m p.m am pm vegetarian vegan allergic celiac halal kosher jain size`) {
 		m[w] = true
 	}
 	return m

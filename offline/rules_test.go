@@ -70,18 +70,15 @@ func TestRulesSeed(t *testing.T) {
 			t.Errorf("fact %+v: Validate: %v", f, err)
 		}
 	}
-	want := []kv{
-		{"name", "Kavya", 1}, {"order_id", "SE-10423", 1}, {"language", "en", 1},
-		{"language", "en", 3},
-		{"language", "en", 5},
-	}
+	// The language Kavya writes in is not a language she asked for.
+	want := []kv{{"name", "Kavya", 1}, {"order_id", "SE-10423", 1}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Extract(seed) =\n%v\nwant\n%v", got, want)
 	}
 }
 
 func TestRulesOnlyUserMessages(t *testing.T) {
-	text := "Hi, I'm Alex. My name is Alex Smith, order SE-10423, alex@example.com, +1 415 555 2671. Thanks for waiting, it will arrive today."
+	text := "Hi, I'm Alex. My name is Alex Smith, order SE-10423, alex@example.com, +1 415 555 2671. Answer in Spanish please. Deliver to 14 Lake Road, Pune 411001. I'm vegan. I paid $40 on 12 May 2024 for flight AI 302."
 	for _, role := range []chatmem.Role{chatmem.RoleAssistant, chatmem.RoleTool, chatmem.RoleSystem} {
 		m := chatmem.Message{Seq: 2, Role: role, Content: text}
 		if got := extract(t, m); len(got) != 0 {
@@ -90,7 +87,7 @@ func TestRulesOnlyUserMessages(t *testing.T) {
 	}
 	// The same text from the user does give facts.
 	got := extract(t, user(text))
-	for _, key := range []string{"name", "order_id", "email", "phone", "language"} {
+	for _, key := range []string{"name", "order_id", "email", "phone", "language", "address", "diet", "amount", "date", "flight"} {
 		if len(values(got, key)) == 0 {
 			t.Errorf("Extract(user message) has no %s fact: %v", key, got)
 		}
@@ -264,29 +261,57 @@ func TestRulesPromptInjection(t *testing.T) {
 	}
 }
 
+// TestRulesLanguage: "language" is the language asked for, never the one
+// the message is written in; RulesOptions.Language adds the latter as
+// "written_language".
 func TestRulesLanguage(t *testing.T) {
 	tests := []struct {
-		text string
-		want []string
+		text          string
+		asked, writes []string
 	}{
-		{"Hi, I'm Kavya. My order hasn't arrived.", []string{"en"}},
-		{"Hola, mi pedido todavía no ha llegado.", []string{"es"}},
-		{"Ok.", nil},
-		{"SE-10423", nil},
+		{"Hi, I'm Kavya. My order hasn't arrived.", nil, []string{"en"}},
+		{"Hola, mi pedido todavía no ha llegado.", nil, []string{"es"}},
+		{"I prefer to be answered in Tamil", []string{"ta"}, []string{"en"}},
+		{"en español por favor", []string{"es"}, []string{"es"}},
+		{"can we speak German", []string{"de"}, []string{"en"}},
+		{"Do you speak German?", nil, []string{"en"}},
+		{"Please don't answer in German, I don't understand it", nil, []string{"en"}},
+		{"Ok.", nil, nil},
+		{"SE-10423", nil, nil},
 	}
-	for _, tt := range tests {
-		if got := values(extract(t, user(tt.text)), "language"); fmt.Sprint(got) != fmt.Sprint(tt.want) {
-			t.Errorf("language facts of %q = %q, want %q", tt.text, got, tt.want)
-		}
-	}
-	// Without the option, no language fact.
-	r, err := NewRules(DefaultRules(), RulesOptions{})
+	r, err := NewRules(DefaultRules(), RulesOptions{Language: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	facts, _ := r.Extract(context.Background(), []chatmem.Message{user("Hi, my order has not arrived yet.")})
-	if got := values(facts, "language"); len(got) != 0 {
-		t.Errorf("language facts without RulesOptions.Language = %q, want none", got)
+	for _, tt := range tests {
+		if got := values(extract(t, user(tt.text)), "language"); fmt.Sprint(got) != fmt.Sprint(tt.asked) {
+			t.Errorf("language facts of %q = %q, want %q", tt.text, got, tt.asked)
+		}
+		if got := values(extract(t, user(tt.text)), "written_language"); len(got) != 0 {
+			t.Errorf("DefaultExtractor: written_language facts of %q = %q, want none", tt.text, got)
+		}
+		facts, _ := r.Extract(context.Background(), []chatmem.Message{user(tt.text)})
+		if got := values(facts, "written_language"); fmt.Sprint(got) != fmt.Sprint(tt.writes) {
+			t.Errorf("with RulesOptions.Language: written_language facts of %q = %q, want %q", tt.text, got, tt.writes)
+		}
+	}
+}
+
+// TestRulesLaterSupersedes: facts come in message order, so the newest
+// statement of a key is the last one (the store keeps it as current).
+func TestRulesLaterSupersedes(t *testing.T) {
+	msgs := []chatmem.Message{
+		{Seq: 1, Role: chatmem.RoleUser, Content: "My address is 7 Station Road, Chennai 600001. Answer in Tamil please."},
+		{Seq: 2, Role: chatmem.RoleAssistant, Content: "Noted: 7 Station Road. Shall I answer in English?"},
+		{Seq: 3, Role: chatmem.RoleUser, Content: "I moved: my new address is 14 Lake Road, Pune 411001. Can we speak Hindi?"},
+		{Seq: 4, Role: chatmem.RoleUser, Content: "My old address was 9 Hill Road, Ooty 643001, don't use it."},
+	}
+	current := make(map[string]string)
+	for _, f := range extract(t, msgs...) {
+		current[f.Key] = f.Value
+	}
+	if got, want := fmt.Sprint(current), "map[address:14 Lake Road, Pune 411001 language:hi]"; got != want {
+		t.Errorf("current facts = %s, want %s", got, want)
 	}
 }
 

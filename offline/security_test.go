@@ -28,6 +28,7 @@ var allowedFact = map[string]*regexp.Regexp{
 	"email":    regexp.MustCompile(`^[^\s@{}"<>]+@[^\s@{}"<>]+\.[^\s@{}"<>]+$`),
 	"phone":    regexp.MustCompile(`^\+?[0-9 ().-]+$`),
 	"language": regexp.MustCompile(`^[a-z]{2,3}(-[A-Za-z0-9]+)*$`),
+	"amount":   regexp.MustCompile(`^[\p{L}\p{Sc}.]*\s?[0-9][0-9,. \x{00a0}]*\s?[\p{L}\p{Sc}]*$`),
 }
 
 // TestPromptInjectionRules: whatever a message says, the rule extractor

@@ -41,7 +41,7 @@ type Summarizer struct {
 	opts Options
 }
 
-var _ chatmem.Summarizer = (*Summarizer)(nil)
+var _ chatmem.BoundedSummarizer = (*Summarizer)(nil)
 
 // NewSummarizer returns a Summarizer with opts.
 func NewSummarizer(opts Options) *Summarizer {
@@ -56,6 +56,11 @@ type candidate struct {
 	role  string // "user", "assistant", "tool", or "" for a line of unknown origin
 	text  string
 	group int // the line it is printed on: one per message or previous line
+	// pair links a user's question and the first sentence of the answer
+	// that follows it (index into the candidates, -1: none): the summary
+	// keeps both or neither, so that no question is printed above another
+	// question's answer.
+	pair int
 	features
 }
 
@@ -98,6 +103,29 @@ func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.
 	return render(kept), nil
 }
 
+// charsPerToken is how many characters a token is taken to hold when
+// SummarizeWithin turns a token bound into a character cap: the seed's
+// estimate, and about what tiktoken's encodings give for English.
+const charsPerToken = 4
+
+// summaryHeaderChars is what chatmem adds before a summary when it sends
+// it ("Summary of messages 1-N:"), which counts against the bound too.
+const summaryHeaderChars = 32
+
+// SummarizeWithin is Summarize with the summary capped at about maxTokens
+// tokens: at most maxTokens*4 characters, less chatmem's header line, in
+// place of DefaultMaxChars, and never more than an Options.MaxChars set. chatmem.Memory calls it with the share of the
+// budget a summary may take, and again with a smaller bound if the summary
+// counts over it.
+func (s *Summarizer) SummarizeWithin(ctx context.Context, prev string, msgs []chatmem.Message, maxTokens int) (string, error) {
+	o := s.options()
+	limit := max(maxTokens*charsPerToken-summaryHeaderChars, charsPerToken)
+	if s == nil || s.opts.MaxChars <= 0 || o.MaxChars > limit {
+		o.MaxChars = limit // the bound replaces the default cap, and an explicit one caps it
+	}
+	return (&Summarizer{opts: o}).Summarize(ctx, prev, msgs)
+}
+
 func (s *Summarizer) options() Options {
 	var o Options
 	if s != nil {
@@ -117,6 +145,7 @@ func (s *Summarizer) options() Options {
 // sentence of any kind; nil when there is no text at all.
 func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Options) (cands []candidate, first *candidate) {
 	var firstUser, firstAny *candidate
+	var all []candidate // every sentence, scored or not
 	group := 0
 	addLine := func(role, text string, whole bool) {
 		group++
@@ -146,12 +175,11 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 			if role == "tool" && !s.keepTool(sent, c.features, opts) {
 				c.score = 0
 			}
-			if c.score > 0 {
-				if role != "tool" {
-					c.text = stripFiller(sent)
-				}
-				cands = append(cands, c)
+			if role != "tool" {
+				c.text = stripFiller(sent)
 			}
+			c.pair = -1
+			all = append(all, c)
 		}
 	}
 	for line := range strings.Lines(strings.ToValidUTF8(prev, "\uFFFD")) {
@@ -170,7 +198,44 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 	if first == nil {
 		first = firstAny
 	}
-	return cands, first
+	return pairAnswers(all), first
+}
+
+// pairAnswers links each kept user question (the last question of its
+// line) to the first sentence of the assistant line right after it, which
+// is kept with it even if it scores nothing on its own, and returns the
+// candidates worth keeping, with pair indexes into what it returns.
+func pairAnswers(all []candidate) []candidate {
+	answerOf := make(map[int]int) // question -> answer, indexes into all
+	for i := 0; i < len(all); i++ {
+		q := all[i]
+		if q.role != "user" || q.score == 0 || !strings.HasSuffix(q.text, "?") {
+			continue
+		}
+		j := i + 1
+		for j < len(all) && all[j].group == q.group {
+			j++
+		}
+		if j < len(all) && all[j].group == q.group+1 && all[j].role == "assistant" && !pleasantry(all[j].text, nil) {
+			if i+1 < len(all) && all[i+1].group == q.group && strings.HasSuffix(all[i+1].text, "?") {
+				continue // a later question of the same line gets the answer
+			}
+			answerOf[i] = j
+			all[j].score = max(all[j].score, 1)
+		}
+	}
+	index := make(map[int]int, len(all))
+	var cands []candidate
+	for i, c := range all {
+		if c.score > 0 {
+			index[i] = len(cands)
+			cands = append(cands, c)
+		}
+	}
+	for q, a := range answerOf {
+		cands[index[q]].pair, cands[index[a]].pair = index[a], index[q]
+	}
+	return cands
 }
 
 // keepTool keeps a tool result only if it is short and carries an ID or a
@@ -234,23 +299,34 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 	used := -1 // the first line has no newline before it
 	open := make(map[int]bool)
 	keep := make([]bool, len(cands))
-	for _, i := range order {
-		c := cands[i]
-		cost := utf8.RuneCountInString(c.text)
-		if open[c.group] {
-			cost++
-		} else {
-			cost++ // newline
-			if c.role != "" {
-				cost += len(c.role) + 2
-			}
+	cost := func(c candidate) int {
+		n := utf8.RuneCountInString(c.text) + 1 // and a space or a newline
+		if !open[c.group] && c.role != "" {
+			n += len(c.role) + 2
 		}
-		if maxChars >= 0 && used+cost > maxChars {
+		return n
+	}
+	for _, i := range order {
+		if keep[i] {
+			continue // came in with its pair
+		}
+		c := cands[i]
+		unit := []int{i}
+		if j := c.pair; j >= 0 && !keep[j] {
+			unit = append(unit, j) // a question with its answer, or the reverse
+		}
+		n := 0
+		for _, k := range unit {
+			n += cost(cands[k])
+		}
+		if maxChars >= 0 && used+n > maxChars {
 			continue
 		}
-		used += cost
-		open[c.group] = true
-		keep[i] = true
+		used += n
+		for _, k := range unit {
+			open[cands[k].group] = true
+			keep[k] = true
+		}
 	}
 	var kept []candidate
 	for i, c := range cands {

@@ -351,3 +351,53 @@ func TestSplitSentences(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryKeepsQuestionsWithAnswers: a question the summary keeps is
+// followed by its own answer, never by another turn's, at every cap.
+func TestSummaryKeepsQuestionsWithAnswers(t *testing.T) {
+	msgs := []chatmem.Message{
+		{Seq: 1, Role: chatmem.RoleUser, Content: "We land in Tokyo on 3 April. Is the JR Pass still worth it?"},
+		{Seq: 2, Role: chatmem.RoleAssistant, Content: "For your route, yes: it pays off after two long rides."},
+		{Seq: 3, Role: chatmem.RoleUser, Content: "Great. What should we eat in Kyoto?"},
+		{Seq: 4, Role: chatmem.RoleAssistant, Content: "Kyoto has great shojin ryori near Tenryu-ji, about 4,000 yen a person."},
+		{Seq: 5, Role: chatmem.RoleUser, Content: "Can you book the ryokan for booking ref KY-20931?"},
+		{Seq: 6, Role: chatmem.RoleAssistant, Content: "Done. Ryokan Sakura is booked for 5 April under KY-20931."},
+	}
+	answers := map[string]string{
+		"Is the JR Pass still worth it?":                    "For your route, yes: it pays off after two long rides.",
+		"What should we eat in Kyoto?":                      "Kyoto has great shojin ryori near Tenryu-ji, about 4,000 yen a person.",
+		"Can you book the ryokan for booking ref KY-20931?": "Done.",
+	}
+	full, err := NewSummarizer(Options{}).Summarize(context.Background(), "", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(full, "user: We land in Tokyo on 3 April. Is the JR Pass still worth it?\nassistant: For your route, yes") {
+		t.Errorf("the JR Pass question lost its answer:\n%s", full)
+	}
+	for maxChars := 40; maxChars <= 400; maxChars += 10 {
+		got, err := NewSummarizer(Options{MaxChars: maxChars}).Summarize(context.Background(), "", msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(got, "\n")
+		for i, line := range lines {
+			if !strings.HasPrefix(line, "user: ") || !strings.HasSuffix(line, "?") {
+				continue
+			}
+			for q, a := range answers {
+				if !strings.HasSuffix(line, q) {
+					continue
+				}
+				if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "assistant: "+a) {
+					t.Errorf("MaxChars %d: %q is not followed by its answer %q:\n%s", maxChars, q, a, got)
+				}
+			}
+		}
+		// Rolling: the summary of the summary keeps the pairs too.
+		again, err := NewSummarizer(Options{MaxChars: maxChars}).Summarize(context.Background(), got, nil)
+		if err == nil && strings.Contains(again, "JR Pass") && !strings.Contains(again, "JR Pass still worth it?\nassistant: For your route") {
+			t.Errorf("MaxChars %d: rolled summary split the JR Pass pair:\n%s", maxChars, again)
+		}
+	}
+}

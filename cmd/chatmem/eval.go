@@ -117,13 +117,10 @@ func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		Store: store, Counter: counter, Counters: newCounter,
 		Policies: policies, Budgets: c.budgets, Turns: c.turns, Facts: c.facts,
 		Extractors: []chatmem.Extractor{offline.DefaultExtractor()},
-		// A summary gets about a quarter of the budget: MaxChars counts
-		// characters, about four to a token.
-		Summarizer: func(budget int) chatmem.Summarizer {
-			return offline.NewSummarizer(offline.Options{MaxChars: budget})
-		},
-		BM25:     c.bm25,
-		Parallel: c.parallel,
+		// The summary follows each replay's budget (chatmem.SummaryOptions).
+		Summarizer: offline.NewSummarizer(offline.Options{}),
+		BM25:       c.bm25,
+		Parallel:   c.parallel,
 		Progress: func(done, total int) {
 			if bar == nil {
 				bar = progress.New(stderr, fmt.Sprintf("replaying %d conversations", len(d.Conversations)), total)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/oneshot"
 	"github.com/chatmem/chatmem/internal/settings"
 )
 
@@ -17,29 +19,51 @@ type windowOutput struct {
 	Messages []chatmem.Message `json:"messages"`
 	Tokens   int               `json:"tokens"`
 	Dropped  int               `json:"dropped"`
+	// Summary and Facts say what summary_buffer and --facts added (the
+	// summary and the facts are in Messages too, as system messages).
+	Summary *windowSummary `json:"summary,omitempty"`
+	Facts   []windowFact   `json:"facts,omitempty"`
+}
+
+type windowSummary struct {
+	Text      string `json:"text"`
+	CoversSeq int64  `json:"covers_seq"`
+	Tokens    int    `json:"tokens"`
+}
+
+type windowFact struct {
+	Key       string `json:"key"`
+	Value     string `json:"value"`
+	SourceSeq int64  `json:"source_seq"`
 }
 
 // windowConfig is everything `chatmem window` can be told.
 type windowConfig struct {
 	policy, tokenizer string
 	budget, turns     int
+	facts             bool
 }
 
 // command is window's list of settings.
 func (c *windowConfig) command() *settings.Command {
 	return &settings.Command{
 		Name:  "window",
-		Usage: "window [--policy token_budget|last_turns|all] [--budget B] [--turns N] [--tokenizer NAME] [FILE|-]",
+		Usage: "window [--policy all|last_turns|token_budget|summary_buffer|recall] [--budget B] [--turns N] [--facts] [--tokenizer NAME] [FILE|-]",
 		About: "Reads a JSON array of OpenAI-style chat messages (role, content, name, tool_calls,\n" +
 			"tool_call_id) from FILE or standard input, counts them and prints the window the\n" +
-			`policy sends: {"messages":[...],"tokens":N,"dropped":N}. Bad input exits 2; a budget` + "\n" +
-			"too small for the newest user message exits 1.",
-		Example:   "chatmem window --policy token_budget --budget 40 --tokenizer o200k_base chat.json",
+			`policy sends: {"messages":[...],"tokens":N,"dropped":N}. summary_buffer summarizes what` + "\n" +
+			"its window leaves out with the offline summarizer (no model; the summary follows the\n" +
+			"budget), recall adds the older messages most relevant to the newest user message, and\n" +
+			"--facts adds what the rule extractor finds in the user messages; the output then has\n" +
+			`"summary" and "facts" too. Nothing is stored. Bad input exits 2; a budget too small` + "\n" +
+			"for the newest user message exits 1.",
+		Example:   "chatmem window --policy token_budget --budget 40 --tokenizer o200k_base testdata/seed.json",
 		EnvPrefix: "CHATMEM_WINDOW_",
 		Settings: []settings.Setting{
 			{Name: "policy", Group: "window", Value: settings.Choice(&c.policy, string(chatmem.PolicyTokenBudget), policyNames()...), Help: "the policy that picks the messages sent"},
 			{Name: "budget", Group: "window", Value: settings.Int(&c.budget, 0, 0, 1<<31-1), Example: "40", Help: "token budget for the whole request (required for token_budget; caps last_turns)"},
 			{Name: "turns", Group: "window", Value: settings.Int(&c.turns, 0, 0, 1<<31-1), Example: "10", Help: "turns to keep (last_turns)"},
+			{Name: "facts", Group: "window", Value: settings.Bool(&c.facts, false), Example: "true", Help: "add the facts the rule extractor finds in the user messages, as a pinned system message"},
 			{Name: "tokenizer", Group: "window", Value: tokenizerSetting(&c.tokenizer, "estimate", false), Help: "tokenizer that counts the messages"},
 		},
 	}
@@ -51,17 +75,13 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err := parseSettings(cmd, args, stderr); err != nil {
 		return err
 	}
-	policy, budget, turns, tok := &c.policy, &c.budget, &c.turns, &c.tokenizer
-	p := chatmem.Policy{Kind: chatmem.PolicyKind(*policy), Budget: *budget, Turns: *turns}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(c.policy), Budget: c.budget, Turns: c.turns, Facts: c.facts}
 	if err := p.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	counter, err := newCounter(*tok)
+	counter, err := newCounter(c.tokenizer)
 	if err != nil {
 		return &exitError{code: 2, err: err}
-	}
-	if o, ok := counter.(chatmem.RequestOverhead); ok {
-		p.Overhead = o.RequestOverhead()
 	}
 
 	in := stdin
@@ -83,12 +103,7 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	for i := range msgs {
-		if msgs[i].Tokens, err = counter.Count(ctx, msgs[i]); err != nil {
-			return fmt.Errorf("count message %d: %w", i, err)
-		}
-	}
-	w, err := chatmem.Apply(p, msgs)
+	w, err := oneshot.Window(ctx, msgs, p, oneshot.Options{Counter: counter})
 	if err != nil {
 		if errors.Is(err, chatmem.ErrInvalid) {
 			return &exitError{code: 2, err: err}
@@ -97,8 +112,15 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	out := windowOutput{Messages: make([]chatmem.Message, len(w.Messages)), Tokens: w.Tokens, Dropped: w.Dropped}
 	for i, m := range w.Messages {
-		m.Tokens = 0 // print the messages as they came in
+		// Print the messages as they came in, or as they are sent.
+		m.Seq, m.Tokens, m.CreatedAt, m.Metadata = 0, 0, time.Time{}, nil
 		out.Messages[i] = m
+	}
+	if s := w.Summary; s != nil {
+		out.Summary = &windowSummary{Text: s.Text, CoversSeq: s.CoversSeq, Tokens: s.Tokens}
+	}
+	for _, f := range w.Facts {
+		out.Facts = append(out.Facts, windowFact{Key: f.Key, Value: f.Value, SourceSeq: f.SourceSeq})
 	}
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)

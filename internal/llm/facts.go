@@ -29,7 +29,7 @@ func DefaultKeys() []FactKey {
 		{"order_id", "an order number or ID the user gives"},
 		{"email", "the user's email address"},
 		{"phone", "the user's phone number"},
-		{"language", "the language the user writes in or asks to be served in, as a BCP 47 code (en, es, hi)"},
+		{"language", "the language the user asks to be answered in (not merely the one they write in), as a BCP 47 code (en, es, ta)"},
 		{"location", "where the user is or wants delivery: city, region or country"},
 	}
 }
