@@ -14,7 +14,10 @@ import (
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
 	"ALTER TABLE idempotency_keys DROP COLUMN fingerprint", // 0007_idempotency_fingerprint.sql
-	"DROP TABLE message_vectors",                           // 0004_vectors.sql
+	"DROP TABLE user_facts",                                // 0005_users.sql
+	"DROP INDEX conversations_user",
+	"ALTER TABLE conversations DROP COLUMN user_id",
+	"DROP TABLE message_vectors", // 0004_vectors.sql
 	"DROP TRIGGER conversations_unindex",
 	"DROP TABLE message_terms",
 	"DROP TABLE counters",
