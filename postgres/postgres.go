@@ -101,6 +101,7 @@ type Store struct {
 	schema  string
 	now     func() time.Time
 	q       queries
+	uq      userQueries
 }
 
 var (
@@ -149,7 +150,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if err := validateSchema(schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, now: opts.Now, q: buildQueries(schema)}
+	s := &Store{pool: pool, schema: schema, now: opts.Now, q: buildQueries(schema), uq: buildUserQueries(schema)}
 	if s.now == nil {
 		s.now = time.Now
 	}
