@@ -1,6 +1,7 @@
 package chatmem_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -151,5 +152,89 @@ func TestFactHistoryValidity(t *testing.T) {
 	}
 	if _, err := mem.UserFactHistory(ctx, user, "email"); !errors.Is(err, chatmem.ErrNotFound) {
 		t.Errorf("UserFactHistory(email) error = %v, want ErrNotFound", err)
+	}
+}
+
+// TestExtractedUserFacts: facts an extractor finds go to the user when
+// their key is of ScopeUser and the conversation has a user, and stay
+// with the conversation otherwise; a restated value is not written again.
+func TestExtractedUserFacts(t *testing.T) {
+	ctx := t.Context()
+	mem, err := chatmem.New(memory.New(), chatmem.Options{
+		Counter:    tokenizer.Estimate{},
+		Extractors: []chatmem.Extractor{keyValueExtractor{}},
+		Sync:       true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := chatmem.Key{Tenant: "t", ID: "u1"}
+	a := chatmem.Key{Tenant: "t", ID: "a"}
+	say := func(key chatmem.Key, u, text string) {
+		t.Helper()
+		if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, chatmem.AppendOptions{User: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	say(a, "u1", "name=Kavya order_id=A-1")
+	say(a, "u1", "name=Kavya")
+	facts, err := mem.UserFacts(ctx, user)
+	if err != nil || len(facts) != 1 || facts[0].Key != "name" || facts[0].Conversation != "a" || facts[0].SourceSeq != 1 {
+		t.Errorf("UserFacts = %+v, %v; want name from a#1", facts, err)
+	}
+	if h, err := mem.UserFactHistory(ctx, user, "name"); err != nil || len(h) != 1 {
+		t.Errorf("UserFactHistory(name) = %d values, %v; want 1 (a restated value is not written)", len(h), err)
+	}
+	own, err := mem.Facts(ctx, a)
+	if err != nil || len(own) != 1 || own[0].Key != "order_id" {
+		t.Errorf("Facts(a) = %+v, %v; want order_id only", own, err)
+	}
+	// A new conversation of the user sees the name; one without a user
+	// keeps its name itself.
+	b := chatmem.Key{Tenant: "t", ID: "b"}
+	say(b, "u1", "language=hi")
+	if v, _ := mem.VisibleFacts(ctx, b); len(v) != 2 {
+		t.Errorf("VisibleFacts(b) = %+v, want language and name", v)
+	}
+	c := chatmem.Key{Tenant: "t", ID: "c"}
+	say(c, "", "name=Ravi")
+	if own, _ := mem.Facts(ctx, c); len(own) != 1 || own[0].Value != "Ravi" {
+		t.Errorf("Facts(c) = %+v, want its own name", own)
+	}
+	if facts, _ := mem.UserFacts(ctx, user); len(facts) != 2 {
+		t.Errorf("UserFacts after b and c = %+v, want name and language", facts)
+	}
+}
+
+// keyValueExtractor finds key=value pairs in user messages.
+type keyValueExtractor struct{}
+
+func (keyValueExtractor) Name() string { return "kv" }
+
+func (keyValueExtractor) Extract(_ context.Context, msgs []chatmem.Message) ([]chatmem.Fact, error) {
+	var out []chatmem.Fact
+	for _, m := range msgs {
+		if m.Role != chatmem.RoleUser {
+			continue
+		}
+		for _, w := range strings.Fields(m.Content) {
+			if k, v, ok := strings.Cut(w, "="); ok {
+				out = append(out, chatmem.Fact{Key: k, Value: v, SourceSeq: m.Seq, Confidence: 1})
+			}
+		}
+	}
+	return out, nil
+}
+
+func TestScopeOf(t *testing.T) {
+	for key, want := range map[string]string{
+		"name": chatmem.ScopeUser, "email": chatmem.ScopeUser, "phone": chatmem.ScopeUser, "language": chatmem.ScopeUser,
+		"address": chatmem.ScopeUser, "location": chatmem.ScopeUser, "preferred_seat": chatmem.ScopeUser,
+		"shipping.city": chatmem.ScopeUser, "order_id": chatmem.ScopeConversation, "ticket_id": chatmem.ScopeConversation,
+		"issue": chatmem.ScopeConversation,
+	} {
+		if got := chatmem.ScopeOf(key); got != want {
+			t.Errorf("ScopeOf(%q) = %q, want %q", key, got, want)
+		}
 	}
 }

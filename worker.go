@@ -352,10 +352,14 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 	// A fact restated with the value it already has keeps its first
 	// provenance: skipping it saves a write on most turns, and the values
 	// this Memory last saw save the read that tells.
-	fs := m.store.(FactStore)
+	// Facts of ScopeUser go to the conversation's user, if it has one.
+	user, err := m.userOf(ctx, key, created)
+	if err != nil {
+		return err
+	}
 	now, ok := m.facts.get(key, created, m.now())
 	if !ok {
-		current, err := fs.Facts(ctx, key)
+		current, err := m.visibleFacts(ctx, key, user)
 		if err != nil {
 			return err
 		}
@@ -364,11 +368,16 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 			now[f.Key] = f.Value
 		}
 	}
-	changed := found[:0]
+	var changed, theirs []Fact
 	for _, f := range found {
 		if v, ok := now[f.Key]; !ok || v != f.Value {
-			changed = append(changed, f)
 			now[f.Key] = f.Value
+			if user != "" && ScopeOf(f.Key) == ScopeUser {
+				f.Conversation = key.ID
+				theirs = append(theirs, f)
+			} else {
+				changed = append(changed, f)
+			}
 		}
 	}
 	if len(changed) > 0 {
@@ -377,8 +386,31 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 			return err
 		}
 	}
+	if len(theirs) > 0 {
+		if err := m.store.(UserStore).SetUserFacts(ctx, Key{Tenant: key.Tenant, ID: user}, theirs); err != nil {
+			m.facts.forget(key)
+			return err
+		}
+	}
 	m.facts.put(key, created, now, m.now())
 	return nil
+}
+
+// userOf returns the user of the conversation created at created (empty
+// for none, or when the store keeps no users), and wraps ErrNotFound if
+// the conversation was deleted (and perhaps created again) since.
+func (m *Memory) userOf(ctx context.Context, key Key, created time.Time) (string, error) {
+	if _, ok := m.store.(UserStore); !ok {
+		return "", nil
+	}
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	if !conv.CreatedAt.Equal(created) {
+		return "", recreated(key)
+	}
+	return conv.User, nil
 }
 
 // setFactsOf records facts in the conversation created at created, and
