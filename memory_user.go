@@ -40,13 +40,30 @@ func (m *Memory) UserFacts(ctx context.Context, user Key) ([]Fact, error) {
 	return withScope(facts, ScopeUser, ""), nil
 }
 
-// SetUserFacts records facts as the user's, in order; see UserStore.
+// SetUserFacts records facts as the user's, in order (see UserStore), as
+// SetFacts does for a conversation: SetBy defaults to "app", Confidence to
+// 1 and CreatedAt to now. Invalid facts wrap ErrInvalid and nothing is
+// written.
 func (m *Memory) SetUserFacts(ctx context.Context, user Key, facts []Fact) error {
 	us, err := m.userStore()
 	if err != nil {
 		return err
 	}
-	return us.SetUserFacts(ctx, user, facts)
+	out := make([]Fact, len(facts))
+	now := m.now() // one time for the batch: its facts are stated together
+	for i, f := range facts {
+		if f.SetBy == "" {
+			f.SetBy = "app"
+		}
+		if f.Confidence == 0 {
+			f.Confidence = 1
+		}
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		out[i] = f
+	}
+	return us.SetUserFacts(ctx, user, out)
 }
 
 // DeleteUserFact removes the named user fact and its history; see
