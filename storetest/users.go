@@ -21,6 +21,7 @@ var userTests = []subtest{
 	{"FactsInvalid", testUserFactsInvalid},
 	{"TenantIsolation", testUserTenantIsolation},
 	{"Delete", testDeleteUser},
+	{"DeleteResumes", testDeleteUserResumes},
 	{"EraseRaw", testEraseRaw},
 }
 
@@ -472,6 +473,35 @@ func testDeleteUser(t *testing.T, h Harness) {
 	}
 	if p, err := us.UserConversations(ctx, other, chatmem.PageRequest{}); err != nil || len(p.Conversations) != 1 {
 		t.Errorf("UserConversations(other user) = %v, %v; want its live conversation", conversationIDs(p), err)
+	}
+}
+
+// testDeleteUserResumes: DeleteUser finishes an erasure that stopped
+// halfway, with some of the user's conversations deleted and others not
+// (the state a crash between its steps leaves).
+func testDeleteUserResumes(t *testing.T, h Harness) {
+	s := h.New(t)
+	ctx := t.Context()
+	us := as[chatmem.UserStore](t, s)
+	u := chatmem.Key{Tenant: randomTenant(), ID: "u-half"}
+	keys := userFixture(t, s, u, "halfway")
+	if err := s.Delete(ctx, keys[0]); err != nil {
+		t.Fatal(err)
+	}
+	n, err := us.DeleteUser(ctx, u)
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteUser after a half-done erasure = %d, %v; want 1 (the expired conversation)", n, err)
+	}
+	if facts, err := us.UserFacts(ctx, u); err != nil || len(facts) != 0 {
+		t.Errorf("UserFacts = %v, %v; want none", facts, err)
+	}
+	if p, err := us.UserConversations(ctx, u, chatmem.PageRequest{}); err != nil || len(p.Conversations) != 0 {
+		t.Errorf("UserConversations = %v, %v; want none", conversationIDs(p), err)
+	}
+	if h.Dump != nil {
+		if dump := h.Dump(t, s); bytes.Contains(dump, []byte(u.ID)) || bytes.Contains(dump, []byte("halfway")) {
+			t.Errorf("after the resumed erasure the raw dump still names the user or their text")
+		}
 	}
 }
 
