@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ var userTests = []subtest{
 	{"List", testUserList},
 	{"Facts", testUserFacts},
 	{"FactsInvalid", testUserFactsInvalid},
+	{"ConcurrentFacts", testUserFactsConcurrent},
 	{"TenantIsolation", testUserTenantIsolation},
 	{"Delete", testDeleteUser},
 	{"DeleteResumes", testDeleteUserResumes},
@@ -305,6 +307,48 @@ func wantUserFacts(t *testing.T, what string, got, want []chatmem.Fact) {
 			g.Confidence != w.Confidence || g.Conversation != w.Conversation || !g.CreatedAt.Equal(w.CreatedAt) {
 			t.Errorf("%s[%d] = %+v, want %+v", what, i, g, w)
 		}
+	}
+}
+
+// testUserFactsConcurrent: concurrent writers of one user's fact, from
+// two store instances, all land: the history holds every value, once, and
+// the current value is the last of it.
+func testUserFactsConcurrent(t *testing.T, h Harness) {
+	s := h.New(t)
+	stores := []chatmem.UserStore{as[chatmem.UserStore](t, s), as[chatmem.UserStore](t, h.reopen(t, s))}
+	u := chatmem.Key{Tenant: randomTenant(), ID: "u-busy"}
+	const writers, each = 4, 5
+	errs := make(chan error, writers*each)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				f := chatmem.Fact{Key: "language", Value: fmt.Sprintf("v%d-%d", w, i), SetBy: "app", Confidence: 1}
+				errs <- stores[w%2].SetUserFacts(t.Context(), u, []chatmem.Fact{f})
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("SetUserFacts: %v", err)
+		}
+	}
+	hist, err := stores[0].UserFactHistory(t.Context(), u, "language")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range hist {
+		seen[f.Value] = true
+	}
+	if len(hist) != writers*each || len(seen) != writers*each {
+		t.Errorf("history holds %d values (%d distinct), want %d", len(hist), len(seen), writers*each)
+	}
+	facts, err := stores[1].UserFacts(t.Context(), u)
+	if err != nil || len(facts) != 1 || len(hist) == 0 || facts[0].Value != hist[len(hist)-1].Value {
+		t.Errorf("UserFacts = %+v, %v; want the history's last value", facts, err)
 	}
 }
 
