@@ -78,10 +78,28 @@ func (m *Memory) DeleteUserFact(ctx context.Context, user Key, name string) erro
 
 // DeleteUser erases the user and everything held about them; see
 // UserStore.DeleteUser. It returns how many conversations it deleted.
+//
+// It first drops what this Memory keeps of the user's live conversations
+// between turns (the tail cache's messages, the extraction's fact values),
+// so that nothing of them stays in this process either.
 func (m *Memory) DeleteUser(ctx context.Context, user Key) (int, error) {
 	us, err := m.userStore()
 	if err != nil {
 		return 0, err
+	}
+	for page := (PageRequest{Limit: 1000}); ; {
+		p, err := us.UserConversations(ctx, user, page)
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range p.Conversations {
+			m.tails.drop(c.Key)
+			m.facts.forget(c.Key)
+		}
+		if p.Next == "" {
+			break
+		}
+		page.After = p.Next
 	}
 	return us.DeleteUser(ctx, user)
 }

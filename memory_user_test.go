@@ -238,3 +238,34 @@ func TestScopeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteUserForgetsCache: after DeleteUser, a conversation created
+// again at an erased conversation's ID holds only its own messages, though
+// this Memory had the old ones cached from the turns before.
+func TestDeleteUserForgetsCache(t *testing.T) {
+	ctx := t.Context()
+	mem := newMemory(t)
+	key := chatmem.Key{Tenant: "t", ID: "c"}
+	user := chatmem.Key{Tenant: "t", ID: "u"}
+	for _, text := range []string{"my secret is plum", "and pear"} {
+		if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, chatmem.AppendOptions{User: "u"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 100}, chatmem.ContextOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := mem.DeleteUser(ctx, user); err != nil || n != 1 {
+		t.Fatalf("DeleteUser = %d, %v; want 1", n, err)
+	}
+	if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "fresh start"}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 100}, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Messages) != 1 || w.Messages[0].Content != "fresh start" {
+		t.Errorf("Context after erasure = %+v, want only the new message", w.Messages)
+	}
+}
