@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/chatmem/chatmem"
@@ -34,5 +36,18 @@ func TestProxyUser(t *testing.T) {
 	}
 	if msgs := env.stored(t, "pu"); len(msgs) != 2 {
 		t.Errorf("conversation pu holds %d messages, want the first turn's 2", len(msgs))
+	}
+
+	// The user's facts reach a new conversation of theirs.
+	if err := env.mem.SetUserFacts(t.Context(), chatmem.Key{Tenant: "acme", ID: "kavya"}, []chatmem.Fact{{Key: "name", Value: "Kavya"}}); err != nil {
+		t.Fatal(err)
+	}
+	status, _, resp = env.post(t, map[string]string{"X-Chatmem-Conversation": "pu2", "X-Chatmem-User": "kavya", "X-Chatmem-Facts": "true"}, body)
+	if status != 200 {
+		t.Fatalf("turn in a new conversation = %d %s, want 200", status, resp)
+	}
+	msgs := env.up.last(t).messages(t)
+	if len(msgs) == 0 || msgs[0]["role"] != "system" || !strings.Contains(fmt.Sprint(msgs[0]["content"]), "name=Kavya") {
+		t.Errorf("upstream messages = %v, want the user's facts first", msgs)
 	}
 }
