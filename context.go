@@ -133,7 +133,7 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 
 	a := assembly{p: p, pinned: pinned, recent: recent}
 	if p.Facts {
-		if a.facts, err = m.factsMessage(ctx, key, counter); err != nil {
+		if a.facts, err = m.factsMessage(ctx, key, conv.User, counter); err != nil {
 			return Window{}, err
 		}
 	}
@@ -339,12 +339,9 @@ func (a assembly) label(w Window) Window {
 }
 
 // factsMessage returns the facts block, or nil when there are no facts.
-func (m *Memory) factsMessage(ctx context.Context, key Key, c Counter) (*factsPart, error) {
-	fs, ok := m.store.(FactStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
-	}
-	facts, err := fs.Facts(ctx, key)
+// A conversation of a user sees the user's facts too (VisibleFacts).
+func (m *Memory) factsMessage(ctx context.Context, key Key, user string, c Counter) (*factsPart, error) {
+	facts, err := m.visibleFacts(ctx, key, user)
 	if err != nil || len(facts) == 0 {
 		return nil, err
 	}

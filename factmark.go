@@ -58,19 +58,22 @@ func (m *Memory) extractMarked(ctx context.Context, fm FactMarker, j job) error 
 			}
 			through = msgs[len(msgs)-1].Seq
 		}
-		var found, changed []Fact
-		var now map[string]string
+		var found []Fact
+		var nf newFound
 		if hasUser(msgs) { // extractors read what users say
 			if found, err = m.findFacts(ctx, msgs); err != nil {
 				return err
 			}
 		}
 		if len(found) > 0 {
-			if changed, now, err = m.newFacts(ctx, j.key, created, found); err != nil {
+			if nf, err = m.newFacts(ctx, j.key, created, found); err != nil {
+				return err
+			}
+			if err := m.setUserFacts(ctx, j.key, nf); err != nil {
 				return err
 			}
 		}
-		err = fm.SetFactsThrough(ctx, j.key, created, changed, mk.Seq, through)
+		err = fm.SetFactsThrough(ctx, j.key, created, nf.changed, mk.Seq, through)
 		switch {
 		case errors.Is(err, ErrConflict):
 			// Another process moved the mark: its facts are stored, and
@@ -81,8 +84,8 @@ func (m *Memory) extractMarked(ctx context.Context, fm FactMarker, j job) error 
 			m.facts.forget(j.key)
 			return err
 		}
-		if now != nil {
-			m.facts.put(j.key, created, now, m.now())
+		if nf.now != nil {
+			m.facts.put(j.key, created, nf.now, m.now())
 		}
 	}
 }

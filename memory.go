@@ -213,6 +213,14 @@ func (m *Memory) Append(ctx context.Context, key Key, msgs []Message, opts Appen
 			return AppendResult{}, err
 		}
 	}
+	if opts.User != "" {
+		if err := ValidateUser(opts.User); err != nil {
+			return AppendResult{}, fmt.Errorf("user: %w", err)
+		}
+		if _, err := m.userStore(); err != nil {
+			return AppendResult{}, err
+		}
+	}
 	if opts.Now.IsZero() {
 		opts.Now = m.now()
 	}

@@ -12,6 +12,9 @@ type Conversation struct {
 	// Tokenizer names the Counter whose counts the stored messages carry.
 	// It is set by the first append and changed only by Memory.Recount.
 	Tokenizer string `json:"tokenizer"`
+	// User is the user the conversation belongs to (empty: none). It is
+	// set by the append that creates the conversation and never changes.
+	User string `json:"user,omitempty"`
 	// LastSeq is the sequence number of the newest message; sequence numbers
 	// are dense, so it is also the message count.
 	LastSeq int64 `json:"last_seq"`
@@ -51,6 +54,14 @@ type AppendOptions struct {
 	Fingerprint string
 	// Tokenizer is recorded when the append creates the conversation.
 	Tokenizer string
+	// User, if set, binds the conversation to that user (an ID of the
+	// tenant, with the rules of ValidateID) when the append creates it;
+	// appends to an existing conversation may repeat its user or leave
+	// User empty, and any other user (also on a conversation created
+	// without one) fails with ErrConflict, checked with ExpectedLastSeq,
+	// after the idempotency key. Stores that bind users implement
+	// UserStore; the others refuse a User with ErrInvalid.
+	User string
 	// ExpectedTokenizer, if set, makes the append fail with ErrConflict
 	// when the conversation exists and its Tokenizer is another: the
 	// messages were counted with ExpectedTokenizer, and a conversation

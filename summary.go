@@ -46,6 +46,20 @@ type Fact struct {
 	SetBy      string    `json:"set_by"`
 	Confidence float64   `json:"confidence"`
 	CreatedAt  time.Time `json:"created_at"`
+	// Conversation is the conversation a user fact was taken from (empty:
+	// set by the app without one); a conversation's facts have their own
+	// when Memory reads them with their scope.
+	Conversation string `json:"conversation,omitempty"`
+	// Scope is ScopeUser or ScopeConversation, set by the Memory methods
+	// that read facts of both kinds; stores leave it empty.
+	Scope string `json:"scope,omitempty"`
+	// ValidFrom is when the value became current (its CreatedAt); ValidTo
+	// when a new value superseded it, and SupersededBy the message that
+	// stated the new one. Memory's history and scoped reads fill them;
+	// a current value has no ValidTo.
+	ValidFrom    time.Time `json:"valid_from,omitzero"`
+	ValidTo      time.Time `json:"valid_to,omitzero"`
+	SupersededBy *FactRef  `json:"superseded_by,omitempty"`
 }
 
 // Extractor finds facts in messages as they arrive. Implementations keep
@@ -82,6 +96,11 @@ func (f Fact) Validate() error {
 		return fmt.Errorf("%w: fact %q confidence %v is outside [0, 1]", ErrInvalid, f.Key, f.Confidence)
 	case f.SourceSeq < 0:
 		return fmt.Errorf("%w: fact %q has a negative source_seq", ErrInvalid, f.Key)
+	}
+	if f.Conversation != "" {
+		if err := ValidateID(f.Conversation); err != nil {
+			return fmt.Errorf("fact %q conversation: %w", f.Key, err)
+		}
 	}
 	return nil
 }

@@ -377,17 +377,20 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 	if err != nil || len(found) == 0 {
 		return err
 	}
-	changed, now, err := m.newFacts(ctx, key, created, found)
+	nf, err := m.newFacts(ctx, key, created, found)
 	if err != nil {
 		return err
 	}
-	if len(changed) > 0 {
-		if err := m.setFactsOf(ctx, key, created, changed); err != nil {
+	if err := m.setUserFacts(ctx, key, nf); err != nil {
+		return err
+	}
+	if len(nf.changed) > 0 {
+		if err := m.setFactsOf(ctx, key, created, nf.changed); err != nil {
 			m.facts.forget(key)
 			return err
 		}
 	}
-	m.facts.put(key, created, now, m.now())
+	m.facts.put(key, created, nf.now, m.now())
 	return nil
 }
 
@@ -421,32 +424,82 @@ func (m *Memory) findFacts(ctx context.Context, msgs []Message) ([]Fact, error) 
 	return found, nil
 }
 
-// newFacts returns the facts of found whose value is not the current one,
-// and the values current once they are stored. A fact restated with the
-// value it already has keeps its first provenance: skipping it saves a
-// write on most turns, and the values this Memory last saw save the read
-// that tells.
-func (m *Memory) newFacts(ctx context.Context, key Key, created time.Time, found []Fact) (changed []Fact, now map[string]string, err error) {
-	fs := m.store.(FactStore)
+// newFound is what newFacts makes of an extraction: the conversation's
+// facts to write (changed), the user's (theirs, for user), and the values
+// the conversation sees once they are stored (now).
+type newFound struct {
+	changed, theirs []Fact
+	user            string
+	now             map[string]string
+}
+
+// newFacts returns the facts of found whose value is not the one the
+// conversation sees, split by scope: facts of ScopeUser go to the
+// conversation's user, if it has one. A fact restated with the value it
+// already has keeps its first provenance: skipping it saves a write on
+// most turns, and the values this Memory last saw save the read that
+// tells.
+func (m *Memory) newFacts(ctx context.Context, key Key, created time.Time, found []Fact) (newFound, error) {
+	user, err := m.userOf(ctx, key, created)
+	if err != nil {
+		return newFound{}, err
+	}
 	now, ok := m.facts.get(key, created, m.now())
 	if !ok {
-		current, err := fs.Facts(ctx, key)
+		current, err := m.visibleFacts(ctx, key, user)
 		if err != nil {
-			return nil, nil, err
+			return newFound{}, err
 		}
 		now = make(map[string]string, len(current))
 		for _, f := range current {
 			now[f.Key] = f.Value
 		}
 	}
-	changed = found[:0]
+	nf := newFound{user: user, now: now}
 	for _, f := range found {
 		if v, ok := now[f.Key]; !ok || v != f.Value {
-			changed = append(changed, f)
 			now[f.Key] = f.Value
+			if user != "" && ScopeOf(f.Key) == ScopeUser {
+				f.Conversation = key.ID
+				nf.theirs = append(nf.theirs, f)
+			} else {
+				nf.changed = append(nf.changed, f)
+			}
 		}
 	}
-	return changed, now, nil
+	return nf, nil
+}
+
+// setUserFacts stores the user's share of an extraction. It comes before
+// the conversation's facts (and, with a FactMarker, the mark that moves
+// with them): a crash between the two extracts those messages again, and
+// the values already stored are then seen and not written twice.
+func (m *Memory) setUserFacts(ctx context.Context, key Key, nf newFound) error {
+	if len(nf.theirs) == 0 {
+		return nil
+	}
+	if err := m.store.(UserStore).SetUserFacts(ctx, Key{Tenant: key.Tenant, ID: nf.user}, nf.theirs); err != nil {
+		m.facts.forget(key)
+		return err
+	}
+	return nil
+}
+
+// userOf returns the user of the conversation created at created (empty
+// for none, or when the store keeps no users), and wraps ErrNotFound if
+// the conversation was deleted (and perhaps created again) since.
+func (m *Memory) userOf(ctx context.Context, key Key, created time.Time) (string, error) {
+	if _, ok := m.store.(UserStore); !ok {
+		return "", nil
+	}
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	if !conv.CreatedAt.Equal(created) {
+		return "", recreated(key)
+	}
+	return conv.User, nil
 }
 
 // setFactsOf records facts in the conversation created at created, and

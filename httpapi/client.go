@@ -45,6 +45,9 @@ type ClientAppendOptions struct {
 	IdempotencyKey string
 	// Tokenizer names the counter of a new conversation.
 	Tokenizer string
+	// User binds a conversation the append creates to that user; an
+	// existing conversation must be the user's (chatmem.ErrConflict).
+	User string
 	// TTL, if positive, makes the conversation expire that long after the
 	// append; it is sent in whole seconds, rounded up.
 	TTL time.Duration
@@ -61,7 +64,7 @@ type ContextParams struct {
 
 // Append appends msgs to the conversation id, creating it if needed.
 func (c *Client) Append(ctx context.Context, id string, msgs []chatmem.Message, opts ClientAppendOptions) (AppendResponse, error) {
-	body := AppendRequest{Messages: msgs, Tokenizer: opts.Tokenizer}
+	body := AppendRequest{Messages: msgs, Tokenizer: opts.Tokenizer, User: opts.User}
 	if opts.TTL > 0 {
 		body.TTLSeconds = int64((opts.TTL + time.Second - 1) / time.Second)
 	}

@@ -26,6 +26,10 @@ type AppendRequest struct {
 	// TTLSeconds, if positive, makes the conversation expire that long
 	// after this append.
 	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
+	// User binds a conversation this append creates to the user (an ID
+	// of the caller's tenant); an existing conversation must be that
+	// user's (409 otherwise). Empty: no user.
+	User string `json:"user,omitempty"`
 }
 
 // maxTTLSeconds bounds ttl_seconds (100 years), far below where a
@@ -59,6 +63,11 @@ func decodeAppend(body []byte, l Limits) (AppendRequest, error) {
 		m.Seq, m.Tokens = 0, 0
 		if err := m.Validate(limits); err != nil {
 			return AppendRequest{}, fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	if req.User != "" {
+		if err := chatmem.ValidateUser(req.User); err != nil {
+			return AppendRequest{}, fmt.Errorf("user: %w", err)
 		}
 	}
 	if req.TTLSeconds < 0 || req.TTLSeconds > maxTTLSeconds {

@@ -119,7 +119,7 @@ func (s *Server) appendMessages(c *call) error {
 	if err != nil {
 		return err
 	}
-	opts.Tokenizer, opts.TTL = req.Tokenizer, req.TTL()
+	opts.Tokenizer, opts.TTL, opts.User = req.Tokenizer, req.TTL(), req.User
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 		return s.mem.Append(c.r.Context(), key, req.Messages, opts)
 	})
@@ -244,7 +244,7 @@ func policyNames() string {
 }
 
 func (s *Server) listConversations(c *call) error {
-	q, err := query(c.r, "after", "limit")
+	q, err := query(c.r, "after", "limit", "user")
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,11 @@ func (s *Server) listConversations(c *call) error {
 		return err
 	}
 	page, err := timed(s, "list", func() (chatmem.Page, error) {
-		return s.mem.Store().List(c.r.Context(), c.tenant, chatmem.PageRequest{After: after, Limit: int(limit)})
+		req := chatmem.PageRequest{After: after, Limit: int(limit)}
+		if q.Has("user") {
+			return s.userConversations(c, q.Get("user"), req)
+		}
+		return s.mem.Store().List(c.r.Context(), c.tenant, req)
 	})
 	if err != nil {
 		return err
@@ -306,6 +310,14 @@ func (s *Server) getFacts(c *call) error {
 	key, err := c.key()
 	if err != nil {
 		return err
+	}
+	if history, err := historyParam(c); err != nil || history {
+		if err != nil {
+			return err
+		}
+		return s.writeHistory(c, func(ctx context.Context) ([]chatmem.Fact, error) {
+			return s.mem.FactHistory(ctx, key, "")
+		})
 	}
 	return s.writeFacts(c, key)
 }

@@ -85,6 +85,8 @@ func defaultUpstreamClient() *http.Client {
 // The headers of the chat proxy.
 const (
 	headerConversation = "X-Chatmem-Conversation"
+	// headerUser names the user a conversation the turn creates belongs to.
+	headerUser         = "X-Chatmem-User"
 	headerPolicy       = "X-Chatmem-Policy"
 	headerBudget       = "X-Chatmem-Budget"
 	headerTurns        = "X-Chatmem-Turns"
@@ -180,6 +182,9 @@ func (s *Server) proxyChat(c *call) error {
 	if t.policy, err = s.proxyPolicy(c.r.Header); err != nil {
 		return err
 	}
+	if t.user, err = s.proxyUser(c.r.Context(), t.key, c.r.Header.Get(headerUser)); err != nil {
+		return err
+	}
 	if v, ok := c.r.Header["Idempotency-Key"]; ok {
 		if len(v) != 1 || v[0] == "" {
 			return fmt.Errorf("%w: Idempotency-Key must not be empty", chatmem.ErrInvalid)
@@ -208,7 +213,7 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	upto := int64(-1) // the last Seq of a replayed turn: the history it is answered from
 	appendFirst := func() error {
-		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint}
+		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user}
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 			return s.mem.Append(ctx, t.key, msgs, opts)
 		})
@@ -310,6 +315,7 @@ func (s *Server) proxyChat(c *call) error {
 // stored and what chatmem counted for it.
 type turn struct {
 	key    chatmem.Key
+	user   string // X-Chatmem-User, empty if none
 	policy chatmem.Policy
 	tokens int // chatmem's count of the prompt sent
 	// idemKey is the request's Idempotency-Key, and fingerprint the
@@ -336,7 +342,7 @@ func (s *Server) writePending(ctx context.Context, t *turn) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
 	_, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-		return s.mem.Append(ctx, t.key, t.pending, chatmem.AppendOptions{})
+		return s.mem.Append(ctx, t.key, t.pending, chatmem.AppendOptions{User: t.user})
 	})
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "chat proxy: messages not stored",
@@ -602,7 +608,7 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
-	var opts chatmem.AppendOptions
+	opts := chatmem.AppendOptions{User: t.user}
 	if t.idemKey != "" && reply != nil {
 		opts.IdempotencyKey, opts.Fingerprint = replyKey(t.idemKey), t.fingerprint
 	}

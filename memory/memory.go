@@ -26,6 +26,7 @@ var (
 	_ chatmem.SummaryStore = (*Store)(nil)
 	_ chatmem.FactStore    = (*Store)(nil)
 	_ chatmem.Searcher     = (*Store)(nil)
+	_ chatmem.UserStore    = (*Store)(nil)
 )
 
 // Store is an in-process chatmem.Store. It is safe for concurrent use; every
@@ -41,6 +42,9 @@ type Store struct {
 type tenant struct {
 	convs map[string]*conversation
 	ids   []string // sorted
+	// users holds the tenant's users: the IDs of their conversations and
+	// their facts. Nil until the first one.
+	users map[string]*userRecord
 }
 
 // conversation is one conversation's metadata, messages and indexes, with
@@ -171,6 +175,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if len(msgs) == 0 {
 		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
 	}
+	if opts.User != "" {
+		if err := chatmem.ValidateUser(opts.User); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("user: %w", err)
+		}
+	}
 	now := opts.Now
 	if now.IsZero() {
 		now = time.Now()
@@ -214,8 +223,15 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if e := opts.ExpectedTokenizer; c != nil && e != "" && c.meta.Tokenizer != e {
 		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, c.meta.Tokenizer, e)
 	}
+	if u := opts.User; c != nil && u != "" && c.meta.User != u {
+		return chatmem.AppendResult{}, userConflict(key, c.meta.User, u)
+	}
 	if c == nil {
 		c = s.create(key, opts.Tokenizer, now)
+		if opts.User != "" {
+			c.meta.User = opts.User
+			s.bind(key, opts.User)
+		}
 	}
 	first := c.meta.LastSeq + 1
 	for i, m := range in {
@@ -241,6 +257,9 @@ func (s *Store) create(key chatmem.Key, tokenizer string, now time.Time) *conver
 	}
 	if i, found := slices.BinarySearch(tn.ids, key.ID); !found {
 		tn.ids = slices.Insert(tn.ids, i, key.ID)
+	}
+	if old := tn.convs[key.ID]; old != nil && old.meta.User != "" {
+		tn.unbind(key.ID, old.meta.User) // expired, and replaced
 	}
 	c := &conversation{
 		meta:     chatmem.Conversation{Key: key, Tokenizer: tokenizer, CreatedAt: now},
@@ -285,11 +304,14 @@ func (s *Store) remove(key chatmem.Key) {
 	if tn == nil {
 		return
 	}
+	if c := tn.convs[key.ID]; c != nil && c.meta.User != "" {
+		tn.unbind(key.ID, c.meta.User)
+	}
 	delete(tn.convs, key.ID)
 	if i, found := slices.BinarySearch(tn.ids, key.ID); found {
 		tn.ids = slices.Delete(tn.ids, i, i+1)
 	}
-	if len(tn.convs) == 0 {
+	if len(tn.convs) == 0 && len(tn.users) == 0 {
 		delete(s.tenants, key.Tenant)
 	}
 }

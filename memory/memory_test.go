@@ -12,7 +12,8 @@ import (
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		New: func(t *testing.T) chatmem.Store { return memory.New() },
+		New:  func(t *testing.T) chatmem.Store { return memory.New() },
+		Dump: func(t *testing.T, s chatmem.Store) []byte { return memory.Dump(s.(*memory.Store)) },
 	})
 }
 

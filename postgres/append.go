@@ -38,6 +38,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if len(msgs) == 0 {
 		return chatmem.AppendResult{}, fmt.Errorf("%s: %w: no messages to append", op, chatmem.ErrInvalid)
 	}
+	if opts.User != "" {
+		if err := chatmem.ValidateUser(opts.User); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("%s: user: %w", op, err)
+		}
+	}
 	now := opts.Now
 	if now.IsZero() {
 		now = s.now()
@@ -71,9 +76,9 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 	conv := chatmem.Conversation{Key: key}
 	var expires *time.Time
 	var num int64 // names the conversation in message_terms
-	err := tx.QueryRow(ctx, s.q.lockConversation, key.Tenant, key.ID, opts.Tokenizer, now).Scan(
+	err := tx.QueryRow(ctx, s.q.lockConversation, key.Tenant, key.ID, opts.Tokenizer, now, opts.User).Scan(
 		&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
-		&conv.CreatedAt, &conv.UpdatedAt, &expires, &num)
+		&conv.CreatedAt, &conv.UpdatedAt, &expires, &num, &conv.User)
 	if err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
@@ -87,7 +92,7 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 		if _, err := tx.Exec(ctx, s.q.deleteContents, key.Tenant, key.ID, num); err != nil {
 			return chatmem.AppendResult{}, false, err
 		}
-		conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, CreatedAt: now, UpdatedAt: now}
+		conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, User: opts.User, CreatedAt: now, UpdatedAt: now}
 	}
 
 	var keyHash []byte
@@ -132,6 +137,12 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 			chatmem.ErrConflict, conv.Tokenizer, e)
 	}
 
+	// A conversation this append creates took opts.User (the upsert, or
+	// the restart above); an existing one keeps its own.
+	if u := opts.User; u != "" && conv.User != u {
+		return chatmem.AppendResult{}, false, userConflict(conv.User, u)
+	}
+
 	if conv.Tokenizer == "" {
 		conv.Tokenizer = opts.Tokenizer
 	}
@@ -153,7 +164,7 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 	}
 	if _, err := tx.Exec(ctx, s.q.updateConversation, key.Tenant, key.ID, conv.Tokenizer,
 		conv.LastSeq, conv.Tokens, conv.SystemTokens, conv.Turns,
-		conv.CreatedAt, conv.UpdatedAt, expiresAt); err != nil {
+		conv.CreatedAt, conv.UpdatedAt, expiresAt, conv.User); err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
 	if keyHash != nil {

@@ -102,6 +102,7 @@ type Store struct {
 	schema  string
 	now     func() time.Time
 	q       queries
+	uq      userQueries
 }
 
 var (
@@ -179,7 +180,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if err := validateSchema(schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, now: opts.Now, q: buildQueries(schema)}
+	s := &Store{pool: pool, schema: schema, now: opts.Now, q: buildQueries(schema), uq: buildUserQueries(schema)}
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -42,7 +42,56 @@ func TestStore(t *testing.T) {
 		Reopen: func(t *testing.T, s chatmem.Store) chatmem.Store {
 			return open(t, s.(*postgres.Store).Schema())
 		},
+		Dump: dumpSchema,
 	})
+}
+
+// dumpSchema returns every row of every table of the store's schema, each
+// value as it is (bytea raw, everything else printed).
+func dumpSchema(t *testing.T, s chatmem.Store) []byte {
+	t.Helper()
+	ctx := t.Context()
+	schema := s.(*postgres.Store).Schema()
+	conn, err := pgx.Connect(ctx, testenv.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = $1`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, table := range tables {
+		rows, err := conn.Query(ctx, "SELECT * FROM "+pgx.Identifier{schema, table}.Sanitize())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, table...)
+			for _, v := range vals {
+				out = append(out, ' ')
+				if b, ok := v.([]byte); ok {
+					out = append(out, b...)
+				} else {
+					out = fmt.Append(out, v)
+				}
+			}
+			out = append(out, '\n')
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
 
 // TestConcurrentOpen opens one new schema from several pools at once, as

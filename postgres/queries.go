@@ -32,19 +32,20 @@ func buildQueries(schema string) queries {
 		// the row is this transaction's until it ends, which is what
 		// serializes appends. The no-op SET is what takes the lock.
 		lockConversation: q(`
-INSERT INTO {s}.conversations AS c (tenant, id, tokenizer, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $4)
+INSERT INTO {s}.conversations AS c (tenant, id, tokenizer, created_at, updated_at, user_id)
+VALUES ($1, $2, $3, $4, $4, NULLIF($5, ''))
 ON CONFLICT (tenant, id) DO UPDATE SET last_seq = c.last_seq
-RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at, c.num`),
+RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at, c.num,
+          COALESCE(c.user_id, '')`),
 
 		updateConversation: q(`
 UPDATE {s}.conversations
 SET tokenizer = $3, last_seq = $4, tokens = $5, system_tokens = $6, turns = $7,
-    created_at = $8, updated_at = $9, expires_at = $10
+    created_at = $8, updated_at = $9, expires_at = $10, user_id = NULLIF($11, '')
 WHERE tenant = $1 AND id = $2`),
 
 		conversation: q(`
-SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at
+SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, COALESCE(user_id, '')
 FROM {s}.conversations
 WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
 
@@ -60,7 +61,7 @@ WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
 		// range returns them. ConversationSince checks the order anyway.
 		conversationSince: q(`
 SELECT c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at,
-       ` + messageColumns + `
+       COALESCE(c.user_id, ''), ` + messageColumns + `
 FROM {s}.conversations c
 LEFT JOIN LATERAL (SELECT ` + messageColumns + `
                    FROM {s}.messages m
@@ -70,7 +71,7 @@ LEFT JOIN LATERAL (SELECT ` + messageColumns + `
 WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3)`),
 
 		list: q(`
-SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at
+SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, COALESCE(user_id, '')
 FROM {s}.conversations
 WHERE tenant = $1 AND id > $2 AND (expires_at IS NULL OR expires_at > $3)
 ORDER BY id

@@ -20,7 +20,7 @@ func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conv
 	c := chatmem.Conversation{Key: key}
 	var expires *time.Time
 	err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(
-		&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires)
+		&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires, &c.User)
 	if err != nil {
 		return chatmem.Conversation{}, wrap(ctx, op, err)
 	}
@@ -55,7 +55,7 @@ func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageReques
 		c := chatmem.Conversation{Key: chatmem.Key{Tenant: tenant}}
 		var expires *time.Time
 		if err := rows.Scan(&c.Key.ID, &c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns,
-			&c.CreatedAt, &c.UpdatedAt, &expires); err != nil {
+			&c.CreatedAt, &c.UpdatedAt, &expires, &c.User); err != nil {
 			return chatmem.Page{}, wrap(ctx, op, err)
 		}
 		if expires != nil {
@@ -128,7 +128,7 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 	)
 	// Every row repeats the conversation's columns: the first row's are
 	// scanned, the others' skipped (nil targets).
-	conv := []any{&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires}
+	conv := []any{&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires, &c.User}
 	dest := append(conv, r.dest()...)
 	found := false
 	msgs := []chatmem.Message{}
@@ -207,7 +207,7 @@ func (s *Store) none(ctx context.Context, op string, key chatmem.Key) ([]chatmem
 // wraps chatmem.ErrNotFound otherwise.
 func (s *Store) live(ctx context.Context, op string, key chatmem.Key) error {
 	var seq int64
-	if err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(nil, &seq, nil, nil, nil, nil, nil, nil); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(nil, &seq, nil, nil, nil, nil, nil, nil, nil); err != nil {
 		return wrap(ctx, op, err)
 	}
 	return nil

@@ -12,7 +12,9 @@
 //	                            turns, created_at, updated_at, expires_at
 //	                            (times in Unix nanoseconds; expires_at 0: never),
 //	                            gen (a random token set when the conversation
-//	                            is created)
+//	                            is created), user (set when it is created for
+//	                            a user; see users.go for the user's own keys,
+//	                            chatmem:user:{acme/u-42}:...)
 //	chatmem:{acme/c1}:msgs      list: message JSON, seq n at index n-1
 //	chatmem:{acme/c1}:cum       list: non-system tokens of messages 1..n, at n-1
 //	chatmem:{acme/c1}:users     list: the seqs of the user messages

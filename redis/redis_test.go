@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
+	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -54,7 +56,58 @@ func harness(dial func() goredis.UniversalClient) storetest.Harness {
 			}
 			return s2
 		},
+		Dump: func(t *testing.T, s chatmem.Store) []byte {
+			b, err := dumpPrefix(t.Context(), s.(*Store).Client(), s.(*Store).Prefix())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
 	}
+}
+
+// dumpPrefix returns every key under prefix with its value, on every
+// master of a cluster.
+func dumpPrefix(ctx context.Context, c goredis.UniversalClient, prefix string) ([]byte, error) {
+	var out []byte
+	var mu sync.Mutex
+	dump := func(ctx context.Context, node *goredis.Client) error {
+		iter := node.Scan(ctx, 0, prefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			var v any
+			var err error
+			switch typ, _ := node.Type(ctx, k).Result(); typ {
+			case "string":
+				v, err = node.Get(ctx, k).Result()
+			case "hash":
+				v, err = node.HGetAll(ctx, k).Result()
+			case "list":
+				v, err = node.LRange(ctx, k, 0, -1).Result()
+			case "set":
+				v, err = node.SMembers(ctx, k).Result()
+			case "zset":
+				v, err = node.ZRangeWithScores(ctx, k, 0, -1).Result()
+			default:
+				v = typ
+			}
+			if err != nil && err != goredis.Nil {
+				return err
+			}
+			mu.Lock()
+			out = fmt.Appendf(out, "%s %v\n", k, v)
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	switch c := c.(type) {
+	case *goredis.ClusterClient:
+		err = c.ForEachMaster(ctx, dump)
+	case *goredis.Client:
+		err = dump(ctx, c)
+	}
+	return out, err
 }
 
 // deletePrefix deletes every key under prefix, on every master of a

@@ -118,7 +118,9 @@ end
 // sets no expiry), expected last seq (-1: none), idempotency key (empty:
 // none), tokenizer, generation (a random token, recorded as meta's gen if the
 // append creates the conversation), expected tokenizer (empty: none), the
-// request's fingerprint (empty: none), then
+// request's fingerprint (empty: none), user (empty: none; recorded as
+// meta's user if the append creates the conversation, else it must be
+// meta's), then
 // per message: its JSON object without seq, its tokens, its kind ('s'
 // system, 'u' user, 'o' other), the number of its index terms and those
 // terms (chatmem.IndexTerms).
@@ -128,7 +130,8 @@ end
 // <base>t:<term> (score and member the seq), and the term to the set
 // <base>terms, through which Delete and a re-creation find the term keys.
 //
-// It replies {0, last_seq} on a failed ExpectedLastSeq check, {3,
+// It replies {0, last_seq} on a failed ExpectedLastSeq check, {5, user} on
+// a user other than the live conversation's, {3,
 // tokenizer} on a failed ExpectedTokenizer check (tokenizer is the live
 // conversation's, empty if none is recorded; a conversation the append
 // creates, an expired one included, matches), {1, first_seq, meta...} after
@@ -143,8 +146,9 @@ var appendScript = newScript(luaPrelude + `
 local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10]
 local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local fingerprint = ARGV[8]
+local user = ARGV[9]
 
-local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer')
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user')
 local last = tonumber(m[1])
 local exp = m[2]
 if last and expired(exp, now) then
@@ -182,6 +186,10 @@ end
 if last and expectedTok ~= '' and (m[6] or '') ~= expectedTok then
   return {3, m[6] or ''}
 end
+-- A conversation belongs to the user it was created for, or to none.
+if last and user ~= '' and (m[7] or '') ~= user then
+  return {5, m[7] or ''}
+end
 
 local tokens, systemTokens, turns = 0, 0, 0
 if last then
@@ -191,12 +199,13 @@ else
   -- indexed: every message of this conversation is indexed (see
   -- Store.backfill for those stored before the index existed).
   redis.call('HSET', meta, 'tokenizer', tokenizer, 'created_at', now, 'gen', gen, 'indexed', '1')
+  if user ~= '' then redis.call('HSET', meta, 'user', user) end
 end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
 local postings, order = {}, {}
-local i = 9
+local i = 10
 while i <= #ARGV do
   last = last + 1
   local nterms = tonumber(ARGV[i + 3])

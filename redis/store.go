@@ -280,6 +280,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if opts.TTL < 0 {
 		return chatmem.AppendResult{}, fmt.Errorf("%w: negative TTL %v", chatmem.ErrInvalid, opts.TTL)
 	}
+	if opts.User != "" {
+		if err := chatmem.ValidateUser(opts.User); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("user: %w", err)
+		}
+	}
 	now := opts.Now
 	if now.IsZero() {
 		now = s.now()
@@ -300,11 +305,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		expected = *opts.ExpectedLastSeq
 	}
 
-	args := make([]any, 0, 8+4*len(msgs))
+	args := make([]any, 0, 9+4*len(msgs))
 	// The generation token tells this conversation from one created under
 	// the same key after it is deleted (see Tail); only the append that
 	// creates the conversation records it.
-	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text(), opts.ExpectedTokenizer, opts.Fingerprint)
+	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text(), opts.ExpectedTokenizer, opts.Fingerprint, opts.User)
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
 		if !m.Role.Valid() {
@@ -339,6 +344,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		}
 	}
 
+	if opts.User != "" {
+		if err := s.indexUserConversation(ctx, key, opts.User); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
+		}
+	}
 	reply, err := s.runOnce(ctx, appendScript, s.convKeys(key), args...)
 	if err != nil {
 		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
@@ -369,6 +379,9 @@ func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chat
 	if status == 0 {
 		last, _ := r[1].(int64)
 		return chatmem.AppendResult{}, fmt.Errorf("%w: last seq is %d", chatmem.ErrConflict, last)
+	}
+	if status == 5 {
+		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s belongs to another user or to none", chatmem.ErrConflict, key)
 	}
 	if status == 3 {
 		tok, _ := r[1].(string)
@@ -438,6 +451,7 @@ func parseMeta(key chatmem.Key, v any) (chatmem.Conversation, error) {
 	conv := chatmem.Conversation{
 		Key:          key,
 		Tokenizer:    fields["tokenizer"],
+		User:         fields["user"],
 		LastSeq:      num("last_seq"),
 		Tokens:       num("tokens"),
 		SystemTokens: num("system_tokens"),

@@ -7,7 +7,7 @@ package sqlite
 // search, never a scan of a table.
 
 // conversationCols are the columns scanConversation reads, in its order.
-const conversationCols = `tenant, id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at`
+const conversationCols = `tenant, id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id`
 
 // liveCond holds for the conversations not expired at the time bound to ?3.
 const liveCond = `(expires_at IS NULL OR expires_at > ?3)`
@@ -29,10 +29,10 @@ const (
 		WHERE tenant = ?1 AND id > ?2 AND ` + liveCond + ` ORDER BY id LIMIT ?4`
 
 	// upsertConversation creates a conversation or stores its new totals;
-	// the tokenizer, creation time and number (?11) stay those of the
-	// first append. It returns the number.
+	// the tokenizer, creation time, user (?11) and number (?12) stay those
+	// of the first append. It returns the number.
 	upsertConversation = `INSERT INTO conversations (` + conversationCols + `, num)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
 		ON CONFLICT (tenant, id) DO UPDATE SET
 			last_seq = excluded.last_seq, tokens = excluded.tokens, system_tokens = excluded.system_tokens,
 			turns = excluded.turns, updated_at = excluded.updated_at, expires_at = excluded.expires_at
@@ -81,7 +81,7 @@ const (
 	// (of c), then messageCols (of m); the subquery is the range of
 	// selectRange.
 	selectConversationSince = `SELECT c.tenant, c.id, c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns,
-		c.created_at, c.updated_at, c.expires_at,
+		c.created_at, c.updated_at, c.expires_at, c.user_id,
 		m.seq, m.role, m.content, m.name, m.tool_calls, m.tool_call_id, m.tokens, m.created_at, m.metadata
 		FROM conversations c LEFT JOIN (SELECT ` + messageCols + ` FROM messages
 			WHERE tenant = ?1 AND conv_id = ?2 AND seq > ?4 ORDER BY seq LIMIT ?5) m ON 1
@@ -209,6 +209,7 @@ var (
 		retireFact, insertFact, deleteFact,
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
 		selectFactMark, setFactMark,
+		selectUserConversationIDs, retireUserFact, insertUserFact, deleteUserFact, deleteUserFacts,
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
@@ -216,5 +217,6 @@ var (
 		selectSummary, selectFacts, selectFactHistory,
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,
+		selectUserPage, selectUserFacts, selectUserFactHistory,
 	}
 )

@@ -15,7 +15,10 @@ import (
 var undoSearch = []string{
 	"ALTER TABLE idempotency_keys DROP COLUMN fingerprint", // 0007_idempotency_fingerprint.sql
 	"ALTER TABLE conversations DROP COLUMN fact_seq",       // 0006_fact_mark.sql
-	"DROP TABLE message_vectors",                           // 0004_vectors.sql
+	"DROP TABLE user_facts",                                // 0005_users.sql
+	"DROP INDEX conversations_user",
+	"ALTER TABLE conversations DROP COLUMN user_id",
+	"DROP TABLE message_vectors", // 0004_vectors.sql
 	"DROP TRIGGER conversations_unindex",
 	"DROP TABLE message_terms",
 	"DROP TABLE counters",

@@ -166,6 +166,9 @@ func dsn(abs string, opts Options, readOnly bool) string {
 		q.Set("_txlock", "immediate")
 	}
 	q.Add("_pragma", "foreign_keys(1)")
+	// Deleted content is overwritten, not left in free pages: erasing a
+	// user (DeleteUser) must leave nothing of them in the file.
+	q.Add("_pragma", "secure_delete(1)")
 	// FULL, not NORMAL: in WAL mode NORMAL may lose the last commits on a
 	// power failure, and appends must never be lost once acknowledged.
 	q.Add("_pragma", "synchronous(FULL)")

@@ -1,6 +1,9 @@
 package sqlite
 
 import (
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -33,5 +36,21 @@ func TestStore(t *testing.T) {
 		Reopen: func(t *testing.T, s chatmem.Store) chatmem.Store {
 			return open(t, s.(*Store).path)
 		},
+		Dump: dumpFile,
 	})
+}
+
+// dumpFile returns the bytes of the store's database file, its WAL and its
+// shared-memory index, all there is of it on disk.
+func dumpFile(t *testing.T, s chatmem.Store) []byte {
+	t.Helper()
+	var out []byte
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		b, err := os.ReadFile(s.(*Store).path + suffix)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		out = append(out, b...)
+	}
+	return out
 }

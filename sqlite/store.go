@@ -53,18 +53,20 @@ type conversationRow struct {
 	c                chatmem.Conversation
 	created, updated int64
 	expires          sql.NullInt64
+	user             sql.NullString
 }
 
 // dest returns the scan targets of conversationCols, in their order.
 func (r *conversationRow) dest() []any {
 	return []any{&r.c.Key.Tenant, &r.c.Key.ID, &r.c.Tokenizer, &r.c.LastSeq, &r.c.Tokens, &r.c.SystemTokens, &r.c.Turns,
-		&r.created, &r.updated, &r.expires}
+		&r.created, &r.updated, &r.expires, &r.user}
 }
 
 // conversation returns the conversation scanned into r, with its times.
 func (r *conversationRow) conversation() chatmem.Conversation {
 	c := r.c
 	c.CreatedAt, c.UpdatedAt = fromNanos(r.created), fromNanos(r.updated)
+	c.User = r.user.String
 	if r.expires.Valid {
 		c.ExpiresAt = fromNanos(r.expires.Int64)
 	}
@@ -185,6 +187,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if len(msgs) == 0 {
 		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
 	}
+	if opts.User != "" {
+		if err := chatmem.ValidateUser(opts.User); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("user: %w", err)
+		}
+	}
 	now := opts.Now
 	if now.IsZero() {
 		now = s.now()
@@ -259,9 +266,12 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		if e := opts.ExpectedTokenizer; found && e != "" && conv.Tokenizer != e {
 			return fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, conv.Tokenizer, e)
 		}
+		if u := opts.User; found && u != "" && conv.User != u {
+			return userConflict(key, conv.User, u)
+		}
 		var num int64 // for an existing conversation, upsertConversation returns it
 		if !found {
-			conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, CreatedAt: now}
+			conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, User: opts.User, CreatedAt: now}
 			if err := t.row(nextConversationNum).Scan(&num); err != nil {
 				return fmt.Errorf("number the conversation: %w", err)
 			}
@@ -346,9 +356,13 @@ func putConversation(t tx, c chatmem.Conversation, num int64) (int64, error) {
 	if !c.ExpiresAt.IsZero() {
 		expires = sql.NullInt64{Int64: c.ExpiresAt.UnixNano(), Valid: true}
 	}
+	var user sql.NullString
+	if c.User != "" {
+		user = sql.NullString{String: c.User, Valid: true}
+	}
 	var stored sql.NullInt64
 	err := t.row(upsertConversation, c.Key.Tenant, c.Key.ID, c.Tokenizer, c.LastSeq, c.Tokens, c.SystemTokens,
-		c.Turns, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), expires, num).Scan(&stored)
+		c.Turns, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), expires, user, num).Scan(&stored)
 	if err != nil {
 		return 0, err
 	}

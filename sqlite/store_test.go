@@ -60,6 +60,11 @@ func TestQueryPlans(t *testing.T) {
 		deleteFact:        "PRIMARY KEY (tenant=? AND conv_id=? AND key=?)",
 		// MATCH, both rowid bounds and the descending order go to FTS5.
 		selectPostings: "SCAN message_terms VIRTUAL TABLE INDEX 192:M1><",
+		// A user's conversations and facts along their own indexes.
+		selectUserPage:            "INDEX conversations_user (tenant=? AND user_id=? AND id>?)",
+		selectUserConversationIDs: "INDEX conversations_user (tenant=? AND user_id=?)",
+		selectUserFacts:           "INDEX user_facts_current (tenant=? AND user_id=?)",
+		selectUserFactHistory:     "PRIMARY KEY (tenant=? AND user_id=? AND key=?)",
 		// One seek per seq asked for.
 		selectMessagesAt: "SEARCH messages USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
 	} {

@@ -29,6 +29,11 @@ type Harness struct {
 	// process would have. Nil if the store cannot (memory); the suite then
 	// uses s itself.
 	Reopen func(t *testing.T, s chatmem.Store) chatmem.Store
+	// Dump returns everything s holds in its backend, raw: the database
+	// file with its WAL, every row of its schema, every key and value
+	// under its prefix, or its internals. The erasure subtest scans it
+	// for what a deleted user left; nil skips that subtest.
+	Dump func(t *testing.T, s chatmem.Store) []byte
 }
 
 // reopen returns a second store over s's data, or s itself when the harness
@@ -90,6 +95,7 @@ var tests = []subtest{
 	{"Security", testSecurity},
 	{"Search", testSearch},
 	{"Vectors", testVectors},
+	{"Users", optional[chatmem.UserStore](userTests)},
 }
 
 // BenchmarkTail fills one conversation of s per size (user and assistant

@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/chatmem/chatmem"
+)
+
+// userPath returns the path of user, or of its sub-resource.
+func userPath(user, sub string) string {
+	p := "/v1/users/" + url.PathEscape(user)
+	if sub != "" {
+		p += "/" + sub
+	}
+	return p
+}
+
+// UserConversations returns one page of the user's conversations with IDs
+// after after (limit 0: the server's default of 50).
+func (c *Client) UserConversations(ctx context.Context, user, after string, limit int) (ConversationPage, error) {
+	q := url.Values{"user": {user}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out ConversationPage
+	_, err := c.do(ctx, http.MethodGet, "/v1/conversations", q, nil, nil, &out)
+	return out, err
+}
+
+// UserFacts returns the user's current facts, ordered by key, or with
+// history every value they have had, oldest first.
+func (c *Client) UserFacts(ctx context.Context, user string, history bool) ([]chatmem.Fact, error) {
+	var q url.Values
+	if history {
+		q = url.Values{"history": {"true"}}
+	}
+	var out factsResponse
+	_, err := c.do(ctx, http.MethodGet, userPath(user, "facts"), q, nil, nil, &out)
+	return out.Facts, err
+}
+
+// FactHistory returns every value the conversation's facts have had,
+// oldest first.
+func (c *Client) FactHistory(ctx context.Context, id string) ([]chatmem.Fact, error) {
+	var out factsResponse
+	_, err := c.do(ctx, http.MethodGet, convPath(id, "facts"), url.Values{"history": {"true"}}, nil, nil, &out)
+	return out.Facts, err
+}
+
+// PatchUserFacts sets the user's facts, leaving the others as they are,
+// and returns the facts after.
+func (c *Client) PatchUserFacts(ctx context.Context, user string, facts []FactInput) ([]chatmem.Fact, error) {
+	var out factsResponse
+	_, err := c.do(ctx, http.MethodPatch, userPath(user, "facts"), nil, nil, FactsBody{Facts: nonNil(facts)}, &out)
+	return out.Facts, err
+}
+
+// PutUserFacts makes facts the user's facts and returns the facts after.
+func (c *Client) PutUserFacts(ctx context.Context, user string, facts []FactInput) ([]chatmem.Fact, error) {
+	var out factsResponse
+	_, err := c.do(ctx, http.MethodPut, userPath(user, "facts"), nil, nil, FactsBody{Facts: nonNil(facts)}, &out)
+	return out.Facts, err
+}
+
+// DeleteUserFact deletes the user's named fact (chatmem.ErrNotFound if it
+// has no value).
+func (c *Client) DeleteUserFact(ctx context.Context, user, key string) error {
+	_, err := c.do(ctx, http.MethodDelete, userPath(user, "facts"), url.Values{"key": {key}}, nil, nil, nil)
+	return err
+}
+
+// DeleteUser erases the user and returns how many conversations it
+// deleted.
+func (c *Client) DeleteUser(ctx context.Context, user string) (int, error) {
+	var out DeleteUserResponse
+	_, err := c.do(ctx, http.MethodDelete, userPath(user, ""), nil, nil, nil, &out)
+	return out.DeletedConversations, err
+}
+
+// ExportUser reads everything held about the user, one line per record.
+func (c *Client) ExportUser(ctx context.Context, user string) ([]UserExportLine, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+userPath(user, "export"), nil)
+	if err != nil {
+		return nil, fmt.Errorf("chatmem api: %w: %w", chatmem.ErrInvalid, err)
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("chatmem api: export user %s: %w", user, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("chatmem api: export user %s: status %d", user, resp.StatusCode)
+	}
+	var out []UserExportLine
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<30)
+	for sc.Scan() {
+		var line UserExportLine
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			return nil, fmt.Errorf("chatmem api: export user %s: line %d: %w", user, len(out)+1, err)
+		}
+		out = append(out, line)
+	}
+	return out, sc.Err()
+}

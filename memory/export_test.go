@@ -1,0 +1,34 @@
+package memory
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Dump prints everything s holds, for the conformance suite's erasure
+// scan: every tenant, user, conversation and what each keeps.
+func Dump(s *Store) []byte {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(s.tenants)) {
+		tn := s.tenants[name]
+		fmt.Fprintf(&b, "tenant %s ids %v\n", name, tn.ids)
+		for id, u := range tn.users {
+			fmt.Fprintf(&b, "user %s convs %v facts %+v\n", id, u.convs, u.facts)
+		}
+		for id, c := range tn.convs {
+			fmt.Fprintf(&b, "conv %s meta %+v msgs %+v system %v summary %+v facts %+v idem %+v\n",
+				id, c.meta, c.msgs, c.system, c.summary, c.facts, c.idem)
+			for term, seqs := range c.postings {
+				fmt.Fprintf(&b, "posting %s %v\n", term, seqs)
+			}
+			for model, vecs := range c.vectors {
+				fmt.Fprintf(&b, "vectors %s %v\n", model, vecs)
+			}
+		}
+	}
+	return []byte(b.String())
+}

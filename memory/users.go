@@ -1,0 +1,275 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/chatmem/chatmem"
+)
+
+// userRecord is one user of a tenant: the IDs of the conversations bound to it,
+// sorted, and its facts, every value of each key oldest first.
+type userRecord struct {
+	convs []string
+	facts map[string][]chatmem.Fact
+}
+
+// userConflict is the error of an append naming another user than the
+// conversation's.
+func userConflict(key chatmem.Key, have, want string) error {
+	if have == "" {
+		return fmt.Errorf("%w: conversation %s belongs to no user, not to %q", chatmem.ErrConflict, key, want)
+	}
+	return fmt.Errorf("%w: conversation %s belongs to another user than %q", chatmem.ErrConflict, key, want)
+}
+
+// bind records that the conversation at key belongs to id. The caller
+// holds the write lock and has created key's tenant.
+func (s *Store) bind(key chatmem.Key, id string) {
+	tn := s.tenants[key.Tenant]
+	u := tn.user(id)
+	if i, found := slices.BinarySearch(u.convs, key.ID); !found {
+		u.convs = slices.Insert(u.convs, i, key.ID)
+	}
+}
+
+// user returns the tenant's user id, creating it.
+func (tn *tenant) user(id string) *userRecord {
+	if tn.users == nil {
+		tn.users = make(map[string]*userRecord)
+	}
+	u := tn.users[id]
+	if u == nil {
+		u = &userRecord{}
+		tn.users[id] = u
+	}
+	return u
+}
+
+// unbind forgets that conversation conv belongs to id, and the user once
+// nothing is left of it.
+func (tn *tenant) unbind(conv, id string) {
+	u := tn.users[id]
+	if u == nil {
+		return
+	}
+	if i, found := slices.BinarySearch(u.convs, conv); found {
+		u.convs = slices.Delete(u.convs, i, i+1)
+	}
+	tn.dropIfEmpty(id)
+}
+
+// dropIfEmpty forgets the user id when it has no conversation and no fact.
+func (tn *tenant) dropIfEmpty(id string) {
+	if u := tn.users[id]; u != nil && len(u.convs) == 0 && len(u.facts) == 0 {
+		delete(tn.users, id)
+	}
+}
+
+// readUser validates user and returns its record (nil for none) under the
+// read lock, which the caller releases with s.mu.RUnlock when err is nil.
+func (s *Store) readUser(ctx context.Context, user chatmem.Key) (*userRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	if tn := s.tenants[user.Tenant]; tn != nil {
+		return tn.users[user.ID], nil
+	}
+	return nil, nil
+}
+
+// validateUser checks a user key.
+func validateUser(user chatmem.Key) error {
+	if err := chatmem.ValidateID(user.Tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if err := chatmem.ValidateUser(user.ID); err != nil {
+		return fmt.Errorf("user: %w", err)
+	}
+	return nil
+}
+
+// UserConversations returns one page of the user's live conversations in
+// ID order; see chatmem.UserStore.
+func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 0 || limit > 1000:
+		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is not within 1..1000", chatmem.ErrInvalid, limit)
+	}
+	u, err := s.readUser(ctx, user)
+	if err != nil {
+		return chatmem.Page{}, err
+	}
+	defer s.mu.RUnlock()
+	var out chatmem.Page
+	if u == nil {
+		return out, nil
+	}
+	tn, now := s.tenants[user.Tenant], time.Now()
+	i := sort.SearchStrings(u.convs, page.After)
+	if i < len(u.convs) && u.convs[i] == page.After {
+		i++
+	}
+	for ; i < len(u.convs); i++ {
+		c := tn.convs[u.convs[i]]
+		if c == nil || c.expired(now) || c.meta.User != user.ID {
+			continue
+		}
+		if len(out.Conversations) == limit {
+			out.Next = out.Conversations[limit-1].Key.ID
+			break
+		}
+		out.Conversations = append(out.Conversations, c.meta)
+	}
+	return out, nil
+}
+
+// UserFacts returns the current value of every user fact, ordered by key;
+// see chatmem.UserStore.
+func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
+	u, err := s.readUser(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	out := []chatmem.Fact{}
+	if u == nil {
+		return out, nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(u.facts)) {
+		h := u.facts[name]
+		out = append(out, h[len(h)-1])
+	}
+	return out, nil
+}
+
+// UserFactHistory returns every value the named user fact has had, oldest
+// first; see chatmem.UserStore.
+func (s *Store) UserFactHistory(ctx context.Context, user chatmem.Key, name string) ([]chatmem.Fact, error) {
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return nil, err
+	}
+	u, err := s.readUser(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	if u == nil || len(u.facts[name]) == 0 {
+		return nil, fmt.Errorf("%w: user %s has no fact %q", chatmem.ErrNotFound, user, name)
+	}
+	return slices.Clone(u.facts[name]), nil
+}
+
+// SetUserFacts records facts as the user's, in order; see
+// chatmem.UserStore. A zero CreatedAt is set to the time of the call.
+func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	for i, f := range facts {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("fact %d: %w", i, err)
+		}
+	}
+	if len(facts) == 0 {
+		return nil
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tn := s.tenants[user.Tenant]
+	if tn == nil {
+		tn = &tenant{convs: make(map[string]*conversation)}
+		s.tenants[user.Tenant] = tn
+	}
+	u := tn.user(user.ID)
+	if u.facts == nil {
+		u.facts = make(map[string][]chatmem.Fact)
+	}
+	for _, f := range facts {
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
+		u.facts[f.Key] = append(u.facts[f.Key], f)
+	}
+	return nil
+}
+
+// DeleteUserFact removes the named user fact and its history; see
+// chatmem.UserStore.
+func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tn := s.tenants[user.Tenant]
+	var u *userRecord
+	if tn != nil {
+		u = tn.users[user.ID]
+	}
+	if u == nil || len(u.facts[name]) == 0 {
+		return fmt.Errorf("%w: user %s has no fact %q", chatmem.ErrNotFound, user, name)
+	}
+	delete(u.facts, name)
+	tn.dropIfEmpty(user.ID)
+	s.dropTenantIfEmpty(user.Tenant)
+	return nil
+}
+
+// DeleteUser erases the user with every conversation bound to it, expired
+// ones included; see chatmem.UserStore. It holds the write lock
+// throughout, so it is done at once.
+func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if err := validateUser(user); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tn := s.tenants[user.Tenant]
+	if tn == nil || tn.users[user.ID] == nil {
+		return 0, nil
+	}
+	n := 0
+	for _, id := range slices.Clone(tn.users[user.ID].convs) {
+		if c := tn.convs[id]; c != nil && c.meta.User == user.ID {
+			s.remove(chatmem.Key{Tenant: user.Tenant, ID: id})
+			n++
+		}
+	}
+	delete(tn.users, user.ID)
+	s.dropTenantIfEmpty(user.Tenant)
+	return n, nil
+}
+
+// dropTenantIfEmpty forgets a tenant with no conversation and no user.
+// The caller holds the write lock.
+func (s *Store) dropTenantIfEmpty(name string) {
+	if tn := s.tenants[name]; tn != nil && len(tn.convs) == 0 && len(tn.users) == 0 {
+		delete(s.tenants, name)
+	}
+}

@@ -1,0 +1,204 @@
+package chatmem
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// userStore returns the store as a UserStore, or ErrInvalid.
+func (m *Memory) userStore() (UserStore, error) {
+	us, ok := m.store.(UserStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: this store keeps no users", ErrInvalid)
+	}
+	return us, nil
+}
+
+// UserConversations lists the user's live conversations ordered by ID, one
+// page at a time; see UserStore.
+func (m *Memory) UserConversations(ctx context.Context, user Key, page PageRequest) (Page, error) {
+	us, err := m.userStore()
+	if err != nil {
+		return Page{}, err
+	}
+	return us.UserConversations(ctx, user, page)
+}
+
+// UserFacts returns the user's current facts, ordered by key, each with
+// Scope ScopeUser and ValidFrom set.
+func (m *Memory) UserFacts(ctx context.Context, user Key) ([]Fact, error) {
+	us, err := m.userStore()
+	if err != nil {
+		return nil, err
+	}
+	facts, err := us.UserFacts(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	return withScope(facts, ScopeUser, ""), nil
+}
+
+// SetUserFacts records facts as the user's, in order (see UserStore), as
+// SetFacts does for a conversation: SetBy defaults to "app", Confidence to
+// 1 and CreatedAt to now. Invalid facts wrap ErrInvalid and nothing is
+// written.
+func (m *Memory) SetUserFacts(ctx context.Context, user Key, facts []Fact) error {
+	us, err := m.userStore()
+	if err != nil {
+		return err
+	}
+	out := make([]Fact, len(facts))
+	now := m.now() // one time for the batch: its facts are stated together
+	for i, f := range facts {
+		if f.SetBy == "" {
+			f.SetBy = "app"
+		}
+		if f.Confidence == 0 {
+			f.Confidence = 1
+		}
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		out[i] = f
+	}
+	return us.SetUserFacts(ctx, user, out)
+}
+
+// DeleteUserFact removes the named user fact and its history; see
+// UserStore.
+func (m *Memory) DeleteUserFact(ctx context.Context, user Key, name string) error {
+	us, err := m.userStore()
+	if err != nil {
+		return err
+	}
+	return us.DeleteUserFact(ctx, user, name)
+}
+
+// DeleteUser erases the user and everything held about them; see
+// UserStore.DeleteUser. It returns how many conversations it deleted.
+//
+// It first drops what this Memory keeps of the user's live conversations
+// between turns (the tail cache's messages, the extraction's fact values),
+// so that nothing of them stays in this process either.
+func (m *Memory) DeleteUser(ctx context.Context, user Key) (int, error) {
+	us, err := m.userStore()
+	if err != nil {
+		return 0, err
+	}
+	for page := (PageRequest{Limit: 1000}); ; {
+		p, err := us.UserConversations(ctx, user, page)
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range p.Conversations {
+			m.tails.drop(c.Key)
+			m.facts.forget(c.Key)
+		}
+		if p.Next == "" {
+			break
+		}
+		page.After = p.Next
+	}
+	return us.DeleteUser(ctx, user)
+}
+
+// UserFactHistory returns every value the user's facts have had, oldest
+// first, each with Scope, ValidFrom and (once superseded) ValidTo and
+// SupersededBy set. With name empty it covers every key that has a value
+// now; otherwise the named one (ErrNotFound if it never had one).
+func (m *Memory) UserFactHistory(ctx context.Context, user Key, name string) ([]Fact, error) {
+	us, err := m.userStore()
+	if err != nil {
+		return nil, err
+	}
+	return history(ctx, name, ScopeUser, "", us.UserFacts, func(ctx context.Context, name string) ([]Fact, error) {
+		return us.UserFactHistory(ctx, user, name)
+	}, user)
+}
+
+// FactHistory returns every value the conversation's facts have had,
+// oldest first, each with Scope ScopeConversation, Conversation,
+// ValidFrom and (once superseded) ValidTo and SupersededBy set. With name
+// empty it covers every key that has a value now; otherwise the named one
+// (ErrNotFound if it never had one).
+func (m *Memory) FactHistory(ctx context.Context, key Key, name string) ([]Fact, error) {
+	fs, ok := m.store.(FactStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	}
+	return history(ctx, name, ScopeConversation, key.ID, fs.Facts, func(ctx context.Context, name string) ([]Fact, error) {
+		return fs.FactHistory(ctx, key, name)
+	}, key)
+}
+
+// history reads the history of one key (name) or of every current key.
+func history(ctx context.Context, name, scope, conv string, current func(context.Context, Key) ([]Fact, error),
+	of func(context.Context, string) ([]Fact, error), key Key) ([]Fact, error) {
+	names := []string{name}
+	if name == "" {
+		facts, err := current(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		names = names[:0]
+		for _, f := range facts {
+			names = append(names, f.Key)
+		}
+	}
+	histories := make([][]Fact, 0, len(names))
+	for _, n := range names {
+		h, err := of(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		factTimeline(h, conv)
+		histories = append(histories, withScope(h, scope, conv))
+	}
+	return mergeHistories(histories), nil
+}
+
+// VisibleFacts returns the facts a turn of the conversation sees: the
+// current facts of its user (if it has one and the store keeps users) and
+// its own, ordered by key, each with its Scope; on the same key the
+// conversation's wins.
+func (m *Memory) VisibleFacts(ctx context.Context, key Key) ([]Fact, error) {
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return m.visibleFacts(ctx, key, conv.User)
+}
+
+// visibleFacts is VisibleFacts for a conversation of user (empty: none).
+func (m *Memory) visibleFacts(ctx context.Context, key Key, user string) ([]Fact, error) {
+	fs, ok := m.store.(FactStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	}
+	own, err := fs.Facts(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	us, ok := m.store.(UserStore)
+	if user == "" || !ok {
+		return own, nil
+	}
+	theirs, err := us.UserFacts(ctx, Key{Tenant: key.Tenant, ID: user})
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[string]Fact, len(own)+len(theirs))
+	for _, f := range withScope(theirs, ScopeUser, "") {
+		byKey[f.Key] = f
+	}
+	for _, f := range withScope(own, ScopeConversation, key.ID) {
+		byKey[f.Key] = f
+	}
+	out := make([]Fact, 0, len(byKey))
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		out = append(out, byKey[k])
+	}
+	return out, nil
+}

@@ -1,0 +1,319 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/chatmem/chatmem"
+)
+
+var _ chatmem.UserStore = (*Store)(nil)
+
+// userQueries are the statements of users (migrations/0005_users.sql).
+type userQueries struct {
+	page, lock, facts, history, retire, insert, deleteFact, eraseConversations, deleteFacts string
+}
+
+func buildUserQueries(schema string) userQueries {
+	s := pgx.Identifier{schema}.Sanitize()
+	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", s) }
+	return userQueries{
+		// page lists the user's ($5) live conversations with IDs after
+		// $2, along conversations_user.
+		page: q(`
+SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id
+FROM {s}.conversations
+WHERE tenant = $1 AND user_id = $5 AND id > $2 AND (expires_at IS NULL OR expires_at > $3)
+ORDER BY id
+LIMIT $4`),
+		// lock serializes the writes of one user's facts (a user has no
+		// row to lock): a transaction-scoped advisory lock on the user.
+		lock: `SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))`,
+		facts: q(`
+SELECT ` + userFactColumns + `
+FROM {s}.user_facts f
+WHERE f.tenant = $1 AND f.user_id = $2 AND f.current
+ORDER BY f.key`),
+		history: q(`
+SELECT ` + userFactColumns + `
+FROM {s}.user_facts f
+WHERE f.tenant = $1 AND f.user_id = $2 AND f.key = $3
+ORDER BY f.version`),
+		retire: q(`
+UPDATE {s}.user_facts SET current = false
+WHERE tenant = $1 AND user_id = $2 AND key = ANY($3::text[]) AND current
+RETURNING key, version`),
+		insert: q(`
+INSERT INTO {s}.user_facts
+    (tenant, user_id, key, version, current, value, source_seq, set_by, confidence, created_at, conv_id)
+SELECT $1, $2, u.key, u.version, u.current, u.value, u.source_seq, u.set_by, u.confidence, u.created_at, u.conv_id
+FROM unnest($3::text[], $4::bigint[], $5::boolean[], $6::text[], $7::bigint[], $8::text[],
+            $9::float8[], $10::timestamptz[], $11::text[])
+     AS u (key, version, current, value, source_seq, set_by, confidence, created_at, conv_id)`),
+		deleteFact: q(`DELETE FROM {s}.user_facts WHERE tenant = $1 AND user_id = $2 AND key = $3`),
+		// eraseConversations deletes up to $3 of the user's conversation
+		// rows, expired ones too, waiting for appends that hold them.
+		eraseConversations: q(`
+DELETE FROM {s}.conversations c
+WHERE (c.tenant, c.id) IN (SELECT tenant, id FROM {s}.conversations
+                           WHERE tenant = $1 AND user_id = $2
+                           ORDER BY id LIMIT $3
+                           FOR UPDATE)
+RETURNING c.tenant, c.id, c.num`),
+		deleteFacts: q(`DELETE FROM {s}.user_facts WHERE tenant = $1 AND user_id = $2`),
+	}
+}
+
+// userFactColumns are the columns scanUserFacts reads, in its order.
+const userFactColumns = `f.key, f.value, f.source_seq, f.set_by, f.confidence, f.created_at, f.conv_id`
+
+// userConflict is the error of an append naming another user than the
+// conversation's.
+func userConflict(have, want string) error {
+	if have == "" {
+		return fmt.Errorf("%w: the conversation belongs to no user, not to %q", chatmem.ErrConflict, want)
+	}
+	return fmt.Errorf("%w: the conversation belongs to another user than %q", chatmem.ErrConflict, want)
+}
+
+// validateUser checks a user key.
+func validateUser(user chatmem.Key) error {
+	if err := chatmem.ValidateID(user.Tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if err := chatmem.ValidateUser(user.ID); err != nil {
+		return fmt.Errorf("user: %w", err)
+	}
+	return nil
+}
+
+// UserConversations returns one page of the user's live conversations in
+// ID order; see chatmem.UserStore.
+func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
+	op := "postgres: conversations of user " + user.String()
+	if err := validateUser(user); err != nil {
+		return chatmem.Page{}, fmt.Errorf("%s: %w", op, err)
+	}
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 0 || limit > 1000:
+		return chatmem.Page{}, fmt.Errorf("%s: %w: page limit %d, want 1 to 1000", op, chatmem.ErrInvalid, limit)
+	}
+	rows, err := s.pool.Query(ctx, s.uq.page, user.Tenant, page.After, s.now(), limit+1, user.ID)
+	if err != nil {
+		return chatmem.Page{}, wrap(ctx, op, err)
+	}
+	defer rows.Close()
+	out := chatmem.Page{Conversations: []chatmem.Conversation{}}
+	for rows.Next() {
+		c := chatmem.Conversation{Key: chatmem.Key{Tenant: user.Tenant}}
+		var expires *time.Time
+		if err := rows.Scan(&c.Key.ID, &c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns,
+			&c.CreatedAt, &c.UpdatedAt, &expires, &c.User); err != nil {
+			return chatmem.Page{}, wrap(ctx, op, err)
+		}
+		if expires != nil {
+			c.ExpiresAt = *expires
+		}
+		out.Conversations = append(out.Conversations, utcConversation(c))
+	}
+	if err := rows.Err(); err != nil {
+		return chatmem.Page{}, wrap(ctx, op, err)
+	}
+	if len(out.Conversations) > limit {
+		out.Conversations = out.Conversations[:limit]
+		out.Next = out.Conversations[limit-1].Key.ID
+	}
+	return out, nil
+}
+
+// UserFacts returns the current value of every user fact, ordered by key
+// (byte order); see chatmem.UserStore.
+func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
+	op := "postgres: facts of user " + user.String()
+	if err := validateUser(user); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	facts, err := s.queryUserFacts(ctx, s.uq.facts, user.Tenant, user.ID)
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	return facts, nil
+}
+
+// UserFactHistory returns every value the named user fact has had, in the
+// order they were set; see chatmem.UserStore.
+func (s *Store) UserFactHistory(ctx context.Context, user chatmem.Key, name string) ([]chatmem.Fact, error) {
+	op := fmt.Sprintf("postgres: history of fact %q of user %s", name, user)
+	if err := validateUser(user); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	facts, err := s.queryUserFacts(ctx, s.uq.history, user.Tenant, user.ID, name)
+	if err != nil {
+		return nil, wrap(ctx, op, err)
+	}
+	if len(facts) == 0 {
+		return nil, fmt.Errorf("%s: %w: no such fact", op, chatmem.ErrNotFound)
+	}
+	return facts, nil
+}
+
+// queryUserFacts runs sql, which selects userFactColumns.
+func (s *Store) queryUserFacts(ctx context.Context, sql string, args ...any) ([]chatmem.Fact, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	facts := []chatmem.Fact{}
+	for rows.Next() {
+		var f chatmem.Fact
+		if err := rows.Scan(&f.Key, &f.Value, &f.SourceSeq, &f.SetBy, &f.Confidence, &f.CreatedAt, &f.Conversation); err != nil {
+			return nil, err
+		}
+		f.CreatedAt = f.CreatedAt.UTC()
+		facts = append(facts, f)
+	}
+	return facts, rows.Err()
+}
+
+// SetUserFacts records facts as the user's in one transaction, as SetFacts
+// does for a conversation, under an advisory lock on the user; see
+// chatmem.UserStore.
+func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	op := "postgres: set facts of user " + user.String()
+	if err := validateUser(user); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	n := len(facts)
+	var (
+		keys, values, setBy, convs []string
+		sourceSeq                  = make([]int64, n)
+		confidence                 = make([]float64, n)
+		createdAt                  = make([]time.Time, n)
+		last                       = make(map[string]int, n)
+	)
+	now := s.now()
+	for i, f := range facts {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("%s: fact %d: %w", op, i, err)
+		}
+		if err := storableText("set_by", f.SetBy); err != nil {
+			return fmt.Errorf("%s: fact %d: %w", op, i, err)
+		}
+		keys, values, setBy = append(keys, f.Key), append(values, f.Value), append(setBy, f.SetBy)
+		convs = append(convs, f.Conversation)
+		sourceSeq[i], confidence[i] = f.SourceSeq, f.Confidence
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		createdAt[i] = dbTime(f.CreatedAt)
+		last[f.Key] = i
+	}
+	if n == 0 {
+		return nil
+	}
+	distinct := make([]string, 0, len(last))
+	for k := range last {
+		distinct = append(distinct, k)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, s.uq.retire, user.Tenant, user.ID, distinct)
+		if err != nil {
+			return err
+		}
+		version := make(map[string]int64, len(last))
+		var k string
+		var v int64
+		if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error {
+			version[k] = v
+			return nil
+		}); err != nil {
+			return err
+		}
+		versions := make([]int64, n)
+		current := make([]bool, n)
+		for i, k := range keys {
+			version[k]++
+			versions[i] = version[k]
+			current[i] = last[k] == i
+		}
+		_, err = tx.Exec(ctx, s.uq.insert, user.Tenant, user.ID,
+			keys, versions, current, values, sourceSeq, setBy, confidence, createdAt, convs)
+		return err
+	})
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// DeleteUserFact removes the named user fact and its history; see
+// chatmem.UserStore.
+func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
+	op := fmt.Sprintf("postgres: delete fact %q of user %s", name, user)
+	if err := validateUser(user); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, s.uq.deleteFact, user.Tenant, user.ID, name)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: no such fact", chatmem.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// DeleteUser erases the user; see chatmem.UserStore. It deletes the
+// user's conversations (expired ones too) sweepBatch per transaction,
+// each batch's messages, postings, vectors, keys, summaries and facts in
+// the same transaction, then the user's facts. Each transaction leaves
+// the store consistent, so calling it again after a failure finishes the
+// job. The deleted rows are dead tuples until VACUUM reclaims them, as
+// for every delete in PostgreSQL.
+func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
+	op := "postgres: delete user " + user.String()
+	if err := validateUser(user); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	n, err := s.deleteWhere(ctx, s.uq.eraseConversations, user.Tenant, user.ID, sweepBatch)
+	if err != nil {
+		return n, wrap(ctx, op, err)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.uq.deleteFacts, user.Tenant, user.ID)
+		return err
+	})
+	if err != nil {
+		return n, wrap(ctx, op, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,309 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chatmem/chatmem"
+)
+
+var _ chatmem.UserStore = (*Store)(nil)
+
+// A user's keys share the hash tag {<tenant>/<user>} after the part
+// "user:", so they live in one slot, on a Cluster too, and never clash
+// with a conversation's keys (which start with "{" right after the
+// prefix) or a tenant's index ("tenant:"):
+//
+//	chatmem:user:{acme/u-42}:convs     sorted set: the IDs of the user's
+//	                                   conversations, score 0 (ZRANGE BYLEX)
+//	chatmem:user:{acme/u-42}:facts     hash: fact key -> current fact JSON
+//	chatmem:user:{acme/u-42}:facthist  hash: fact key -> JSON array of values
+//
+// A user's conversations lie in other slots than the user's keys, so no
+// script writes both. An append with a user adds the conversation's ID to
+// convs before its script runs: the index may name conversations that do
+// not exist or belong to someone else (the script refused the user, or
+// the process died in between), never miss one bound to the user.
+// UserConversations checks each candidate's meta; DeleteUser deletes a
+// conversation only if its meta names the user, and removes its member
+// after the conversation is gone, so a DeleteUser interrupted at any point
+// finishes when called again.
+
+// userKeys returns the user's keys: convs, facts, facthist.
+func (s *Store) userKeys(user chatmem.Key) []string {
+	base := s.prefix + ":user:{" + user.Tenant + "/" + user.ID + "}:"
+	return []string{base + "convs", base + "facts", base + "facthist"}
+}
+
+// indexUserConversation adds the conversation to its user's index.
+func (s *Store) indexUserConversation(ctx context.Context, key chatmem.Key, user string) error {
+	convs := s.userKeys(chatmem.Key{Tenant: key.Tenant, ID: user})[0]
+	return wrap(ctx, s.client.ZAdd(ctx, convs, goredis.Z{Member: key.ID}).Err())
+}
+
+// validateUser checks a user key.
+func validateUser(user chatmem.Key) error {
+	if err := chatmem.ValidateID(user.Tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if err := chatmem.ValidateUser(user.ID); err != nil {
+		return fmt.Errorf("user: %w", err)
+	}
+	return nil
+}
+
+// UserConversations returns one page of the user's live conversations in
+// ID order, from the user's index, skipping members whose conversation is
+// gone or is not the user's; see chatmem.UserStore.
+func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
+	if err := validateUser(user); err != nil {
+		return chatmem.Page{}, err
+	}
+	limit := page.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 0 || limit > maxPage {
+		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, page.Limit, maxPage)
+	}
+	index := s.userKeys(user)[0]
+	after := page.After
+	convs := []chatmem.Conversation{}
+	for len(convs) <= limit {
+		lo := "-"
+		if after != "" {
+			lo = "(" + after
+		}
+		want := limit + 1 - len(convs)
+		ids, err := s.client.ZRangeByLex(ctx, index, &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(want)}).Result()
+		if err != nil {
+			return chatmem.Page{}, fmt.Errorf("redis: conversations of user %s: %w", user, wrap(ctx, err))
+		}
+		if len(ids) == 0 {
+			break
+		}
+		after = ids[len(ids)-1]
+		metas, err := s.metas(ctx, user.Tenant, ids)
+		if err != nil {
+			return chatmem.Page{}, fmt.Errorf("redis: conversations of user %s: %w", user, err)
+		}
+		for _, conv := range metas {
+			if s.live(conv) && conv.User == user.ID {
+				convs = append(convs, conv)
+			}
+		}
+		if len(ids) < want {
+			break
+		}
+	}
+	var next string
+	if len(convs) > limit {
+		convs = convs[:limit]
+		next = convs[limit-1].Key.ID
+	}
+	return chatmem.Page{Conversations: convs, Next: next}, nil
+}
+
+// metas reads the meta hashes of the tenant's conversations ids, in one
+// pipeline.
+func (s *Store) metas(ctx context.Context, tenant string, ids []string) ([]chatmem.Conversation, error) {
+	cmds := make([]*goredis.MapStringStringCmd, len(ids))
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, s.metaKey(chatmem.Key{Tenant: tenant, ID: id}))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(ctx, err)
+	}
+	out := make([]chatmem.Conversation, len(ids))
+	for i, id := range ids {
+		if out[i], err = parseMeta(chatmem.Key{Tenant: tenant, ID: id}, cmds[i].Val()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// UserFacts returns the current value of every user fact, ordered by key
+// (byte order), with one HGETALL; see chatmem.UserStore.
+func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	fields, err := s.client.HGetAll(ctx, s.userKeys(user)[1]).Result()
+	if err != nil {
+		return nil, fmt.Errorf("redis: facts of user %s: %w", user, wrap(ctx, err))
+	}
+	out := make([]chatmem.Fact, 0, len(fields))
+	for name, raw := range fields {
+		var f chatmem.Fact
+		if err := json.Unmarshal([]byte(raw), &f); err != nil {
+			return nil, fmt.Errorf("redis: facts of user %s: decode %s: %w", user, name, err)
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b chatmem.Fact) int { return cmp.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// UserFactHistory returns every value the named user fact has had, oldest
+// first, with one HGET; see chatmem.UserStore.
+func (s *Store) UserFactHistory(ctx context.Context, user chatmem.Key, name string) ([]chatmem.Fact, error) {
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return nil, err
+	}
+	raw, err := s.client.HGet(ctx, s.userKeys(user)[2], name).Result()
+	if err == goredis.Nil {
+		return nil, fmt.Errorf("%w: user %s has no fact %q", chatmem.ErrNotFound, user, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redis: history of fact %s of user %s: %w", name, user, wrap(ctx, err))
+	}
+	var out []chatmem.Fact
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("redis: history of fact %s of user %s: %w", name, user, err)
+	}
+	return out, nil
+}
+
+// SetUserFacts records facts as the user's, in order, with one script;
+// see chatmem.UserStore.
+func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	now := s.now()
+	args := make([]any, 0, 2*len(facts))
+	for i, f := range facts {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("fact %d: %w", i, err)
+		}
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
+		b, err := json.Marshal(f)
+		if err != nil {
+			return fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
+		}
+		args = append(args, f.Key, b)
+	}
+	if len(facts) == 0 {
+		return nil
+	}
+	if _, err := s.run(ctx, setUserFactsScript, s.userKeys(user)[1:], args...); err != nil {
+		return fmt.Errorf("redis: set facts of user %s: %w", user, err)
+	}
+	return nil
+}
+
+// DeleteUserFact removes the named user fact and its history; see
+// chatmem.UserStore.
+func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return err
+	}
+	keys := s.userKeys(user)
+	var n *goredis.IntCmd
+	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.HDel(ctx, keys[2], name)
+		n = p.HDel(ctx, keys[1], name)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis: delete fact %s of user %s: %w", name, user, wrap(ctx, err))
+	}
+	if n.Val() == 0 {
+		return fmt.Errorf("%w: user %s has no fact %q", chatmem.ErrNotFound, user, name)
+	}
+	return nil
+}
+
+// eraseBatch is how many index members DeleteUser reads at a time.
+const eraseBatch = 100
+
+// DeleteUser erases the user; see chatmem.UserStore. For each member of
+// the user's index it deletes the conversation, expired or not, with one
+// script that checks meta names the user (a member may be stale), removes
+// it from its tenant's index, and only then removes the member; last it
+// deletes the user's keys. Every step is safe to repeat, so after an
+// error calling it again finishes.
+func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
+	if err := validateUser(user); err != nil {
+		return 0, err
+	}
+	keys := s.userKeys(user)
+	deleted := 0
+	for {
+		ids, err := s.client.ZRangeByLex(ctx, keys[0], &goredis.ZRangeBy{Min: "-", Max: "+", Count: eraseBatch}).Result()
+		if err != nil {
+			return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
+		}
+		if len(ids) == 0 {
+			break
+		}
+		for _, id := range ids {
+			key := chatmem.Key{Tenant: user.Tenant, ID: id}
+			n, err := s.run(ctx, deleteUserConversationScript, s.convKeys(key), user.ID)
+			if err != nil {
+				return deleted, fmt.Errorf("redis: delete user %s: conversation %s: %w", user, id, err)
+			}
+			if n, _ := n.(int64); n == 1 {
+				deleted++
+				if err := s.unindex(ctx, key); err != nil {
+					return deleted, fmt.Errorf("redis: delete user %s: conversation %s: %w", user, id, err)
+				}
+			}
+			if err := s.client.ZRem(ctx, keys[0], id).Err(); err != nil {
+				return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
+			}
+		}
+	}
+	if err := s.client.Del(ctx, keys...).Err(); err != nil {
+		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
+	}
+	return deleted, nil
+}
+
+// setUserFactsScript records a user's facts in order: each becomes its
+// key's current value and is appended to the key's history.
+//
+// KEYS: the user's facts, facthist. ARGV: one pair per fact, its key and
+// its JSON. It replies 0.
+var setUserFactsScript = newScript(`
+local facts, hist = KEYS[1], KEYS[2]
+for i = 1, #ARGV, 2 do
+  local name, fact = ARGV[i], ARGV[i + 1]
+  redis.call('HSET', facts, name, fact)
+  local h = redis.call('HGET', hist, name)
+  if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
+  redis.call('HSET', hist, name, h)
+end
+return 0
+`)
+
+// deleteUserConversationScript deletes a conversation, expired or not,
+// if it belongs to the user.
+//
+// KEYS: all of the conversation's. ARGV: the user. It replies 1 if it
+// deleted the conversation, 0 if there is none or it is another's.
+var deleteUserConversationScript = newScript(luaPrelude + `
+if redis.call('HGET', KEYS[1], 'user') ~= ARGV[1] then return 0 end
+dropTerms(KEYS[10])
+redis.call('DEL', unpack(KEYS))
+return 1
+`)

@@ -1,0 +1,344 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chatmem/chatmem"
+)
+
+var _ chatmem.UserStore = (*Store)(nil)
+
+// Users (migrations/0005_users.sql): conversations.user_id binds a
+// conversation to a user, user_facts holds the users' facts.
+const (
+	// selectUserPage lists the user's (?5) live conversations with IDs
+	// after ?2, along conversations_user; ?3 is now, ?4 the limit.
+	// Without INDEXED BY the planner may take the primary key, which
+	// walks every conversation of the tenant after ?2.
+	selectUserPage = `SELECT ` + conversationCols + ` FROM conversations INDEXED BY conversations_user
+		WHERE tenant = ?1 AND user_id = ?5 AND id > ?2 AND ` + liveCond + ` ORDER BY id LIMIT ?4`
+
+	// selectUserConversationIDs reads up to ?3 IDs of the user's (?2)
+	// conversations, expired ones included, for DeleteUser.
+	selectUserConversationIDs = `SELECT id FROM conversations
+		WHERE tenant = ?1 AND user_id = ?2 ORDER BY id LIMIT ?3`
+
+	// userFactCols are the columns readUserFacts reads, in its order.
+	userFactCols = `key, value, source_seq, set_by, confidence, created_at, conv_id`
+
+	// selectUserFacts reads the current value of every key, in key
+	// order, along user_facts_current (see selectFacts for INDEXED BY).
+	selectUserFacts = `SELECT ` + userFactCols + ` FROM user_facts INDEXED BY user_facts_current
+		WHERE tenant = ?1 AND user_id = ?2 AND current = 1 ORDER BY key`
+
+	// selectUserFactHistory reads every value of key ?3, oldest first.
+	selectUserFactHistory = `SELECT ` + userFactCols + ` FROM user_facts
+		WHERE tenant = ?1 AND user_id = ?2 AND key = ?3 ORDER BY version`
+
+	// retireUserFact makes key ?3's current value history and returns its
+	// version (no row: the key has no value).
+	retireUserFact = `UPDATE user_facts SET current = 0
+		WHERE tenant = ?1 AND user_id = ?2 AND key = ?3 AND current = 1 RETURNING version`
+
+	insertUserFact = `INSERT INTO user_facts (tenant, user_id, key, version, current, value, source_seq, set_by,
+		confidence, created_at, conv_id)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)`
+
+	// deleteUserFact deletes key ?3 with its history.
+	deleteUserFact = `DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2 AND key = ?3`
+
+	// optimizeTerms merges the lexical index into one segment, dropping
+	// the entries of deleted rows.
+	optimizeTerms = `INSERT INTO message_terms (message_terms) VALUES ('optimize')`
+
+	// deleteUserFacts deletes every fact of the user, history included.
+	deleteUserFacts = `DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2`
+)
+
+// userConflict is the error of an append naming another user than the
+// conversation's.
+func userConflict(key chatmem.Key, have, want string) error {
+	if have == "" {
+		return fmt.Errorf("%w: conversation %s belongs to no user, not to %q", chatmem.ErrConflict, key, want)
+	}
+	return fmt.Errorf("%w: conversation %s belongs to another user than %q", chatmem.ErrConflict, key, want)
+}
+
+// validateUser checks a user key.
+func validateUser(user chatmem.Key) error {
+	if err := chatmem.ValidateID(user.Tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if err := chatmem.ValidateUser(user.ID); err != nil {
+		return fmt.Errorf("user: %w", err)
+	}
+	return nil
+}
+
+// UserConversations returns one page of the user's live conversations in
+// ID order, along the partial index conversations_user; see
+// chatmem.UserStore.
+func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
+	if err := validateUser(user); err != nil {
+		return chatmem.Page{}, err
+	}
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultPageLimit
+	case limit < 0 || limit > MaxPageLimit:
+		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is not within 1..%d", chatmem.ErrInvalid, page.Limit, MaxPageLimit)
+	}
+	rows, err := s.r.query(ctx, selectUserPage, user.Tenant, page.After, clampedNanos(s.now()), limit+1, user.ID)
+	if err != nil {
+		return chatmem.Page{}, translate(ctx, err)
+	}
+	defer rows.Close()
+	p := chatmem.Page{Conversations: []chatmem.Conversation{}}
+	for rows.Next() {
+		c, err := scanConversation(rows)
+		if err != nil {
+			return chatmem.Page{}, translate(ctx, err)
+		}
+		p.Conversations = append(p.Conversations, c)
+	}
+	if err := rows.Err(); err != nil {
+		return chatmem.Page{}, translate(ctx, err)
+	}
+	if len(p.Conversations) > limit {
+		p.Conversations = p.Conversations[:limit]
+		p.Next = p.Conversations[limit-1].Key.ID
+	}
+	return p, nil
+}
+
+// UserFacts returns the current value of every user fact, ordered by key
+// (byte order); see chatmem.UserStore.
+func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	return s.readUserFacts(ctx, selectUserFacts, user.Tenant, user.ID)
+}
+
+// UserFactHistory returns every value the named user fact has had, in the
+// order they were recorded; see chatmem.UserStore.
+func (s *Store) UserFactHistory(ctx context.Context, user chatmem.Key, name string) ([]chatmem.Fact, error) {
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return nil, err
+	}
+	facts, err := s.readUserFacts(ctx, selectUserFactHistory, user.Tenant, user.ID, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(facts) == 0 {
+		return nil, fmt.Errorf("user %s has no fact %q: %w", user, name, chatmem.ErrNotFound)
+	}
+	return facts, nil
+}
+
+// readUserFacts runs query, which selects userFactCols.
+func (s *Store) readUserFacts(ctx context.Context, query string, args ...any) ([]chatmem.Fact, error) {
+	rows, err := s.r.query(ctx, query, args...)
+	if err != nil {
+		return nil, translate(ctx, err)
+	}
+	defer rows.Close()
+	out := []chatmem.Fact{}
+	for rows.Next() {
+		var f chatmem.Fact
+		var created int64
+		if err := rows.Scan(&f.Key, &f.Value, &f.SourceSeq, &f.SetBy, &f.Confidence, &created, &f.Conversation); err != nil {
+			return nil, translate(ctx, err)
+		}
+		f.CreatedAt = fromNanos(created)
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(ctx, err)
+	}
+	return out, nil
+}
+
+// SetUserFacts records facts as the user's in one IMMEDIATE transaction,
+// as SetFacts does for a conversation; see chatmem.UserStore.
+func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	now := s.now()
+	facts = append([]chatmem.Fact(nil), facts...)
+	last := make(map[string]int, len(facts))
+	var keys []string
+	for i := range facts {
+		f := &facts[i]
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("fact %d: %w", i, err)
+		}
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		if err := checkTime(fmt.Sprintf("fact %d created_at", i), f.CreatedAt); err != nil {
+			return err
+		}
+		if _, ok := last[f.Key]; !ok {
+			keys = append(keys, f.Key)
+		}
+		last[f.Key] = i
+	}
+	if len(facts) == 0 {
+		return nil
+	}
+	return s.write(ctx, func(t tx) error {
+		version := make(map[string]int64, len(keys))
+		for _, k := range keys {
+			var v int64
+			if err := t.row(retireUserFact, user.Tenant, user.ID, k).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			version[k] = v
+		}
+		for i, f := range facts {
+			version[f.Key]++
+			current := 0
+			if last[f.Key] == i {
+				current = 1
+			}
+			if _, err := t.exec(insertUserFact, user.Tenant, user.ID, f.Key, version[f.Key], current, f.Value, f.SourceSeq,
+				f.SetBy, f.Confidence, f.CreatedAt.UnixNano(), f.Conversation); err != nil {
+				return fmt.Errorf("insert user fact %d (%s): %w", i, f.Key, err)
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteUserFact removes the named user fact and its history; see
+// chatmem.UserStore.
+func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	if err := chatmem.ValidateFactKey(name); err != nil {
+		return err
+	}
+	return s.write(ctx, func(t tx) error {
+		res, err := t.exec(deleteUserFact, user.Tenant, user.ID, name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("user %s has no fact %q: %w", user, name, chatmem.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// eraseBatch is how many conversations one transaction of DeleteUser
+// deletes, so that erasing a large user does not hold the write lock for
+// long.
+const eraseBatch = 64
+
+// DeleteUser erases the user; see chatmem.UserStore. It deletes the
+// user's conversations (expired ones too) a batch per IMMEDIATE
+// transaction, their messages, keys, summaries, facts, vectors and index
+// entries going with them (ON DELETE CASCADE and the unindex trigger),
+// then the user's facts. Every connection runs with PRAGMA secure_delete
+// and the index with FTS5's secure-delete, so the deleted content is
+// overwritten in the pages; last, a TRUNCATE checkpoint copies the pages
+// into the database file and empties the WAL, which held the old page
+// images. If readers keep the checkpoint from finishing, it returns an
+// error wrapping chatmem.ErrUnavailable after the data is deleted:
+// calling it again finishes the checkpoint.
+func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
+	if err := validateUser(user); err != nil {
+		return 0, err
+	}
+	deleted := 0
+	for {
+		var n int
+		err := s.write(ctx, func(t tx) error {
+			rows, err := t.query(selectUserConversationIDs, user.Tenant, user.ID, eraseBatch)
+			if err != nil {
+				return err
+			}
+			var ids []string
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				ids = append(ids, id)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if _, err := t.exec(deleteConversation, user.Tenant, id); err != nil {
+					return fmt.Errorf("delete conversation %s: %w", id, err)
+				}
+			}
+			n = len(ids)
+			return nil
+		})
+		if err != nil {
+			return deleted, fmt.Errorf("erase user %s: %w", user, err)
+		}
+		deleted += n
+		if n < eraseBatch {
+			break
+		}
+	}
+	err := s.write(ctx, func(t tx) error {
+		if _, err := t.exec(deleteUserFacts, user.Tenant, user.ID); err != nil {
+			return err
+		}
+		// The index deletes by tombstones (contentless_delete: it has no
+		// text to find the entries by), which leave the terms in their
+		// segments until a merge: merge them all.
+		_, err := t.tx.ExecContext(ctx, optimizeTerms)
+		return err
+	})
+	if err != nil {
+		return deleted, fmt.Errorf("erase user %s: %w", user, err)
+	}
+	if err := s.truncateWAL(ctx); err != nil {
+		return deleted, fmt.Errorf("erase user %s: %w", user, err)
+	}
+	return deleted, nil
+}
+
+// truncateWAL checkpoints the WAL into the database file and truncates it
+// to nothing, retrying for a while if readers hold old snapshots.
+func (s *Store) truncateWAL(ctx context.Context) error {
+	const attempts = 50
+	for i := 0; ; i++ {
+		var busy, logFrames, done int
+		err := s.w.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done)
+		if err == nil && busy == 0 {
+			return nil
+		}
+		if i == attempts {
+			if err == nil {
+				err = errors.New("readers kept it busy")
+			}
+			return fmt.Errorf("%w: checkpoint the WAL: %v", chatmem.ErrUnavailable, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

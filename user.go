@@ -1,0 +1,120 @@
+package chatmem
+
+import (
+	"cmp"
+	"context"
+	"slices"
+)
+
+// Fact scopes: a user fact belongs to the person and is seen from each of
+// their conversations, a conversation fact stays with its conversation.
+const (
+	ScopeUser         = "user"
+	ScopeConversation = "conversation"
+)
+
+// FactRef names the message that stated a fact: a conversation and a
+// sequence number in it (0: the fact was set without a source message).
+type FactRef struct {
+	Conversation string `json:"conversation"`
+	Seq          int64  `json:"seq"`
+}
+
+// UserStore keeps users: the binding of conversations to a user
+// (AppendOptions.User, Conversation.User), the user's own facts with their
+// history, and erasure. A user is an ID inside a tenant, named by a Key
+// whose ID is the user's (Key.Validate applies); users of one tenant never
+// reach another's. A user exists as long as a conversation is bound to it
+// or it has a fact: there is no user row to create, and reading an unknown
+// user gives empty results, not ErrNotFound. Every method is safe for
+// concurrent use. Memory finds it by a type assertion; every store in this
+// module implements it.
+type UserStore interface {
+	// UserConversations returns the user's live conversations ordered by
+	// ID, one page at a time, like Store.List.
+	UserConversations(ctx context.Context, user Key, page PageRequest) (Page, error)
+
+	// UserFacts returns the current value of every user fact, ordered by
+	// key; each has Conversation set to the conversation it was taken
+	// from (empty when the app set it without one).
+	UserFacts(ctx context.Context, user Key) ([]Fact, error)
+
+	// UserFactHistory returns every value the named user fact has had,
+	// oldest first (ErrNotFound if it never had one).
+	UserFactHistory(ctx context.Context, user Key, name string) ([]Fact, error)
+
+	// SetUserFacts records facts in order, atomically, as FactStore's
+	// SetFacts does; Fact.Conversation is kept (the conversation a fact
+	// came from, which need not exist any more). Each fact must pass
+	// Fact.Validate, and a non-empty Conversation ValidateID (ErrInvalid).
+	// Nothing is written on error.
+	SetUserFacts(ctx context.Context, user Key, facts []Fact) error
+
+	// DeleteUserFact removes the named user fact and its history
+	// (ErrNotFound if there is none).
+	DeleteUserFact(ctx context.Context, user Key, name string) error
+
+	// DeleteUser erases the user: every conversation bound to it, expired
+	// ones included, with their messages, summaries, facts, vectors,
+	// index entries and idempotency keys, then the user's facts and their
+	// history, and any index the store keeps of the user. It returns how
+	// many conversations it deleted. It works in steps that each leave
+	// the store consistent, so after a crash or an error calling it again
+	// finishes the job; erasing a user with nothing left is not an error
+	// (0, nil). A conversation bound to the user while it runs may
+	// survive it: stop the user's traffic first.
+	DeleteUser(ctx context.Context, user Key) (int, error)
+}
+
+// ValidateUser checks a user ID: the rules of ValidateID. It wraps
+// ErrInvalid.
+func ValidateUser(id string) error {
+	return ValidateID(id)
+}
+
+// factTimeline fills ValidFrom, ValidTo and SupersededBy in history, the
+// values of one key oldest first: each value is valid from its CreatedAt
+// until the next one's, which names the message that superseded it. conv
+// is the conversation of values that name none (a conversation's facts).
+func factTimeline(history []Fact, conv string) {
+	for i := range history {
+		f := &history[i]
+		f.ValidFrom = f.CreatedAt
+		if i+1 < len(history) {
+			next := history[i+1]
+			f.ValidTo = next.CreatedAt
+			ref := FactRef{Conversation: cmp.Or(next.Conversation, conv), Seq: next.SourceSeq}
+			f.SupersededBy = &ref
+		}
+	}
+}
+
+// mergeHistories orders the histories of several keys into one, oldest
+// first (by ValidFrom, then key, then place in its history).
+func mergeHistories(histories [][]Fact) []Fact {
+	var out []Fact
+	for _, h := range histories {
+		out = append(out, h...)
+	}
+	slices.SortStableFunc(out, func(a, b Fact) int {
+		if c := a.ValidFrom.Compare(b.ValidFrom); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return out
+}
+
+// withScope sets the scope of every fact and returns facts.
+func withScope(facts []Fact, scope string, conv string) []Fact {
+	for i := range facts {
+		facts[i].Scope = scope
+		if facts[i].ValidFrom.IsZero() {
+			facts[i].ValidFrom = facts[i].CreatedAt
+		}
+		if scope == ScopeConversation && facts[i].Conversation == "" {
+			facts[i].Conversation = conv
+		}
+	}
+	return facts
+}
