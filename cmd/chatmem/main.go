@@ -42,6 +42,8 @@ func commands() []command {
 		{"recount", "recount conversations' stored tokens under another tokenizer", new(recountConfig).command, runRecount},
 		{"purge", "delete conversations not updated for a while (--older-than)", new(purgeConfig).command, runPurge},
 		{"eval", "measure what each policy remembers and costs on a dataset", new(evalConfig).command, runEval},
+		{"version", "print the version, VCS revision and Go version of this build", new(versionConfig).command, runVersion},
+		{"healthcheck", "exit 0 if a server's /healthz answers 200 (the container's health check)", new(healthcheckConfig).command, runHealthcheck},
 	}
 }
 
@@ -90,6 +92,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return nil
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:], stdin, stdout, stderr)
@@ -102,7 +107,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "chatmem: conversation memory for LLM chatbots\n\nUsage: chatmem <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's settings and an example. Every setting is a\n"+
 		"flag, a CHATMEM_* environment variable or a key of a JSON config file (docs/configuration.md).")
