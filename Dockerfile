@@ -13,7 +13,8 @@
 #
 # .ci/container builds the same final stage from a binary built on the host,
 # for machines whose builds cannot pull the golang image: it takes everything
-# from the last FROM on, with "--from=build /out/" removed from the COPY lines.
+# from the last FROM on, with "--from=build " and "/out/" removed from the
+# COPY lines.
 
 FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
