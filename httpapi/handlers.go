@@ -511,6 +511,13 @@ func (s *Server) readyz(c *call) error {
 	return nil
 }
 
+// getVersion answers which chatmem serves: no key needed, like /metrics,
+// whose chatmem_build_info says the same.
+func (s *Server) getVersion(c *call) error {
+	writeJSON(c.w, http.StatusOK, s.build)
+	return nil
+}
+
 func (s *Server) getMetrics(c *call) error {
 	s.metrics.handler.ServeHTTP(c.w, c.r)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/buildinfo"
 )
 
 // metrics are the server's Prometheus collectors.
@@ -31,7 +32,7 @@ type metrics struct {
 // newMetrics registers the collectors with reg (a private registry, with
 // the Go and process collectors, if nil) and serves /metrics from gather
 // (nil: reg, if it is a Gatherer, else the private registry).
-func newMetrics(mem *chatmem.Memory, reg prometheus.Registerer, gather prometheus.Gatherer) (*metrics, error) {
+func newMetrics(mem *chatmem.Memory, build buildinfo.Info, reg prometheus.Registerer, gather prometheus.Gatherer) (*metrics, error) {
 	if reg == nil {
 		private := prometheus.NewRegistry()
 		private.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -78,7 +79,13 @@ func newMetrics(mem *chatmem.Memory, reg prometheus.Registerer, gather prometheu
 		Name: "chatmem_worker_queue_depth",
 		Help: "Conversations with summary or fact work queued for the worker.",
 	}, func() float64 { return float64(mem.QueueDepth()) })
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, queue} {
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "chatmem_build_info",
+		Help:        "Always 1; its labels say which chatmem serves: module version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion},
+	})
+	buildInfo.Set(1)
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, queue, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 		}

@@ -59,6 +59,7 @@ var routes = []route{
 	{"GET", "/readyz", false, (*Server).readyz, false},
 	{"GET", "/metrics", false, (*Server).getMetrics, false},
 	{"GET", "/openapi.json", false, (*Server).getOpenAPI, false},
+	{"GET", "/v1/version", false, (*Server).getVersion, false},
 	{"GET", "/{$}", false, (*Server).inspectorPage, true},
 	{"GET", "/inspector/{file}", false, (*Server).inspectorFile, true},
 }

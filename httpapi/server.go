@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/buildinfo"
 )
 
 // Limits bound what one request may carry. The zero value of each field
@@ -115,6 +116,7 @@ type Server struct {
 	rate    *rateLimiter // nil: no limit
 	mux     *http.ServeMux
 	up      *upstream // nil: no chat proxy
+	build   buildinfo.Info
 }
 
 // New returns a Server over mem. It wraps chatmem.ErrInvalid for bad keys
@@ -135,7 +137,7 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 	if opts.RateLimit.PerSecond < 0 || opts.RateLimit.Burst < 0 {
 		return nil, fmt.Errorf("%w: httpapi rate limit must not be negative", chatmem.ErrInvalid)
 	}
-	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now)}
+	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read()}
 	if opts.Upstream != nil {
 		if s.up, err = newUpstream(*opts.Upstream); err != nil {
 			return nil, err
@@ -144,7 +146,7 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if s.metrics, err = newMetrics(mem, opts.Registerer, opts.Gatherer); err != nil {
+	if s.metrics, err = newMetrics(mem, s.build, opts.Registerer, opts.Gatherer); err != nil {
 		return nil, err
 	}
 

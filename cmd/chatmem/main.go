@@ -45,6 +45,8 @@ func commands() []command {
 		{"export", "write a tenant's conversations as chatmem/v1 NDJSON (or OpenAI-style)", new(exportConfig).command, runExport},
 		{"import", "read chatmem/v1 NDJSON (or OpenAI-style transcripts) into a store", new(importConfig).command, runImport},
 		{"migrate", "copy a tenant's conversations from one store to another, verified", new(migrateConfig).command, runMigrate},
+		{"version", "print the version, VCS revision and Go version of this build", new(versionConfig).command, runVersion},
+		{"healthcheck", "exit 0 if a server's /healthz answers 200 (the container's health check)", new(healthcheckConfig).command, runHealthcheck},
 	}
 }
 
@@ -93,6 +95,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return nil
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:], stdin, stdout, stderr)
@@ -105,7 +110,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "chatmem: conversation memory for LLM chatbots\n\nUsage: chatmem <command> [flags]\n\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's settings and an example. Every setting is a\n"+
 		"flag, a CHATMEM_* environment variable or a key of a JSON config file (docs/configuration.md).")

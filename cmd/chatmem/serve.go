@@ -15,6 +15,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/anthropic"
 	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/internal/buildinfo"
 	"github.com/chatmem/chatmem/internal/settings"
 	"github.com/chatmem/chatmem/mcpserver"
 	"github.com/chatmem/chatmem/offline"
@@ -139,6 +140,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	// The build first, so that a server that fails to start says which it is.
+	build := buildinfo.Read()
+	log.Info("chatmem starting", "version", build.Version, "revision", build.Revision, "time", build.Time, "modified", build.Modified, "go_version", build.GoVersion)
 	keys, err := httpapi.ParseKeys(c.apiKeys)
 	if err != nil {
 		return &exitError{code: 2, err: err}
