@@ -47,6 +47,7 @@ type Header struct {
 type ConversationRecord struct {
 	Type         string    `json:"type"`
 	ID           string    `json:"id"`
+	User         string    `json:"user,omitempty"`
 	Tokenizer    string    `json:"tokenizer"`
 	LastSeq      int64     `json:"last_seq"`
 	Tokens       int64     `json:"tokens"`
@@ -90,7 +91,7 @@ func stamp(t time.Time) time.Time {
 
 func conversationRecord(c chatmem.Conversation) ConversationRecord {
 	return ConversationRecord{
-		Type: TypeConversation, ID: c.Key.ID, Tokenizer: c.Tokenizer, LastSeq: c.LastSeq,
+		Type: TypeConversation, ID: c.Key.ID, User: c.User, Tokenizer: c.Tokenizer, LastSeq: c.LastSeq,
 		Tokens: c.Tokens, SystemTokens: c.SystemTokens, Turns: c.Turns,
 		CreatedAt: stamp(c.CreatedAt), UpdatedAt: stamp(c.UpdatedAt), ExpiresAt: stamp(c.ExpiresAt),
 	}

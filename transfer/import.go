@@ -271,6 +271,11 @@ func (bl *block) check(b []byte) ([]byte, error) {
 		if err := chatmem.ValidateID(c.ID); err != nil {
 			return nil, fmt.Errorf("conversation id: %v", err)
 		}
+		if c.User != "" {
+			if err := chatmem.ValidateID(c.User); err != nil {
+				return nil, fmt.Errorf("user: %v", err)
+			}
+		}
 		if c.Tokenizer == "" || c.CreatedAt.IsZero() || c.UpdatedAt.IsZero() || c.LastSeq < 1 {
 			return nil, errors.New("conversation record needs id, tokenizer, created_at, updated_at and a last_seq of at least 1")
 		}
@@ -418,7 +423,7 @@ func (im *importer) resumable(ctx context.Context, key chatmem.Key, bl *block) (
 	if err != nil {
 		return 0, false, err
 	}
-	if conv.Tokenizer != bl.conv.Tokenizer || !stamp(conv.CreatedAt).Equal(bl.conv.CreatedAt) || conv.LastSeq > bl.conv.LastSeq {
+	if conv.Tokenizer != bl.conv.Tokenizer || conv.User != bl.conv.User || !stamp(conv.CreatedAt).Equal(bl.conv.CreatedAt) || conv.LastSeq > bl.conv.LastSeq {
 		return 0, false, nil
 	}
 	if ss, ok := im.st.(chatmem.SummaryStore); ok {
@@ -485,7 +490,7 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 			return nil
 		}
 		expect := last
-		opts := chatmem.AppendOptions{ExpectedLastSeq: &expect, Tokenizer: bl.conv.Tokenizer, ExpectedTokenizer: bl.conv.Tokenizer, Now: bl.conv.UpdatedAt}
+		opts := chatmem.AppendOptions{ExpectedLastSeq: &expect, User: bl.conv.User, Tokenizer: bl.conv.Tokenizer, ExpectedTokenizer: bl.conv.Tokenizer, Now: bl.conv.UpdatedAt}
 		if last == 0 {
 			opts.Now = bl.conv.CreatedAt
 		}

@@ -99,7 +99,9 @@ func fill(t *testing.T, st chatmem.Store, long int) {
 		{Role: chatmem.RoleTool, ToolCallID: "call_2", Content: `{"eta":"20:00"}`, Tokens: 5, CreatedAt: at(4)},
 		{Role: chatmem.RoleAssistant, Content: "Sorry Kavya! It is out for delivery, by 8 pm.\nGrüße, \"Shop\"", Tokens: 16, CreatedAt: at(5)},
 	}
-	appendAt(t, st, "rich", rich[:2], at(0), 0)
+	if _, err := st.Append(t.Context(), key("rich"), rich[:2], chatmem.AppendOptions{Tokenizer: "estimate", Now: at(0), User: "kavya"}); err != nil {
+		t.Fatal(err)
+	}
 	appendAt(t, st, "rich", rich[2:], at(9), 0)
 	ss := st.(chatmem.SummaryStore)
 	if err := ss.PutSummary(ctx, key("rich"), chatmem.Summary{Text: "Kavya asked about order SE-10423.", CoversSeq: 4, Tokens: 9, Summarizer: "offline", CreatedAt: at(10)}, 0); err != nil {
@@ -419,7 +421,11 @@ func TestImportConflict(t *testing.T) {
 func TestExportLines(t *testing.T) {
 	src := memory.New()
 	fill(t, src, 4)
-	sc := bufio.NewScanner(bytes.NewReader(export(t, src)))
+	data := export(t, src)
+	if !bytes.Contains(data, []byte(`{"type":"conversation","id":"rich","user":"kavya",`)) {
+		t.Errorf("the conversation record of rich does not name its user:\n%s", data)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	var types []string
 	for sc.Scan() {
 		line := sc.Text()
