@@ -10,10 +10,11 @@ import (
 // model, are inferred from these structs by the SDK: a field without
 // omitempty is required, and the jsonschema tag is its description.
 //
-// Users (a person's conversations and facts across them) are to be added as
-// an optional `user` field beside `conversation` in AppendInput, GetFactsInput,
-// SetFactInput, DeleteFactInput, SearchInput and ListInput, and a `scope` in
-// ContextInput; inputs name their conversation in one field for that reason.
+// A user (a person, whose conversations and facts follow them from one
+// conversation to the next) is an optional `user` field beside
+// `conversation`: append_messages binds a new conversation to it, the fact
+// tools take one or the other, list_conversations filters by it.
+// search_memory and get_context stay per conversation for now.
 
 // ToolCall is a function call an assistant message requests, in the OpenAI
 // chat format.
@@ -41,6 +42,7 @@ type MessageInput struct {
 // AppendInput is append_messages' input.
 type AppendInput struct {
 	Conversation string         `json:"conversation" jsonschema:"the conversation's ID: 1 to 128 characters from A-Z a-z 0-9 . _ : @ -, starting with a letter or digit; a new ID starts a conversation"`
+	User         string         `json:"user,omitempty" jsonschema:"the person the conversation is with (an ID with the rules of conversation IDs); a new conversation is bound to this user for good, so the user's facts follow them into it. Later appends may repeat it or leave it out; another user is refused"`
 	Messages     []MessageInput `json:"messages" jsonschema:"the new messages, oldest first; they are added after the stored ones"`
 }
 
@@ -54,6 +56,7 @@ type Stored struct {
 // AppendOutput is append_messages' result.
 type AppendOutput struct {
 	Conversation string   `json:"conversation"`
+	User         string   `json:"user,omitempty" jsonschema:"the user the conversation belongs to, if any"`
 	Messages     []Stored `json:"messages" jsonschema:"the stored messages, in order"`
 	LastSeq      int64    `json:"last_seq" jsonschema:"the conversation's newest sequence number (its message count)"`
 	Tokens       int64    `json:"tokens" jsonschema:"the tokens of every message the conversation holds"`
@@ -88,14 +91,17 @@ type Summary struct {
 	Tokens    int    `json:"tokens"`
 }
 
-// Fact is one fact about a conversation's user.
+// Fact is one fact: a user's (about the person, seen from each of their
+// conversations) or a conversation's own.
 type Fact struct {
-	Key        string    `json:"key"`
-	Value      string    `json:"value"`
-	SetBy      string    `json:"set_by" jsonschema:"who set it: app (a client, by set_fact) or the extractor that found it"`
-	SourceSeq  int64     `json:"source_seq,omitempty" jsonschema:"the message it was taken from"`
-	Confidence float64   `json:"confidence"`
-	Time       time.Time `json:"time,omitzero" jsonschema:"when it was set"`
+	Key          string    `json:"key"`
+	Value        string    `json:"value"`
+	Scope        string    `json:"scope" jsonschema:"user (the person's: seen from each of their conversations) or conversation (this conversation's only)"`
+	Conversation string    `json:"conversation,omitempty" jsonschema:"the conversation it was stated in, when known"`
+	SetBy        string    `json:"set_by" jsonschema:"who set it: app (a client, by set_fact) or the extractor that found it"`
+	SourceSeq    int64     `json:"source_seq,omitempty" jsonschema:"the message it was taken from"`
+	Confidence   float64   `json:"confidence"`
+	Time         time.Time `json:"time,omitzero" jsonschema:"when it was set"`
 }
 
 // ContextOutput is get_context's result.
@@ -112,7 +118,7 @@ type ContextOutput struct {
 // SearchInput is search_memory's input.
 type SearchInput struct {
 	Query        string `json:"query" jsonschema:"words to look for, e.g. an order number, a name or a topic; matched by word (stemmed), not by meaning"`
-	Conversation string `json:"conversation" jsonschema:"the conversation to search"`
+	Conversation string `json:"conversation" jsonschema:"the conversation to search (one at a time: a user's other conversations are not searched; list_conversations with user names them)"`
 	Limit        int    `json:"limit,omitempty" jsonschema:"most hits to return, 1 to 100 (default 10)"`
 }
 
@@ -135,43 +141,50 @@ type SearchOutput struct {
 
 // GetFactsInput is get_facts' input.
 type GetFactsInput struct {
-	Conversation string `json:"conversation" jsonschema:"the conversation's ID"`
+	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation's ID: its own facts and its user's, as get_context sends them (give conversation or user, not both)"`
+	User         string `json:"user,omitempty" jsonschema:"the user's ID: the user's facts only (give conversation or user, not both)"`
 }
 
 // FactsOutput is get_facts' result.
 type FactsOutput struct {
-	Conversation string `json:"conversation"`
-	Facts        []Fact `json:"facts" jsonschema:"the current value of each fact, by key"`
+	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation asked about, if one was"`
+	User         string `json:"user,omitempty" jsonschema:"the user asked about, if one was"`
+	Facts        []Fact `json:"facts" jsonschema:"the current value of each fact, by key; for a conversation its own fact wins over its user's of the same key"`
 }
 
 // SetFactInput is set_fact's input.
 type SetFactInput struct {
-	Conversation string `json:"conversation" jsonschema:"the conversation's ID; it must exist (append a message first)"`
+	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation's ID, for a detail of this conversation only (an order or ticket number); it must exist (append a message first). Give conversation or user, not both"`
+	User         string `json:"user,omitempty" jsonschema:"the user's ID, for a detail of the person (name, email, language, address, preferences), seen from each of their conversations. Give conversation or user, not both"`
 	Key          string `json:"key" jsonschema:"1 to 64 characters from a-z 0-9 _ . -, starting with a letter, e.g. name, order_id, shipping.city"`
 	Value        string `json:"value" jsonschema:"the value, up to 4096 bytes; it replaces the current one, which is kept as history"`
 }
 
 // SetFactOutput is set_fact's result.
 type SetFactOutput struct {
-	Conversation string `json:"conversation"`
+	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation the fact was set for, if it was"`
+	User         string `json:"user,omitempty" jsonschema:"the user the fact was set for, if it was"`
 	Fact         Fact   `json:"fact"`
 }
 
 // DeleteFactInput is delete_fact's input.
 type DeleteFactInput struct {
-	Conversation string `json:"conversation" jsonschema:"the conversation's ID"`
+	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation's ID, for one of its own facts (give conversation or user, not both)"`
+	User         string `json:"user,omitempty" jsonschema:"the user's ID, for one of the user's facts (give conversation or user, not both)"`
 	Key          string `json:"key" jsonschema:"the fact's key"`
 }
 
 // DeleteFactOutput is delete_fact's result.
 type DeleteFactOutput struct {
-	Conversation string `json:"conversation"`
+	Conversation string `json:"conversation,omitempty"`
+	User         string `json:"user,omitempty"`
 	Key          string `json:"key"`
 	Deleted      bool   `json:"deleted"`
 }
 
 // ListInput is list_conversations' input.
 type ListInput struct {
+	User   string `json:"user,omitempty" jsonschema:"list only this user's conversations (default: every conversation)"`
 	Limit  int    `json:"limit,omitempty" jsonschema:"most conversations to return, 1 to 1000 (default 50)"`
 	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor of the previous page, to continue from it"`
 }
@@ -179,6 +192,7 @@ type ListInput struct {
 // Conversation describes one stored conversation.
 type Conversation struct {
 	ID        string    `json:"id"`
+	User      string    `json:"user,omitempty" jsonschema:"the user it belongs to, if any"`
 	Messages  int64     `json:"messages" jsonschema:"how many messages it holds (its newest sequence number)"`
 	Tokens    int64     `json:"tokens" jsonschema:"the tokens of all its messages"`
 	Turns     int64     `json:"turns" jsonschema:"its user messages"`
@@ -214,8 +228,15 @@ func messageOf(m chatmem.Message) Message {
 	return out
 }
 
+// factOf converts a fact. A fact read without its scope (Memory.Facts, or
+// the facts of a conversation without a user) is the conversation's.
 func factOf(f chatmem.Fact) Fact {
-	return Fact{Key: f.Key, Value: f.Value, SetBy: f.SetBy, SourceSeq: f.SourceSeq, Confidence: f.Confidence, Time: f.CreatedAt}
+	scope := f.Scope
+	if scope == "" {
+		scope = chatmem.ScopeConversation
+	}
+	return Fact{Key: f.Key, Value: f.Value, Scope: scope, Conversation: f.Conversation, SetBy: f.SetBy, SourceSeq: f.SourceSeq,
+		Confidence: f.Confidence, Time: f.CreatedAt}
 }
 
 func factsOf(fs []chatmem.Fact) []Fact {
@@ -228,7 +249,7 @@ func factsOf(fs []chatmem.Fact) []Fact {
 
 func conversationOf(c chatmem.Conversation) Conversation {
 	return Conversation{
-		ID: c.Key.ID, Messages: c.LastSeq, Tokens: c.Tokens + c.SystemTokens, Turns: c.Turns,
+		ID: c.Key.ID, User: c.User, Messages: c.LastSeq, Tokens: c.Tokens + c.SystemTokens, Turns: c.Turns,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
 }
