@@ -39,6 +39,13 @@ func FuzzTools(f *testing.F) {
 		{5, `{"conversation":"c1","key":"name"}`},
 		{6, `{"limit":1,"cursor":"c0"}`},
 		{7, `{"conversation":"c1"}`},
+		{0, `{"conversation":"c2","user":"u1","messages":[{"role":"user","content":"I'm Kavya"}]}`},
+		{0, `{"conversation":"c1","user":"u2","messages":[{"role":"user","content":"hi"}]}`},
+		{3, `{"user":"u1"}`},
+		{3, `{"conversation":"c1","user":"u1"}`},
+		{4, `{"user":"u1","key":"language","value":"Tamil"}`},
+		{5, `{"user":"u1","key":"language"}`},
+		{6, `{"user":"u1","limit":1}`},
 		{0, `[]`},
 		{1, `null`},
 		{2, `{"conversation":1}`},
@@ -53,7 +60,7 @@ func FuzzTools(f *testing.F) {
 			return // the client cannot send it: it is not JSON
 		}
 		name := fuzzTools[int(tool)%len(fuzzTools)]
-		before := state(t, mem, "fuzz")
+		before := state(t, mem, "fuzz", "u1", "u2")
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
 		if err != nil {
 			t.Fatalf("%s(%s): protocol error %v", name, args, err)
@@ -62,7 +69,7 @@ func FuzzTools(f *testing.F) {
 			if text(res) == "" {
 				t.Fatalf("%s(%s): an error without a message", name, args)
 			}
-			if after := state(t, mem, "fuzz"); after != before {
+			if after := state(t, mem, "fuzz", "u1", "u2"); after != before {
 				t.Fatalf("%s(%s) failed (%s) but changed the store:\n%s\nwant\n%s", name, args, text(res), after, before)
 			}
 			return

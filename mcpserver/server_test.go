@@ -200,10 +200,12 @@ func TestTools(t *testing.T) {
 }
 
 // state is everything a tenant holds, to check that a failed call wrote
-// nothing.
-func state(t testing.TB, mem *chatmem.Memory, tenant string) string {
+// nothing: its conversations with their users and facts, and the facts of
+// those users and of users.
+func state(t testing.TB, mem *chatmem.Memory, tenant string, users ...string) string {
 	t.Helper()
 	ctx := context.Background()
+	users = slices.Clone(users)
 	var b strings.Builder
 	page, err := mem.Store().List(ctx, tenant, chatmem.PageRequest{Limit: 1000})
 	if err != nil {
@@ -218,7 +220,23 @@ func state(t testing.TB, mem *chatmem.Memory, tenant string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&b, "%s %d %d %d\n", c.Key.ID, c.LastSeq, len(msgs), c.Tokens)
+		fmt.Fprintf(&b, "%s %q %d %d %d\n", c.Key.ID, c.User, c.LastSeq, len(msgs), c.Tokens)
+		for _, f := range facts {
+			fmt.Fprintf(&b, "  %s=%s\n", f.Key, f.Value)
+		}
+		if c.User != "" && !slices.Contains(users, c.User) {
+			users = append(users, c.User)
+		}
+	}
+	// The users of its conversations, and the ones a test names, with
+	// their facts.
+	slices.Sort(users)
+	for _, u := range slices.Compact(users) {
+		facts, err := mem.UserFacts(ctx, chatmem.Key{Tenant: tenant, ID: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "user %s\n", u)
 		for _, f := range facts {
 			fmt.Fprintf(&b, "  %s=%s\n", f.Key, f.Value)
 		}

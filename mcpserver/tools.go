@@ -46,6 +46,54 @@ func (t *tools) key(id string) (chatmem.Key, error) {
 	return chatmem.Key{Tenant: t.tenant, ID: id}, nil
 }
 
+// userKey returns the tenant's user id, checked.
+func (t *tools) userKey(id string) (chatmem.Key, error) {
+	if err := chatmem.ValidateUser(id); err != nil {
+		return chatmem.Key{}, fmt.Errorf("user: %w", err)
+	}
+	return chatmem.Key{Tenant: t.tenant, ID: id}, nil
+}
+
+// owner is what a fact tool names: a conversation or a user.
+type owner struct {
+	key    chatmem.Key
+	isUser bool
+}
+
+// String names the owner for a tool result's text.
+func (o owner) String() string {
+	if o.isUser {
+		return "user " + o.key.ID
+	}
+	return o.key.ID
+}
+
+// factOwner returns the owner a fact tool names: exactly one of conv and
+// user.
+func (t *tools) factOwner(conv, user string) (owner, error) {
+	switch {
+	case conv != "" && user != "":
+		return owner{}, fmt.Errorf("%w: give conversation or user, not both: a fact belongs to one of them "+
+			"(a conversation sees its user's facts anyway)", chatmem.ErrInvalid)
+	case user != "":
+		key, err := t.userKey(user)
+		return owner{key: key, isUser: true}, err
+	case conv != "":
+		key, err := t.key(conv)
+		return owner{key: key}, err
+	}
+	return owner{}, fmt.Errorf("%w: give conversation or user: conversation for a fact of that conversation only, "+
+		"user for a fact of the person, seen from each of their conversations", chatmem.ErrInvalid)
+}
+
+// ids are the conversation and user fields of a fact tool's result.
+func (o owner) ids() (conv, user string) {
+	if o.isUser {
+		return "", o.key.ID
+	}
+	return o.key.ID, ""
+}
+
 // notFound rewords a missing conversation's error for the model.
 func notFound(id string, err error) error {
 	if errors.Is(err, chatmem.ErrNotFound) {
@@ -64,7 +112,9 @@ func (t *tools) register(s *mcp.Server) {
 		Name: "append_messages",
 		Description: "Store new messages at the end of a conversation (creating it if the ID is new). Call it with " +
 			"each user message and each reply, so the conversation is remembered; the messages are validated " +
-			"as a whole and either all stored or, on an error, none. Returns each message's sequence number and tokens.",
+			"as a whole and either all stored or, on an error, none. Give user (the person's ID) when you know who " +
+			"you are talking to: a new conversation is then bound to that user for good and sees their facts; a " +
+			"conversation bound to another user, or to none, refuses it. Returns each message's sequence number and tokens.",
 		Annotations: &mcp.ToolAnnotations{Title: "Append messages", DestructiveHint: no(), OpenWorldHint: closed},
 	}, t.append)
 	mcp.AddTool(s, &mcp.Tool{
@@ -79,30 +129,36 @@ func (t *tools) register(s *mcp.Server) {
 		Name: "search_memory",
 		Description: "Search a conversation's stored messages for words (an order number, a name, a topic), " +
 			"however far back they were said, and return the matching messages with their sequence number, " +
-			"time and role, best first. It matches words, not meaning.",
+			"time and role, best first. It matches words, not meaning. It searches one conversation: there is no " +
+			"search across a user's conversations yet (list_conversations with user lists them, to search each).",
 		Annotations: &mcp.ToolAnnotations{Title: "Search memory", ReadOnlyHint: true, OpenWorldHint: closed},
 	}, t.search)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "get_facts",
-		Description: "Get the facts known about a conversation's user (name, order numbers, preferences...), " +
-			"each with who set it and when: facts set with set_fact and those extracted from the messages.",
+		Description: "Get the known facts (name, order numbers, preferences...), each with its scope, who set it " +
+			"and when: facts set with set_fact and those extracted from the messages. Give conversation for what " +
+			"that conversation sees (its own facts and its user's, as get_context with facts=true sends them), or " +
+			"user for the person's facts only.",
 		Annotations: &mcp.ToolAnnotations{Title: "Get facts", ReadOnlyHint: true, OpenWorldHint: closed},
 	}, t.getFacts)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "set_fact",
-		Description: "Remember one fact about a conversation's user as a key and a value (e.g. name=Kavya, " +
-			"order_id=SE-10423). A new value replaces the current one, which is kept as history. The " +
-			"conversation must exist.",
+		Description: "Remember one fact as a key and a value. Give user for a detail of the person (name=Kavya, " +
+			"language, email, address, preferences): it is seen from each of their conversations. Give conversation " +
+			"for a detail of this conversation only (order_id=SE-10423, a ticket); the conversation must exist. " +
+			"Exactly one of the two. A new value replaces the current one, which is kept as history.",
 		Annotations: &mcp.ToolAnnotations{Title: "Set a fact", DestructiveHint: no(), IdempotentHint: true, OpenWorldHint: closed},
 	}, t.setFact)
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        "delete_fact",
-		Description: "Forget one fact of a conversation, with its history. Use it when the user asks for a detail to be forgotten or it is wrong.",
+		Name: "delete_fact",
+		Description: "Forget one fact, with its history: a conversation's own (give conversation) or a user's (give user; " +
+			"it is forgotten in all their conversations). Use it when the user asks for a detail to be forgotten or it is wrong.",
 		Annotations: &mcp.ToolAnnotations{Title: "Delete a fact", DestructiveHint: yes(), IdempotentHint: true, OpenWorldHint: closed},
 	}, t.deleteFact)
 	mcp.AddTool(s, &mcp.Tool{
-		Name:        "list_conversations",
-		Description: "List the stored conversations, ordered by ID, one page at a time (pass next_cursor as cursor to continue), with their message and token counts.",
+		Name: "list_conversations",
+		Description: "List the stored conversations, or with user only that user's, ordered by ID, one page at a time " +
+			"(pass next_cursor as cursor to continue), with their user and their message and token counts.",
 		Annotations: &mcp.ToolAnnotations{Title: "List conversations", ReadOnlyHint: true, OpenWorldHint: closed},
 	}, t.list)
 	mcp.AddTool(s, &mcp.Tool{
@@ -134,20 +190,49 @@ func (t *tools) append(ctx context.Context, _ *mcp.CallToolRequest, in AppendInp
 	}
 	// Memory.Append checks every message, and the batch against the stored
 	// history, before it writes; the store writes the batch atomically.
-	res, err := t.mem.Append(ctx, key, msgs, chatmem.AppendOptions{})
+	if in.User != "" {
+		if _, err := t.userKey(in.User); err != nil {
+			return nil, AppendOutput{}, err
+		}
+	}
+	// The store checks the user in the append's own transaction, so a
+	// conflict writes nothing.
+	res, err := t.mem.Append(ctx, key, msgs, chatmem.AppendOptions{User: in.User})
 	if err != nil {
+		if in.User != "" && errors.Is(err, chatmem.ErrConflict) {
+			err = t.userConflict(ctx, key, in.User, err)
+		}
 		return nil, AppendOutput{}, t.toolError(ctx, "append_messages", err)
 	}
-	out := AppendOutput{Conversation: key.ID, Messages: make([]Stored, len(res.Messages)), LastSeq: res.Conversation.LastSeq,
+	out := AppendOutput{Conversation: key.ID, User: res.Conversation.User, Messages: make([]Stored, len(res.Messages)), LastSeq: res.Conversation.LastSeq,
 		Tokens: res.Conversation.Tokens + res.Conversation.SystemTokens}
 	added := 0
 	for i, m := range res.Messages {
 		out.Messages[i] = Stored{Seq: m.Seq, Role: string(m.Role), Tokens: m.Tokens}
 		added += m.Tokens
 	}
+	of := key.ID
+	if out.User != "" {
+		of += " (user " + out.User + ")"
+	}
 	text := fmt.Sprintf("Stored %d message(s) in %s as seq %d-%d (%d tokens); it now holds %d messages, %d tokens.",
-		len(out.Messages), key.ID, out.Messages[0].Seq, out.Messages[len(out.Messages)-1].Seq, added, out.LastSeq, out.Tokens)
+		len(out.Messages), of, out.Messages[0].Seq, out.Messages[len(out.Messages)-1].Seq, added, out.LastSeq, out.Tokens)
 	return textResult(text), out, nil
+}
+
+// userConflict rewords an append's conflict over its user for the model,
+// naming the conversation's user (the tenant's own data).
+func (t *tools) userConflict(ctx context.Context, key chatmem.Key, user string, err error) error {
+	c, cerr := t.mem.Store().Conversation(ctx, key)
+	if cerr != nil {
+		return err
+	}
+	whose := "belongs to no user"
+	if c.User != "" {
+		whose = fmt.Sprintf("belongs to user %q", c.User)
+	}
+	return fmt.Errorf("%w: conversation %q %s, not %q: a conversation's user is set when it is created and never "+
+		"changes; leave user out to append to it, or start a new conversation for %q", chatmem.ErrConflict, key.ID, whose, user, user)
 }
 
 // policy turns get_context's input into a Policy, with the defaults.
@@ -267,25 +352,35 @@ func (t *tools) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchInp
 }
 
 func (t *tools) getFacts(ctx context.Context, _ *mcp.CallToolRequest, in GetFactsInput) (*mcp.CallToolResult, FactsOutput, error) {
-	key, err := t.key(in.Conversation)
+	o, err := t.factOwner(in.Conversation, in.User)
 	if err != nil {
 		return nil, FactsOutput{}, err
 	}
-	fs, err := t.mem.Facts(ctx, key)
-	if err != nil {
-		return nil, FactsOutput{}, t.toolError(ctx, "get_facts", notFound(key.ID, err))
+	var fs []chatmem.Fact
+	if o.isUser {
+		fs, err = t.mem.UserFacts(ctx, o.key)
+	} else {
+		fs, err = t.mem.VisibleFacts(ctx, o.key)
 	}
-	out := FactsOutput{Conversation: key.ID, Facts: factsOf(fs)}
+	if err != nil {
+		return nil, FactsOutput{}, t.toolError(ctx, "get_facts", notFound(o.key.ID, err))
+	}
+	out := FactsOutput{Facts: factsOf(fs)}
+	out.Conversation, out.User = o.ids()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d fact(s) about %s.", len(out.Facts), key.ID)
+	fmt.Fprintf(&b, "%d fact(s) about %s.", len(out.Facts), o)
 	for _, f := range out.Facts {
-		fmt.Fprintf(&b, "\n%s: %s (set by %s)", f.Key, f.Value, f.SetBy)
+		fmt.Fprintf(&b, "\n%s: %s (set by %s", f.Key, f.Value, f.SetBy)
+		if !o.isUser && f.Scope == chatmem.ScopeUser {
+			b.WriteString("; the user's")
+		}
+		b.WriteByte(')')
 	}
 	return textResult(b.String()), out, nil
 }
 
 func (t *tools) setFact(ctx context.Context, _ *mcp.CallToolRequest, in SetFactInput) (*mcp.CallToolResult, SetFactOutput, error) {
-	key, err := t.key(in.Conversation)
+	o, err := t.factOwner(in.Conversation, in.User)
 	if err != nil {
 		return nil, SetFactOutput{}, err
 	}
@@ -295,38 +390,60 @@ func (t *tools) setFact(ctx context.Context, _ *mcp.CallToolRequest, in SetFactI
 	if err := f.Validate(); err != nil {
 		return nil, SetFactOutput{}, err
 	}
-	if err := t.mem.SetFacts(ctx, key, []chatmem.Fact{f}); err != nil {
-		return nil, SetFactOutput{}, t.toolError(ctx, "set_fact", notFound(key.ID, err))
+	set, read := t.mem.SetFacts, t.mem.Facts
+	if o.isUser {
+		set, read = t.mem.SetUserFacts, t.mem.UserFacts
+	}
+	if err := set(ctx, o.key, []chatmem.Fact{f}); err != nil {
+		return nil, SetFactOutput{}, t.toolError(ctx, "set_fact", notFound(o.key.ID, err))
 	}
 	// Read back, for the time and provenance the store recorded.
-	fs, err := t.mem.Facts(ctx, key)
+	fs, err := read(ctx, o.key)
 	if err != nil {
-		return nil, SetFactOutput{}, t.toolError(ctx, "set_fact", notFound(key.ID, err))
+		return nil, SetFactOutput{}, t.toolError(ctx, "set_fact", notFound(o.key.ID, err))
 	}
-	out := SetFactOutput{Conversation: key.ID, Fact: factOf(f)}
+	out := SetFactOutput{Fact: factOf(f)}
+	out.Conversation, out.User = o.ids()
+	if o.isUser {
+		out.Fact.Scope = chatmem.ScopeUser
+	}
 	for _, got := range fs {
 		if got.Key == f.Key {
 			out.Fact = factOf(got)
 		}
 	}
-	return textResult(fmt.Sprintf("Set %s = %s for %s.", f.Key, f.Value, key.ID)), out, nil
+	text := fmt.Sprintf("Set %s = %s for %s.", f.Key, f.Value, o)
+	if o.isUser {
+		text = fmt.Sprintf("Set %s = %s for %s; each of their conversations sees it.", f.Key, f.Value, o)
+	}
+	return textResult(text), out, nil
 }
 
 func (t *tools) deleteFact(ctx context.Context, _ *mcp.CallToolRequest, in DeleteFactInput) (*mcp.CallToolResult, DeleteFactOutput, error) {
-	key, err := t.key(in.Conversation)
+	o, err := t.factOwner(in.Conversation, in.User)
 	if err != nil {
 		return nil, DeleteFactOutput{}, err
 	}
 	if err := chatmem.ValidateFactKey(in.Key); err != nil {
 		return nil, DeleteFactOutput{}, err
 	}
-	if err := t.mem.DeleteFact(ctx, key, in.Key); err != nil {
+	del := t.mem.DeleteFact
+	if o.isUser {
+		del = t.mem.DeleteUserFact
+	}
+	if err := del(ctx, o.key, in.Key); err != nil {
 		if errors.Is(err, chatmem.ErrNotFound) {
-			err = fmt.Errorf("%w: conversation %q has no fact %q", chatmem.ErrNotFound, key.ID, in.Key)
+			what := fmt.Sprintf("conversation %q", o.key.ID)
+			if o.isUser {
+				what = fmt.Sprintf("user %q", o.key.ID)
+			}
+			err = fmt.Errorf("%w: %s has no fact %q", chatmem.ErrNotFound, what, in.Key)
 		}
 		return nil, DeleteFactOutput{}, t.toolError(ctx, "delete_fact", err)
 	}
-	return textResult(fmt.Sprintf("Deleted fact %s of %s.", in.Key, key.ID)), DeleteFactOutput{Conversation: key.ID, Key: in.Key, Deleted: true}, nil
+	out := DeleteFactOutput{Key: in.Key, Deleted: true}
+	out.Conversation, out.User = o.ids()
+	return textResult(fmt.Sprintf("Deleted fact %s of %s.", in.Key, o)), out, nil
 }
 
 func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
@@ -342,13 +459,27 @@ func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) 
 			return nil, ListOutput{}, fmt.Errorf("cursor (pass next_cursor as it came): %w", err)
 		}
 	}
-	page, err := t.mem.Store().List(ctx, t.tenant, chatmem.PageRequest{After: in.Cursor, Limit: limit})
+	req := chatmem.PageRequest{After: in.Cursor, Limit: limit}
+	var page chatmem.Page
+	var err error
+	if in.User != "" {
+		user, uerr := t.userKey(in.User)
+		if uerr != nil {
+			return nil, ListOutput{}, uerr
+		}
+		page, err = t.mem.UserConversations(ctx, user, req)
+	} else {
+		page, err = t.mem.Store().List(ctx, t.tenant, req)
+	}
 	if err != nil {
 		return nil, ListOutput{}, t.toolError(ctx, "list_conversations", err)
 	}
 	out := ListOutput{Conversations: make([]Conversation, len(page.Conversations)), NextCursor: page.Next}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d conversation(s)", len(out.Conversations))
+	if in.User != "" {
+		fmt.Fprintf(&b, " of user %s", in.User)
+	}
 	if out.NextCursor != "" {
 		fmt.Fprintf(&b, "; more after cursor %s", out.NextCursor)
 	}
@@ -356,6 +487,9 @@ func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) 
 	for i, c := range page.Conversations {
 		out.Conversations[i] = conversationOf(c)
 		fmt.Fprintf(&b, "\n%s: %d messages, %d tokens, updated %s", c.Key.ID, c.LastSeq, c.Tokens+c.SystemTokens, c.UpdatedAt.UTC().Format("2006-01-02 15:04"))
+		if c.User != "" && in.User == "" {
+			fmt.Fprintf(&b, ", user %s", c.User)
+		}
 	}
 	return textResult(b.String()), out, nil
 }
