@@ -211,7 +211,7 @@ func (s *Server) proxyChat(c *call) error {
 			return s.replay(c, req.stream, modelOf(body), *reply)
 		}
 	}
-	upto := int64(-1) // the last Seq of a replayed turn: the history it is answered from
+	upto := int64(-1) // the last Seq of a turn appended first: the history it is answered from
 	appendFirst := func() error {
 		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user}
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
@@ -220,12 +220,12 @@ func (s *Server) proxyChat(c *call) error {
 		if err != nil {
 			return err
 		}
-		if res.Replayed {
-			if !sameMessages(res.Messages, msgs) {
-				return errKeyReused
-			}
-			upto = res.Messages[len(res.Messages)-1].Seq
+		if res.Replayed && !sameMessages(res.Messages, msgs) {
+			return errKeyReused
 		}
+		// The turn is answered from the history up to its own messages:
+		// another client's turn appended meanwhile is not this one's.
+		upto = res.Messages[len(res.Messages)-1].Seq
 		return nil
 	}
 	var pending []chatmem.Message
@@ -294,8 +294,10 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	for _, m := range w.Messages {
 		if upto >= 0 && m.Seq > upto {
-			// A retry of a turn whose messages were stored by an attempt
-			// that got no reply: send the history they were stored in.
+			// Messages stored after the turn's own (another client's turn
+			// on the conversation, or, for a retry whose first attempt got
+			// no reply, what came after it): send the history the turn's
+			// messages were stored in.
 			t.tokens -= m.Tokens
 			continue
 		}

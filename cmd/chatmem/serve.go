@@ -140,9 +140,6 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	// The build first, so that a server that fails to start says which it is.
-	build := buildinfo.Read()
-	log.Info("chatmem starting", "version", build.Version, "revision", build.Revision, "time", build.Time, "modified", build.Modified, "go_version", build.GoVersion)
 	keys, err := httpapi.ParseKeys(c.apiKeys)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -159,6 +156,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	defer srv.close()
+	// The build, once the settings are accepted (a refused setting is one
+	// line on stderr) and before the listener, so that a server that
+	// fails to listen says which build it is.
+	build := buildinfo.Read()
+	log.Info("chatmem starting", "version", build.Version, "revision", build.Revision, "time", build.Time, "modified", build.Modified, "go_version", build.GoVersion)
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
