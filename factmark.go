@@ -91,9 +91,12 @@ func (m *Memory) extractMarked(ctx context.Context, fm FactMarker, j job) error 
 }
 
 // carried returns the job's own messages from..to, if it carries them
-// all, and nil otherwise.
+// all, and nil otherwise. A job's messages are those of the appends this
+// process made, and may skip what another process appended between them:
+// only a dense run is taken.
 func (j job) carried(from, to int64) []Message {
-	if len(j.msgs) == 0 || from < j.msgs[0].Seq || to > j.msgs[len(j.msgs)-1].Seq {
+	n := len(j.msgs)
+	if n == 0 || from < j.msgs[0].Seq || to > j.msgs[n-1].Seq || j.msgs[n-1].Seq-j.msgs[0].Seq != int64(n-1) {
 		return nil
 	}
 	first := j.msgs[0].Seq
