@@ -150,21 +150,9 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 		if err != nil {
 			return err
 		}
-		version := make(map[string]int64, len(last))
-		var k string
-		var v int64
-		if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error {
-			version[k] = v
-			return nil
-		}); err != nil {
+		versions, current, err := nextVersions(rows, keys, last)
+		if err != nil {
 			return err
-		}
-		versions := make([]int64, n)
-		current := make([]bool, n)
-		for i, k := range keys {
-			version[k]++
-			versions[i] = version[k]
-			current[i] = last[k] == i
 		}
 		_, err = tx.Exec(ctx, s.q.insertFacts, key.Tenant, key.ID,
 			keys, versions, current, values, sourceSeq, setBy, confidence, createdAt)
@@ -221,4 +209,27 @@ func scanFacts(rows pgx.Rows) ([]chatmem.Fact, error) {
 		facts = append(facts, f)
 	}
 	return facts, rows.Err()
+}
+
+// nextVersions numbers a batch of facts after the versions rows returns
+// (each retired key and its newest version): keys[i] is the key of fact i,
+// last the index of each key's last fact, which becomes current.
+func nextVersions(rows pgx.Rows, keys []string, last map[string]int) ([]int64, []bool, error) {
+	version := make(map[string]int64, len(last))
+	var k string
+	var v int64
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error {
+		version[k] = v
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	versions := make([]int64, len(keys))
+	current := make([]bool, len(keys))
+	for i, k := range keys {
+		version[k]++
+		versions[i] = version[k]
+		current[i] = last[k] == i
+	}
+	return versions, current, nil
 }

@@ -234,21 +234,9 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 		if err != nil {
 			return err
 		}
-		version := make(map[string]int64, len(last))
-		var k string
-		var v int64
-		if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error {
-			version[k] = v
-			return nil
-		}); err != nil {
+		versions, current, err := nextVersions(rows, keys, last)
+		if err != nil {
 			return err
-		}
-		versions := make([]int64, n)
-		current := make([]bool, n)
-		for i, k := range keys {
-			version[k]++
-			versions[i] = version[k]
-			current[i] = last[k] == i
 		}
 		_, err = tx.Exec(ctx, s.uq.insert, user.Tenant, user.ID,
 			keys, versions, current, values, sourceSeq, setBy, confidence, createdAt, convs)

@@ -76,24 +76,9 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 		return err
 	}
 	now := s.now()
-	facts = append([]chatmem.Fact(nil), facts...)
-	last := make(map[string]int, len(facts)) // index of each key's last fact
-	var keys []string                        // distinct keys, in batch order
-	for i := range facts {
-		f := &facts[i]
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
-		}
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		if err := checkTime(fmt.Sprintf("fact %d created_at", i), f.CreatedAt); err != nil {
-			return err
-		}
-		if _, ok := last[f.Key]; !ok {
-			keys = append(keys, f.Key)
-		}
-		last[f.Key] = i
+	facts, last, keys, err := factBatch(facts, now)
+	if err != nil {
+		return err
 	}
 	if len(facts) == 0 && mark == nil {
 		return s.read(ctx, func(t tx) error {
@@ -193,4 +178,31 @@ func (s *Store) readFacts(ctx context.Context, key chatmem.Key, query string, ar
 		return nil, err
 	}
 	return out, nil
+}
+
+// factBatch checks a batch of facts for SetFacts and SetUserFacts: each
+// valid, its CreatedAt (zero: now) storable. It returns a copy of the
+// batch with the times set, the index of each key's last fact, and the
+// distinct keys in batch order.
+func factBatch(facts []chatmem.Fact, now time.Time) ([]chatmem.Fact, map[string]int, []string, error) {
+	facts = append([]chatmem.Fact(nil), facts...)
+	last := make(map[string]int, len(facts))
+	var keys []string
+	for i := range facts {
+		f := &facts[i]
+		if err := f.Validate(); err != nil {
+			return nil, nil, nil, fmt.Errorf("fact %d: %w", i, err)
+		}
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		if err := checkTime(fmt.Sprintf("fact %d created_at", i), f.CreatedAt); err != nil {
+			return nil, nil, nil, err
+		}
+		if _, ok := last[f.Key]; !ok {
+			keys = append(keys, f.Key)
+		}
+		last[f.Key] = i
+	}
+	return facts, last, keys, nil
 }

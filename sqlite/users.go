@@ -174,24 +174,9 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 		return err
 	}
 	now := s.now()
-	facts = append([]chatmem.Fact(nil), facts...)
-	last := make(map[string]int, len(facts))
-	var keys []string
-	for i := range facts {
-		f := &facts[i]
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
-		}
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		if err := checkTime(fmt.Sprintf("fact %d created_at", i), f.CreatedAt); err != nil {
-			return err
-		}
-		if _, ok := last[f.Key]; !ok {
-			keys = append(keys, f.Key)
-		}
-		last[f.Key] = i
+	facts, last, keys, err := factBatch(facts, now)
+	if err != nil {
+		return err
 	}
 	if len(facts) == 0 {
 		return nil
