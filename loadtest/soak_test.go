@@ -160,7 +160,7 @@ func startSoakServer(t *testing.T, dir string, args ...string) (string, func()) 
 			}
 		}
 		if dropped > 0 {
-			t.Logf("the server's worker queue was full %d times: that summary and fact work was dropped", dropped)
+			t.Logf("the server's worker queue was full %d times: that summary and fact work was dropped from the queue, to be caught up from the store's marks at each conversation's next append", dropped)
 		}
 	}
 }
