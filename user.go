@@ -118,3 +118,40 @@ func withScope(facts []Fact, scope string, conv string) []Fact {
 	}
 	return facts
 }
+
+// UserHit names one message of a user's conversations: a conversation of
+// the user's tenant and a sequence number in it.
+type UserHit struct {
+	Conversation string
+	Seq          int64
+}
+
+// UserSearcher is implemented by stores that index the messages of the
+// conversations bound to a user for PolicyRecall across all of them (scope
+// user). A store indexes each non-system message of a conversation that
+// has a user under IndexTerms(m) for that user as it indexes it for
+// Searcher, and drops the entries with the conversation (Delete, expiry,
+// purge) and with the user (DeleteUser); a search never scans the user's
+// history. Users of one tenant never reach another's.
+type UserSearcher interface {
+	// UserPostings returns, for each of terms, the messages of the user's
+	// conversations indexed under that term, newest first (by the
+	// message's CreatedAt, then by conversation ID and Seq, both
+	// descending), at most limit (>= 1) of them: out[i] answers terms[i].
+	// Its cost depends on len(terms) and limit, not on how many
+	// conversations and messages the user has. An unknown user has empty
+	// lists (no error); an empty terms list returns nothing.
+	UserPostings(ctx context.Context, user Key, terms []string, limit int) ([][]UserHit, error)
+
+	// UserMessagesAt returns the messages named by hits that belong to
+	// conversations bound to the user, ordered by conversation ID and then
+	// Seq, each once; hits naming no such message are skipped (a
+	// conversation of another user or tenant among them).
+	UserMessagesAt(ctx context.Context, user Key, hits []UserHit) ([]UserMessage, error)
+}
+
+// UserMessage is a message of one of a user's conversations.
+type UserMessage struct {
+	Conversation string
+	Message
+}
