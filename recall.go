@@ -33,10 +33,17 @@ const (
 	// It bounds a search's cost; a term found in more messages than that
 	// is common in this conversation and weighs little anyway.
 	recallPostings = 256
-	// A message's score spreads to its neighbours: near1 of it to the
-	// messages next to it, near2 to those two away, because the answer to
-	// a question is often the turn after the one that matches it.
+	// A query term found in a message counts for its neighbours too: at
+	// near1 of its weight for the messages next to it, near2 for those two
+	// away, because the answer to a question is often the turn after the
+	// one that matches it.
 	near1, near2 = 0.6, 0.4
+	// lengthNorm divides a candidate's score by (its tokens +
+	// lengthPad)^lengthNorm: of two turns about as relevant, the shorter
+	// leaves room for another. lengthPad is about what a full marker
+	// costs, which a short message pays all the same.
+	lengthNorm = 0.3
+	lengthPad  = 6
 	// recallPool is how many of the best-scored messages are read to be
 	// packed (at least; budgets over 2,000 tokens read one per 20 tokens).
 	recallPool = 100
@@ -127,11 +134,17 @@ type scored struct {
 	score float64
 }
 
-// ranking scores the messages before `before` for query: each message
-// indexed under a query term gets the term's inverse document frequency
-// (BM25 with binary term frequency and no length normalization, the
-// variant that ranked best on LoCoMo), spread to its neighbours. It
-// returns the candidates, best first.
+// ranking scores the messages before `before` for query. Each message
+// scores as the passage of five around it: every query term found in that
+// passage adds its inverse document frequency once, weighted by how far
+// from the message its nearest occurrence is (1 in the message itself,
+// near1 next to it, near2 two away). That is BM25 with binary term
+// frequency and no length normalization (the variant that ranked best on
+// LoCoMo) over overlapping passages rather than single messages: a turn
+// scores for the words of the question it answers, and a term repeated
+// through an exchange counts once, so an exchange that has more of the
+// query's terms ranks above one that repeats a single term. It returns the
+// candidates, best first.
 func (r recaller) ranking(ctx context.Context, query string, before int64) ([]scored, error) {
 	terms := Terms(query)
 	if len(r.speakers) > 0 {
@@ -149,26 +162,30 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 	if err != nil {
 		return nil, err
 	}
-	base := termScores(postings, before-1)
-	// Summed in seq order: floating-point sums depend on their order, and
-	// map order is random, so equal scores would tie one way or the other
-	// from one call to the next.
-	spread := make(map[int64]float64, len(base)*5)
-	for _, seq := range slices.Sorted(maps.Keys(base)) {
-		s := base[seq]
-		for d, w := range [...]float64{1, near1, near2} {
-			for _, at := range [...]int64{seq - int64(d), seq + int64(d)} {
-				if at >= 1 && at < before {
-					spread[at] += w * s
-				}
-				if d == 0 {
-					break
+	n := float64(before - 1)
+	score := make(map[int64]float64)
+	nearest := make(map[int64]float64) // of one term: position -> weight
+	for _, list := range postings {
+		df := float64(len(list))
+		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		clear(nearest)
+		for _, seq := range list {
+			for d, w := range [...]float64{1, near1, near2} {
+				for _, at := range [...]int64{seq - int64(d), seq + int64(d)} {
+					if at >= 1 && at < before && w > nearest[at] {
+						nearest[at] = w
+					}
 				}
 			}
 		}
+		// Each position gets one addition per term, in the terms' order:
+		// the sums do not depend on map order.
+		for at, w := range nearest {
+			score[at] += w * idf
+		}
 	}
-	out := make([]scored, 0, len(spread))
-	for seq, s := range spread {
+	out := make([]scored, 0, len(score))
+	for seq, s := range score {
 		out = append(out, scored{seq, s})
 	}
 	slices.SortFunc(out, func(a, b scored) int {
@@ -237,9 +254,14 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 
 	named := speakers(query)
 	for i, c := range ranked {
-		if m, ok := bySeq[c.seq]; ok && m.Name != "" && named(m.Name) {
+		m, ok := bySeq[c.seq]
+		if !ok {
+			continue
+		}
+		if m.Name != "" && named(m.Name) {
 			ranked[i].score *= speakerBoost
 		}
+		ranked[i].score /= math.Pow(float64(max(m.Tokens, 0)+lengthPad), lengthNorm)
 	}
 	slices.SortStableFunc(ranked, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
 
