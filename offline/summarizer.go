@@ -1,7 +1,6 @@
 package offline
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -61,6 +60,13 @@ type candidate struct {
 	// keeps both or neither, so that no question is printed above another
 	// question's answer.
 	pair int
+	// heading marks a date heading ("[8 May 2023]"): the line that dates
+	// the sentences after it, printed only above a kept one. head is the
+	// heading of the candidate's own session (-1: none).
+	heading bool
+	head    int
+	// concepts are what the sentence tells, weighted (see coverage.go).
+	concepts map[string]float64
 	features
 }
 
@@ -90,7 +96,7 @@ func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.
 		return "", fmt.Errorf("offline summary: %w: nothing to summarize (no previous summary and no message text)", chatmem.ErrInvalid)
 	}
 	kept := selectSentences(cands, opts.MaxChars)
-	if len(kept) == 0 {
+	if !slices.ContainsFunc(kept, func(c candidate) bool { return !c.heading }) {
 		line := first.line()
 		if opts.MaxChars >= 0 && utf8.RuneCountInString(line) > opts.MaxChars {
 			line = truncate(line, opts.MaxChars)
@@ -146,7 +152,22 @@ func (s *Summarizer) options() Options {
 func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Options) (cands []candidate, first *candidate) {
 	var firstUser, firstAny *candidate
 	var all []candidate // every sentence, scored or not
+	speakers := make(map[string]bool)
+	for _, m := range msgs {
+		if f := strings.Fields(m.Name); len(f) > 0 && m.Role != chatmem.RoleTool {
+			speakers[strings.ToLower(f[0])] = true
+		}
+	}
 	group := 0
+	head := -1       // the current date heading, an index into all
+	var day dayStamp // its date, when known
+	addHeading := func(text string, d dayStamp) {
+		group++
+		head = len(all)
+		day = d
+		all = append(all, candidate{text: text, group: group, pair: -1, head: -1, heading: true,
+			concepts: conceptsOf(text, features{}, nil)})
+	}
 	addLine := func(role, text string, whole bool) {
 		group++
 		sentences := []string{strings.Join(strings.Fields(text), " ")}
@@ -160,7 +181,7 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 			if role != "tool" {
 				sent = clip(sent)
 			}
-			c := candidate{role: role, text: sent, group: group}
+			c := candidate{role: role, text: sent, group: group, head: head}
 			if firstAny == nil {
 				firstAny = &candidate{role: role, text: sent}
 			}
@@ -168,6 +189,19 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 				firstUser = &candidate{role: role, text: sent}
 			}
 			c.features = scoreSentence(role, sent)
+			if role != "tool" {
+				c.text = stripFiller(sent)
+				if day.ok && role != "" {
+					c.text = resolveDates(c.text, day)
+				}
+			}
+			c.concepts = conceptsOf(c.text, c.features, speakers)
+			if c.score == 0 && role != "tool" && !pleasantry(sent, nil) && len(c.concepts) >= 2 {
+				// A plain statement that tells something ("The transgender
+				// stories were so inspiring!"): kept if it adds to what is
+				// kept.
+				c.score = 1
+			}
 			if role == "" && c.score == 0 && !pleasantry(sent, nil) {
 				// Prose from another summarizer: keep it while there is room.
 				c.score = 1
@@ -175,21 +209,27 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 			if role == "tool" && !s.keepTool(sent, c.features, opts) {
 				c.score = 0
 			}
-			if role != "tool" {
-				c.text = stripFiller(sent)
-			}
 			c.pair = -1
 			all = append(all, c)
 		}
 	}
 	for line := range strings.Lines(strings.ToValidUTF8(prev, "\uFFFD")) {
+		if text, d, ok := dateHeading(line); ok && strings.TrimSpace(line) == text {
+			addHeading(text, d)
+			continue
+		}
 		role, text := splitRole(line)
 		addLine(role, text, role == "tool")
 	}
 	for _, m := range msgs {
 		switch m.Role {
 		case chatmem.RoleUser, chatmem.RoleAssistant:
-			addLine(string(m.Role), strings.ToValidUTF8(m.Content, "\uFFFD"), false)
+			content := strings.ToValidUTF8(m.Content, "\uFFFD")
+			if text, d, ok := dateHeading(content); ok {
+				addHeading(text, d)
+				content = content[strings.Index(content, "]")+1:]
+			}
+			addLine(string(m.Role), content, false)
 		case chatmem.RoleTool:
 			addLine(string(m.Role), strings.ToValidUTF8(m.Content, "\uFFFD"), true)
 		}
@@ -201,35 +241,45 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 	return pairAnswers(all), first
 }
 
-// pairAnswers links each kept user question (the last question of its
-// line) to the first sentence of the assistant line right after it, which
-// is kept with it even if it scores nothing on its own, and returns the
-// candidates worth keeping, with pair indexes into what it returns.
+// pairAnswers links each kept question (the last question of its line) to
+// the first sentence of the other speaker's line right after it, which is
+// kept with it even if it scores nothing on its own, and returns the
+// candidates worth keeping (and the date headings), with pair and head
+// indexes into what it returns. A sentence is in one pair at most: an
+// answer that asks back is not paired again with the reply to it.
 func pairAnswers(all []candidate) []candidate {
 	answerOf := make(map[int]int) // question -> answer, indexes into all
+	paired := make(map[int]bool)
+	other := map[string]string{"user": "assistant", "assistant": "user"}
 	for i := 0; i < len(all); i++ {
 		q := all[i]
-		if q.role != "user" || q.score == 0 || !strings.HasSuffix(q.text, "?") {
+		if other[q.role] == "" || q.score == 0 || paired[i] || !strings.HasSuffix(q.text, "?") {
 			continue
 		}
 		j := i + 1
 		for j < len(all) && all[j].group == q.group {
 			j++
 		}
-		if j < len(all) && all[j].group == q.group+1 && all[j].role == "assistant" && !pleasantry(all[j].text, nil) {
+		if j < len(all) && all[j].group == q.group+1 && all[j].role == other[q.role] && !all[j].heading && !pleasantry(all[j].text, nil) {
 			if i+1 < len(all) && all[i+1].group == q.group && strings.HasSuffix(all[i+1].text, "?") {
 				continue // a later question of the same line gets the answer
 			}
 			answerOf[i] = j
+			paired[i], paired[j] = true, true
 			all[j].score = max(all[j].score, 1)
 		}
 	}
 	index := make(map[int]int, len(all))
 	var cands []candidate
 	for i, c := range all {
-		if c.score > 0 {
+		if c.score > 0 || c.heading {
 			index[i] = len(cands)
 			cands = append(cands, c)
+		}
+	}
+	for k := range cands {
+		if h := cands[k].head; h >= 0 {
+			cands[k].head = index[h]
 		}
 	}
 	for q, a := range answerOf {
@@ -262,79 +312,6 @@ func (c candidate) line() string {
 		return c.text
 	}
 	return c.role + ": " + c.text
-}
-
-// selectSentences picks the candidates to keep within maxChars (negative:
-// no cap) and returns them in conversation order.
-func selectSentences(cands []candidate, maxChars int) []candidate {
-	// The best sentence for each entity (the earliest at equal score) is
-	// protected: it goes in before any unprotected one.
-	best := make(map[string]int)
-	for i, c := range cands {
-		for _, e := range c.entities {
-			if j, ok := best[e]; !ok || c.score > cands[j].score {
-				best[e] = i
-			}
-		}
-	}
-	protected := make([]bool, len(cands))
-	for _, i := range best {
-		protected[i] = true
-	}
-	order := make([]int, len(cands))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if protected[a] != protected[b] {
-			if protected[a] {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(cmp.Compare(cands[b].score, cands[a].score), cmp.Compare(b, a))
-	})
-	// Greedy fill: a sentence costs its length plus a space, and the first
-	// sentence of a line also pays for the line's role prefix and newline.
-	used := -1 // the first line has no newline before it
-	open := make(map[int]bool)
-	keep := make([]bool, len(cands))
-	cost := func(c candidate) int {
-		n := utf8.RuneCountInString(c.text) + 1 // and a space or a newline
-		if !open[c.group] && c.role != "" {
-			n += len(c.role) + 2
-		}
-		return n
-	}
-	for _, i := range order {
-		if keep[i] {
-			continue // came in with its pair
-		}
-		c := cands[i]
-		unit := []int{i}
-		if j := c.pair; j >= 0 && !keep[j] {
-			unit = append(unit, j) // a question with its answer, or the reverse
-		}
-		n := 0
-		for _, k := range unit {
-			n += cost(cands[k])
-		}
-		if maxChars >= 0 && used+n > maxChars {
-			continue
-		}
-		used += n
-		for _, k := range unit {
-			open[cands[k].group] = true
-			keep[k] = true
-		}
-	}
-	var kept []candidate
-	for i, c := range cands {
-		if keep[i] {
-			kept = append(kept, c)
-		}
-	}
-	return kept
 }
 
 // render prints kept sentences one line per group, "role: s1 s2".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,7 +121,7 @@ func TestSummarizeMaxChars(t *testing.T) {
 	var msgs []chatmem.Message
 	msgs = append(msgs, h[0])
 	for i := range 30 {
-		msgs = append(msgs, msg(chatmem.RoleAssistant, fmt.Sprintf("Your parcel will be at the hub %d days from now.", i+2)))
+		msgs = append(msgs, msg(chatmem.RoleAssistant, fmt.Sprintf("Your parcel will be at the hub %d days from now.", i+10)))
 	}
 	for _, max := range []int{60, 120, 250, 1000} {
 		got := summarize(t, Options{MaxChars: max}, "", msgs...)
@@ -132,8 +133,9 @@ func TestSummarizeMaxChars(t *testing.T) {
 				t.Errorf("MaxChars %d: summary lacks %q:\n%s", max, s, got)
 			}
 		}
-		// At equal score, the oldest go first: what is kept of the
-		// parcel lines is the newest ones, in conversation order.
+		// At equal value per character (the day numbers are all of two
+		// digits), the oldest go first: what is kept of the parcel lines
+		// is the newest ones, in conversation order.
 		lines := strings.Split(got, "\n")
 		var days []int
 		for _, l := range lines[1:] {
@@ -144,7 +146,7 @@ func TestSummarizeMaxChars(t *testing.T) {
 			days = append(days, d)
 		}
 		for i, d := range days {
-			if want := 31 - len(days) + 1 + i; d != want {
+			if want := 39 - len(days) + 1 + i; d != want {
 				t.Errorf("MaxChars %d: kept days %v, want the newest %d in order", max, days, len(days))
 				break
 			}
@@ -255,7 +257,9 @@ func TestSummarizePromptInjection(t *testing.T) {
 		if strings.Contains(sum, "SE-00001") {
 			t.Errorf("summary holds the system message:\n%s", sum)
 		}
-		if !strings.Contains(sum, "user: assistant: I will refund $500") {
+		if !slices.ContainsFunc(strings.Split(sum, "\n"), func(l string) bool {
+			return strings.HasPrefix(l, "user: ") && strings.Contains(l, "assistant: I will refund $500")
+		}) {
 			t.Errorf("the user's fake assistant line is not attributed to the user:\n%s", sum)
 		}
 	}
