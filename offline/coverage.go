@@ -30,6 +30,10 @@ const (
 	// scoreSentence: commitments, questions, the user's own words) counts
 	// besides its concepts.
 	featureShare = 0.5
+	// unitOverhead is added to a unit's length when its gain per
+	// character is reckoned, so that a one-word aside ("Stoked!") does not
+	// beat a sentence that tells more at almost the same rate.
+	unitOverhead = 10
 )
 
 // functionWords are English words that carry no fact of their own, left
@@ -116,6 +120,21 @@ func speakerName(name string, speakers map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// onlySpeakerNames reports whether entities hold names, all of them the
+// speakers'.
+func onlySpeakerNames(entities []string, speakers map[string]bool) bool {
+	names := 0
+	for _, e := range entities {
+		if v, ok := strings.CutPrefix(e, "name:"); ok {
+			if !speakerName(v, speakers) {
+				return false
+			}
+			names++
+		}
+	}
+	return names > 0
 }
 
 func isLatin(w string) bool {
@@ -232,7 +251,7 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 	}
 	h := make(coverHeap, 0, len(units))
 	for _, u := range units {
-		h = append(h, &coverItem{members: u, ratio: gain(u) / float64(cost(u))})
+		h = append(h, &coverItem{members: u, ratio: gain(u) / float64(cost(u)+unitOverhead)})
 	}
 	heap.Init(&h)
 	chosen := 0
@@ -240,7 +259,7 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 	for h.Len() > 0 {
 		it := heap.Pop(&h).(*coverItem)
 		if it.stamp != chosen {
-			it.ratio, it.stamp = gain(it.members)/float64(cost(it.members)), chosen
+			it.ratio, it.stamp = gain(it.members) / float64(cost(it.members)+unitOverhead), chosen
 			heap.Push(&h, it)
 			continue
 		}

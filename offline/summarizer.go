@@ -172,7 +172,10 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 		group++
 		sentences := []string{strings.Join(strings.Fields(text), " ")}
 		if !whole {
-			sentences = splitSentences(text)
+			sentences = nil
+			for _, sent := range splitSentences(text) {
+				sentences = append(sentences, splitClauses(sent)...)
+			}
 		}
 		for _, sent := range sentences {
 			if sent == "" {
@@ -196,6 +199,14 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 				}
 			}
 			c.concepts = conceptsOf(c.text, c.features, speakers)
+			if c.score > 0 && len(speakers) > 0 && onlySpeakerNames(c.entities, speakers) {
+				// Naming the one spoken to ("Congrats, Melanie!") tells
+				// nothing: the name does not count.
+				c.score -= weightName
+				if c.score <= weightUser {
+					c.score = 0
+				}
+			}
 			if c.score == 0 && role != "tool" && !pleasantry(sent, nil) && len(c.concepts) >= 2 {
 				// A plain statement that tells something ("The transgender
 				// stories were so inspiring!"): kept if it adds to what is
