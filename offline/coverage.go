@@ -259,7 +259,7 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 	for h.Len() > 0 {
 		it := heap.Pop(&h).(*coverItem)
 		if it.stamp != chosen {
-			it.ratio, it.stamp = gain(it.members) / float64(cost(it.members)+unitOverhead), chosen
+			it.ratio, it.stamp = gain(it.members)/float64(cost(it.members)+unitOverhead), chosen
 			heap.Push(&h, it)
 			continue
 		}

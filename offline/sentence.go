@@ -375,9 +375,10 @@ func introduces(s string) bool {
 const minClauseChars = 20
 
 // clauseSeparators set off the clauses splitClauses splits at.
-var clauseSeparators = []string{" - ", " – ", " — ", "; ", ", "}
+var clauseSeparators = []string{" - ", " – ", " — ", "; "}
 
-// splitClauses splits a long statement into its clauses, each ended as a
+// splitClauses splits a long statement into its clauses (at a dash or a
+// semicolon; commas set off too much that means nothing alone), each ended as a
 // sentence ("I'm keen on counseling - I'd love to help." gives "I'm keen
 // on counseling." and "I'd love to help."), so that the summary can keep
 // the clause that tells something without the one that does not. A
