@@ -3,6 +3,7 @@ package offline
 import (
 	"cmp"
 	"container/heap"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -104,6 +105,32 @@ func conceptsOf(s string, f features, speakers map[string]bool) map[string]float
 	return c
 }
 
+// Stance multipliers of a sentence's concepts: what speakers say of
+// themselves ("I took this photo at Whispering Falls") is what a
+// conversation's summary is asked about; a remark about the one spoken to
+// ("Wow, you're killing it!") seldom is.
+var (
+	stanceSelf  = 1.5
+	stanceOther = 0.5
+)
+
+var (
+	reFirstPerson  = regexp.MustCompile(`(?i)\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|our|us)\b`)
+	reSecondPerson = regexp.MustCompile(`(?i)\b(?:you|you're|you've|your|yours)\b`)
+)
+
+// stanceOf returns the multiplier of s's concepts (see stanceSelf).
+func stanceOf(s string) float64 {
+	t := strings.ReplaceAll(s, "’", "'")
+	switch {
+	case reFirstPerson.MatchString(t):
+		return stanceSelf
+	case reSecondPerson.MatchString(t):
+		return stanceOther
+	}
+	return 1
+}
+
 // speakerName reports whether name is one of the speakers' names, or a
 // short form of one ("Mel" for "Melanie").
 func speakerName(name string, speakers map[string]bool) bool {
@@ -187,6 +214,9 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 		n := 0
 		opened := make(map[int]bool)
 		for _, k := range members {
+			if keep[k] {
+				continue
+			}
 			c := cands[k]
 			if h := c.head; h >= 0 && !keep[h] && !opened[cands[h].group] {
 				opened[cands[h].group] = true
@@ -203,20 +233,23 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 	gain := func(members []int) float64 {
 		g := 0.0
 		seen := make(map[string]bool)
-		add := func(cs map[string]float64) {
+		add := func(cs map[string]float64, m float64) {
 			for k, w := range cs {
 				if !covered[k] && !seen[k] {
 					seen[k] = true
-					g += w
+					g += w * m
 				}
 			}
 		}
 		for _, k := range members {
+			if keep[k] {
+				continue
+			}
 			c := cands[k]
-			add(c.concepts)
+			add(c.concepts, c.stance)
 			g += featureShare * float64(c.score)
 			if h := c.head; h >= 0 && !keep[h] {
-				add(cands[h].concepts)
+				add(cands[h].concepts, 1)
 			}
 		}
 		return g
@@ -225,6 +258,9 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 	take := func(members []int) {
 		used += cost(members)
 		for _, k := range members {
+			if keep[k] {
+				continue
+			}
 			if h := cands[k].head; h >= 0 && !keep[h] {
 				keep[h] = true
 				open[cands[h].group] = true
@@ -246,7 +282,9 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 		case c.pair < 0:
 			units = append(units, []int{i})
 		case c.pair > i:
-			units = append(units, []int{i, c.pair}) // a question with its answer
+			units = append(units, []int{i, c.pair}) // a question, only with its answer
+		default:
+			units = append(units, []int{i}) // an answer, also without its question
 		}
 	}
 	h := make(coverHeap, 0, len(units))

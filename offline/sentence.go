@@ -422,3 +422,48 @@ func endSentence(s string) string {
 	}
 	return strings.TrimRight(s, ",") + "."
 }
+
+// reHollow matches words and phrases that add nothing a summary needs:
+// intensifiers and hedges ("really", "so", "kinda"), and openers ("By the
+// way,", "Guess what?"). compress removes them.
+var reHollow = regexp.MustCompile(`(?i)(?:^|\b)(?:(?:by the way|anyway|on a different note|on another note|guess what|you know what|oh|wow|aw+|yeah|hey|haha|lol|omg|whoa)[,!.?]*\s+|` +
+	`(?:really|so|just|super|totally|pretty|very|actually|kinda|kind of|sort of|definitely|absolutely|literally|honestly|basically|truly)\s+)`)
+
+// compress removes from s what reHollow matches and the names of the
+// speakers when they only address someone ("Thanks, Mel!", "Caroline, look
+// at this"), and capitalizes what then starts the sentence. It returns s
+// unchanged if little would be left.
+func compress(s string, speakers map[string]bool) string {
+	out := reHollow.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.ContainsAny(m, "0123456789") {
+			return m
+		}
+		return ""
+	})
+	if len(speakers) > 0 {
+		out = reVocative.ReplaceAllStringFunc(out, func(m string) string {
+			name := strings.Trim(m, " ,!.?")
+			if !speakerName(name, speakers) {
+				return m
+			}
+			switch {
+			case strings.HasPrefix(m, ","): // ", Mel!" -> "!"
+				return strings.TrimLeft(strings.TrimPrefix(m, ","), " ")[len(name):]
+			default: // "Mel, " at the start
+				return ""
+			}
+		})
+	}
+	out = strings.Join(strings.Fields(out), " ")
+	if utf8.RuneCountInString(out) < minClauseChars/2 {
+		return s
+	}
+	if strings.HasPrefix(s, out) || strings.Fields(s)[0] == strings.Fields(out)[0] {
+		return out // the same start: as it was written
+	}
+	return capitalize(out)
+}
+
+// reVocative matches a capitalized word set off as someone addressed: ",
+// Mel!" (before the end of a clause) or "Mel, " at the start.
+var reVocative = regexp.MustCompile(`,\s*\p{Lu}\p{Ll}+[!.?,]|^\p{Lu}\p{Ll}+,\s+`)

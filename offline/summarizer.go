@@ -65,8 +65,10 @@ type candidate struct {
 	// heading of the candidate's own session (-1: none).
 	heading bool
 	head    int
-	// concepts are what the sentence tells, weighted (see coverage.go).
+	// concepts are what the sentence tells, weighted (see coverage.go),
+	// and stance multiplies their weights (see stanceOf).
 	concepts map[string]float64
+	stance   float64
 	features
 }
 
@@ -193,12 +195,13 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 			}
 			c.features = scoreSentence(role, sent)
 			if role != "tool" {
-				c.text = stripFiller(sent)
+				c.text = compress(stripFiller(sent), speakers)
 				if day.ok && role != "" {
 					c.text = resolveDates(c.text, day)
 				}
 			}
 			c.concepts = conceptsOf(c.text, c.features, speakers)
+			c.stance = stanceOf(c.text)
 			if c.score > 0 && len(speakers) > 0 && onlySpeakerNames(c.entities, speakers) {
 				// Naming the one spoken to ("Congrats, Melanie!") tells
 				// nothing: the name does not count.
