@@ -323,7 +323,7 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 		}
 	}
 	for _, u := range rest {
-		if n := cost(u); fits(n) && !slices.ContainsFunc(u, func(k int) bool { return kept[cands[k].role+":"+cands[k].text] }) {
+		if n := cost(u); fits(n) && !slices.ContainsFunc(u, func(k int) bool { return !keep[k] && kept[cands[k].role+":"+cands[k].text] }) {
 			take(u)
 			for _, k := range u {
 				kept[cands[k].role+":"+cands[k].text] = true
