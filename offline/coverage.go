@@ -75,7 +75,7 @@ func conceptsOf(s string, f features, speakers map[string]bool) map[string]float
 			if speakerName(v, speakers) {
 				continue
 			}
-			c["w:"+strings.ToLower(v)] = conceptName
+			c["w:"+stem(strings.ToLower(v))] = conceptName
 			continue
 		}
 		c[e] = conceptContact
@@ -91,7 +91,7 @@ func conceptsOf(s string, f features, speakers map[string]bool) map[string]float
 		if w == "" || functionWords[w] || pleasantryWords[w] || speakers[w] {
 			continue
 		}
-		key := "w:" + w
+		key := "w:" + stem(w)
 		if _, ok := c[key]; ok {
 			continue
 		}
@@ -360,4 +360,15 @@ func hasNew(members []int, cands []candidate, covered map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// stem folds the common English endings of w, so that "paintings" and
+// "painted" are one concept with "painting".
+func stem(w string) string {
+	for _, suf := range []string{"ings", "ing", "ies", "es", "ed", "s"} {
+		if base, ok := strings.CutSuffix(w, suf); ok && utf8.RuneCountInString(base) >= 4 {
+			return base
+		}
+	}
+	return w
 }
