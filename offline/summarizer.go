@@ -32,9 +32,10 @@ type Options struct {
 }
 
 // Summarizer is an extractive chatmem.Summarizer that needs no model. It
-// keeps the sentences that carry names, IDs, contacts, amounts, dates,
-// commitments and open questions, each line prefixed with who said it, in
-// conversation order. Its output is a function of its input alone, and it
+// keeps the sentences that tell the most within its cap (IDs, contacts,
+// names, amounts, dates, numbers and content words not yet kept), each
+// question with its answer, each line prefixed with who said it and dated
+// when the transcript is, in conversation order. Its output is a function of its input alone, and it
 // is safe for concurrent use. The zero value uses the default options.
 type Summarizer struct {
 	opts Options
@@ -74,20 +75,27 @@ type candidate struct {
 
 // Summarize returns the summary of prev followed by msgs. Each line of
 // prev ("role: sentences") and each message is one line of the summary,
-// holding the sentences kept from it. A line of prev without a role prefix
-// (written by another summarizer) stays a candidate, printed without one,
-// even if it carries nothing the scoring sees. System messages are not
-// summarized (they are always sent), nor is an assistant message's list of
-// tool calls.
+// holding the sentences (or, of a long statement, the clauses) kept from
+// it. A line of prev without a role prefix (written by another summarizer)
+// stays a candidate, printed without one, even if it carries nothing the
+// scoring sees. A date stamp opening a message ("[1:56 pm on 8 May,
+// 2023] ...") becomes a heading line ("[8 May 2023]") above the kept lines
+// of that day, and relative dates under it are resolved ("yesterday (7 May
+// 2023)"); a heading line of prev dates the messages that follow. System
+// messages are not summarized (they are always sent), nor is an assistant
+// message's list of tool calls.
 //
-// When the candidates overflow MaxChars, the best sentence for each ID,
-// contact or name (the highest-scored, the earliest at equal score) goes
-// in before any other; then the rest by score, newer before older at equal
-// score. Only if those sentences alone overflow does one of them go: the
-// lowest-scored, then the oldest. If nothing is worth keeping, the summary
-// is the first user sentence (cut to MaxChars). Summarize returns an error
-// wrapping chatmem.ErrInvalid if prev and msgs hold no text, and ctx's
-// error if ctx is done.
+// When the candidates overflow MaxChars, they are chosen by coverage (see
+// coverage.go): next goes the sentence that adds the most concept weight
+// not yet kept (IDs and contacts first, then names, numbers, dates and
+// content words, what speakers say of themselves above remarks about the
+// other) per character, newer before older at equal value; a question
+// goes only with the other speaker's answer right after it (the answer may
+// go alone), a dated sentence with its heading. Sentences that add nothing
+// new fill what room is left, by score, an exact repeat never. If nothing
+// is worth keeping, the summary is the first user sentence (cut to
+// MaxChars). Summarize returns an error wrapping chatmem.ErrInvalid if prev
+// and msgs hold no text, and ctx's error if ctx is done.
 func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.Message) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
