@@ -84,6 +84,10 @@ var reRelative = regexp.MustCompile(`(?i)\b(?:yesterday|tomorrow|(?:last|next) (
 	`last (?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day|nesday|sday|urday|rsday)?|` +
 	`(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten) (days?|years?) ago)\b`)
 
+// reFigurative matches, right before a relative date, the words that make
+// it a figure of speech ("it feels like yesterday").
+var reFigurative = regexp.MustCompile(`(?i)\b(?:like|as if|as though)\s+$`)
+
 var smallNumbers = map[string]int{"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
 	"seven": 7, "eight": 8, "nine": 9, "ten": 10}
 
@@ -103,8 +107,8 @@ func resolveDates(s string, day dayStamp) string {
 	last := 0
 	for _, loc := range locs {
 		end := loc[1]
-		if strings.HasPrefix(s[end:], " (") {
-			continue
+		if strings.HasPrefix(s[end:], " (") || reFigurative.MatchString(s[:loc[0]]) {
+			continue // already resolved, or "feels like yesterday"
 		}
 		expr := strings.ToLower(s[loc[0]:end])
 		var note string

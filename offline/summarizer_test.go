@@ -516,6 +516,7 @@ func TestResolveDates(t *testing.T) {
 		{"I got it 3 years ago, and she two days ago.", "I got it 3 years ago (2020), and she two days ago (6 May 2023)."},
 		{"Yesterday (7 May 2023) it rained.", "Yesterday (7 May 2023) it rained."},
 		{"Nothing relative here.", "Nothing relative here."},
+		{"It feels like yesterday I wore it.", "It feels like yesterday I wore it."},
 	}
 	for _, tt := range tests {
 		if got := resolveDates(tt.in, day); got != tt.want {
