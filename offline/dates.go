@@ -80,9 +80,9 @@ func parseDay(s string) (time.Time, bool) {
 }
 
 // reRelative matches the relative dates resolveDates resolves.
-var reRelative = regexp.MustCompile(`(?i)\b(?:yesterday|tomorrow|(?:last|next) (?:year|month)|` +
+var reRelative = regexp.MustCompile(`(?i)\b(?:yesterday|tomorrow|(?:last|next) (?:year|month)|last week(?:end)?|` +
 	`last (?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day|nesday|sday|urday|rsday)?|` +
-	`(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten) (days?|years?) ago)\b`)
+	`(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten) (days?|weeks?|months?|years?) ago)\b`)
 
 // reFigurative matches, right before a relative date, the words that make
 // it a figure of speech ("it feels like yesterday").
@@ -96,7 +96,7 @@ var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "
 
 // resolveDates adds, after each relative date in s, the day (or month, or
 // year) it stands for as seen from day: "yesterday (7 May 2023)", "last
-// year (2022)". One already followed by a parenthesis is left as it is, so
+// year (2022)", "last week (the week before 8 May 2023)". One already followed by a parenthesis is left as it is, so
 // that a summary read again is not annotated twice.
 func resolveDates(s string, day dayStamp) string {
 	locs := reRelative.FindAllStringSubmatchIndex(s, -1)
@@ -126,6 +126,9 @@ func resolveDates(s string, day dayStamp) string {
 			note = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, -1, 0).Format("January 2006")
 		case expr == "next month":
 			note = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, 1, 0).Format("January 2006")
+		case expr == "last week" || expr == "last weekend":
+			// No one day: the span, as seen from the heading's.
+			note = "the " + expr[5:] + " before " + t.Format(headingLayout)
 		case strings.HasPrefix(expr, "last "):
 			wd, ok := weekdays[expr[5:8]]
 			if !ok {
@@ -141,9 +144,14 @@ func resolveDates(s string, day dayStamp) string {
 			if n < 1 || n > 100 {
 				continue
 			}
-			if strings.HasPrefix(strings.ToLower(s[loc[4]:loc[5]]), "year") {
+			switch unit := strings.ToLower(s[loc[4]:loc[5]]); {
+			case strings.HasPrefix(unit, "year"):
 				note = strconv.Itoa(t.Year() - n)
-			} else {
+			case strings.HasPrefix(unit, "month"):
+				note = time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).AddDate(0, -n, 0).Format("January 2006")
+			case strings.HasPrefix(unit, "week"):
+				note = strings.ToLower(s[loc[0]:loc[4]]) + unit + " before " + t.Format(headingLayout)
+			default:
 				note = t.AddDate(0, 0, -n).Format(headingLayout)
 			}
 		default:

@@ -517,6 +517,8 @@ func TestResolveDates(t *testing.T) {
 		{"Yesterday (7 May 2023) it rained.", "Yesterday (7 May 2023) it rained."},
 		{"Nothing relative here.", "Nothing relative here."},
 		{"It feels like yesterday I wore it.", "It feels like yesterday I wore it."},
+		{"Last week we hiked, two weeks ago we swam.", "Last week (the week before 8 May 2023) we hiked, two weeks ago (two weeks before 8 May 2023) we swam."},
+		{"I quit 3 months ago.", "I quit 3 months ago (February 2023)."},
 	}
 	for _, tt := range tests {
 		if got := resolveDates(tt.in, day); got != tt.want {
