@@ -201,7 +201,7 @@ func (h *coverHeap) Pop() any {
 
 // selectSentences picks the candidates to keep within maxChars (negative:
 // no cap) and returns them in conversation order. It is greedy coverage
-// (see coverage.go): the unit that adds the most uncovered concept weight
+// (see the top of this file), lazily re-reckoned: the unit that adds the most uncovered concept weight
 // per character goes in next, a question with its answer as one unit, a
 // dated line with its date heading; once nothing adds anything, what room
 // is left takes the remaining sentences by score, newer before older.
