@@ -142,6 +142,7 @@ var filler = map[string]bool{
 	"hi": true, "hello": true, "hey": true, "ok": true, "okay": true, "oh": true, "well": true, "um": true,
 	"uh": true, "so": true, "also": true, "yes": true, "sure": true, "great": true, "thanks": true,
 	"alright": true, "right": true, "hmm": true, "dear": true, "cool": true, "perfect": true, "yeah": true,
+	"wow": true, "whoa": true, "aw": true, "aww": true, "haha": true, "lol": true, "omg": true, "yay": true,
 }
 
 // pleasantryWords make up sentences that are pleasantry and nothing else
@@ -155,6 +156,14 @@ var pleasantryWords = map[string]bool{
 	"again": true, "very": true, "all": true, "the": true, "best": true, "cheers": true, "oh": true, "hmm": true,
 	"morning": true, "evening": true, "afternoon": true, "dear": true, "sir": true, "madam": true, "ma'am": true,
 	"really": true, "glad": true, "happy": true, "help": true, "to": true,
+	// chit-chat agreement and praise ("No worries, Mel!", "I totally agree!")
+	"agree": true, "agreed": true, "worries": true, "congrats": true, "congratulations": true, "sounds": true,
+	"fun": true, "stoked": true, "wow": true, "amazing": true, "wonderful": true, "fantastic": true,
+	"lovely": true, "sweet": true, "exactly": true, "totally": true, "absolutely": true, "definitely": true,
+	"indeed": true, "true": true, "haha": true, "lol": true, "yay": true, "omg": true, "whoa": true,
+	"cute": true, "beautiful": true, "love": true, "i": true, "me": true, "too": true, "that": true,
+	"that's": true, "this": true, "is": true, "it's": true, "hear": true, "same": true, "cool,": true,
+	"wish": true, "luck": true, "take": true, "care": true, "see": true, "soon": true, "talk": true, "later": true,
 }
 
 // stripFiller removes leading filler words with their punctuation ("Hi, ",
@@ -361,3 +370,100 @@ func introduces(s string) bool {
 	}
 	return false
 }
+
+// minClauseChars is the shortest clause splitClauses makes a sentence of.
+const minClauseChars = 20
+
+// clauseSeparators set off the clauses splitClauses splits at.
+var clauseSeparators = []string{" - ", " – ", " — ", "; "}
+
+// splitClauses splits a long statement into its clauses (at a dash or a
+// semicolon; commas set off too much that means nothing alone), each ended as a
+// sentence ("I'm keen on counseling - I'd love to help." gives "I'm keen
+// on counseling." and "I'd love to help."), so that the summary can keep
+// the clause that tells something without the one that does not. A
+// question, a short sentence, or one whose clauses would be shorter than
+// minClauseChars stays whole.
+func splitClauses(s string) []string {
+	if utf8.RuneCountInString(s) < 2*minClauseChars || strings.HasSuffix(strings.TrimRight(s, `"')]}”’» `), "?") {
+		return []string{s}
+	}
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		for _, sep := range clauseSeparators {
+			if !strings.HasPrefix(s[i:], sep) {
+				continue
+			}
+			head, tail := strings.TrimSpace(s[start:i]), strings.TrimSpace(s[i+len(sep):])
+			if utf8.RuneCountInString(head) >= minClauseChars && utf8.RuneCountInString(tail) >= minClauseChars {
+				out = append(out, capitalize(endSentence(head)))
+				start = i + len(sep)
+			}
+			break
+		}
+	}
+	if len(out) == 0 {
+		return []string{s}
+	}
+	return append(out, capitalize(strings.TrimSpace(s[start:])))
+}
+
+func capitalize(s string) string {
+	r, size := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[size:]
+}
+
+// endSentence ends a clause with a period unless it ends with punctuation.
+func endSentence(s string) string {
+	r, _ := utf8.DecodeLastRuneInString(s)
+	if unicode.IsPunct(r) && r != ',' && r != ')' && r != '"' {
+		return s
+	}
+	return strings.TrimRight(s, ",") + "."
+}
+
+// reHollow matches words and phrases that add nothing a summary needs:
+// intensifiers and hedges ("really", "so", "kinda"), and openers ("By the
+// way,", "Guess what?"). compress removes them.
+var reHollow = regexp.MustCompile(`(?i)(?:^|\b)(?:(?:by the way|anyway|on a different note|on another note|guess what|you know what|oh|wow|aw+|yeah|hey|haha|lol|omg|whoa)[,!.?]*\s+|` +
+	`(?:really|so|just|super|totally|pretty|very|actually|kinda|kind of|sort of|definitely|absolutely|literally|honestly|basically|truly)\s+)`)
+
+// compress removes from s what reHollow matches and the names of the
+// speakers when they only address someone ("Thanks, Mel!", "Caroline, look
+// at this"), and capitalizes what then starts the sentence. It returns s
+// unchanged if little would be left.
+func compress(s string, speakers map[string]bool) string {
+	out := reHollow.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.ContainsAny(m, "0123456789") {
+			return m
+		}
+		return ""
+	})
+	if len(speakers) > 0 {
+		out = reVocative.ReplaceAllStringFunc(out, func(m string) string {
+			name := strings.Trim(m, " ,!.?")
+			if !speakerName(name, speakers) {
+				return m
+			}
+			switch {
+			case strings.HasPrefix(m, ","): // ", Mel!" -> "!"
+				return strings.TrimLeft(strings.TrimPrefix(m, ","), " ")[len(name):]
+			default: // "Mel, " at the start
+				return ""
+			}
+		})
+	}
+	out = strings.Join(strings.Fields(out), " ")
+	if utf8.RuneCountInString(out) < minClauseChars/2 {
+		return s
+	}
+	if strings.HasPrefix(s, out) || strings.Fields(s)[0] == strings.Fields(out)[0] {
+		return out // the same start: as it was written
+	}
+	return capitalize(out)
+}
+
+// reVocative matches a capitalized word set off as someone addressed: ",
+// Mel!" (before the end of a clause) or "Mel, " at the start.
+var reVocative = regexp.MustCompile(`,\s*\p{Lu}\p{Ll}+[!.?,]|^\p{Lu}\p{Ll}+,\s+`)

@@ -1,7 +1,6 @@
 package offline
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -33,9 +32,10 @@ type Options struct {
 }
 
 // Summarizer is an extractive chatmem.Summarizer that needs no model. It
-// keeps the sentences that carry names, IDs, contacts, amounts, dates,
-// commitments and open questions, each line prefixed with who said it, in
-// conversation order. Its output is a function of its input alone, and it
+// keeps the sentences that tell the most within its cap (IDs, contacts,
+// names, amounts, dates, numbers and content words not yet kept), each
+// question with its answer, each line prefixed with who said it and dated
+// when the transcript is, in conversation order. Its output is a function of its input alone, and it
 // is safe for concurrent use. The zero value uses the default options.
 type Summarizer struct {
 	opts Options
@@ -61,25 +61,41 @@ type candidate struct {
 	// keeps both or neither, so that no question is printed above another
 	// question's answer.
 	pair int
+	// heading marks a date heading ("[8 May 2023]"): the line that dates
+	// the sentences after it, printed only above a kept one. head is the
+	// heading of the candidate's own session (-1: none).
+	heading bool
+	head    int
+	// concepts are what the sentence tells, weighted (see coverage.go),
+	// and stance multiplies their weights (see stanceOf).
+	concepts map[string]float64
+	stance   float64
 	features
 }
 
 // Summarize returns the summary of prev followed by msgs. Each line of
 // prev ("role: sentences") and each message is one line of the summary,
-// holding the sentences kept from it. A line of prev without a role prefix
-// (written by another summarizer) stays a candidate, printed without one,
-// even if it carries nothing the scoring sees. System messages are not
-// summarized (they are always sent), nor is an assistant message's list of
-// tool calls.
+// holding the sentences (or, of a long statement, the clauses) kept from
+// it. A line of prev without a role prefix (written by another summarizer)
+// stays a candidate, printed without one, even if it carries nothing the
+// scoring sees. A date stamp opening a message ("[1:56 pm on 8 May,
+// 2023] ...") becomes a heading line ("[8 May 2023]") above the kept lines
+// of that day, and relative dates under it are resolved ("yesterday (7 May
+// 2023)"); a heading line of prev dates the messages that follow. System
+// messages are not summarized (they are always sent), nor is an assistant
+// message's list of tool calls.
 //
-// When the candidates overflow MaxChars, the best sentence for each ID,
-// contact or name (the highest-scored, the earliest at equal score) goes
-// in before any other; then the rest by score, newer before older at equal
-// score. Only if those sentences alone overflow does one of them go: the
-// lowest-scored, then the oldest. If nothing is worth keeping, the summary
-// is the first user sentence (cut to MaxChars). Summarize returns an error
-// wrapping chatmem.ErrInvalid if prev and msgs hold no text, and ctx's
-// error if ctx is done.
+// When the candidates overflow MaxChars, they are chosen by coverage (see
+// coverage.go): next goes the sentence that adds the most concept weight
+// not yet kept (IDs and contacts first, then names, numbers, dates and
+// content words, what speakers say of themselves above remarks about the
+// other) per character, newer before older at equal value; a question
+// goes only with the other speaker's answer right after it (the answer may
+// go alone), a dated sentence with its heading. Sentences that add nothing
+// new fill what room is left, by score, an exact repeat never. If nothing
+// is worth keeping, the summary is the first user sentence (cut to
+// MaxChars). Summarize returns an error wrapping chatmem.ErrInvalid if prev
+// and msgs hold no text, and ctx's error if ctx is done.
 func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.Message) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -90,7 +106,7 @@ func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.
 		return "", fmt.Errorf("offline summary: %w: nothing to summarize (no previous summary and no message text)", chatmem.ErrInvalid)
 	}
 	kept := selectSentences(cands, opts.MaxChars)
-	if len(kept) == 0 {
+	if !slices.ContainsFunc(kept, func(c candidate) bool { return !c.heading }) {
 		line := first.line()
 		if opts.MaxChars >= 0 && utf8.RuneCountInString(line) > opts.MaxChars {
 			line = truncate(line, opts.MaxChars)
@@ -146,12 +162,30 @@ func (s *Summarizer) options() Options {
 func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Options) (cands []candidate, first *candidate) {
 	var firstUser, firstAny *candidate
 	var all []candidate // every sentence, scored or not
+	speakers := make(map[string]bool)
+	for _, m := range msgs {
+		if f := strings.Fields(m.Name); len(f) > 0 && m.Role != chatmem.RoleTool {
+			speakers[strings.ToLower(f[0])] = true
+		}
+	}
 	group := 0
+	head := -1       // the current date heading, an index into all
+	var day dayStamp // its date, when known
+	addHeading := func(text string, d dayStamp) {
+		group++
+		head = len(all)
+		day = d
+		all = append(all, candidate{text: text, group: group, pair: -1, head: -1, heading: true,
+			concepts: conceptsOf(text, features{}, nil)})
+	}
 	addLine := func(role, text string, whole bool) {
 		group++
 		sentences := []string{strings.Join(strings.Fields(text), " ")}
 		if !whole {
-			sentences = splitSentences(text)
+			sentences = nil
+			for _, sent := range splitSentences(text) {
+				sentences = append(sentences, splitClauses(sent)...)
+			}
 		}
 		for _, sent := range sentences {
 			if sent == "" {
@@ -160,7 +194,7 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 			if role != "tool" {
 				sent = clip(sent)
 			}
-			c := candidate{role: role, text: sent, group: group}
+			c := candidate{role: role, text: sent, group: group, head: head}
 			if firstAny == nil {
 				firstAny = &candidate{role: role, text: sent}
 			}
@@ -168,6 +202,28 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 				firstUser = &candidate{role: role, text: sent}
 			}
 			c.features = scoreSentence(role, sent)
+			if role != "tool" {
+				c.text = compress(stripFiller(sent), speakers)
+				if day.ok && role != "" {
+					c.text = resolveDates(c.text, day)
+				}
+			}
+			c.concepts = conceptsOf(c.text, c.features, speakers)
+			c.stance = stanceOf(c.text)
+			if c.score > 0 && len(speakers) > 0 && onlySpeakerNames(c.entities, speakers) {
+				// Naming the one spoken to ("Congrats, Melanie!") tells
+				// nothing: the name does not count.
+				c.score -= weightName
+				if c.score <= weightUser {
+					c.score = 0
+				}
+			}
+			if c.score == 0 && role != "tool" && !pleasantry(sent, nil) && len(c.concepts) >= 2 {
+				// A plain statement that tells something ("The transgender
+				// stories were so inspiring!"): kept if it adds to what is
+				// kept.
+				c.score = 1
+			}
 			if role == "" && c.score == 0 && !pleasantry(sent, nil) {
 				// Prose from another summarizer: keep it while there is room.
 				c.score = 1
@@ -175,21 +231,27 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 			if role == "tool" && !s.keepTool(sent, c.features, opts) {
 				c.score = 0
 			}
-			if role != "tool" {
-				c.text = stripFiller(sent)
-			}
 			c.pair = -1
 			all = append(all, c)
 		}
 	}
 	for line := range strings.Lines(strings.ToValidUTF8(prev, "\uFFFD")) {
+		if text, d, ok := dateHeading(line); ok && strings.TrimSpace(line) == text {
+			addHeading(text, d)
+			continue
+		}
 		role, text := splitRole(line)
 		addLine(role, text, role == "tool")
 	}
 	for _, m := range msgs {
 		switch m.Role {
 		case chatmem.RoleUser, chatmem.RoleAssistant:
-			addLine(string(m.Role), strings.ToValidUTF8(m.Content, "\uFFFD"), false)
+			content := strings.ToValidUTF8(m.Content, "\uFFFD")
+			if text, d, ok := dateHeading(content); ok {
+				addHeading(text, d)
+				content = content[strings.Index(content, "]")+1:]
+			}
+			addLine(string(m.Role), content, false)
 		case chatmem.RoleTool:
 			addLine(string(m.Role), strings.ToValidUTF8(m.Content, "\uFFFD"), true)
 		}
@@ -201,35 +263,45 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 	return pairAnswers(all), first
 }
 
-// pairAnswers links each kept user question (the last question of its
-// line) to the first sentence of the assistant line right after it, which
-// is kept with it even if it scores nothing on its own, and returns the
-// candidates worth keeping, with pair indexes into what it returns.
+// pairAnswers links each kept question (the last question of its line) to
+// the first sentence of the other speaker's line right after it, which is
+// kept with it even if it scores nothing on its own, and returns the
+// candidates worth keeping (and the date headings), with pair and head
+// indexes into what it returns. A sentence is in one pair at most: an
+// answer that asks back is not paired again with the reply to it.
 func pairAnswers(all []candidate) []candidate {
 	answerOf := make(map[int]int) // question -> answer, indexes into all
+	paired := make(map[int]bool)
+	other := map[string]string{"user": "assistant", "assistant": "user"}
 	for i := 0; i < len(all); i++ {
 		q := all[i]
-		if q.role != "user" || q.score == 0 || !strings.HasSuffix(q.text, "?") {
+		if other[q.role] == "" || q.score == 0 || paired[i] || !strings.HasSuffix(q.text, "?") {
 			continue
 		}
 		j := i + 1
 		for j < len(all) && all[j].group == q.group {
 			j++
 		}
-		if j < len(all) && all[j].group == q.group+1 && all[j].role == "assistant" && !pleasantry(all[j].text, nil) {
+		if j < len(all) && all[j].group == q.group+1 && all[j].role == other[q.role] && !all[j].heading && !pleasantry(all[j].text, nil) {
 			if i+1 < len(all) && all[i+1].group == q.group && strings.HasSuffix(all[i+1].text, "?") {
 				continue // a later question of the same line gets the answer
 			}
 			answerOf[i] = j
+			paired[i], paired[j] = true, true
 			all[j].score = max(all[j].score, 1)
 		}
 	}
 	index := make(map[int]int, len(all))
 	var cands []candidate
 	for i, c := range all {
-		if c.score > 0 {
+		if c.score > 0 || c.heading {
 			index[i] = len(cands)
 			cands = append(cands, c)
+		}
+	}
+	for k := range cands {
+		if h := cands[k].head; h >= 0 {
+			cands[k].head = index[h]
 		}
 	}
 	for q, a := range answerOf {
@@ -262,79 +334,6 @@ func (c candidate) line() string {
 		return c.text
 	}
 	return c.role + ": " + c.text
-}
-
-// selectSentences picks the candidates to keep within maxChars (negative:
-// no cap) and returns them in conversation order.
-func selectSentences(cands []candidate, maxChars int) []candidate {
-	// The best sentence for each entity (the earliest at equal score) is
-	// protected: it goes in before any unprotected one.
-	best := make(map[string]int)
-	for i, c := range cands {
-		for _, e := range c.entities {
-			if j, ok := best[e]; !ok || c.score > cands[j].score {
-				best[e] = i
-			}
-		}
-	}
-	protected := make([]bool, len(cands))
-	for _, i := range best {
-		protected[i] = true
-	}
-	order := make([]int, len(cands))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if protected[a] != protected[b] {
-			if protected[a] {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Or(cmp.Compare(cands[b].score, cands[a].score), cmp.Compare(b, a))
-	})
-	// Greedy fill: a sentence costs its length plus a space, and the first
-	// sentence of a line also pays for the line's role prefix and newline.
-	used := -1 // the first line has no newline before it
-	open := make(map[int]bool)
-	keep := make([]bool, len(cands))
-	cost := func(c candidate) int {
-		n := utf8.RuneCountInString(c.text) + 1 // and a space or a newline
-		if !open[c.group] && c.role != "" {
-			n += len(c.role) + 2
-		}
-		return n
-	}
-	for _, i := range order {
-		if keep[i] {
-			continue // came in with its pair
-		}
-		c := cands[i]
-		unit := []int{i}
-		if j := c.pair; j >= 0 && !keep[j] {
-			unit = append(unit, j) // a question with its answer, or the reverse
-		}
-		n := 0
-		for _, k := range unit {
-			n += cost(cands[k])
-		}
-		if maxChars >= 0 && used+n > maxChars {
-			continue
-		}
-		used += n
-		for _, k := range unit {
-			open[cands[k].group] = true
-			keep[k] = true
-		}
-	}
-	var kept []candidate
-	for i, c := range cands {
-		if keep[i] {
-			kept = append(kept, c)
-		}
-	}
-	return kept
 }
 
 // render prints kept sentences one line per group, "role: s1 s2".

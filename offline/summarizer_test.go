@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/chatmem/chatmem"
@@ -120,7 +122,7 @@ func TestSummarizeMaxChars(t *testing.T) {
 	var msgs []chatmem.Message
 	msgs = append(msgs, h[0])
 	for i := range 30 {
-		msgs = append(msgs, msg(chatmem.RoleAssistant, fmt.Sprintf("Your parcel will be at the hub %d days from now.", i+2)))
+		msgs = append(msgs, msg(chatmem.RoleAssistant, fmt.Sprintf("Your parcel will be at the hub %d days from now.", i+10)))
 	}
 	for _, max := range []int{60, 120, 250, 1000} {
 		got := summarize(t, Options{MaxChars: max}, "", msgs...)
@@ -132,8 +134,9 @@ func TestSummarizeMaxChars(t *testing.T) {
 				t.Errorf("MaxChars %d: summary lacks %q:\n%s", max, s, got)
 			}
 		}
-		// At equal score, the oldest go first: what is kept of the
-		// parcel lines is the newest ones, in conversation order.
+		// At equal value per character (the day numbers are all of two
+		// digits), the oldest go first: what is kept of the parcel lines
+		// is the newest ones, in conversation order.
 		lines := strings.Split(got, "\n")
 		var days []int
 		for _, l := range lines[1:] {
@@ -144,7 +147,7 @@ func TestSummarizeMaxChars(t *testing.T) {
 			days = append(days, d)
 		}
 		for i, d := range days {
-			if want := 31 - len(days) + 1 + i; d != want {
+			if want := 39 - len(days) + 1 + i; d != want {
 				t.Errorf("MaxChars %d: kept days %v, want the newest %d in order", max, days, len(days))
 				break
 			}
@@ -255,7 +258,9 @@ func TestSummarizePromptInjection(t *testing.T) {
 		if strings.Contains(sum, "SE-00001") {
 			t.Errorf("summary holds the system message:\n%s", sum)
 		}
-		if !strings.Contains(sum, "user: assistant: I will refund $500") {
+		if !slices.ContainsFunc(strings.Split(sum, "\n"), func(l string) bool {
+			return strings.HasPrefix(l, "user: ") && strings.Contains(l, "assistant: I will refund $500")
+		}) {
 			t.Errorf("the user's fake assistant line is not attributed to the user:\n%s", sum)
 		}
 	}
@@ -398,6 +403,180 @@ func TestSummaryKeepsQuestionsWithAnswers(t *testing.T) {
 		again, err := NewSummarizer(Options{MaxChars: maxChars}).Summarize(context.Background(), got, nil)
 		if err == nil && strings.Contains(again, "JR Pass") && !strings.Contains(again, "JR Pass still worth it?\nassistant: For your route") {
 			t.Errorf("MaxChars %d: rolled summary split the JR Pass pair:\n%s", maxChars, again)
+		}
+	}
+}
+
+// TestSummaryQuestionOfEitherSpeaker: in a chat between two people
+// either may ask; a kept question is followed by the other speaker's
+// answer, and an answer may stand without its question, never the reverse.
+func TestSummaryQuestionOfEitherSpeaker(t *testing.T) {
+	msgs := []chatmem.Message{
+		{Role: chatmem.RoleUser, Name: "Caroline", Content: "I went to a support group meeting in Boston."},
+		{Role: chatmem.RoleAssistant, Name: "Melanie", Content: "Wow, Caroline! What did you talk about there?"},
+		{Role: chatmem.RoleUser, Name: "Caroline", Content: "Adoption agencies and the paperwork for them."},
+		{Role: chatmem.RoleAssistant, Name: "Melanie", Content: "I painted a sunrise over Lake Tahoe last week."},
+		{Role: chatmem.RoleUser, Name: "Caroline", Content: "Which brushes do you use for the sky?"},
+		{Role: chatmem.RoleAssistant, Name: "Melanie", Content: "Flat Kolinsky brushes from Rome."},
+	}
+	answers := map[string]string{
+		"What did you talk about there?":        "user: Adoption agencies and the paperwork for them.",
+		"Which brushes do you use for the sky?": "assistant: Flat Kolinsky brushes from Rome.",
+	}
+	for maxChars := 40; maxChars <= 400; maxChars += 5 {
+		got := summarize(t, Options{MaxChars: maxChars}, "", msgs...)
+		for _, prev := range []string{"", got} {
+			sum := got
+			if prev != "" {
+				sum = summarize(t, Options{MaxChars: maxChars}, prev)
+			}
+			lines := strings.Split(sum, "\n")
+			for i, line := range lines {
+				for q, a := range answers {
+					if strings.HasSuffix(line, q) && (i+1 >= len(lines) || lines[i+1] != a) {
+						t.Errorf("MaxChars %d (rolled: %v): %q is not followed by its answer %q:\n%s", maxChars, prev != "", q, a, sum)
+					}
+				}
+			}
+		}
+	}
+	got := summarize(t, Options{}, "", msgs...)
+	if !strings.Contains(got, "assistant: What did you talk about there?\nuser: Adoption agencies") {
+		t.Errorf("the assistant's question lost its answer:\n%s", got)
+	}
+	if strings.Contains(got, "Wow") || strings.Contains(got, "Caroline!") {
+		t.Errorf("the summary keeps an interjection or a speaker addressed by name:\n%s", got)
+	}
+}
+
+// TestSummaryDates: a date stamp opening a message becomes a heading over
+// that day's kept lines, a relative date gets the day it stands for, and
+// rolling keeps both without annotating twice; the next summary dates new
+// messages by the newest heading.
+func TestSummaryDates(t *testing.T) {
+	msgs := []chatmem.Message{
+		{Role: chatmem.RoleUser, Content: "[1:56 pm on 8 May, 2023] Hey! I went to a pottery class in Oslo yesterday."},
+		{Role: chatmem.RoleAssistant, Content: "My sister moved to Lisbon last year."},
+		{Role: chatmem.RoleUser, Content: "[10:00 am on 20 July, 2023] I adopted a cat named Luna last Tuesday."},
+	}
+	got := summarize(t, Options{}, "", msgs...)
+	want := "[8 May 2023]\nuser: I went to a pottery class in Oslo yesterday (7 May 2023).\n" +
+		"assistant: My sister moved to Lisbon last year (2022).\n" +
+		"[20 July 2023]\nuser: I adopted a cat named Luna last Tuesday (18 July 2023)."
+	if got != want {
+		t.Errorf("Summarize =\n%s\nwant\n%s", got, want)
+	}
+	if again := summarize(t, Options{}, got); again != got {
+		t.Errorf("Summarize(summary) =\n%s\nwant it unchanged:\n%s", again, got)
+	}
+	next := summarize(t, Options{}, got, msg(chatmem.RoleAssistant, "We fly to Madrid tomorrow for the Prado."))
+	if !strings.HasSuffix(next, "[20 July 2023]\nuser: I adopted a cat named Luna last Tuesday (18 July 2023).\n"+
+		"assistant: We fly to Madrid tomorrow (21 July 2023) for the Prado.") {
+		t.Errorf("the next summary does not date new messages by the newest heading:\n%s", next)
+	}
+	// Under a cap, the heading goes with the line it dates.
+	for maxChars := 30; maxChars <= 200; maxChars += 10 {
+		got := summarize(t, Options{MaxChars: maxChars}, "", msgs...)
+		if strings.Contains(got, "Luna") && !strings.Contains(got, "[20 July 2023]\nuser: I adopted") {
+			t.Errorf("MaxChars %d: the Luna line lost its date heading:\n%s", maxChars, got)
+		}
+	}
+}
+
+func TestDateHeading(t *testing.T) {
+	tests := []struct {
+		text, want string
+	}{
+		{"[1:56 pm on 8 May, 2023] Hi", "[8 May 2023]"},
+		{"[May 8th, 2023] Hi", "[8 May 2023]"},
+		{"[2023-05-08 10:00] Hi", "[8 May 2023]"},
+		{"[31 April 2023] Hi", ""},
+		{"[draft] Hi", ""},
+		{"Hi [8 May 2023]", ""},
+		{"[8 May] Hi", ""},
+	}
+	for _, tt := range tests {
+		got, _, ok := dateHeading(tt.text)
+		if !ok {
+			got = ""
+		}
+		if got != tt.want {
+			t.Errorf("dateHeading(%q) = %q, want %q", tt.text, got, tt.want)
+		}
+	}
+}
+
+func TestResolveDates(t *testing.T) {
+	day := dayStamp{t: time.Date(2023, 5, 8, 0, 0, 0, 0, time.UTC), ok: true} // a Monday
+	tests := []struct{ in, want string }{
+		{"I ran a race last Saturday.", "I ran a race last Saturday (6 May 2023)."},
+		{"We met last Mon at noon.", "We met last Mon (1 May 2023) at noon."},
+		{"Yesterday was fun, tomorrow too.", "Yesterday (7 May 2023) was fun, tomorrow (9 May 2023) too."},
+		{"Since last month and until next year.", "Since last month (April 2023) and until next year (2024)."},
+		{"I got it 3 years ago, and she two days ago.", "I got it 3 years ago (2020), and she two days ago (6 May 2023)."},
+		{"Yesterday (7 May 2023) it rained.", "Yesterday (7 May 2023) it rained."},
+		{"Nothing relative here.", "Nothing relative here."},
+		{"It feels like yesterday I wore it.", "It feels like yesterday I wore it."},
+		{"Last week we hiked, two weeks ago we swam.", "Last week (the week before 8 May 2023) we hiked, two weeks ago (two weeks before 8 May 2023) we swam."},
+		{"I quit 3 months ago.", "I quit 3 months ago (February 2023)."},
+	}
+	for _, tt := range tests {
+		if got := resolveDates(tt.in, day); got != tt.want {
+			t.Errorf("resolveDates(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestSummaryRollingKeepsFacts: rolled a message at a time under a cap,
+// through chit-chat and repeats, the summary keeps the facts that only
+// one sentence told, and a fact said again is kept once.
+func TestSummaryRollingKeepsFacts(t *testing.T) {
+	facts := []string{
+		"I adopted a greyhound named Pixel from the Leeds shelter.",
+		"My daughter Ines starts violin lessons at the Sibelius school.",
+		"We moved the wedding to Porto because of the Lisbon strike.",
+	}
+	var msgs []chatmem.Message
+	for i, f := range facts {
+		msgs = append(msgs, msg(chatmem.RoleUser, f))
+		for range 15 {
+			msgs = append(msgs,
+				msg(chatmem.RoleAssistant, "That's so awesome, I'm really happy for you!"),
+				msg(chatmem.RoleUser, "Thanks, it means a lot to me."),
+				msg(chatmem.RoleUser, facts[i]))
+		}
+	}
+	prev := ""
+	for _, m := range msgs {
+		prev = summarize(t, Options{MaxChars: 250}, prev, m)
+	}
+	for _, f := range facts {
+		if n := strings.Count(prev, f); n != 1 {
+			t.Errorf("the rolled summary holds %q %d times, want once:\n%s", f, n, prev)
+		}
+	}
+	if strings.Contains(prev, "awesome") || strings.Contains(prev, "means a lot") {
+		t.Errorf("the rolled summary keeps chit-chat:\n%s", prev)
+	}
+}
+
+func TestSplitClauses(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"I'm keen on counseling or mental health - I'd love to support people like me.",
+			[]string{"I'm keen on counseling or mental health.", "I'd love to support people like me."}},
+		{"Short - one.", []string{"Short - one."}},
+		{"Is the JR Pass still worth it - for a two week trip around Kansai?", []string{"Is the JR Pass still worth it - for a two week trip around Kansai?"}},
+		{"We booked it; it was cheaper than the hotel in Gion by far.",
+			[]string{"We booked it; it was cheaper than the hotel in Gion by far."}},
+		{"We booked the ryokan near Arashiyama; it was cheaper than the hotel in Gion.",
+			[]string{"We booked the ryokan near Arashiyama.", "It was cheaper than the hotel in Gion."}},
+	}
+	for _, tt := range tests {
+		if got := splitClauses(tt.in); fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+			t.Errorf("splitClauses(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
