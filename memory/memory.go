@@ -237,6 +237,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	for i, m := range in {
 		c.add(m, terms[i])
 	}
+	if c.meta.User != "" { // the user's index across conversations: usersearch.go
+		s.tenants[key.Tenant].indexForUser(c.meta.User, key.ID, c.msgs[first-1:], terms)
+	}
 	c.meta.UpdatedAt = now
 	if opts.TTL > 0 {
 		c.meta.ExpiresAt = now.Add(opts.TTL)

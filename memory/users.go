@@ -16,6 +16,8 @@ import (
 type userRecord struct {
 	convs []string
 	facts map[string][]chatmem.Fact
+	// index holds the messages of convs by term (usersearch.go).
+	index userIndex
 }
 
 // userConflict is the error of an append naming another user than the
@@ -50,8 +52,8 @@ func (tn *tenant) user(id string) *userRecord {
 	return u
 }
 
-// unbind forgets that conversation conv belongs to id, and the user once
-// nothing is left of it.
+// unbind forgets that conversation conv belongs to id, with its entries in
+// the user's index, and the user once nothing is left of it.
 func (tn *tenant) unbind(conv, id string) {
 	u := tn.users[id]
 	if u == nil {
@@ -60,6 +62,7 @@ func (tn *tenant) unbind(conv, id string) {
 	if i, found := slices.BinarySearch(u.convs, conv); found {
 		u.convs = slices.Delete(u.convs, i, i+1)
 	}
+	u.unindexForUser(conv)
 	tn.dropIfEmpty(id)
 }
 
