@@ -25,6 +25,7 @@ var userTests = []subtest{
 	{"Delete", testDeleteUser},
 	{"DeleteResumes", testDeleteUserResumes},
 	{"EraseRaw", testEraseRaw},
+	{"Search", testUserSearch}, // chatmem.UserSearcher: usersearch.go
 }
 
 // userOf returns the key of user id in key's tenant.
