@@ -210,6 +210,7 @@ var (
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
 		selectFactMark, setFactMark,
 		selectUserConversationIDs, retireUserFact, insertUserFact, deleteUserFact, deleteUserFacts,
+		selectUserSlot, insertUserIndex, insertUserTerms, // usersearch.go
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
@@ -218,5 +219,6 @@ var (
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,
 		selectUserPage, selectUserFacts, selectUserFactHistory,
+		selectUserPostings, selectUserEntries, selectUserMessagesAt, // usersearch.go
 	}
 )

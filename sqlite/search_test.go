@@ -13,6 +13,9 @@ import (
 // migrations/0003_search.sql and the ones after it, whose tables refer to
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
+	"DROP TRIGGER conversations_user_unindex", // 0009_user_terms.sql
+	"DROP TABLE user_terms",
+	"DROP TABLE user_index",
 	"ALTER TABLE idempotency_keys DROP COLUMN fingerprint", // 0007_idempotency_fingerprint.sql
 	"ALTER TABLE conversations DROP COLUMN fact_seq",       // 0006_fact_mark.sql
 	"DROP TABLE user_facts",                                // 0005_users.sql

@@ -316,6 +316,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		if err := indexMessages(t, num, out, terms); err != nil {
 			return err
 		}
+		if conv.User != "" { // the user's index across conversations: usersearch.go
+			if err := indexUserMessages(t, key.Tenant, conv.User, num, out, terms); err != nil {
+				return err
+			}
+		}
 		if opts.IdempotencyKey != "" {
 			if _, err := t.exec(insertIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey, first, len(out), opts.Fingerprint); err != nil {
 				return err

@@ -67,6 +67,12 @@ func TestQueryPlans(t *testing.T) {
 		selectUserFactHistory:     "PRIMARY KEY (tenant=? AND user_id=? AND key=?)",
 		// One seek per seq asked for.
 		selectMessagesAt: "SEARCH messages USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
+		// The user index: the same FTS5 read, then a seek per id and per
+		// hit; a millisecond's highest slot in one seek.
+		selectUserPostings:   "SCAN user_terms VIRTUAL TABLE INDEX 192:M1><",
+		selectUserEntries:    "SEARCH c USING INDEX conversations_num (num=?",
+		selectUserMessagesAt: "SEARCH m USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
+		selectUserSlot:       "SEARCH user_index USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
 	} {
 		if plan := explain(t, s.r.db, q); !strings.Contains(plan, index) {
 			t.Errorf("query %s: plan does not use %s:\n%s", oneLine(q), index, plan)
@@ -81,6 +87,7 @@ var allowedScans = map[string]bool{
 	// rowid descending (192 = FTS5_BI_ORDER_ROWID | FTS5_BI_ORDER_DESC
 	// per sqlite's fts5_main.c): a seek in one doclist and at most LIMIT rowids.
 	"SCAN message_terms VIRTUAL TABLE INDEX 192:M1><": true,
+	"SCAN user_terms VIRTUAL TABLE INDEX 192:M1><":    true, // the same, in the user index
 	// selectConversationSince's messages: the subquery's range, at most
 	// its LIMIT rows, materialized and then read once.
 	"SCAN m LEFT-JOIN": true,

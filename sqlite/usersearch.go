@@ -1,0 +1,348 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/chatmem/chatmem"
+)
+
+var _ chatmem.UserSearcher = (*Store)(nil)
+
+// The user index (migrations/0009_user_terms.sql): a message's id in
+// user_index and rowid in user_terms is its millisecond << userSlotBits |
+// a slot.
+const (
+	userSlotBits = 18
+	userSlots    = 1 << userSlotBits
+
+	// selectUserSlot reads the highest id taken in [?1, ?2), the ids of
+	// one millisecond: one seek.
+	selectUserSlot = `SELECT id FROM user_index WHERE id >= ?1 AND id < ?2 ORDER BY id DESC LIMIT 1`
+
+	insertUserIndex = `INSERT INTO user_index (id, conv, seq, at) VALUES (?1, ?2, ?3, ?4)`
+
+	insertUserTerms = `INSERT INTO user_terms (rowid, terms) VALUES (?1, ?2)`
+
+	// selectUserPostings is selectPostings on user_terms: the newest ids,
+	// at most ?4, in [?2, ?3) of the rows holding the token ?1.
+	selectUserPostings = `SELECT rowid FROM user_terms
+		WHERE user_terms MATCH ?1 AND rowid >= ?2 AND rowid < ?3 ORDER BY rowid DESC LIMIT ?4`
+
+	// selectUserEntries names the messages with the ids in the JSON array
+	// ?4 that belong to live (?3) conversations of tenant ?1 bound to user
+	// ?2: a seek in user_index and one in conversations_num per id.
+	selectUserEntries = `SELECT c.id, u.seq, u.at FROM json_each(?4)
+		CROSS JOIN user_index u ON u.id = json_each.value
+		CROSS JOIN conversations c ON c.num = u.conv
+		WHERE c.tenant = ?1 AND c.user_id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
+
+	// selectUserMessagesAt reads the messages named by the JSON array ?4
+	// of [conversation ID, seq] pairs that belong to live (?3)
+	// conversations of tenant ?1 bound to user ?2: a seek in the
+	// conversations' primary key and one in messages_seq per pair. (CROSS
+	// JOIN keeps SQLite's join order: the array first.)
+	selectUserMessagesAt = `SELECT c.id, m.seq, m.role, m.content, m.name, m.tool_calls, m.tool_call_id, m.tokens,
+		m.created_at, m.metadata FROM json_each(?4)
+		CROSS JOIN conversations c ON c.tenant = ?1 AND c.id = json_extract(json_each.value, '$[0]')
+		CROSS JOIN messages m ON m.tenant = ?1 AND m.conv_id = c.id AND m.seq = json_extract(json_each.value, '$[1]')
+		WHERE c.user_id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
+
+	// optimizeUserTerms merges the user index into one segment, dropping
+	// the entries of deleted rows (see optimizeTerms).
+	optimizeUserTerms = `INSERT INTO user_terms (user_terms) VALUES ('optimize')`
+)
+
+// userPrefix returns the prefix of the user's tokens in user_terms: "u",
+// a hash of tenant and user ID in base 36, "_". / separates them, which no
+// ID contains.
+func userPrefix(tenant, user string) string {
+	h := fnv.New64a()
+	h.Write([]byte(tenant))
+	h.Write([]byte{'/'})
+	h.Write([]byte(user))
+	return "u" + strconv.FormatUint(h.Sum64(), 36) + "_"
+}
+
+// userMilli returns the millisecond of the user index that Unix time
+// nanos falls in: milliseconds since the earliest time an int64 of
+// nanoseconds holds, so never negative, and below 2^45.
+func userMilli(nanos int64) int64 {
+	return int64((uint64(nanos) ^ 1<<63) / 1e6)
+}
+
+// indexUserMessages adds the messages with the given terms, just appended
+// to conversation num of tenant's user, to the user index in t. terms[i]
+// are msgs[i]'s; a message with none (a system message) gets no row. Each
+// message takes the lowest free slot of its millisecond after the highest
+// taken; should a millisecond's slots all be taken (userSlots messages
+// dated within it), it takes one of an earlier millisecond, and
+// UserPostings may then place it a little out of order.
+func indexUserMessages(t tx, tenant, user string, num int64, msgs []chatmem.Message, terms [][]string) error {
+	var prefix string
+	for i, m := range msgs {
+		if len(terms[i]) == 0 {
+			continue
+		}
+		if prefix == "" {
+			prefix = userPrefix(tenant, user)
+		}
+		at := m.CreatedAt.UnixNano()
+		id, err := freeUserSlot(t, userMilli(at))
+		if err != nil {
+			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
+		}
+		if _, err := t.exec(insertUserIndex, id, num, m.Seq, at); err != nil {
+			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
+		}
+		if _, err := t.exec(insertUserTerms, id, prefixed(prefix, terms[i])); err != nil {
+			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
+		}
+	}
+	return nil
+}
+
+// freeUserSlot returns a free id of millisecond ms (or, if it is full, of
+// the nearest earlier one that is not).
+func freeUserSlot(t tx, ms int64) (int64, error) {
+	for ; ms >= 0; ms-- {
+		lo := ms << userSlotBits
+		var top int64
+		switch err := t.row(selectUserSlot, lo, lo+userSlots).Scan(&top); {
+		case err == nil:
+			if top+1 < lo+userSlots {
+				return top + 1, nil
+			}
+		case errors.Is(err, sql.ErrNoRows):
+			return lo, nil
+		default:
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("sqlite: no free slot in the user index")
+}
+
+// prefixed returns the terms, each with prefix, separated by spaces.
+func prefixed(prefix string, terms []string) string {
+	var b strings.Builder
+	b.Grow(len(terms) * (len(prefix) + 8))
+	for i, t := range terms {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(prefix)
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
+// userEntry is one message of the user index, resolved.
+type userEntry struct {
+	conv string
+	seq  int64
+	at   int64
+}
+
+// UserPostings returns, for each of terms, the newest messages of the
+// user's live conversations indexed under it, at most limit
+// (chatmem.UserSearcher). All terms are read in one snapshot. For each
+// term it reads the newest ids of the user's token in user_terms (the
+// millisecond of the last one read in full, since the ids order a
+// millisecond's messages by their slot, not by date, conversation and
+// seq), then names them through user_index and checks their conversation
+// in one query, and reads on below if checks dropped some (conversations
+// that expired and were not swept yet, or another user's sharing the
+// hash). So the cost follows len(terms) and limit, not the user's
+// history. It wraps chatmem.ErrInvalid for a bad user, a limit below 1 or
+// an empty term. It is safe for concurrent use.
+func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: postings limit %d is below 1", chatmem.ErrInvalid, limit)
+	}
+	for i, term := range terms {
+		if term == "" {
+			return nil, fmt.Errorf("%w: term %d is empty", chatmem.ErrInvalid, i)
+		}
+	}
+	now := clampedNanos(s.now())
+	prefix := userPrefix(user.Tenant, user.ID)
+	out := make([][]chatmem.UserHit, len(terms))
+	err := s.read(ctx, func(t tx) error {
+		for i, term := range terms {
+			out[i] = []chatmem.UserHit{}
+			if !indexable(term) {
+				continue
+			}
+			match := `"` + strings.ReplaceAll(prefix+term, `"`, `""`) + `"`
+			entries, err := userPostings(t, user, now, match, limit)
+			if err != nil {
+				return fmt.Errorf("user postings of %q: %w", term, err)
+			}
+			for _, e := range entries {
+				out[i] = append(out[i], chatmem.UserHit{Conversation: e.conv, Seq: e.seq})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// userPostings returns the newest entries of the user's token match, at
+// most limit, newest first.
+func userPostings(t tx, user chatmem.Key, now int64, match string, limit int) ([]userEntry, error) {
+	var found []userEntry
+	hi := int64(math.MaxInt64) // ids below hi are still to read
+	for len(found) < limit {
+		need := limit - len(found)
+		ids, err := userIDs(t, match, 0, hi, need)
+		if err != nil || len(ids) == 0 {
+			return sortEntries(found, limit), err
+		}
+		// All of the ids below hi were read unless need of them were:
+		// then read the rest of the last one's millisecond, so that all
+		// of [lo, hi) is read and sorted.
+		more := len(ids) == need
+		last := ids[len(ids)-1]
+		lo := last &^ (userSlots - 1)
+		if more {
+			rest, err := userIDs(t, match, lo, last, -1)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, rest...)
+		}
+		entries, err := userEntries(t, user, now, ids)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, entries...)
+		if !more {
+			break
+		}
+		hi = lo
+	}
+	return sortEntries(found, limit), nil
+}
+
+// sortEntries orders entries newest first (by date, then conversation ID,
+// then seq) and returns at most limit of them.
+func sortEntries(entries []userEntry, limit int) []userEntry {
+	slices.SortFunc(entries, func(a, b userEntry) int {
+		return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(b.conv, a.conv), cmp.Compare(b.seq, a.seq))
+	})
+	return entries[:min(limit, len(entries))]
+}
+
+// userIDs reads the ids in [lo, hi) of the rows holding match, newest
+// first, at most limit (-1: all).
+func userIDs(t tx, match string, lo, hi int64, limit int) ([]int64, error) {
+	rows, err := t.query(selectUserPostings, match, lo, hi, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// userEntries names the messages of ids that belong to the user's live
+// conversations.
+func userEntries(t tx, user chatmem.Key, now int64, ids []int64) ([]userEntry, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.query(selectUserEntries, user.Tenant, user.ID, now, string(list))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []userEntry
+	for rows.Next() {
+		var e userEntry
+		if err := rows.Scan(&e.conv, &e.seq, &e.at); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// UserMessagesAt returns the messages named by hits that belong to the
+// user's live conversations, ordered by conversation ID and seq, each once
+// (chatmem.UserSearcher): one query, a seek per hit. It wraps
+// chatmem.ErrInvalid for a bad user. It is safe for concurrent use.
+func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []chatmem.UserHit) ([]chatmem.UserMessage, error) {
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	want := slices.Clone(hits)
+	slices.SortFunc(want, func(a, b chatmem.UserHit) int {
+		return cmp.Or(cmp.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Seq, b.Seq))
+	})
+	want = slices.Compact(want)
+	pairs := make([][2]any, len(want))
+	for i, h := range want {
+		pairs[i] = [2]any{h.Conversation, h.Seq}
+	}
+	list, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, err
+	}
+	now := clampedNanos(s.now())
+	out := []chatmem.UserMessage{}
+	err = s.read(ctx, func(t tx) error {
+		rows, err := t.query(selectUserMessagesAt, user.Tenant, user.ID, now, string(list))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				um                  chatmem.UserMessage
+				role                string
+				created             int64
+				toolCalls, metadata sql.NullString
+			)
+			m := &um.Message
+			if err := rows.Scan(&um.Conversation, &m.Seq, &role, &m.Content, &m.Name, &toolCalls, &m.ToolCallID, &m.Tokens,
+				&created, &metadata); err != nil {
+				return err
+			}
+			if err := decodeMessage(m, role, created, toolCalls, metadata); err != nil {
+				return err
+			}
+			out = append(out, um)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b chatmem.UserMessage) int {
+		return cmp.Or(cmp.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Seq, b.Seq))
+	})
+	return out, nil
+}

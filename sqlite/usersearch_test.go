@@ -1,0 +1,110 @@
+package sqlite
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/chatmem/chatmem"
+)
+
+// TestUserPostingsOneMillisecond checks the order within one millisecond of
+// the user index, where ids follow the order of the appends, not of the
+// dates: appends in reverse date order, across conversations, some dates
+// equal, read with limits that cut the millisecond anywhere.
+func TestUserPostingsOneMillisecond(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "ms.db"))
+	ctx := t.Context()
+	user := chatmem.Key{Tenant: "t", ID: "u"}
+	base := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	var want []chatmem.UserHit // newest first
+	seqs := map[string]int64{}
+	// 40 messages within one millisecond, then 10 a millisecond earlier;
+	// the newest appended first.
+	for i := 49; i >= 0; i-- {
+		conv := fmt.Sprintf("c%d", i%3)
+		at := base.Add(time.Duration(i/2) * time.Microsecond * 20) // pairs share a date
+		if i < 10 {
+			at = base.Add(-time.Millisecond + time.Duration(i)*time.Nanosecond)
+		}
+		res, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: conv},
+			[]chatmem.Message{{Role: chatmem.RoleUser, Content: "pear", Tokens: 1, CreatedAt: at}}, chatmem.AppendOptions{User: user.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs[conv] = res.Messages[0].Seq
+		want = append(want, chatmem.UserHit{Conversation: conv, Seq: seqs[conv]})
+	}
+	// want is in append order; the order asked for is by date, then
+	// conversation ID, then seq, all descending.
+	dates := map[chatmem.UserHit]time.Time{}
+	for i, h := range want {
+		n := 49 - i
+		dates[h] = base.Add(time.Duration(n/2) * time.Microsecond * 20)
+		if n < 10 {
+			dates[h] = base.Add(-time.Millisecond + time.Duration(n)*time.Nanosecond)
+		}
+	}
+	slices.SortFunc(want, func(a, b chatmem.UserHit) int {
+		if c := dates[b].Compare(dates[a]); c != 0 {
+			return c
+		}
+		if a.Conversation != b.Conversation {
+			if a.Conversation > b.Conversation {
+				return -1
+			}
+			return 1
+		}
+		return int(b.Seq - a.Seq)
+	})
+	for _, limit := range []int{1, 2, 7, 39, 40, 41, 45, 50, 60} {
+		got, err := s.UserPostings(ctx, user, []string{"pear"}, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := want[:min(limit, len(want))]; !slices.Equal(got[0], w) {
+			t.Errorf("UserPostings(limit %d) = %v, want %v", limit, got[0], w)
+		}
+	}
+}
+
+// TestUserIndexEndsWithConversation checks that a conversation's rows in
+// the user index go with it, and only its own.
+func TestUserIndexEndsWithConversation(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "uend.db"))
+	ctx := t.Context()
+	words := []chatmem.Message{{Role: chatmem.RoleUser, Content: "alpha beta", Tokens: 2}, {Role: chatmem.RoleSystem, Content: "alpha", Tokens: 1}}
+	for _, id := range []string{"keep", "gone"} {
+		if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: id}, words, chatmem.AppendOptions{User: "u"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: "free"}, words, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rows := func() (index, terms int) {
+		t.Helper()
+		if err := s.r.db.QueryRowContext(ctx, `SELECT count(*) FROM user_index`).Scan(&index); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.r.db.QueryRowContext(ctx, `SELECT count(*) FROM user_terms`).Scan(&terms); err != nil {
+			t.Fatal(err)
+		}
+		return index, terms
+	}
+	if i, n := rows(); i != 2 || n != 2 {
+		t.Fatalf("user index rows = %d and %d, want 2 and 2 (one per user message of a conversation with a user)", i, n)
+	}
+	if err := s.Delete(ctx, chatmem.Key{Tenant: "t", ID: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if i, n := rows(); i != 1 || n != 1 {
+		t.Errorf("user index rows after Delete = %d and %d, want 1 and 1", i, n)
+	}
+	got, err := s.UserPostings(ctx, chatmem.Key{Tenant: "t", ID: "u"}, []string{"alpha"}, 10)
+	if err != nil || !slices.Equal(got[0], []chatmem.UserHit{{Conversation: "keep", Seq: 1}}) {
+		t.Errorf("UserPostings(alpha) = %v, %v; want keep's message 1", got, err)
+	}
+}
