@@ -90,6 +90,11 @@
 // PurgeInactive and an append that creates a conversation again over an
 // expired one delete the term keys the terms set names, in their scripts.
 //
+// The store is a chatmem.UserSearcher too: an index of each user's messages
+// across their conversations lives in the user's slot and is written after
+// the append script, in a step that a later append catches up if it
+// failed (see usersearch.go).
+//
 // Conversations stored before the index existed have no "indexed" field in
 // meta. The first Postings on one indexes it (Store.backfill): it reads the
 // messages 1,000 at a time and indexes each batch with a script that

@@ -311,6 +311,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	// creates the conversation records it.
 	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text(), opts.ExpectedTokenizer, opts.Fingerprint, opts.User)
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
+	allTerms := make([][]string, len(msgs))      // for the user index (usersearch.go)
 	for i, m := range msgs {
 		if !m.Role.Valid() {
 			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: unknown role %q", i, chatmem.ErrInvalid, m.Role)
@@ -338,6 +339,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 			kind = "u"
 		}
 		terms := chatmem.IndexTerms(m)
+		allTerms[i] = terms
 		args = append(args, b, m.Tokens, kind, len(terms))
 		for _, t := range terms {
 			args = append(args, t)
@@ -363,6 +365,13 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	// append twice); the next append indexes the conversation again.
 	if err := s.client.ZAdd(context.WithoutCancel(ctx), s.indexKey(key.Tenant), goredis.Z{Member: key.ID}).Err(); err != nil {
 		s.log.ErrorContext(ctx, "redis: index conversation after append", "key", key.String(), "err", err)
+	}
+	// The user's index across conversations, in the user's slot: the same
+	// goes for it, and the next append catches up (usersearch.go).
+	if u := res.Conversation.User; u != "" && !res.Replayed {
+		if err := s.indexForUser(context.WithoutCancel(ctx), key, u, metaGen(reply), res.Messages, allTerms); err != nil {
+			s.log.ErrorContext(ctx, "redis: index for the user after append", "key", key.String(), "user", u, "err", err)
+		}
 	}
 	return res, nil
 }

@@ -273,6 +273,9 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 			}
 		}
 	}
+	if err := s.dropUserIndex(ctx, user); err != nil { // usersearch.go
+		return deleted, fmt.Errorf("redis: delete user %s: %w", user, err)
+	}
 	if err := s.client.Del(ctx, keys...).Err(); err != nil {
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
 	}
