@@ -45,7 +45,9 @@ var _ chatmem.UserSearcher = (*Store)(nil)
 // to the conversation finds its mark behind its first seq and indexes the
 // messages in between first (reading them back), so the index catches up,
 // and until then UserPostings misses those messages. A conversation with
-// no further append stays behind.
+// no further append stays behind. (So does, at first, a conversation
+// appended to before this index existed: each later append indexes up to
+// maxCatchUp of its older messages, and its own once the rest are in.)
 //
 // Members are not removed when their conversation ends (Delete, expiry,
 // PurgeInactive): UserPostings checks each one's conversation (it must be
@@ -162,23 +164,36 @@ func (s *Store) indexForUser(ctx context.Context, key chatmem.Key, user, gen str
 		if done < 0 {
 			return nil
 		}
-		// The index is behind: read the messages in between and send
-		// them with these.
-		missed, err := s.Range(ctx, key, done, int(first-1-done))
+		// The index is behind: read the messages in between, at most
+		// maxCatchUp of them, and send them with these, or alone if there
+		// are more (the appends that follow take the rest).
+		gap := first - 1 - done
+		missed, err := s.Range(ctx, key, done, int(min(gap, maxCatchUp)))
 		if err != nil {
 			return fmt.Errorf("catch up from seq %d: %w", done, err)
 		}
-		if int64(len(missed)) != first-1-done {
-			return fmt.Errorf("catch up from seq %d: read %d messages, want %d", done, len(missed), first-1-done)
+		if int64(len(missed)) != min(gap, maxCatchUp) {
+			return fmt.Errorf("catch up from seq %d: read %d messages, want %d", done, len(missed), min(gap, maxCatchUp))
 		}
 		more := make([][]string, len(missed))
 		for i, m := range missed {
 			more[i] = chatmem.IndexTerms(m)
 		}
+		if gap > maxCatchUp {
+			msgs, terms = missed, more
+			continue
+		}
 		msgs, terms = append(missed, msgs...), append(more, terms...)
 	}
-	return errors.New("the user index moved while it was caught up")
+	return nil
 }
+
+// maxCatchUp bounds the messages an append indexes for the user beyond
+// its own, so that one append to a conversation the user index is far
+// behind on (one appended to before the index existed) stays short: each
+// append then catches up this many, and indexes its own once the index
+// has reached them.
+const maxCatchUp = 1000
 
 // metaGen returns the gen field of the meta in the append script's reply.
 func metaGen(reply any) string {

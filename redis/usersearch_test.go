@@ -74,3 +74,45 @@ func TestUserIndexStaleRemoved(t *testing.T) {
 		t.Errorf("members after UserPostings = %d, %v; want 1", n, err)
 	}
 }
+
+// TestUserIndexCatchUpInSteps checks that an append catches up at most
+// maxCatchUp messages the index lacks, leaving its own to a later append
+// once the gap is larger.
+func TestUserIndexCatchUpInSteps(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := t.Context()
+	user := chatmem.Key{Tenant: "acme", ID: "u1"}
+	key := chatmem.Key{Tenant: "acme", ID: "c1"}
+	msgs := make([]chatmem.Message, 750)
+	for i := range msgs {
+		msgs[i] = chatmem.Message{Role: chatmem.RoleUser, Content: "gamma", Tokens: 1}
+	}
+	for range 2 {
+		if _, err := s.Append(ctx, key, msgs, chatmem.AppendOptions{User: user.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.dropUserIndex(ctx, user); err != nil { // 1,500 messages behind
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		got, err := s.UserPostings(ctx, user, []string{"gamma"}, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got[0])
+	}
+	if _, err := s.Append(ctx, key, msgs[:1], chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != maxCatchUp {
+		t.Errorf("after one append the index holds %d messages, want %d", n, maxCatchUp)
+	}
+	if _, err := s.Append(ctx, key, msgs[:1], chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1502 {
+		t.Errorf("after two appends the index holds %d messages, want 1502", n)
+	}
+}
