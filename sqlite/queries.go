@@ -210,7 +210,7 @@ var (
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
 		selectFactMark, setFactMark,
 		selectUserConversationIDs, retireUserFact, insertUserFact, deleteUserFact, deleteUserFacts,
-		selectUserSlot, insertUserIndex, insertUserTerms, // usersearch.go
+		selectUserSlot, insertUserIndex, insertUserTerms, selectUserUnindexed, setUserUnindexed, // usersearch.go
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,

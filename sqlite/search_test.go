@@ -14,6 +14,8 @@ import (
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
 	"DROP TRIGGER conversations_user_unindex", // 0009_user_terms.sql
+	"DROP INDEX conversations_user_unindexed",
+	"ALTER TABLE conversations DROP COLUMN user_unindexed_seq",
 	"DROP TABLE user_terms",
 	"DROP TABLE user_index",
 	"ALTER TABLE idempotency_keys DROP COLUMN fingerprint", // 0007_idempotency_fingerprint.sql

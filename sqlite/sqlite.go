@@ -101,8 +101,9 @@ type Store struct {
 // write transaction, so processes opening the same file at once apply them
 // exactly once). The first Open after the upgrade that added the search
 // index indexes the messages stored before it, 1,000 per transaction, before
-// it returns (see Store.backfill); an Open interrupted meanwhile leaves the
-// rest to the next. ctx bounds only the opening. It wraps chatmem.ErrInvalid
+// it returns (see Store.backfill), and the one after the user index's
+// upgrade the messages of conversations with a user (Store.backfillUsers);
+// an Open interrupted meanwhile leaves the rest to the next. ctx bounds only the opening. It wraps chatmem.ErrInvalid
 // for an empty path or ":memory:" (the store needs a file its connections
 // share).
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
@@ -197,7 +198,10 @@ func (s *Store) setup(ctx context.Context) error {
 	if err := s.r.prepare(ctx, readStatements...); err != nil {
 		return err
 	}
-	return s.backfill(ctx)
+	if err := s.backfill(ctx); err != nil {
+		return err
+	}
+	return s.backfillUsers(ctx) // usersearch.go
 }
 
 // Ping reports whether the database file can be read, wrapping

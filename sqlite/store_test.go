@@ -96,6 +96,8 @@ var allowedScans = map[string]bool{
 	// The backfill's partial index holds only the conversations still to
 	// index, and it takes the first.
 	"SCAN conversations USING INDEX conversations_unindexed": true,
+	// The same for the user index's backfill.
+	"SCAN conversations USING INDEX conversations_user_unindexed": true,
 }
 
 // explain returns the EXPLAIN QUERY PLAN of q, one step per line, with its

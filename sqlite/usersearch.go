@@ -57,6 +57,16 @@ const (
 		CROSS JOIN messages m ON m.tenant = ?1 AND m.conv_id = c.id AND m.seq = json_extract(json_each.value, '$[1]')
 		WHERE c.user_id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
 
+	// selectUserUnindexed finds a conversation with a user whose messages
+	// stored before the user index existed are not all in it yet.
+	selectUserUnindexed = `SELECT tenant, id, user_id, num, user_unindexed_seq
+		FROM conversations INDEXED BY conversations_user_unindexed
+		WHERE user_unindexed_seq > 0 ORDER BY num LIMIT 1`
+
+	// setUserUnindexed records that the conversation's messages after ?3
+	// are in the user index.
+	setUserUnindexed = `UPDATE conversations SET user_unindexed_seq = ?3 WHERE tenant = ?1 AND id = ?2`
+
 	// optimizeUserTerms merges the user index into one segment, dropping
 	// the entries of deleted rows (see optimizeTerms).
 	optimizeUserTerms = `INSERT INTO user_terms (user_terms) VALUES ('optimize')`
@@ -345,4 +355,52 @@ func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []cha
 		return cmp.Or(cmp.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Seq, b.Seq))
 	})
 	return out, nil
+}
+
+// backfillUsers adds to the user index the messages of conversations with
+// a user stored before the index existed (see
+// migrations/0009_user_terms.sql), newest first, backfillBatch messages per
+// write transaction, as backfill does for the conversations' own index:
+// each transaction records how far it got, so an interrupted backfill
+// resumes where it stopped and processes opening the file at once share
+// the work.
+func (s *Store) backfillUsers(ctx context.Context) error {
+	for {
+		done := false
+		err := s.write(ctx, func(t tx) error {
+			var (
+				key      chatmem.Key
+				user     string
+				num, end int64
+			)
+			err := t.row(selectUserUnindexed).Scan(&key.Tenant, &key.ID, &user, &num, &end)
+			if errors.Is(err, sql.ErrNoRows) {
+				done = true
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			start := max(end-backfillBatch, 0)
+			msgs, err := queryMessages(t, selectRange, key.Tenant, key.ID, start, end-start)
+			if err != nil {
+				return err
+			}
+			terms := make([][]string, len(msgs))
+			for i, m := range msgs {
+				terms[i] = chatmem.IndexTerms(m)
+			}
+			if err := indexUserMessages(t, key.Tenant, user, num, msgs, terms); err != nil {
+				return fmt.Errorf("conversation %s: %w", key, err)
+			}
+			_, err = t.exec(setUserUnindexed, key.Tenant, key.ID, start)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("index for their users the messages stored before the user index: %w", err)
+		}
+		if done {
+			return nil
+		}
+	}
 }

@@ -108,3 +108,41 @@ func TestUserIndexEndsWithConversation(t *testing.T) {
 		t.Errorf("UserPostings(alpha) = %v, %v; want keep's message 1", got, err)
 	}
 }
+
+// TestUserIndexBackfill takes a database back to before the user index
+// held a conversation's messages (as migration 0009 finds one written
+// before it) and opens it again: Open indexes them, in batches, and they
+// are searched like new ones.
+func TestUserIndexBackfill(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ubackfill.db")
+	s := open(t, path)
+	ctx := t.Context()
+	key := chatmem.Key{Tenant: "t", ID: "old"}
+	msgs := make([]chatmem.Message, 2500)
+	for i := range msgs {
+		msgs[i] = chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("delta n%d", i+1), Tokens: 1}
+	}
+	for i := 0; i < len(msgs); i += 1000 {
+		if _, err := s.Append(ctx, key, msgs[i:min(i+1000, len(msgs))], chatmem.AppendOptions{User: "u"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	execAll(t, s, "DELETE FROM user_terms", "DELETE FROM user_index", "UPDATE conversations SET user_unindexed_seq = last_seq")
+	user := chatmem.Key{Tenant: "t", ID: "u"}
+	if got, err := s.UserPostings(ctx, user, []string{"delta"}, 10); err != nil || len(got[0]) != 0 {
+		t.Fatalf("UserPostings before the backfill = %v, %v; want none", got, err)
+	}
+	s2 := open(t, path)
+	got, err := s2.UserPostings(ctx, user, []string{"delta", "n1", "n2500"}, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got[0]) != 2500 || !slices.Equal(got[1], []chatmem.UserHit{{Conversation: "old", Seq: 1}}) ||
+		!slices.Equal(got[2], []chatmem.UserHit{{Conversation: "old", Seq: 2500}}) {
+		t.Errorf("UserPostings after the backfill = %d, %v, %v; want 2500 messages, [old 1], [old 2500]", len(got[0]), got[1], got[2])
+	}
+	var left int
+	if err := s2.r.db.QueryRowContext(ctx, `SELECT count(*) FROM conversations WHERE user_unindexed_seq > 0`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("conversations left to backfill = %d, %v; want 0", left, err)
+	}
+}

@@ -43,3 +43,11 @@ CREATE TRIGGER conversations_user_unindex AFTER DELETE ON conversations WHEN old
     DELETE FROM user_terms WHERE rowid IN (SELECT id FROM user_index WHERE conv = old.num);
     DELETE FROM user_index WHERE conv = old.num;
 END;
+
+-- Messages of conversations with a user stored before this migration are
+-- indexed by Open (Store.backfillUsers), as 0003's backfill does:
+-- user_unindexed_seq is the newest message of the conversation the user
+-- index lacks (0: none), lowered batch by batch. Appends index their own.
+ALTER TABLE conversations ADD COLUMN user_unindexed_seq INTEGER NOT NULL DEFAULT 0;
+UPDATE conversations SET user_unindexed_seq = last_seq WHERE user_id IS NOT NULL;
+CREATE INDEX conversations_user_unindexed ON conversations (num) WHERE user_unindexed_seq > 0;

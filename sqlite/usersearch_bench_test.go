@@ -1,0 +1,113 @@
+package sqlite
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chatmem/chatmem"
+)
+
+// BenchmarkUserPostings measures UserPostings of six terms (limit 256, as
+// BenchmarkPostings) for a user with 1,000 messages over 10 conversations
+// and one with 1,000,000 over 1,000, both in one file, the text drawn from
+// the Zipf vocabulary of BenchmarkPostings and every message dated a
+// millisecond after the one before, the conversations' dates interleaved.
+// The time per call should not grow with the user's history. -short
+// leaves out the 1,000,000.
+func BenchmarkUserPostings(b *testing.B) {
+	type size struct{ messages, convs int }
+	sizes := []size{{1000, 10}, {1000000, 1000}}
+	if testing.Short() {
+		sizes = sizes[:1]
+	}
+	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
+	vocab := benchVocabulary(5000)
+	termsOf := func(ranks ...int) []string {
+		var terms []string
+		for _, rank := range ranks {
+			terms = append(terms, chatmem.Terms(vocab[rank])...)
+		}
+		return terms
+	}
+	sets := []struct {
+		name  string
+		terms []string
+	}{
+		{"mixed", termsOf(0, 3, 20, 150, 1000, 4000)},
+		{"frequent", termsOf(0, 1, 2, 3, 4, 5)},
+	}
+	users := make([]chatmem.Key, len(sizes))
+	for i, sz := range sizes {
+		users[i] = chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("user-%d", sz.messages)}
+		start := time.Now()
+		fillUserText(b, s, users[i], sz.messages, sz.convs, vocab, uint64(i))
+		b.Logf("filled %d messages over %d conversations in %v", sz.messages, sz.convs, time.Since(start).Round(time.Millisecond))
+	}
+	for _, set := range sets {
+		for i, sz := range sizes {
+			b.Run(fmt.Sprintf("terms=%s/messages=%d/convs=%d", set.name, sz.messages, sz.convs), func(b *testing.B) {
+				b.ReportAllocs()
+				var found int
+				cpu := cpuTime()
+				for b.Loop() {
+					out, err := s.UserPostings(b.Context(), users[i], set.terms, 256)
+					if err != nil {
+						b.Fatal(err)
+					}
+					found = 0
+					for _, hits := range out {
+						found += len(hits)
+					}
+				}
+				if cpu := cpuTime() - cpu; cpu > 0 {
+					b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				}
+				b.ReportMetric(float64(found), "postings/op")
+			})
+		}
+	}
+}
+
+// fillUserText gives user n messages of Zipf text (as fillText) over
+// convs conversations, one Append of up to 1,000 messages at a time, each
+// message dated a millisecond apart with the conversations interleaved:
+// message j of conversation c at j*convs + c milliseconds.
+func fillUserText(tb testing.TB, s *Store, user chatmem.Key, n, convs int, vocab []string, seed uint64) {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(seed, 42))
+	zipf := rand.NewZipf(r, 1.1, 1, uint64(len(vocab)-1))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	per := n / convs
+	var text strings.Builder
+	for c := range convs {
+		key := chatmem.Key{Tenant: user.Tenant, ID: fmt.Sprintf("%s-c%d", user.ID, c)}
+		for done := 0; done < per; {
+			msgs := make([]chatmem.Message, min(1000, per-done))
+			for i := range msgs {
+				j := done + i
+				text.Reset()
+				words := 5 + r.IntN(20)
+				for k := range words {
+					if k > 0 {
+						text.WriteByte(' ')
+					}
+					text.WriteString(vocab[zipf.Uint64()])
+				}
+				role := chatmem.RoleUser
+				if j%2 == 1 {
+					role = chatmem.RoleAssistant
+				}
+				msgs[i] = chatmem.Message{Role: role, Content: text.String(), Tokens: words,
+					CreatedAt: base.Add(time.Duration(j*convs+c) * time.Millisecond)}
+			}
+			if _, err := s.Append(tb.Context(), key, msgs, chatmem.AppendOptions{User: user.ID}); err != nil {
+				tb.Fatalf("fill %s: Append at %d: %v", key, done, err)
+			}
+			done += len(msgs)
+		}
+	}
+}
