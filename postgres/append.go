@@ -159,7 +159,8 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 
 	if _, err := tx.Exec(ctx, s.q.insertMessages, key.Tenant, key.ID,
 		b.seq, b.role, b.content, b.name, b.toolCalls, b.toolCallID,
-		b.tokens, b.cum, b.turn, b.createdAt, b.metadata, b.terms, b.termSeq, num); err != nil {
+		b.tokens, b.cum, b.turn, b.createdAt, b.metadata, b.terms, b.termSeq, num,
+		conv.User, b.termAt); err != nil { // the user index: usersearch.go
 		return chatmem.AppendResult{}, false, err
 	}
 	if _, err := tx.Exec(ctx, s.q.updateConversation, key.Tenant, key.ID, conv.Tokenizer,

@@ -103,6 +103,7 @@ type Store struct {
 	now     func() time.Time
 	q       queries
 	uq      userQueries
+	sq      userSearchQueries // usersearch.go
 }
 
 var (
@@ -180,7 +181,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if err := validateSchema(schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, schema: schema, now: opts.Now, q: buildQueries(schema), uq: buildUserQueries(schema)}
+	s := &Store{pool: pool, schema: schema, now: opts.Now, q: buildQueries(schema), uq: buildUserQueries(schema),
+		sq: buildUserSearchQueries(schema)}
 	if s.now == nil {
 		s.now = time.Now
 	}

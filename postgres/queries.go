@@ -80,10 +80,13 @@ LIMIT $4`),
 		// One statement for the whole batch, messages and their postings
 		// ($14[i], $15[i], of conversation number $16): the arrays are
 		// unnested into rows. Empty strings stand for NULL JSON (JSON text
-		// is never empty).
+		// is never empty). A conversation with a user ($17, '' for none)
+		// gives its postings the user's hash and the messages' dates
+		// ($18[i]): the user index (usersearch.go).
 		insertMessages: q(`
-WITH p AS (INSERT INTO {s}.message_terms (conv, term, seq)
-           SELECT $16, u.term, u.seq FROM unnest($14::text[], $15::bigint[]) AS u (term, seq))
+WITH p AS (INSERT INTO {s}.message_terms (conv, term, seq, usr, at)
+           SELECT $16, u.term, u.seq, ` + userHash("$1", "$17") + `, CASE WHEN $17 <> '' THEN u.at END
+           FROM unnest($14::text[], $15::bigint[], $18::timestamptz[]) AS u (term, seq, at))
 INSERT INTO {s}.messages
     (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
 SELECT $1, $2, u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb, u.tool_call_id,

@@ -27,6 +27,9 @@ type batch struct {
 	terms   []string
 	termMsg []int
 	termSeq []int64
+	// termAt[i] is message termMsg[i]'s CreatedAt, for the user index
+	// (usersearch.go).
+	termAt []time.Time
 }
 
 // encodeBatch checks that msgs can be stored as they are and encodes them,
@@ -86,6 +89,7 @@ func (b *batch) addTerms(i int, terms []string) {
 	for _, t := range terms {
 		b.terms = append(b.terms, t)
 		b.termMsg = append(b.termMsg, i)
+		b.termAt = append(b.termAt, b.createdAt[i])
 	}
 }
 
