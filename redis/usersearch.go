@@ -249,6 +249,9 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 		open[i] = true
 	}
 	checked := map[string]bool{} // conversation and gen -> the user's and live
+	// Later rounds read by offset, which members added meanwhile shift:
+	// seen keeps a member read twice from being returned twice.
+	seen := map[string]bool{}
 	for {
 		var reading []int
 		for i := range terms {
@@ -279,6 +282,10 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 			}
 			offset[i] += int64(len(members))
 			for _, m := range members {
+				if seen[strconv.Itoa(i)+" "+m] {
+					continue
+				}
+				seen[strconv.Itoa(i)+" "+m] = true
 				conv, seq, gen, ok := parseUserMember(m)
 				if !ok {
 					return nil, fmt.Errorf("redis: user postings of %s: term %q has member %q", user, terms[i], m)
