@@ -505,6 +505,23 @@ func TestUsers(t *testing.T) {
 	}
 	kavya := chatmem.Key{Tenant: tenant, ID: "kavya"}
 
+	t.Run("pages", func(t *testing.T) {
+		// Pages of one conversation, as GET /v1/export serves them: the
+		// user's record comes once, with its first conversation.
+		var pages strings.Builder
+		pages.WriteString(`{"format":"chatmem/v1"}` + "\n")
+		for _, id := range []string{"long", "rich", "short-ttl"} {
+			var buf bytes.Buffer
+			if err := transfer.Export(t.Context(), src, tenant, &buf, transfer.ExportOptions{IDs: []string{id}}); err != nil {
+				t.Fatal(err)
+			}
+			_, body, _ := strings.Cut(buf.String(), "\n")
+			pages.WriteString(body)
+		}
+		if pages.String() != string(data) {
+			t.Fatalf("pages of one conversation differ from the whole export:\n%s", firstDiff(data, []byte(pages.String())))
+		}
+	})
 	t.Run("old export", func(t *testing.T) {
 		old := strings.Replace(string(data), userLine+"\n", "", 1)
 		dst := openSQLite(t)
