@@ -211,19 +211,11 @@ func Export(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, o
 		return err
 	}
 	var convs, msgs int64
-	one := func(id string, listed bool) error {
-		key := chatmem.Key{Tenant: tenant, ID: id}
-		conv, err := st.Conversation(ctx, key)
-		if listed && errors.Is(err, chatmem.ErrNotFound) {
-			return nil // deleted since it was listed
-		}
-		if err != nil {
-			return err
-		}
+	one := func(conv chatmem.Conversation, listed bool) error {
 		if err := writeUserBefore(ctx, st, conv, w); err != nil {
 			return err
 		}
-		n, err := WriteConversation(ctx, st, key, w)
+		n, err := WriteConversation(ctx, st, conv.Key, w)
 		if listed && errors.Is(err, chatmem.ErrNotFound) && n == 0 {
 			return nil // deleted since it was listed
 		}
@@ -239,13 +231,17 @@ func Export(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, o
 	}
 	if opts.IDs != nil {
 		for _, id := range opts.IDs {
-			if err := one(id, false); err != nil {
+			conv, err := st.Conversation(ctx, chatmem.Key{Tenant: tenant, ID: id})
+			if err != nil {
+				return err
+			}
+			if err := one(conv, false); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return eachConversation(ctx, st, tenant, func(c chatmem.Conversation) error { return one(c.Key.ID, true) })
+	return eachConversation(ctx, st, tenant, func(c chatmem.Conversation) error { return one(c, true) })
 }
 
 // eachConversation calls f for each of the tenant's conversations, ordered
