@@ -130,7 +130,11 @@ func (c *Client) Conversation(ctx context.Context, id string) (Conversation, err
 // List returns one page of the caller's conversations with IDs after after
 // (limit 0: the server's default of 50).
 func (c *Client) List(ctx context.Context, after string, limit int) (ConversationPage, error) {
-	q := url.Values{}
+	return c.list(ctx, url.Values{}, after, limit)
+}
+
+// list returns one page of the conversations q selects.
+func (c *Client) list(ctx context.Context, q url.Values, after string, limit int) (ConversationPage, error) {
 	if after != "" {
 		q.Set("after", after)
 	}
@@ -150,25 +154,34 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 
 // Facts returns the conversation's current facts, ordered by key.
 func (c *Client) Facts(ctx context.Context, id string) ([]chatmem.Fact, error) {
-	var out factsResponse
-	_, err := c.do(ctx, http.MethodGet, convPath(id, "facts"), nil, nil, nil, &out)
-	return out.Facts, err
+	return c.facts(ctx, http.MethodGet, convPath(id, "facts"), nil, nil)
 }
 
 // PatchFacts sets facts, leaving the conversation's other facts as they
 // are, and returns the facts after.
 func (c *Client) PatchFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
-	var out factsResponse
-	_, err := c.do(ctx, http.MethodPatch, convPath(id, "facts"), nil, nil, FactsBody{Facts: nonNil(facts)}, &out)
-	return out.Facts, err
+	return c.facts(ctx, http.MethodPatch, convPath(id, "facts"), nil, factsBody(facts))
 }
 
 // PutFacts makes facts the conversation's facts (deleting the keys it does
 // not name) and returns the facts after.
 func (c *Client) PutFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
+	return c.facts(ctx, http.MethodPut, convPath(id, "facts"), nil, factsBody(facts))
+}
+
+// facts sends a request to a facts resource (a conversation's or a
+// user's), with body as its JSON body unless it is nil, and returns the
+// facts it answers with.
+func (c *Client) facts(ctx context.Context, method, path string, q url.Values, body any) ([]chatmem.Fact, error) {
 	var out factsResponse
-	_, err := c.do(ctx, http.MethodPut, convPath(id, "facts"), nil, nil, FactsBody{Facts: nonNil(facts)}, &out)
+	_, err := c.do(ctx, method, path, q, nil, body, &out)
 	return out.Facts, err
+}
+
+// factsBody is the body of a PUT or PATCH of facts; no facts is an empty
+// list, not null.
+func factsBody(facts []FactInput) FactsBody {
+	return FactsBody{Facts: nonNil(facts)}
 }
 
 // DeleteFact deletes the named fact (chatmem.ErrNotFound if it has no

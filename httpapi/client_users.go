@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/chatmem/chatmem"
 )
@@ -24,16 +23,7 @@ func userPath(user, sub string) string {
 // UserConversations returns one page of the user's conversations with IDs
 // after after (limit 0: the server's default of 50).
 func (c *Client) UserConversations(ctx context.Context, user, after string, limit int) (ConversationPage, error) {
-	q := url.Values{"user": {user}}
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit != 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	var out ConversationPage
-	_, err := c.do(ctx, http.MethodGet, "/v1/conversations", q, nil, nil, &out)
-	return out, err
+	return c.list(ctx, url.Values{"user": {user}}, after, limit)
 }
 
 // UserFacts returns the user's current facts, ordered by key, or with
@@ -43,32 +33,24 @@ func (c *Client) UserFacts(ctx context.Context, user string, history bool) ([]ch
 	if history {
 		q = url.Values{"history": {"true"}}
 	}
-	var out factsResponse
-	_, err := c.do(ctx, http.MethodGet, userPath(user, "facts"), q, nil, nil, &out)
-	return out.Facts, err
+	return c.facts(ctx, http.MethodGet, userPath(user, "facts"), q, nil)
 }
 
 // FactHistory returns every value the conversation's facts have had,
 // oldest first.
 func (c *Client) FactHistory(ctx context.Context, id string) ([]chatmem.Fact, error) {
-	var out factsResponse
-	_, err := c.do(ctx, http.MethodGet, convPath(id, "facts"), url.Values{"history": {"true"}}, nil, nil, &out)
-	return out.Facts, err
+	return c.facts(ctx, http.MethodGet, convPath(id, "facts"), url.Values{"history": {"true"}}, nil)
 }
 
 // PatchUserFacts sets the user's facts, leaving the others as they are,
 // and returns the facts after.
 func (c *Client) PatchUserFacts(ctx context.Context, user string, facts []FactInput) ([]chatmem.Fact, error) {
-	var out factsResponse
-	_, err := c.do(ctx, http.MethodPatch, userPath(user, "facts"), nil, nil, FactsBody{Facts: nonNil(facts)}, &out)
-	return out.Facts, err
+	return c.facts(ctx, http.MethodPatch, userPath(user, "facts"), nil, factsBody(facts))
 }
 
 // PutUserFacts makes facts the user's facts and returns the facts after.
 func (c *Client) PutUserFacts(ctx context.Context, user string, facts []FactInput) ([]chatmem.Fact, error) {
-	var out factsResponse
-	_, err := c.do(ctx, http.MethodPut, userPath(user, "facts"), nil, nil, FactsBody{Facts: nonNil(facts)}, &out)
-	return out.Facts, err
+	return c.facts(ctx, http.MethodPut, userPath(user, "facts"), nil, factsBody(facts))
 }
 
 // DeleteUserFact deletes the user's named fact (chatmem.ErrNotFound if it

@@ -36,7 +36,9 @@ const htmlContent = "<script>alert(1)</script><b>bold</b>"
 // and checks the highlighted window against the seed (the last 3 messages,
 // 36 tokens), edits a fact and reads it back through the API, checks that a
 // message holding HTML shows as text, deletes a conversation through the
-// confirmation, and fails on any console error or exception. Screenshots
+// confirmation, shows a user (opened by ID and from a conversation's user
+// link) with their conversations and their facts' history, and fails on
+// any console error or exception. Screenshots
 // go to $CHATMEM_ARTIFACTS (default: a temporary directory).
 func TestInspector(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
@@ -79,6 +81,17 @@ func TestInspector(t *testing.T) {
 		{Role: chatmem.RoleAssistant, Content: "Your order is out for delivery and arrives by 8 pm."},
 	}, ClientAppendOptions{Tokenizer: "estimate"})
 	must(t, "Append(support-html)", err)
+	// A user with two conversations: the rule extractor takes her name and
+	// email from the first, and a new email from the second supersedes the
+	// first email.
+	for _, c := range []struct{ id, text string }{
+		{"kavya-1", "Hi, my name is Kavya and my email is kavya@example.com."},
+		{"kavya-2", "My email is now kavya.rao@example.com, please use that."},
+	} {
+		_, err = client.Append(ctx, c.id, []chatmem.Message{{Role: chatmem.RoleUser, Content: c.text}, {Role: chatmem.RoleAssistant, Content: "Noted."}},
+			ClientAppendOptions{Tokenizer: "estimate", User: "u-kavya"})
+		must(t, "Append("+c.id+")", err)
+	}
 	// Another tenant's conversation, which the page must never show.
 	_, err = NewClient(ts.URL, globexKey, ts.Client()).Append(ctx, "globex-only", seed.History()[:1], ClientAppendOptions{})
 	must(t, "Append(globex-only)", err)
@@ -103,8 +116,8 @@ func TestInspector(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#key-form button[value="save"]`)),
 	)
 	b.wait(`document.querySelector('#conv-rows button[data-id="seed"]') !== null`)
-	if ids := b.eval(`[...document.querySelectorAll("#conv-rows button[data-id]")].map(e => e.dataset.id)`); !slices.Equal(ids.([]any), []any{"seed", "support-html"}) {
-		t.Errorf("conversation list = %v, want [seed support-html] (acme's only)", ids)
+	if ids := b.eval(`[...document.querySelectorAll("#conv-rows button[data-id]")].map(e => e.dataset.id)`); !slices.Equal(ids.([]any), []any{"kavya-1", "kavya-2", "seed", "support-html"}) {
+		t.Errorf("conversation list = %v, want [kavya-1 kavya-2 seed support-html] (acme's only)", ids)
 	}
 
 	// Open the seed: everything fits the initial budget.
@@ -188,10 +201,61 @@ func TestInspector(t *testing.T) {
 		t.Errorf("after the delete, Facts(seed) = %+v; want no order_id", facts)
 	}
 
+	// A user opened by ID: their conversations, and every value of their
+	// facts as the API's history gives it, superseded ones with the time
+	// and the message that superseded them.
+	history, err := client.UserFacts(ctx, "u-kavya", true)
+	must(t, "UserFacts(u-kavya, history)", err)
+	if !slices.ContainsFunc(history, func(f chatmem.Fact) bool {
+		return f.Key == "email" && f.Value == "kavya@example.com" && f.SupersededBy != nil && *f.SupersededBy == chatmem.FactRef{Conversation: "kavya-2", Seq: 1}
+	}) {
+		t.Fatalf("UserFacts(u-kavya, history) = %+v; want kavya@example.com superseded by kavya-2 #1", history)
+	}
+	slices.SortStableFunc(history, func(a, b chatmem.Fact) int { return strings.Compare(a.Key, b.Key) })
+	var wantRows []string
+	for _, f := range history {
+		state, validTo, by := "current", "current", ""
+		if !f.ValidTo.IsZero() {
+			state, validTo = "superseded", f.ValidTo.Format(time.RFC3339Nano)
+			by = fmt.Sprintf("%s #%d", f.SupersededBy.Conversation, f.SupersededBy.Seq)
+		}
+		wantRows = append(wantRows, strings.Join([]string{f.Key, state, f.Value, fmt.Sprintf("%s #%d", f.Conversation, f.SourceSeq),
+			f.ValidFrom.Format(time.RFC3339Nano), validTo, by}, "|"))
+	}
+	b.do(chromedp.SendKeys(chromedp.ID("user-input"), "u-kavya"+kb.Enter))
+	b.wait(`document.getElementById("user-view").dataset.user === "u-kavya" && !document.getElementById("user-view").hidden && document.getElementById("conversation").hidden`)
+	if ids := b.eval(`[...document.querySelectorAll("#user-conv-rows button[data-id]")].map(e => e.dataset.id)`); fmt.Sprint(ids) != "[kavya-1 kavya-2]" {
+		t.Errorf("u-kavya's conversations = %v, want [kavya-1 kavya-2]", ids)
+	}
+	const userRows = `[...document.querySelectorAll("#user-fact-rows tr")].map(r => [r.dataset.key, r.dataset.state, r.querySelector(".value").textContent,
+		(r.querySelector(".said a") || {}).textContent, r.querySelector(".valid-from time").getAttribute("datetime"),
+		r.querySelector(".valid-to time") ? r.querySelector(".valid-to time").getAttribute("datetime") : r.querySelector(".valid-to").textContent,
+		r.querySelector(".superseded-by").textContent].join("|"))`
+	if got := b.eval(userRows); fmt.Sprint(got) != fmt.Sprint(wantRows) {
+		t.Errorf("u-kavya's facts show\n%v\nwant\n%v", got, wantRows)
+	}
+	b.do(chromedp.Evaluate[chromedp.Void](`document.getElementById("user-view").scrollIntoView()`))
+	shot("inspector-user.png", chromedp.CaptureScreenshot())
+
+	// The message that superseded the old email opens in its conversation,
+	// whose header links back to the user.
+	b.do(chromedp.Click(chromedp.CSS(`#user-fact-rows tr[data-key="email"][data-state="superseded"] .superseded-by a`)))
+	b.wait(`document.getElementById("conv-title").textContent === "kavya-2" && document.getElementById("user-view").hidden && document.activeElement && document.activeElement.dataset.seq === "1"`)
+	if got := b.text("#conv-user-link"); got != "u-kavya" {
+		t.Errorf("kavya-2's user link = %q, want u-kavya", got)
+	}
+	b.do(chromedp.Click(chromedp.ID("conv-user-link")))
+	b.wait(`!document.getElementById("user-view").hidden && document.getElementById("user-view").dataset.user === "u-kavya" && document.querySelectorAll("#user-fact-rows tr").length > 0`)
+	b.do(chromedp.Click(chromedp.CSS(`#user-conv-rows button[data-id="kavya-1"]`)))
+	b.wait(`document.getElementById("conv-title").textContent === "kavya-1" && document.getElementById("user-view").hidden && !document.getElementById("conv-user").hidden`)
+
 	// A message with HTML shows as text: the markup is visible, no element
 	// is made from it, and no dialog opens.
 	b.do(chromedp.Click(chromedp.CSS(`#conv-rows button[data-id="support-html"]`)))
 	b.wait(`document.getElementById("conv-title").textContent === "support-html" && document.querySelectorAll("#messages .msg").length === 4`)
+	if hidden := b.eval(`document.getElementById("conv-user").hidden`); hidden != true {
+		t.Errorf("support-html has no user, yet its user link shows")
+	}
 	if got := b.text(`#messages .msg[data-seq="1"] .content`); got != htmlContent {
 		t.Errorf("HTML message shows %q, want the text %q", got, htmlContent)
 	}

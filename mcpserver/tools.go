@@ -68,9 +68,10 @@ func (o owner) String() string {
 	return o.key.ID
 }
 
-// factOwner returns the owner a fact tool names: exactly one of conv and
-// user.
-func (t *tools) factOwner(conv, user string) (owner, error) {
+// factOwner returns the owner a fact tool names: exactly one of its
+// conversation and user.
+func (t *tools) factOwner(in FactOwner) (owner, error) {
+	conv, user := in.Conversation, in.User
 	switch {
 	case conv != "" && user != "":
 		return owner{}, fmt.Errorf("%w: give conversation or user, not both: a fact belongs to one of them "+
@@ -86,12 +87,12 @@ func (t *tools) factOwner(conv, user string) (owner, error) {
 		"user for a fact of the person, seen from each of their conversations", chatmem.ErrInvalid)
 }
 
-// ids are the conversation and user fields of a fact tool's result.
-func (o owner) ids() (conv, user string) {
+// named is the owner as a fact tool's result names it.
+func (o owner) named() FactOwner {
 	if o.isUser {
-		return "", o.key.ID
+		return FactOwner{User: o.key.ID}
 	}
-	return o.key.ID, ""
+	return FactOwner{Conversation: o.key.ID}
 }
 
 // notFound rewords a missing conversation's error for the model.
@@ -352,7 +353,7 @@ func (t *tools) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchInp
 }
 
 func (t *tools) getFacts(ctx context.Context, _ *mcp.CallToolRequest, in GetFactsInput) (*mcp.CallToolResult, FactsOutput, error) {
-	o, err := t.factOwner(in.Conversation, in.User)
+	o, err := t.factOwner(in.FactOwner)
 	if err != nil {
 		return nil, FactsOutput{}, err
 	}
@@ -365,8 +366,7 @@ func (t *tools) getFacts(ctx context.Context, _ *mcp.CallToolRequest, in GetFact
 	if err != nil {
 		return nil, FactsOutput{}, t.toolError(ctx, "get_facts", notFound(o.key.ID, err))
 	}
-	out := FactsOutput{Facts: factsOf(fs)}
-	out.Conversation, out.User = o.ids()
+	out := FactsOutput{FactOwner: o.named(), Facts: factsOf(fs)}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d fact(s) about %s.", len(out.Facts), o)
 	for _, f := range out.Facts {
@@ -380,7 +380,7 @@ func (t *tools) getFacts(ctx context.Context, _ *mcp.CallToolRequest, in GetFact
 }
 
 func (t *tools) setFact(ctx context.Context, _ *mcp.CallToolRequest, in SetFactInput) (*mcp.CallToolResult, SetFactOutput, error) {
-	o, err := t.factOwner(in.Conversation, in.User)
+	o, err := t.factOwner(in.FactOwner)
 	if err != nil {
 		return nil, SetFactOutput{}, err
 	}
@@ -402,8 +402,7 @@ func (t *tools) setFact(ctx context.Context, _ *mcp.CallToolRequest, in SetFactI
 	if err != nil {
 		return nil, SetFactOutput{}, t.toolError(ctx, "set_fact", notFound(o.key.ID, err))
 	}
-	out := SetFactOutput{Fact: factOf(f)}
-	out.Conversation, out.User = o.ids()
+	out := SetFactOutput{FactOwner: o.named(), Fact: factOf(f)}
 	if o.isUser {
 		out.Fact.Scope = chatmem.ScopeUser
 	}
@@ -420,7 +419,7 @@ func (t *tools) setFact(ctx context.Context, _ *mcp.CallToolRequest, in SetFactI
 }
 
 func (t *tools) deleteFact(ctx context.Context, _ *mcp.CallToolRequest, in DeleteFactInput) (*mcp.CallToolResult, DeleteFactOutput, error) {
-	o, err := t.factOwner(in.Conversation, in.User)
+	o, err := t.factOwner(in.FactOwner)
 	if err != nil {
 		return nil, DeleteFactOutput{}, err
 	}
@@ -441,8 +440,7 @@ func (t *tools) deleteFact(ctx context.Context, _ *mcp.CallToolRequest, in Delet
 		}
 		return nil, DeleteFactOutput{}, t.toolError(ctx, "delete_fact", err)
 	}
-	out := DeleteFactOutput{Key: in.Key, Deleted: true}
-	out.Conversation, out.User = o.ids()
+	out := DeleteFactOutput{FactOwner: o.named(), Key: in.Key, Deleted: true}
 	return textResult(fmt.Sprintf("Deleted fact %s of %s.", in.Key, o)), out, nil
 }
 

@@ -139,47 +139,50 @@ type SearchOutput struct {
 	Hits  []Hit  `json:"hits" jsonschema:"best first"`
 }
 
+// FactOwner is what a fact tool acts on, and its result is about: a
+// conversation or a user, exactly one of the two. The schema requires
+// neither; the tool checks that one is given. Each tool's description says
+// what the owner means to it.
+type FactOwner struct {
+	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation's ID, for a detail of this conversation only (an order or ticket number); get_facts also gives its user's facts, as get_context sends them. Give conversation or user, not both"`
+	User         string `json:"user,omitempty" jsonschema:"the user's ID, for a detail of the person (name, email, language, address, preferences), seen from each of their conversations. Give conversation or user, not both"`
+}
+
 // GetFactsInput is get_facts' input.
 type GetFactsInput struct {
-	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation's ID: its own facts and its user's, as get_context sends them (give conversation or user, not both)"`
-	User         string `json:"user,omitempty" jsonschema:"the user's ID: the user's facts only (give conversation or user, not both)"`
+	FactOwner
 }
 
 // FactsOutput is get_facts' result.
 type FactsOutput struct {
-	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation asked about, if one was"`
-	User         string `json:"user,omitempty" jsonschema:"the user asked about, if one was"`
-	Facts        []Fact `json:"facts" jsonschema:"the current value of each fact, by key; for a conversation its own fact wins over its user's of the same key"`
+	FactOwner
+	Facts []Fact `json:"facts" jsonschema:"the current value of each fact, by key; for a conversation its own fact wins over its user's of the same key"`
 }
 
 // SetFactInput is set_fact's input.
 type SetFactInput struct {
-	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation's ID, for a detail of this conversation only (an order or ticket number); it must exist (append a message first). Give conversation or user, not both"`
-	User         string `json:"user,omitempty" jsonschema:"the user's ID, for a detail of the person (name, email, language, address, preferences), seen from each of their conversations. Give conversation or user, not both"`
-	Key          string `json:"key" jsonschema:"1 to 64 characters from a-z 0-9 _ . -, starting with a letter, e.g. name, order_id, shipping.city"`
-	Value        string `json:"value" jsonschema:"the value, up to 4096 bytes; it replaces the current one, which is kept as history"`
+	FactOwner
+	Key   string `json:"key" jsonschema:"1 to 64 characters from a-z 0-9 _ . -, starting with a letter, e.g. name, order_id, shipping.city"`
+	Value string `json:"value" jsonschema:"the value, up to 4096 bytes; it replaces the current one, which is kept as history"`
 }
 
 // SetFactOutput is set_fact's result.
 type SetFactOutput struct {
-	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation the fact was set for, if it was"`
-	User         string `json:"user,omitempty" jsonschema:"the user the fact was set for, if it was"`
-	Fact         Fact   `json:"fact"`
+	FactOwner
+	Fact Fact `json:"fact"`
 }
 
 // DeleteFactInput is delete_fact's input.
 type DeleteFactInput struct {
-	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation's ID, for one of its own facts (give conversation or user, not both)"`
-	User         string `json:"user,omitempty" jsonschema:"the user's ID, for one of the user's facts (give conversation or user, not both)"`
-	Key          string `json:"key" jsonschema:"the fact's key"`
+	FactOwner
+	Key string `json:"key" jsonschema:"the fact's key"`
 }
 
 // DeleteFactOutput is delete_fact's result.
 type DeleteFactOutput struct {
-	Conversation string `json:"conversation,omitempty"`
-	User         string `json:"user,omitempty"`
-	Key          string `json:"key"`
-	Deleted      bool   `json:"deleted"`
+	FactOwner
+	Key     string `json:"key"`
+	Deleted bool   `json:"deleted"`
 }
 
 // ListInput is list_conversations' input.

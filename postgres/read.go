@@ -38,6 +38,14 @@ func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageReques
 	if err := chatmem.ValidateID(tenant); err != nil {
 		return chatmem.Page{}, fmt.Errorf("%s: tenant: %w", op, err)
 	}
+	return s.page(ctx, op, tenant, page, s.q.list)
+}
+
+// page reads one page of live conversations, ordered by ID, with sql, whose
+// parameters are the tenant, the ID to start after, now, the page size
+// plus one, and then args. It wraps chatmem.ErrInvalid for a limit outside
+// 0..1000 (0: 50).
+func (s *Store) page(ctx context.Context, op, tenant string, page chatmem.PageRequest, sql string, args ...any) (chatmem.Page, error) {
 	limit := page.Limit
 	switch {
 	case limit == 0:
@@ -45,7 +53,7 @@ func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageReques
 	case limit < 0 || limit > 1000:
 		return chatmem.Page{}, fmt.Errorf("%s: %w: page limit %d, want 1 to 1000", op, chatmem.ErrInvalid, limit)
 	}
-	rows, err := s.pool.Query(ctx, s.q.list, tenant, page.After, s.now(), limit+1)
+	rows, err := s.pool.Query(ctx, sql, append([]any{tenant, page.After, s.now(), limit + 1}, args...)...)
 	if err != nil {
 		return chatmem.Page{}, wrap(ctx, op, err)
 	}

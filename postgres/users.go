@@ -98,39 +98,11 @@ func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page ch
 	if err := validateUser(user); err != nil {
 		return chatmem.Page{}, fmt.Errorf("%s: %w", op, err)
 	}
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = 50
-	case limit < 0 || limit > 1000:
-		return chatmem.Page{}, fmt.Errorf("%s: %w: page limit %d, want 1 to 1000", op, chatmem.ErrInvalid, limit)
+	out, err := s.page(ctx, op, user.Tenant, page, s.uq.page, user.ID)
+	if err == nil && out.Conversations == nil {
+		out.Conversations = []chatmem.Conversation{}
 	}
-	rows, err := s.pool.Query(ctx, s.uq.page, user.Tenant, page.After, s.now(), limit+1, user.ID)
-	if err != nil {
-		return chatmem.Page{}, wrap(ctx, op, err)
-	}
-	defer rows.Close()
-	out := chatmem.Page{Conversations: []chatmem.Conversation{}}
-	for rows.Next() {
-		c := chatmem.Conversation{Key: chatmem.Key{Tenant: user.Tenant}}
-		var expires *time.Time
-		if err := rows.Scan(&c.Key.ID, &c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns,
-			&c.CreatedAt, &c.UpdatedAt, &expires, &c.User); err != nil {
-			return chatmem.Page{}, wrap(ctx, op, err)
-		}
-		if expires != nil {
-			c.ExpiresAt = *expires
-		}
-		out.Conversations = append(out.Conversations, utcConversation(c))
-	}
-	if err := rows.Err(); err != nil {
-		return chatmem.Page{}, wrap(ctx, op, err)
-	}
-	if len(out.Conversations) > limit {
-		out.Conversations = out.Conversations[:limit]
-		out.Next = out.Conversations[limit-1].Key.ID
-	}
-	return out, nil
+	return out, err
 }
 
 // UserFacts returns the current value of every user fact, ordered by key

@@ -114,6 +114,55 @@ func factHistory(ctx context.Context, st chatmem.Store, key chatmem.Key) ([]chat
 	return all, nil
 }
 
+// readUser returns the user's record as the store holds it: every value
+// of every current user fact, by key, oldest first. ok is false when the
+// user has no facts, or the store keeps no users.
+func readUser(ctx context.Context, st chatmem.Store, user chatmem.Key) (rec UserRecord, ok bool, err error) {
+	us, isUS := st.(chatmem.UserStore)
+	if !isUS {
+		return rec, false, nil
+	}
+	current, err := us.UserFacts(ctx, user)
+	if err != nil {
+		return rec, false, fmt.Errorf("facts of user %s: %w", user, err)
+	}
+	rec = UserRecord{Type: TypeUser, ID: user.ID, Facts: []UserFactRecord{}}
+	for _, f := range current {
+		h, err := us.UserFactHistory(ctx, user, f.Key)
+		if err != nil {
+			return rec, false, fmt.Errorf("history of fact %q of user %s: %w", f.Key, user, err)
+		}
+		for _, v := range h {
+			rec.Facts = append(rec.Facts, userFactRecord(v))
+		}
+	}
+	return rec, len(rec.Facts) > 0, nil
+}
+
+// writeUserBefore writes the record of conv's user, if it has one with
+// facts and conv is the first of the user's live conversations by ID: so
+// each user's record is written once in a tenant's export, and once
+// across the pages of one.
+func writeUserBefore(ctx context.Context, st chatmem.Store, conv chatmem.Conversation, w io.Writer) error {
+	us, ok := st.(chatmem.UserStore)
+	if conv.User == "" || !ok {
+		return nil
+	}
+	user := chatmem.Key{Tenant: conv.Key.Tenant, ID: conv.User}
+	first, err := us.UserConversations(ctx, user, chatmem.PageRequest{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("conversations of user %s: %w", user, err)
+	}
+	if len(first.Conversations) == 0 || first.Conversations[0].Key.ID != conv.Key.ID {
+		return nil
+	}
+	rec, ok, err := readUser(ctx, st, user)
+	if err != nil || !ok {
+		return err
+	}
+	return writeJSONLine(w, rec)
+}
+
 func writeJSONLine(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -149,8 +198,11 @@ type ExportOptions struct {
 }
 
 // Export writes the header and the tenant's conversations (or those of
-// opts.IDs) to w. A conversation that disappears while the export runs is
-// left out; one of opts.IDs that does not exist is chatmem.ErrNotFound.
+// opts.IDs) to w, each user's record before the first of the user's
+// conversations (by ID; an export that leaves that conversation out leaves
+// the user's record out). A conversation that disappears while the export
+// runs is left out; one of opts.IDs that does not exist is
+// chatmem.ErrNotFound.
 func Export(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, opts ExportOptions) error {
 	if err := chatmem.ValidateID(tenant); err != nil {
 		return fmt.Errorf("tenant: %w", err)
@@ -159,8 +211,11 @@ func Export(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, o
 		return err
 	}
 	var convs, msgs int64
-	one := func(id string, listed bool) error {
-		n, err := WriteConversation(ctx, st, chatmem.Key{Tenant: tenant, ID: id}, w)
+	one := func(conv chatmem.Conversation, listed bool) error {
+		if err := writeUserBefore(ctx, st, conv, w); err != nil {
+			return err
+		}
+		n, err := WriteConversation(ctx, st, conv.Key, w)
 		if listed && errors.Is(err, chatmem.ErrNotFound) && n == 0 {
 			return nil // deleted since it was listed
 		}
@@ -176,13 +231,17 @@ func Export(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, o
 	}
 	if opts.IDs != nil {
 		for _, id := range opts.IDs {
-			if err := one(id, false); err != nil {
+			conv, err := st.Conversation(ctx, chatmem.Key{Tenant: tenant, ID: id})
+			if err != nil {
+				return err
+			}
+			if err := one(conv, false); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return eachConversation(ctx, st, tenant, func(c chatmem.Conversation) error { return one(c.Key.ID, true) })
+	return eachConversation(ctx, st, tenant, func(c chatmem.Conversation) error { return one(c, true) })
 }
 
 // eachConversation calls f for each of the tenant's conversations, ordered

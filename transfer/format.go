@@ -7,7 +7,9 @@
 //
 // A file is a header line {"format":"chatmem/v1"} followed, for each
 // conversation, by its conversation record, its messages in sequence
-// order, its summary (if any) and its facts with their history. The tenant
+// order, its summary (if any) and its facts with their history; a user's
+// record (the user's facts with their history) stands before the first of
+// the user's conversations. The tenant
 // is never in the file: it comes from the caller. Every time is written in
 // UTC with microsecond precision (what every store keeps), so an export
 // from one store, imported into another and exported again, is the same
@@ -34,6 +36,7 @@ const (
 	TypeMessage      = "message"
 	TypeSummary      = "summary"
 	TypeFact         = "fact"
+	TypeUser         = "user"
 )
 
 // Header is the first line of a file.
@@ -79,6 +82,41 @@ type FactRecord struct {
 	SetBy      string    `json:"set_by"`
 	Confidence float64   `json:"confidence"`
 	CreatedAt  time.Time `json:"created_at"`
+}
+
+// UserRecord is a user's facts, every value each has had: ordered by key,
+// and each key's values oldest first (the last is the current one). It
+// stands alone on its line, before the first of the user's conversations
+// (by ID); the binding of conversations to the user is in their records.
+type UserRecord struct {
+	Type  string           `json:"type"`
+	ID    string           `json:"id"`
+	Facts []UserFactRecord `json:"facts"`
+}
+
+// UserFactRecord is one value a user fact has had, with the conversation
+// it was stated in (absent when the app set it without one). When a value
+// was valid until, and what superseded it, follow from the next value.
+type UserFactRecord struct {
+	Key          string    `json:"key"`
+	Value        string    `json:"value"`
+	Conversation string    `json:"conversation,omitempty"`
+	SourceSeq    int64     `json:"source_seq,omitempty"`
+	SetBy        string    `json:"set_by"`
+	Confidence   float64   `json:"confidence"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+func userFactRecord(f chatmem.Fact) UserFactRecord {
+	return UserFactRecord{
+		Key: f.Key, Value: f.Value, Conversation: f.Conversation, SourceSeq: f.SourceSeq, SetBy: f.SetBy,
+		Confidence: f.Confidence, CreatedAt: stamp(f.CreatedAt),
+	}
+}
+
+func (r UserFactRecord) fact() chatmem.Fact {
+	return chatmem.Fact{Key: r.Key, Value: r.Value, Conversation: r.Conversation, SourceSeq: r.SourceSeq, SetBy: r.SetBy,
+		Confidence: r.Confidence, CreatedAt: r.CreatedAt}
 }
 
 // stamp is the one precision and zone every time is written in.

@@ -50,9 +50,11 @@ const (
 	StatusInvalid   = "invalid"   // a line of it is malformed: nothing of it was written
 )
 
-// Result is what Import did with one conversation of the file.
+// Result is what Import did with one conversation of the file, or with
+// one user's record (User set, Conversation empty).
 type Result struct {
 	Conversation string `json:"conversation"`
+	User         string `json:"user,omitempty"`
 	Status       string `json:"status"`
 	// Messages is how many messages this import wrote.
 	Messages int64 `json:"messages"`
@@ -62,9 +64,11 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Totals counts an import's results.
+// Totals counts an import's results: Conversations and Users the records
+// read, the statuses those of both.
 type Totals struct {
 	Conversations int   `json:"conversations"`
+	Users         int   `json:"users"`
 	Created       int   `json:"created"`
 	Resumed       int   `json:"resumed"`
 	Unchanged     int   `json:"unchanged"`
@@ -75,7 +79,11 @@ type Totals struct {
 }
 
 func (t *Totals) add(r Result) {
-	t.Conversations++
+	if r.User != "" {
+		t.Users++
+	} else {
+		t.Conversations++
+	}
 	t.Messages += r.Messages
 	switch r.Status {
 	case StatusCreated:
@@ -153,6 +161,21 @@ func Import(ctx context.Context, st chatmem.Store, tenant string, r io.Reader, o
 		return totals, &LineError{Line: 1, Err: fmt.Errorf("want the header {\"format\":%q}, got %.80q", Format, sc.Bytes())}
 	}
 
+	report := func(res Result) error {
+		totals.add(res)
+		if each != nil {
+			if err := each(res); err != nil {
+				return err
+			}
+		}
+		if res.Status == StatusConflict && opts.OnConflict == ConflictFail {
+			if res.User != "" {
+				return fmt.Errorf("%w: user %s (line %d): %w", chatmem.ErrConflict, res.User, res.Line, errConflictStop)
+			}
+			return fmt.Errorf("%w: conversation %s (line %d): %w", chatmem.ErrConflict, res.Conversation, res.Line, errConflictStop)
+		}
+		return nil
+	}
 	finish := func() error {
 		if im.block == nil {
 			return nil
@@ -161,16 +184,7 @@ func Import(ctx context.Context, st chatmem.Store, tenant string, r io.Reader, o
 		if err != nil {
 			return err
 		}
-		totals.add(res)
-		if each != nil {
-			if err := each(res); err != nil {
-				return err
-			}
-		}
-		if res.Status == StatusConflict && opts.OnConflict == ConflictFail {
-			return fmt.Errorf("%w: conversation %s (line %d): %w", chatmem.ErrConflict, res.Conversation, res.Line, errConflictStop)
-		}
-		return nil
+		return report(res)
 	}
 	for sc.Scan() {
 		line++
@@ -180,6 +194,20 @@ func Import(ctx context.Context, st chatmem.Store, tenant string, r io.Reader, o
 		}
 		var probe struct {
 			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &probe); err == nil && probe.Type == TypeUser {
+			// A user's record stands alone: it ends the block before it.
+			if err := finish(); err != nil {
+				return totals, err
+			}
+			res, err := im.user(ctx, line, b)
+			if err != nil {
+				return totals, err
+			}
+			if err := report(res); err != nil {
+				return totals, err
+			}
+			continue
 		}
 		if err := json.Unmarshal(b, &probe); err == nil && probe.Type == TypeConversation {
 			if err := finish(); err != nil {
@@ -574,4 +602,104 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 		}
 	}
 	return last - from, nil
+}
+
+// checkUser decodes a user's record and checks it: a valid user ID, and
+// facts that pass Fact.Validate, ordered by key, each with a created_at
+// and a valid conversation if it names one. It returns the record in its
+// canonical form.
+func checkUser(b []byte) (UserRecord, error) {
+	var u UserRecord
+	if err := decodeStrict(b, &u); err != nil {
+		return u, fmt.Errorf("user record: %v", err)
+	}
+	if err := chatmem.ValidateUser(u.ID); err != nil {
+		return u, fmt.Errorf("user id: %v", err)
+	}
+	if len(u.Facts) == 0 {
+		return u, fmt.Errorf("user %s: a user record needs at least one fact", u.ID)
+	}
+	for i, f := range u.Facts {
+		if err := f.fact().Validate(); err != nil {
+			return u, fmt.Errorf("user %s: %v", u.ID, err)
+		}
+		if i > 0 && f.Key < u.Facts[i-1].Key {
+			return u, fmt.Errorf("user %s: fact %q after %q: facts come ordered by key", u.ID, f.Key, u.Facts[i-1].Key)
+		}
+		if f.Conversation != "" {
+			if err := chatmem.ValidateID(f.Conversation); err != nil {
+				return u, fmt.Errorf("user %s: fact %q: conversation: %v", u.ID, f.Key, err)
+			}
+		}
+		if f.SourceSeq < 0 || f.CreatedAt.IsZero() {
+			return u, fmt.Errorf("user %s: fact %q needs created_at and a source_seq >= 0", u.ID, f.Key)
+		}
+		u.Facts[i].CreatedAt = stamp(f.CreatedAt)
+	}
+	return u, nil
+}
+
+// user imports one user's record: it sets the user's facts, in the order
+// of the file, in one SetUserFacts, so a user is written whole or not at
+// all. A user whose facts the store holds exactly is unchanged; one with
+// other facts is a conflict, or under ConflictReplace has its facts
+// deleted and written again (its conversations are left as they are).
+func (im *importer) user(ctx context.Context, line int, b []byte) (Result, error) {
+	res := Result{Line: line}
+	u, err := checkUser(b)
+	res.User = u.ID
+	if err != nil {
+		if res.User == "" {
+			res.User = "?"
+		}
+		res.Status, res.Error = StatusInvalid, (&LineError{Line: line, Err: err}).Error()
+		return res, nil
+	}
+	us, ok := im.st.(chatmem.UserStore)
+	if !ok {
+		return res, fmt.Errorf("%w: the store keeps no users", chatmem.ErrInvalid)
+	}
+	key := chatmem.Key{Tenant: im.tenant, ID: u.ID}
+	want, err := json.Marshal(u)
+	if err != nil {
+		return res, err
+	}
+	have, found, err := readUser(ctx, im.st, key)
+	if err != nil {
+		return res, err
+	}
+	facts := make([]chatmem.Fact, len(u.Facts))
+	for i, f := range u.Facts {
+		facts[i] = f.fact()
+	}
+	res.Status = StatusCreated
+	if found {
+		stored, err := json.Marshal(have)
+		if err != nil {
+			return res, err
+		}
+		if bytes.Equal(stored, want) {
+			res.Status = StatusUnchanged
+			return res, nil
+		}
+		if im.opts.OnConflict != ConflictReplace {
+			res.Status = StatusConflict
+			res.Error = fmt.Sprintf("user %s exists with other facts", u.ID)
+			return res, nil
+		}
+		current, err := us.UserFacts(ctx, key)
+		if err != nil {
+			return res, fmt.Errorf("replace user %s: %w", key, err)
+		}
+		for _, f := range current {
+			if err := us.DeleteUserFact(ctx, key, f.Key); err != nil && !errors.Is(err, chatmem.ErrNotFound) {
+				return res, fmt.Errorf("replace user %s: %w", key, err)
+			}
+		}
+		res.Status = StatusReplaced
+	}
+	if err := us.SetUserFacts(ctx, key, facts); err != nil {
+		return res, fmt.Errorf("facts of user %s: %w", key, err)
+	}
+	return res, nil
 }

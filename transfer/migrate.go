@@ -2,10 +2,12 @@ package transfer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/chatmem/chatmem"
 )
@@ -66,19 +68,25 @@ func Migrate(ctx context.Context, from, to chatmem.Store, tenant string, opts Mi
 		}
 	}
 	err := eachConversation(ctx, from, tenant, func(c chatmem.Conversation) error {
-		res, err := copyConversation(ctx, from, to, c.Key, opts.OnConflict)
-		if errors.Is(err, chatmem.ErrNotFound) && res.Conversation == "" {
+		results, err := copyConversation(ctx, from, to, c, opts.OnConflict)
+		if errors.Is(err, chatmem.ErrNotFound) && !slices.ContainsFunc(results, func(r Result) bool { return r.User == "" }) {
 			return nil // deleted from the source since it was listed
 		}
 		if err != nil {
 			return err
 		}
-		rep.add(res)
-		if res.Status == StatusConflict && opts.OnConflict == ConflictFail {
-			return fmt.Errorf("%w: conversation %s: %s", chatmem.ErrConflict, res.Conversation, res.Error)
-		}
-		if res.Status == StatusInvalid {
-			return fmt.Errorf("conversation %s could not be copied: %s", res.Conversation, res.Error)
+		for _, res := range results {
+			rep.add(res)
+			what := "conversation " + res.Conversation
+			if res.User != "" {
+				what = "user " + res.User
+			}
+			if res.Status == StatusConflict && opts.OnConflict == ConflictFail {
+				return fmt.Errorf("%w: %s: %s", chatmem.ErrConflict, what, res.Error)
+			}
+			if res.Status == StatusInvalid {
+				return fmt.Errorf("%s could not be copied: %s", what, res.Error)
+			}
 		}
 		p.Conversations++
 		p.Messages += c.LastSeq
@@ -98,6 +106,9 @@ func Migrate(ctx context.Context, from, to chatmem.Store, tenant string, opts Mi
 		if err != nil {
 			return err
 		}
+		if err := verifyUser(ctx, from, to, c, &rep); err != nil {
+			return err
+		}
 		got, err := Digest(ctx, to, c.Key)
 		switch {
 		case errors.Is(err, chatmem.ErrNotFound):
@@ -114,15 +125,47 @@ func Migrate(ctx context.Context, from, to chatmem.Store, tenant string, opts Mi
 	return rep, err
 }
 
-// copyConversation streams one conversation from one store into the other
-// through a pipe: an export on one side, an import on the other.
-func copyConversation(ctx context.Context, from, to chatmem.Store, key chatmem.Key, onConflict Conflict) (Result, error) {
+// verifyUser compares the record of conv's user in both stores, once per
+// user (at the user's first conversation, where an export writes it): a
+// user whose facts differ is mismatched ("user ID"), one the target lacks
+// missing.
+func verifyUser(ctx context.Context, from, to chatmem.Store, conv chatmem.Conversation, rep *MigrateReport) error {
+	var want bytes.Buffer
+	if err := writeUserBefore(ctx, from, conv, &want); err != nil || want.Len() == 0 {
+		return err
+	}
+	got, ok, err := readUser(ctx, to, chatmem.Key{Tenant: conv.Key.Tenant, ID: conv.User})
+	if err != nil {
+		return err
+	}
+	var line bytes.Buffer
+	if err := writeJSONLine(&line, got); err != nil {
+		return err
+	}
+	switch {
+	case !ok:
+		rep.Missing = append(rep.Missing, "user "+conv.User)
+	case !bytes.Equal(line.Bytes(), want.Bytes()):
+		rep.Mismatched = append(rep.Mismatched, "user "+conv.User)
+	}
+	return nil
+}
+
+// copyConversation streams one conversation, with its user's record if
+// it is the user's first, from one store into the other through a pipe:
+// an export on one side, an import on the other. It returns the import's
+// results.
+func copyConversation(ctx context.Context, from, to chatmem.Store, conv chatmem.Conversation, onConflict Conflict) ([]Result, error) {
+	key := conv.Key
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		bw := bufio.NewWriterSize(pw, 1<<16)
 		err := WriteHeader(bw)
+		if err == nil {
+			err = writeUserBefore(ctx, from, conv, bw)
+		}
 		if err == nil {
 			_, err = WriteConversation(ctx, from, key, bw)
 		}
@@ -131,14 +174,14 @@ func copyConversation(ctx context.Context, from, to chatmem.Store, key chatmem.K
 		}
 		pw.CloseWithError(err)
 	}()
-	var res Result
+	var results []Result
 	_, err := Import(ctx, to, key.Tenant, pr, ImportOptions{OnConflict: onConflictOrSkip(onConflict)}, func(r Result) error {
-		res = r
+		results = append(results, r)
 		return nil
 	})
 	pr.CloseWithError(io.ErrClosedPipe) // ends the export if the import stopped early
 	<-done
-	return res, err
+	return results, err
 }
 
 // onConflictOrSkip maps fail to skip for the one-conversation import, so

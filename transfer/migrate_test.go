@@ -33,8 +33,8 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Verified != 3 || len(rep.Mismatched) != 0 || len(rep.Missing) != 0 || rep.Resumed+rep.Unchanged+rep.Created != 3 || rep.Resumed == 0 {
-		t.Fatalf("report %+v, want 3 verified, one resumed at least", rep)
+	if rep.Verified != 3 || len(rep.Mismatched) != 0 || len(rep.Missing) != 0 || rep.Resumed+rep.Unchanged+rep.Created != 4 || rep.Users != 1 || rep.Resumed == 0 {
+		t.Fatalf("report %+v, want 3 verified, one resumed at least, and the user copied", rep)
 	}
 	if last.Conversations != 3 || last.TotalConversations != 3 || last.Messages != 2107 || last.TotalMessages != 2107 {
 		t.Fatalf("last progress %+v, want 3/3 conversations and 2107/2107 messages", last)
@@ -43,8 +43,8 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("migrated store differs:\n%s", firstDiff(want, got))
 	}
 	rep, err = transfer.Migrate(t.Context(), src, dst, tenant, transfer.MigrateOptions{})
-	if err != nil || rep.Unchanged != 3 || rep.Verified != 3 {
-		t.Fatalf("migrating again: %+v, %v; want 3 unchanged and verified", rep, err)
+	if err != nil || rep.Unchanged != 4 || rep.Verified != 3 {
+		t.Fatalf("migrating again: %+v, %v; want 3 conversations and the user unchanged, 3 verified", rep, err)
 	}
 
 	// The target's own change is a conflict: the migration stops on it, and

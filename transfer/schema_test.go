@@ -63,6 +63,10 @@ func TestSchemaRefuses(t *testing.T) {
 		`{"type":"fact","key":"Name","value":"x","set_by":"app","confidence":1,"created_at":"2026-01-01T00:00:00Z"}`,
 		`{"type":"conversation","id":"/etc","tokenizer":"estimate","last_seq":1,"tokens":1,"system_tokens":0,"turns":1,"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"}`,
 		`{"type":"summary","text":"x","covers_seq":1,"tokens":1,"summarizer":"offline","created_at":"2026-01-01T00:00:00Z","extra":1}`,
+		`{"type":"user","id":"u-1","facts":[]}`,
+		`{"type":"user","id":"u 1","facts":[{"key":"name","value":"x","set_by":"app","confidence":1,"created_at":"2026-01-01T00:00:00Z"}]}`,
+		`{"type":"user","id":"u-1","facts":[{"key":"name","value":"x","conversation":"../c","set_by":"app","confidence":1,"created_at":"2026-01-01T00:00:00Z"}]}`,
+		`{"type":"user","id":"u-1","facts":[{"key":"name","value":"x","set_by":"app","confidence":1,"created_at":"2026-01-01T00:00:00Z","valid_to":"2026-01-02T00:00:00Z"}]}`,
 	} {
 		var v any
 		if err := json.Unmarshal([]byte(bad), &v); err != nil {

@@ -81,8 +81,8 @@ var base = time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
 
 // fill writes the test data into st: a conversation with a system
 // message, tool calls (parallel ones), metadata, a name, Unicode, a
-// summary and facts with history; a long one over several import batches;
-// one with an expiry.
+// summary and facts with history, bound to a user with facts and their
+// history; a long one over several import batches; one with an expiry.
 func fill(t *testing.T, st chatmem.Store, long int) {
 	t.Helper()
 	ctx := t.Context()
@@ -115,6 +115,18 @@ func fill(t *testing.T, st chatmem.Store, long int) {
 		{{Key: "language", Value: "hi", SourceSeq: 2, SetBy: "rules", Confidence: 0.75, CreatedAt: at(13)}},
 	} {
 		if err := fs.SetFacts(ctx, key("rich"), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	us := st.(chatmem.UserStore)
+	for _, batch := range [][]chatmem.Fact{
+		{{Key: "name", Value: "Kavya", Conversation: "rich", SourceSeq: 2, SetBy: "rules", Confidence: 0.9, CreatedAt: at(14)},
+			{Key: "language", Value: "hi", Conversation: "rich", SourceSeq: 2, SetBy: "rules", Confidence: 0.75, CreatedAt: at(14)}},
+		{{Key: "name", Value: "Kavya R.", SetBy: "app", Confidence: 1, CreatedAt: at(15)}},
+		{{Key: "name", Value: "Kavya Rao", Conversation: "gone", SourceSeq: 7, SetBy: "rules", Confidence: 0.8, CreatedAt: at(16)}},
+	} {
+		if err := us.SetUserFacts(ctx, chatmem.Key{Tenant: tenant, ID: "kavya"}, batch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -188,15 +200,15 @@ func TestRoundTrip(t *testing.T) {
 				t.Run(to.name, func(t *testing.T) {
 					dst := to.open(t)
 					totals, _ := importAll(t, dst, want, transfer.ImportOptions{})
-					if totals.Created != 3 || totals.Messages != int64(long+7) {
-						t.Fatalf("first import: %+v, want 3 created with %d messages", totals, long+7)
+					if totals.Created != 4 || totals.Conversations != 3 || totals.Users != 1 || totals.Messages != int64(long+7) {
+						t.Fatalf("first import: %+v, want 3 conversations and 1 user created with %d messages", totals, long+7)
 					}
 					if got := export(t, dst); !bytes.Equal(got, want) {
 						t.Fatalf("re-export from %s differs from %s's export:\n%s", to.name, from.name, firstDiff(want, got))
 					}
 					totals, _ = importAll(t, dst, want, transfer.ImportOptions{})
-					if totals.Unchanged != 3 || totals.Messages != 0 {
-						t.Fatalf("second import: %+v, want 3 unchanged and no message written", totals)
+					if totals.Unchanged != 4 || totals.Messages != 0 {
+						t.Fatalf("second import: %+v, want 3 conversations and 1 user unchanged and no message written", totals)
 					}
 					if got := export(t, dst); !bytes.Equal(got, want) {
 						t.Fatalf("second import changed the store:\n%s", firstDiff(want, got))
@@ -233,7 +245,7 @@ func TestImportMalformed(t *testing.T) {
 	good := export(t, src)
 	lines := strings.Split(strings.TrimSuffix(string(good), "\n"), "\n")
 	// Lines: 1 header; conversation "long" (ordered first by ID) at 2, its
-	// messages 3..42; then "rich" at 43.
+	// messages 3..42; then user kavya's record at 43 and "rich" at 44.
 	cases := []struct {
 		name   string
 		line   int // 1-based line to replace
@@ -253,8 +265,8 @@ func TestImportMalformed(t *testing.T) {
 			bad[c.line-1] = c.with
 			dst := memory.New()
 			totals, results := importAll(t, dst, []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{})
-			if totals.Invalid != 1 || totals.Created != 2 {
-				t.Fatalf("totals %+v, want 1 invalid and 2 created", totals)
+			if totals.Invalid != 1 || totals.Created != 3 {
+				t.Fatalf("totals %+v, want 1 invalid and 2 conversations and a user created", totals)
 			}
 			var r transfer.Result
 			for _, r = range results {
@@ -335,6 +347,30 @@ func (f *failingStore) DeleteFact(ctx context.Context, key chatmem.Key, name str
 	return f.Store.(chatmem.FactStore).DeleteFact(ctx, key, name)
 }
 
+func (f *failingStore) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
+	return f.Store.(chatmem.UserStore).UserConversations(ctx, user, page)
+}
+
+func (f *failingStore) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
+	return f.Store.(chatmem.UserStore).UserFacts(ctx, user)
+}
+
+func (f *failingStore) UserFactHistory(ctx context.Context, user chatmem.Key, name string) ([]chatmem.Fact, error) {
+	return f.Store.(chatmem.UserStore).UserFactHistory(ctx, user, name)
+}
+
+func (f *failingStore) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	return f.Store.(chatmem.UserStore).SetUserFacts(ctx, user, facts)
+}
+
+func (f *failingStore) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
+	return f.Store.(chatmem.UserStore).DeleteUserFact(ctx, user, name)
+}
+
+func (f *failingStore) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
+	return f.Store.(chatmem.UserStore).DeleteUser(ctx, user)
+}
+
 // TestImportResumes stops an import at each of its appends in turn, as a
 // kill would, and runs it again: it ends with the same bytes.
 func TestImportResumes(t *testing.T) {
@@ -354,8 +390,8 @@ func TestImportResumes(t *testing.T) {
 		}
 	}
 	totals, _ := importAll(t, dst, want, transfer.ImportOptions{})
-	if totals.Unchanged != 3 {
-		t.Fatalf("after the resumed imports: %+v, want 3 unchanged", totals)
+	if totals.Unchanged != 4 {
+		t.Fatalf("after the resumed imports: %+v, want 3 conversations and 1 user unchanged", totals)
 	}
 	if got := export(t, dst); !bytes.Equal(got, want) {
 		t.Fatalf("resumed import differs:\n%s", firstDiff(want, got))
@@ -377,8 +413,8 @@ func TestImportConflict(t *testing.T) {
 		st := other()
 		before := export(t, st)
 		totals, results := importAll(t, st, data, transfer.ImportOptions{OnConflict: transfer.ConflictSkip})
-		if totals.Conflicts != 1 || totals.Created != 2 {
-			t.Fatalf("totals %+v, want 1 conflict and 2 created", totals)
+		if totals.Conflicts != 1 || totals.Created != 3 {
+			t.Fatalf("totals %+v, want 1 conflict, 2 conversations and a user created", totals)
 		}
 		for _, r := range results {
 			if r.Conversation == "rich" && (r.Status != transfer.StatusConflict || !strings.Contains(r.Error, "exists with other content")) {
@@ -402,8 +438,8 @@ func TestImportConflict(t *testing.T) {
 	t.Run("replace", func(t *testing.T) {
 		st := other()
 		totals, _ := importAll(t, st, data, transfer.ImportOptions{OnConflict: transfer.ConflictReplace})
-		if totals.Replaced != 1 || totals.Created != 2 {
-			t.Fatalf("totals %+v, want 1 replaced and 2 created", totals)
+		if totals.Replaced != 1 || totals.Created != 3 {
+			t.Fatalf("totals %+v, want 1 replaced, 2 conversations and a user created", totals)
 		}
 		if got := export(t, st); !bytes.Equal(got, data) {
 			t.Fatalf("after replace:\n%s", firstDiff(data, got))
@@ -439,8 +475,123 @@ func TestExportLines(t *testing.T) {
 		}
 	}
 	got := strings.Join(types, ",")
-	want := `{"format":"chatmem/v1"},conversation,message,message,message,message,conversation,message,message,message,message,message,message,summary,fact,fact,fact,fact,conversation,message`
+	want := `{"format":"chatmem/v1"},conversation,message,message,message,message,user,conversation,message,message,message,message,message,message,summary,fact,fact,fact,fact,conversation,message`
 	if got != want {
 		t.Fatalf("record types:\n got %s\nwant %s", got, want)
 	}
+}
+
+// TestUsers: a user's record holds every value of the user's facts, with
+// the conversation each was stated in; an export without user records (as
+// before they existed) still imports; a user stored with other facts is a
+// conflict, or is replaced; a malformed user record is refused alone.
+func TestUsers(t *testing.T) {
+	src := memory.New()
+	fill(t, src, 4)
+	data := export(t, src)
+	var userLine string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, `{"type":"user",`) {
+			userLine = l
+		}
+	}
+	want := `{"type":"user","id":"kavya","facts":[` +
+		`{"key":"language","value":"hi","conversation":"rich","source_seq":2,"set_by":"rules","confidence":0.75,"created_at":"2026-03-04T05:06:21.123456Z"},` +
+		`{"key":"name","value":"Kavya","conversation":"rich","source_seq":2,"set_by":"rules","confidence":0.9,"created_at":"2026-03-04T05:06:21.123456Z"},` +
+		`{"key":"name","value":"Kavya R.","set_by":"app","confidence":1,"created_at":"2026-03-04T05:06:22.123456Z"},` +
+		`{"key":"name","value":"Kavya Rao","conversation":"gone","source_seq":7,"set_by":"rules","confidence":0.8,"created_at":"2026-03-04T05:06:23.123456Z"}]}`
+	if userLine != want {
+		t.Fatalf("user record\n got %s\nwant %s", userLine, want)
+	}
+	kavya := chatmem.Key{Tenant: tenant, ID: "kavya"}
+
+	t.Run("pages", func(t *testing.T) {
+		// Pages of one conversation, as GET /v1/export serves them: the
+		// user's record comes once, with its first conversation.
+		var pages strings.Builder
+		pages.WriteString(`{"format":"chatmem/v1"}` + "\n")
+		for _, id := range []string{"long", "rich", "short-ttl"} {
+			var buf bytes.Buffer
+			if err := transfer.Export(t.Context(), src, tenant, &buf, transfer.ExportOptions{IDs: []string{id}}); err != nil {
+				t.Fatal(err)
+			}
+			_, body, _ := strings.Cut(buf.String(), "\n")
+			pages.WriteString(body)
+		}
+		if pages.String() != string(data) {
+			t.Fatalf("pages of one conversation differ from the whole export:\n%s", firstDiff(data, []byte(pages.String())))
+		}
+	})
+	t.Run("old export", func(t *testing.T) {
+		old := strings.Replace(string(data), userLine+"\n", "", 1)
+		dst := openSQLite(t)
+		totals, _ := importAll(t, dst, []byte(old), transfer.ImportOptions{})
+		if totals.Created != 3 || totals.Users != 0 {
+			t.Fatalf("totals %+v, want 3 conversations created and no user", totals)
+		}
+		if got := export(t, dst); string(got) != old {
+			t.Fatalf("re-export of an export without users:\n%s", firstDiff([]byte(old), got))
+		}
+	})
+	other := func(t *testing.T) chatmem.Store {
+		st := openSQLite(t)
+		if err := st.(chatmem.UserStore).SetUserFacts(t.Context(), kavya, []chatmem.Fact{{Key: "name", Value: "Someone else", SetBy: "app", Confidence: 1, CreatedAt: base}}); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	t.Run("conflict", func(t *testing.T) {
+		st := other(t)
+		totals, results := importAll(t, st, data, transfer.ImportOptions{})
+		if totals.Conflicts != 1 || totals.Created != 3 {
+			t.Fatalf("totals %+v, want the user a conflict and 3 conversations created", totals)
+		}
+		for _, r := range results {
+			if r.User == "kavya" && (r.Status != transfer.StatusConflict || !strings.Contains(r.Error, "other facts")) {
+				t.Fatalf("result for user kavya: %+v", r)
+			}
+		}
+		facts, err := st.(chatmem.UserStore).UserFacts(t.Context(), kavya)
+		if err != nil || len(facts) != 1 || facts[0].Value != "Someone else" {
+			t.Fatalf("user facts after a skipped conflict: %+v, %v; want the stored one alone", facts, err)
+		}
+		_, err = transfer.Import(t.Context(), st, tenant, bytes.NewReader(data), transfer.ImportOptions{OnConflict: transfer.ConflictFail}, nil)
+		if !errors.Is(err, chatmem.ErrConflict) || !strings.Contains(err.Error(), "user kavya") {
+			t.Fatalf("Import with on-conflict fail: %v, want ErrConflict naming user kavya", err)
+		}
+	})
+	t.Run("replace", func(t *testing.T) {
+		st := other(t)
+		totals, _ := importAll(t, st, data, transfer.ImportOptions{OnConflict: transfer.ConflictReplace})
+		if totals.Replaced != 1 || totals.Users != 1 {
+			t.Fatalf("totals %+v, want the user replaced", totals)
+		}
+		if got := export(t, st); !bytes.Equal(got, data) {
+			t.Fatalf("after replace:\n%s", firstDiff(data, got))
+		}
+	})
+	t.Run("malformed", func(t *testing.T) {
+		for _, c := range []struct{ name, line, reason string }{
+			{"unknown field", strings.Replace(userLine, `"set_by":"app"`, `"set_by":"app","valid_to":"2026-01-01T00:00:00Z"`, 1), "unknown field"},
+			{"bad id", strings.Replace(userLine, `"id":"kavya"`, `"id":"../kavya"`, 1), "user id"},
+			{"unordered", strings.Replace(userLine, `"key":"language"`, `"key":"zone"`, 1), "ordered by key"},
+			{"no facts", `{"type":"user","id":"kavya","facts":[]}`, "at least one fact"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				dst := memory.New()
+				totals, results := importAll(t, dst, []byte(strings.Replace(string(data), userLine, c.line, 1)), transfer.ImportOptions{})
+				if totals.Invalid != 1 || totals.Created != 3 {
+					t.Fatalf("totals %+v, want the user invalid and 3 conversations created", totals)
+				}
+				for _, r := range results {
+					if r.Status == transfer.StatusInvalid && (r.User == "" || !strings.Contains(r.Error, c.reason)) {
+						t.Fatalf("invalid result %+v, want a user's, with %q", r, c.reason)
+					}
+				}
+				if facts, err := dst.UserFacts(t.Context(), kavya); err != nil || len(facts) != 0 {
+					t.Fatalf("user facts after a refused record: %+v, %v; want none", facts, err)
+				}
+			})
+		}
+	})
 }

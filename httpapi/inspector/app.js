@@ -18,6 +18,8 @@ const state = {
   listNext: "",
   rows: [],            // conversations of the current list page
   conv: null,          // the open conversation
+  user: null,          // the open user's ID
+  userNext: "",        // after= of the user's next page of conversations
   messages: [],
   nextAfter: null,
   window: null,        // the last context answer
@@ -68,6 +70,15 @@ async function api(method, path, { query, body, signal } = {}) {
 function convPath(id, sub) {
   return "/v1/conversations/" + encodeURIComponent(id) + (sub ? "/" + sub : "");
 }
+
+function userPath(id, sub) {
+  return "/v1/users/" + encodeURIComponent(id) + (sub ? "/" + sub : "");
+}
+
+// The page's addresses: a conversation (#/c/ID, or #/c/ID/SEQ to show one
+// of its messages) and a user (#/u/ID).
+const convHash = (id, seq) => "#/c/" + encodeURIComponent(id) + (seq ? "/" + seq : "");
+const userHash = (id) => "#/u/" + encodeURIComponent(id);
 
 // el makes an element with a class, text and children; text is always set
 // as textContent.
@@ -175,23 +186,7 @@ async function loadList() {
 function renderList() {
   const filter = $("search").value.trim().toLowerCase();
   const rows = state.rows.filter((c) => !filter || c.id.toLowerCase().includes(filter));
-  const body = $("conv-rows");
-  body.replaceChildren(
-    ...rows.map((c) => {
-      const open = el("button", { cls: "link", text: c.id, attrs: { type: "button", "data-id": c.id } });
-      open.addEventListener("click", () => go(c.id));
-      if (state.conv && state.conv.id === c.id) open.setAttribute("aria-current", "true");
-      const when = el("time", { text: fmtAgo(c.updated_at), attrs: { datetime: c.updated_at, title: fmtTime(c.updated_at) } });
-      return el(
-        "tr",
-        {},
-        el("td", { cls: "id" }, open),
-        el("td", { cls: "num", text: fmtNum(c.last_seq) }),
-        el("td", { cls: "num", text: fmtNum(c.tokens + c.system_tokens) }),
-        el("td", {}, when),
-      );
-    }),
-  );
+  $("conv-rows").replaceChildren(...rows.map(convRow));
   $("list-empty").hidden = rows.length > 0;
   $("list-empty").textContent = filter && state.rows.length ? "No ID on this page contains that text; press Open to look it up." : "No conversations.";
   $("prev-page").disabled = state.page === 0;
@@ -199,7 +194,29 @@ function renderList() {
   $("page-label").textContent = "Page " + (state.page + 1);
 }
 
+// convRow is a conversation's row in a list: its ID, which opens it, its
+// messages, tokens and last activity.
+function convRow(c) {
+  const open = el("button", { cls: "link", text: c.id, attrs: { type: "button", "data-id": c.id } });
+  open.addEventListener("click", () => go(c.id));
+  if (state.conv && state.conv.id === c.id) open.setAttribute("aria-current", "true");
+  const when = el("time", { text: fmtAgo(c.updated_at), attrs: { datetime: c.updated_at, title: fmtTime(c.updated_at) } });
+  return el(
+    "tr",
+    {},
+    el("td", { cls: "id" }, open),
+    el("td", { cls: "num", text: fmtNum(c.last_seq) }),
+    el("td", { cls: "num", text: fmtNum(c.tokens + c.system_tokens) }),
+    el("td", {}, when),
+  );
+}
+
 function initList() {
+  $("user-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const id = $("user-input").value.trim();
+    if (id) location.hash = userHash(id);
+  });
   $("search").addEventListener("input", renderList);
   $("search-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -223,18 +240,23 @@ function initList() {
 // ---- conversation -----------------------------------------------------
 
 // go shows conversation id; the hash keeps it across reloads and history.
-function go(id) {
-  const h = "#/c/" + encodeURIComponent(id);
-  if (location.hash === h) openConversation(id);
+function go(id, seq) {
+  const h = convHash(id, seq);
+  if (location.hash === h) openConversation(id, seq);
   else location.hash = h;
 }
 
 function route() {
-  const m = /^#\/c\/(.+)$/.exec(location.hash);
-  if (m) {
-    openConversation(decodeURIComponent(m[1]));
+  const c = /^#\/c\/([^/]+)(?:\/(\d+))?$/.exec(location.hash);
+  const u = /^#\/u\/([^/]+)$/.exec(location.hash);
+  if (c) {
+    openConversation(decodeURIComponent(c[1]), c[2] ? Number(c[2]) : 0);
+  } else if (u) {
+    closeConversation();
+    openUser(decodeURIComponent(u[1]));
   } else {
     closeConversation();
+    closeUser();
   }
 }
 
@@ -248,8 +270,11 @@ function closeConversation() {
   renderList();
 }
 
-async function openConversation(id) {
+// openConversation shows conversation id and, if seq is set, brings that
+// message into view.
+async function openConversation(id, seq) {
   if (state.ctxAbort) state.ctxAbort.abort();
+  closeUser();
   let conv;
   try {
     conv = await api("GET", convPath(id));
@@ -279,7 +304,8 @@ async function openConversation(id) {
   loadSummary();
   loadFacts();
   drawChart();
-  if (changed) $("main").focus({ preventScroll: true });
+  if (seq) showMessage(seq);
+  else if (changed) $("main").focus({ preventScroll: true });
 }
 
 function renderHeader() {
@@ -294,6 +320,9 @@ function renderHeader() {
   ];
   if (c.expires_at) parts.push(`expires ${fmtTime(c.expires_at)}`);
   $("conv-meta").textContent = parts.join(" · ");
+  $("conv-user").hidden = !c.user;
+  $("conv-user-link").textContent = c.user || "";
+  $("conv-user-link").href = c.user ? userHash(c.user) : "#";
 }
 
 // loadMessages reads the conversation's messages, up to MESSAGE_CAP at a
@@ -616,6 +645,113 @@ function initFacts() {
   });
 }
 
+// ---- user -------------------------------------------------------------
+
+function closeUser() {
+  state.user = null;
+  $("user-view").hidden = true;
+}
+
+// openUser shows a user: their conversations, a page at a time, and every
+// value each of their facts has had. A user the store holds nothing of
+// shows empty lists, as the API answers.
+async function openUser(id) {
+  state.user = id;
+  state.userNext = "";
+  $("placeholder").hidden = true;
+  $("user-view").hidden = false;
+  $("user-title").textContent = "User " + id;
+  $("user-meta").textContent = "";
+  $("user-conv-rows").replaceChildren();
+  $("user-fact-rows").replaceChildren();
+  showError("user-error", null);
+  setStatus("");
+  try {
+    const [page, { facts }] = await Promise.all([
+      api("GET", "/v1/conversations", { query: { user: id, limit: PAGE_SIZE } }),
+      api("GET", userPath(id, "facts"), { query: { history: "true" } }),
+    ]);
+    if (state.user !== id) return;
+    renderUserFacts(facts);
+    addUserConversations(page);
+  } catch (err) {
+    if (state.user !== id) return;
+    showError("user-error", err);
+  }
+  $("user-view").dataset.user = id; // what the page shows now, for tests to wait on
+  $("main").focus({ preventScroll: true });
+}
+
+function addUserConversations(page) {
+  $("user-conv-rows").append(...page.conversations.map(convRow));
+  state.userNext = page.next || "";
+  const n = $("user-conv-rows").children.length;
+  $("user-convs-empty").hidden = n > 0;
+  $("user-more").hidden = !state.userNext;
+  $("user-meta").textContent = `${n}${state.userNext ? "+" : ""} conversation${n === 1 ? "" : "s"}`;
+}
+
+async function moreUserConversations() {
+  const id = state.user;
+  try {
+    const page = await api("GET", "/v1/conversations", { query: { user: id, after: state.userNext, limit: PAGE_SIZE } });
+    if (state.user === id) addUserConversations(page);
+  } catch (err) {
+    showError("user-error", err);
+  }
+}
+
+// renderUserFacts shows the history the API gives, oldest first, grouped
+// by key: each key's values in order, the last of them current.
+function renderUserFacts(facts) {
+  const byKey = new Map();
+  for (const f of facts) {
+    if (!byKey.has(f.key)) byKey.set(f.key, []);
+    byKey.get(f.key).push(f);
+  }
+  const rows = [];
+  for (const key of [...byKey.keys()].sort()) {
+    for (const f of byKey.get(key)) rows.push(userFactRow(f));
+  }
+  $("user-fact-rows").replaceChildren(...rows);
+  $("user-facts-empty").hidden = rows.length > 0;
+}
+
+// msgLink links to a message of a conversation (seq 0: to the
+// conversation).
+function msgLink(conv, seq) {
+  const text = seq ? `${conv} #${seq}` : conv;
+  return el("a", { text, attrs: { href: convHash(conv, seq), "data-conv": conv, "data-seq": String(seq || 0) } });
+}
+
+function userFactRow(f) {
+  const current = !f.valid_to;
+  const said = el("td", { cls: "said" });
+  if (f.conversation) said.append(msgLink(f.conversation, f.source_seq), document.createTextNode(" · "));
+  said.append(el("span", { cls: "set-by", text: f.set_by }));
+  const to = el("td", { cls: "valid-to" });
+  if (current) to.textContent = "current";
+  else to.append(el("time", { text: fmtTime(f.valid_to), attrs: { datetime: f.valid_to } }));
+  const by = el("td", { cls: "superseded-by" });
+  const s = f.superseded_by;
+  if (s && s.conversation) by.append(msgLink(s.conversation, s.seq));
+  else if (!current) by.textContent = "the app";
+  return el(
+    "tr",
+    { cls: current ? "current" : "superseded", attrs: { "data-key": f.key, "data-state": current ? "current" : "superseded" } },
+    el("td", { cls: "key" }, el("code", { text: f.key })),
+    el("td", { cls: "value", text: f.value }),
+    said,
+    el("td", { cls: "valid-from" }, el("time", { text: fmtTime(f.valid_from || f.created_at), attrs: { datetime: f.valid_from || f.created_at } })),
+    to,
+    by,
+  );
+}
+
+function initUser() {
+  $("user-more").addEventListener("click", moreUserConversations);
+}
+
 // ---- per-turn chart ---------------------------------------------------
 
 // prevUnit and select repeat chatmem's Select (policy.go) over the loaded
@@ -806,6 +942,7 @@ initList();
 initConversation();
 initPolicy();
 initFacts();
+initUser();
 window.addEventListener("hashchange", route);
 loadList();
 route();
