@@ -31,8 +31,21 @@ const lagPage = 100
 // is not stored twice. It works on the conversation created at j.created
 // (a catch-up job takes the one it finds) and wraps ErrNotFound if
 // another has taken its place.
+//
+// With a Leaser, the extractors are called under the conversation's
+// LeaseFacts lease, taken once the mark lags (and the mark read again under
+// it): a process refused the lease leaves the work to the holder, so each
+// message goes to the extractors once across processes while none dies.
 func (m *Memory) extractMarked(ctx context.Context, fm FactMarker, j job) error {
+	return m.leased(ctx, j.key, LeaseFacts, func(hold holdFunc) error {
+		return m.extractHeld(ctx, fm, j, hold)
+	})
+}
+
+// extractHeld is extractMarked under the lease hold takes or extends.
+func (m *Memory) extractHeld(ctx context.Context, fm FactMarker, j job, hold holdFunc) error {
 	created := j.created
+	held := false
 	for {
 		mk, err := fm.FactMark(ctx, j.key)
 		if err != nil {
@@ -46,6 +59,13 @@ func (m *Memory) extractMarked(ctx context.Context, fm FactMarker, j job) error 
 		}
 		if mk.Seq >= mk.LastSeq {
 			return nil
+		}
+		if ok, err := hold(ctx); !ok || err != nil {
+			return err // another process extracts them
+		}
+		if !held {
+			held = true
+			continue // read the mark again under the lease: the last holder may have moved it
 		}
 		through := min(mk.LastSeq, mk.Seq+maxExtractChunk)
 		msgs := j.carried(mk.Seq+1, through)

@@ -554,9 +554,25 @@ const maxSummaryChunk = 256
 // created at created, read before any of its reads: if another conversation
 // has taken its place (or none), it wraps ErrNotFound and writes nothing, so
 // no summary of the old one reaches the new one.
+//
+// With a Leaser, the summarizer is called under the conversation's
+// LeaseSummary lease, taken once there is something to summarize (and the
+// summary read again under it): a process refused the lease returns -1 and
+// leaves the work to the holder.
 func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int, error) {
+	unsummarized := -1
+	err := m.leased(ctx, key, LeaseSummary, func(hold holdFunc) (err error) {
+		unsummarized, err = m.summarizeHeld(ctx, key, created, hold)
+		return err
+	})
+	return unsummarized, err
+}
+
+// summarizeHeld is summarize under the lease hold takes or extends.
+func (m *Memory) summarizeHeld(ctx context.Context, key Key, created time.Time, hold holdFunc) (int, error) {
 	ss := m.store.(SummaryStore)
 	_, _, limit := m.summaryBounds(key)
+	held := false
 	for {
 		prev, err := ss.Summary(ctx, key)
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -571,6 +587,13 @@ func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int
 		}
 		if end <= prev.CoversSeq {
 			return unsummarized, nil
+		}
+		if ok, err := hold(ctx); !ok || err != nil {
+			return -1, err // another process summarizes it
+		}
+		if !held {
+			held = true
+			continue // read again under the lease: the last holder may have moved it
 		}
 		// One lookahead message shows where the chunk may end: just before a
 		// user message, so no tool unit is split and the window after the
@@ -608,6 +631,9 @@ func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int
 					return 0, nil
 				}
 				return -1, nil
+			}
+			if ok, err := hold(ctx); !ok || err != nil {
+				return -1, err
 			}
 			if running.Text, err = m.summaryText(ctx, running.Text, chunk[:len(chunk)-1], limit); err != nil {
 				return -1, err

@@ -35,6 +35,7 @@ var (
 type Store struct {
 	mu      sync.RWMutex
 	tenants map[string]*tenant
+	leases  leases // under their own mutex
 }
 
 // tenant holds one tenant's conversations, with their IDs kept sorted for

@@ -91,6 +91,7 @@ var tests = []subtest{
 	{"Facts", testFacts},
 	{"Generation", testGenerations},
 	{"FactMark", testFactMarks},
+	{"Lease", testLeases},
 	{"Recount", testRecounts},
 	{"Security", testSecurity},
 	{"Search", testSearch},

@@ -1,0 +1,130 @@
+package chatmem
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Leaser is implemented by stores that grant short-lived leases on a
+// conversation's derived work, so that of several processes (replicas of a
+// server over one store) only one calls the summarizer, or the
+// extractors, for a conversation at a time. A lease only saves model calls:
+// what the work stores is still written by compare-and-set (PutSummary's
+// prev, SetFactsThrough's prev), so a lease that expires while its holder
+// works costs a duplicate call, never a duplicate summary or fact. Memory
+// finds it by a type assertion; every store in this module implements it.
+// Its methods are safe for concurrent use. A lease does not need the
+// conversation to exist, and deleting the conversation does not end it.
+type Leaser interface {
+	// Lease grants holder the lease named kind on the conversation at key
+	// for ttl, and reports true, if no other holder has it unexpired; a
+	// holder that has it extends it to ttl from now. Otherwise it reports
+	// false, changes nothing of the lease but records that it was wanted
+	// (see Release). It wraps ErrInvalid for a bad key, a kind that is not
+	// 1 to 32 characters from [a-z_], a holder that is not 1 to 64 bytes,
+	// or a ttl outside 1ms..24h.
+	Lease(ctx context.Context, key Key, kind, holder string, ttl time.Duration) (bool, error)
+
+	// Release ends holder's lease named kind on the conversation at key
+	// and reports whether another holder asked for it (and was refused)
+	// since holder was granted it: that holder skipped its work, which the
+	// releasing holder must then look at again. It does nothing and reports
+	// false if holder does not hold the lease (it expired, and perhaps
+	// another holder has it). Errors are as for Lease.
+	Release(ctx context.Context, key Key, kind, holder string) (wanted bool, err error)
+}
+
+// The kinds of lease Memory takes: one for summarizing, one for fact
+// extraction, so that the two run side by side.
+const (
+	LeaseSummary = "summary"
+	LeaseFacts   = "facts"
+)
+
+// MaxLeaseTTL is the longest lease a Leaser grants.
+const MaxLeaseTTL = 24 * time.Hour
+
+// ValidateLease checks the arguments of Leaser.Lease and Release other
+// than the ttl; it wraps ErrInvalid.
+func ValidateLease(key Key, kind, holder string) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if kind == "" || len(kind) > 32 {
+		return fmt.Errorf("%w: lease kind must be 1 to 32 characters, got %d", ErrInvalid, len(kind))
+	}
+	for i := 0; i < len(kind); i++ {
+		if c := kind[i]; (c < 'a' || c > 'z') && c != '_' {
+			return fmt.Errorf("%w: lease kind %q has character %q; allowed are a-z and _", ErrInvalid, kind, c)
+		}
+	}
+	if holder == "" || len(holder) > 64 {
+		return fmt.Errorf("%w: lease holder must be 1 to 64 bytes, got %d", ErrInvalid, len(holder))
+	}
+	return nil
+}
+
+// ValidateLeaseTTL checks the ttl of Leaser.Lease; it wraps ErrInvalid.
+func ValidateLeaseTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond || ttl > MaxLeaseTTL {
+		return fmt.Errorf("%w: lease ttl %v is outside 1ms..%v", ErrInvalid, ttl, MaxLeaseTTL)
+	}
+	return nil
+}
+
+// holdFunc takes or extends the work's lease before each model call; false
+// means another holder has it, and the work stops there: that holder does
+// it.
+type holdFunc func(ctx context.Context) (bool, error)
+
+// leaseTTL bounds one step of derived work: a model call with all its
+// retries and their backoff, with a margin for the reads and the write
+// around it. Each step extends the lease again.
+func (m *Memory) leaseTTL() time.Duration {
+	o := m.sumOpts
+	d := o.Timeout * time.Duration(o.Retries+1)
+	for i, b := 0, o.Backoff; i < o.Retries; i, b = i+1, b*2 {
+		d += b
+	}
+	return min(d+10*time.Second, MaxLeaseTTL)
+}
+
+// leased runs do, which calls hold before each model call, under the
+// store's lease of kind on key (without a Leaser, hold always grants). A
+// process refused the lease skips the work: the holder, on release, learns
+// it was wanted and runs do again, so work that arrived while it held the
+// lease (and that others skipped) is done once it reads again; a holder
+// that dies leaves the work to whoever appends next after its lease
+// expired (or to the fact catch-up scan of a Start).
+func (m *Memory) leased(ctx context.Context, key Key, kind string, do func(hold holdFunc) error) error {
+	l, ok := m.store.(Leaser)
+	if !ok {
+		return do(func(context.Context) (bool, error) { return true, nil })
+	}
+	ttl := m.leaseTTL()
+	for {
+		holder, held := rand.Text(), false
+		err := do(func(ctx context.Context) (bool, error) {
+			ok, err := l.Lease(ctx, key, kind, holder, ttl)
+			held = held || ok
+			return ok, err
+		})
+		if !held {
+			return err
+		}
+		// Released even when ctx has ended, so others need not wait for
+		// it to expire.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		wanted, rerr := l.Release(rctx, key, kind, holder)
+		cancel()
+		if err != nil || rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		if !wanted {
+			return nil
+		}
+	}
+}
