@@ -37,7 +37,11 @@ const lagPage = 100
 // it): a process refused the lease leaves the work to the holder, so each
 // message goes to the extractors once across processes while none dies.
 func (m *Memory) extractMarked(ctx context.Context, fm FactMarker, j job) error {
-	return m.leased(ctx, j.key, LeaseFacts, func(hold holdFunc) error {
+	models := false
+	for _, x := range m.extractors {
+		models = models || !local(x)
+	}
+	return m.leased(ctx, j.key, LeaseFacts, models, func(hold holdFunc) error {
 		return m.extractHeld(ctx, fm, j, hold)
 	})
 }

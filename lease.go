@@ -75,6 +75,22 @@ func ValidateLeaseTTL(ttl time.Duration) error {
 	return nil
 }
 
+// Local is implemented by Summarizers and Extractors that run in the
+// process with no model to pay (the offline summarizer, the rules
+// extractor). Memory takes no lease before work that calls only those:
+// calling them twice costs less than a lease's two writes, and what they
+// find is stored once all the same.
+type Local interface {
+	// Local reports whether calls run in the process, at no cost per call.
+	Local() bool
+}
+
+// local reports whether x is Local.
+func local(x any) bool {
+	l, ok := x.(Local)
+	return ok && l.Local()
+}
+
 // holdFunc takes or extends the work's lease before each model call; false
 // means another holder has it, and the work stops there: that holder does
 // it.
@@ -93,15 +109,16 @@ func (m *Memory) leaseTTL() time.Duration {
 }
 
 // leased runs do, which calls hold before each model call, under the
-// store's lease of kind on key (without a Leaser, hold always grants). A
+// store's lease of kind on key (without a Leaser, or when models is
+// false: the work calls only Local ones, hold always grants). A
 // process refused the lease skips the work: the holder, on release, learns
 // it was wanted and runs do again, so work that arrived while it held the
 // lease (and that others skipped) is done once it reads again; a holder
 // that dies leaves the work to whoever appends next after its lease
 // expired (or to the fact catch-up scan of a Start).
-func (m *Memory) leased(ctx context.Context, key Key, kind string, do func(hold holdFunc) error) error {
+func (m *Memory) leased(ctx context.Context, key Key, kind string, models bool, do func(hold holdFunc) error) error {
 	l, ok := m.store.(Leaser)
-	if !ok {
+	if !ok || !models {
 		return do(func(context.Context) (bool, error) { return true, nil })
 	}
 	ttl := m.leaseTTL()

@@ -561,7 +561,7 @@ const maxSummaryChunk = 256
 // leaves the work to the holder.
 func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int, error) {
 	unsummarized := -1
-	err := m.leased(ctx, key, LeaseSummary, func(hold holdFunc) (err error) {
+	err := m.leased(ctx, key, LeaseSummary, !local(m.summarizer), func(hold holdFunc) (err error) {
 		unsummarized, err = m.summarizeHeld(ctx, key, created, hold)
 		return err
 	})
