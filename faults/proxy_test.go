@@ -22,6 +22,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/internal/llm/llmtest"
 	"github.com/chatmem/chatmem/internal/testenv"
 	"github.com/chatmem/chatmem/postgres"
 	"github.com/chatmem/chatmem/sqlite"
@@ -67,7 +68,7 @@ func testProxyKill(t *testing.T, kind string, env []string, open func(context.Co
 	defer cancel()
 	seed := seedFromClock(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	up := httptest.NewServer(http.HandlerFunc(fakeModel))
+	up := httptest.NewServer(llmtest.ChatCompletions(func(req llmtest.ChatRequest) string { return replyFor(req.Last()) }))
 	defer up.Close()
 	env = append(env, upstreamEnv+"="+up.URL+"/v1")
 
@@ -279,44 +280,6 @@ func (tu proxyTurn) send(ctx context.Context, client *http.Client, addr string) 
 		return fmt.Errorf("reply %q, want %q", content.String(), replyFor(tu.marker))
 	}
 	return nil
-}
-
-// fakeModel speaks the OpenAI chat completions wire format, answering
-// replyFor(the last message's content), in pieces when the request
-// streams.
-func fakeModel(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Stream   bool `json:"stream"`
-		Messages []struct {
-			Content string `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
-		http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, http.StatusBadRequest)
-		return
-	}
-	reply := replyFor(req.Messages[len(req.Messages)-1].Content)
-	if !req.Stream {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": reply}, "finish_reason": "stop"}}})
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	fl := w.(http.Flusher)
-	event := func(delta map[string]any, finish any) {
-		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
-		fmt.Fprintf(w, "data: %s\n\n", b)
-		fl.Flush()
-	}
-	event(map[string]any{"role": "assistant", "content": ""}, nil)
-	for i := 0; i < len(reply); i += 6 {
-		event(map[string]any{"content": reply[i:min(i+6, len(reply))]}, nil)
-	}
-	event(map[string]any{}, "stop")
-	fmt.Fprint(w, "data: [DONE]\n\n")
-	fl.Flush()
 }
 
 // proxyServer is the helper the proxy tests kill: the chat proxy over the

@@ -15,14 +15,18 @@ func TestPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three chatmem processes; skipped with -short")
 	}
-	testReplicas(t, postgresURL(t))
+	url := postgresURL(t)
+	t.Run("Load", func(t *testing.T) { testReplicas(t, url) })
+	t.Run("DerivedOnce", func(t *testing.T) { testDerivedOnce(t, url) })
 }
 
 func TestRedisCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster and three chatmem processes; skipped with -short")
 	}
-	testReplicas(t, redisClusterURL(t))
+	url := redisClusterURL(t)
+	t.Run("Load", func(t *testing.T) { testReplicas(t, url) })
+	t.Run("DerivedOnce", func(t *testing.T) { testDerivedOnce(t, url) })
 }
 
 // The load of testReplicas: workers append one message at a time to a few

@@ -1,6 +1,9 @@
 // Package llmtest holds what the tests of the model-backed extractors and
 // summarizers (openai, anthropic) share: a conversation that tries to steer
-// the model, and the check that a prompt holds it as data.
+// the model, and the check that a prompt holds it as data; and a fake model
+// speaking the OpenAI Chat Completions wire format (ChatCompletions) for the
+// tests that run chatmem against one: the chat proxy's, and the replicas'
+// that count summarizer and extractor calls.
 package llmtest
 
 import (
