@@ -1,12 +1,16 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/chatmem/chatmem"
 )
 
 // Group commit. Every write of the store (an append, facts, a summary, a
@@ -23,6 +27,20 @@ import (
 //
 // While the committer flushes a group, the next writers queue, so the group
 // grows with the load and a lone writer waits for nobody.
+//
+// The rows of the FTS5 index (message_terms) are the exception to "each
+// write in its savepoint": FTS5 keeps the rows of a transaction in memory
+// and writes them out as a new segment at every SAVEPOINT and RELEASE, so
+// indexed one savepoint at a time a group of n appends wrote n segments
+// (and merged them), which cost more than the rest of the appends. An
+// append therefore leaves its index rows to the end of its group (tx.index):
+// they are written, for the whole group, after the last savepoint and
+// before the COMMIT, in rowid order (FTS5 also writes its rows out when a
+// rowid is lower than the one before), as one segment. Only appends that succeeded leave
+// them; a failure writing them fails the group (nothing is committed). A
+// write that may delete index rows (any write but an append, or an append
+// that restarts an expired conversation) first has the rows left so far
+// written, so that none is written after the delete of its conversation.
 
 // maxGroup bounds the writes of one transaction, so that one group's
 // latency stays bounded under a flood.
@@ -33,6 +51,35 @@ type writeReq struct {
 	ctx  context.Context
 	fn   func(tx) error
 	done chan error // buffered: the committer never blocks on it
+	// appends marks an append's write: it deletes no index rows (or says
+	// so with errIndexFirst), and may leave its own to the group's end.
+	appends bool
+}
+
+// errIndexFirst is what an append's write returns, before writing
+// anything, when it must delete (an expired conversation it restarts):
+// the committer undoes it, writes the index rows left so far, and runs it
+// again with its index rows written at once.
+var errIndexFirst = errors.New("sqlite: index rows left for the end of the group must be written first")
+
+// index writes the index rows of an append's messages, at the end of the
+// group when the write is grouped, and at once otherwise.
+func (t tx) index(num int64, msgs []chatmem.Message, terms [][]string) error {
+	if t.later == nil {
+		return indexMessages(t, num, msgs, terms)
+	}
+	rows, err := messageIndexRows(num, msgs, terms)
+	*t.later = append(*t.later, rows...)
+	return err
+}
+
+// indexFirst reports whether a write about to delete must first have the
+// group's index rows written: errIndexFirst if they are left for later.
+func (t tx) indexFirst() error {
+	if t.later != nil {
+		return errIndexFirst
+	}
+	return nil
 }
 
 // committer is the goroutine that runs the store's writes in groups. It is
@@ -69,10 +116,20 @@ var errClosed = errors.New("sqlite: store is closed")
 // runs nothing; once fn has started, the write is waited for, so that an
 // error never hides a committed write.
 func (s *Store) write(ctx context.Context, fn func(tx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)})
+}
+
+// writeAppend is write for an append, whose fn leaves its index rows to
+// the end of the group (tx.index) and returns errIndexFirst (from
+// tx.indexFirst) before it deletes anything.
+func (s *Store) writeAppend(ctx context.Context, fn func(tx) error) error {
+	return s.submit(ctx, &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), appends: true})
+}
+
+func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case s.commit.reqs <- req:
 	case <-s.commit.quit:
@@ -173,36 +230,60 @@ func (s *Store) runGroup(group []*writeReq) {
 	defer c.Close() // after the transaction ends: hands the connection on
 	defer t.Rollback()
 	ran := 0
+	var later []indexRow // index rows the group's appends left
+	// indexNow writes them, outside any savepoint.
+	indexNow := func() error {
+		slices.SortFunc(later, func(a, b indexRow) int { return cmp.Compare(a.rowid, b.rowid) })
+		if err := insertIndexRows(tx{ctx: ctx, tx: t, p: s.w}, later); err != nil {
+			return fmt.Errorf("index the group's appends: %w", err)
+		}
+		later = later[:0]
+		return nil
+	}
 	for i, req := range group {
 		if err := req.ctx.Err(); err != nil {
 			results[i] = err
 			continue
 		}
-		if _, err := t.ExecContext(ctx, "SAVEPOINT w"); err != nil {
-			answer(translate(ctx, fmt.Errorf("savepoint: %w", err)))
-			return
+		if !req.appends && len(later) > 0 {
+			if err := indexNow(); err != nil {
+				answer(translate(ctx, err))
+				return
+			}
 		}
 		// The writer's values (deadline aside) reach its statements; its
 		// cancellation does not: SQLite interrupts a cancelled statement,
 		// and an interrupted write rolls back the whole transaction.
-		if err := req.fn(tx{ctx: context.WithoutCancel(req.ctx), tx: t, p: s.w}); err != nil {
-			results[i] = translate(ctx, err)
-			if _, rerr := t.ExecContext(ctx, "ROLLBACK TO w"); rerr != nil {
-				// SQLite ended the transaction itself (a full disk, an
-				// I/O error): nothing of the group is written.
-				answer(translate(ctx, fmt.Errorf("roll back a failed write: %w (after: %v)", rerr, err)))
-				return
-			}
-		} else {
-			ran++
+		w := tx{ctx: context.WithoutCancel(req.ctx), tx: t, p: s.w}
+		var left []indexRow
+		if req.appends {
+			w.later = &left
 		}
-		if _, err := t.ExecContext(ctx, "RELEASE w"); err != nil {
-			answer(translate(ctx, fmt.Errorf("release savepoint: %w", err)))
+		err := savepoint(ctx, t, func() error { return req.fn(w) })
+		if errors.Is(err, errIndexFirst) {
+			left, w.later = nil, nil
+			if err = indexNow(); err == nil {
+				err = savepoint(ctx, t, func() error { return req.fn(w) })
+			}
+		}
+		var failed *writeFailed
+		switch {
+		case errors.As(err, &failed):
+			results[i] = translate(ctx, failed.err)
+		case err != nil:
+			answer(translate(ctx, err))
 			return
+		default:
+			ran++
+			later = append(later, left...)
 		}
 	}
 	if ran == 0 {
 		answer(nil) // nothing to commit; Rollback ends the transaction
+		return
+	}
+	if err := indexNow(); err != nil {
+		answer(translate(ctx, err))
 		return
 	}
 	err = t.Commit()
@@ -210,4 +291,37 @@ func (s *Store) runGroup(group []*writeReq) {
 		s.commit.groups.Add(1)
 	}
 	answer(translate(ctx, err))
+}
+
+// writeFailed is a write's own failure, undone by its savepoint: the
+// group goes on without it.
+type writeFailed struct{ err error }
+
+func (e *writeFailed) Error() string { return e.err.Error() }
+
+// savepoint runs fn, a write of the group, inside a savepoint of its own on
+// t. fn's failure rolls back to the savepoint and comes back as a
+// *writeFailed (errIndexFirst as itself); any other error means SQLite
+// ended the transaction (a full disk, an I/O error) and nothing of the
+// group is written.
+func savepoint(ctx context.Context, t *sql.Tx, fn func() error) error {
+	if _, err := t.ExecContext(ctx, "SAVEPOINT w"); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	ferr := fn()
+	if ferr != nil {
+		if _, err := t.ExecContext(ctx, "ROLLBACK TO w"); err != nil {
+			return fmt.Errorf("roll back a failed write: %w (after: %v)", err, ferr)
+		}
+	}
+	if _, err := t.ExecContext(ctx, "RELEASE w"); err != nil {
+		return fmt.Errorf("release savepoint: %w", err)
+	}
+	switch {
+	case ferr == nil:
+		return nil
+	case errors.Is(ferr, errIndexFirst):
+		return errIndexFirst
+	}
+	return &writeFailed{ferr}
 }

@@ -74,6 +74,10 @@ type tx struct {
 	ctx context.Context
 	tx  *sql.Tx
 	p   *pool
+	// later, in an append the committer groups, collects the index rows
+	// the append leaves to the end of its group (see tx.index); nil
+	// elsewhere.
+	later *[]indexRow
 }
 
 func (t tx) stmt(query string) (*sql.Stmt, error) {

@@ -63,15 +63,40 @@ func indexable(term string) bool {
 // conversation num, in t. terms[i] are msgs[i]'s; a message with none (a
 // system message) gets no row.
 func indexMessages(t tx, num int64, msgs []chatmem.Message, terms [][]string) error {
+	rows, err := messageIndexRows(num, msgs, terms)
+	if err != nil {
+		return err
+	}
+	return insertIndexRows(t, rows)
+}
+
+// indexRow is one row of message_terms.
+type indexRow struct {
+	rowid int64
+	terms string
+}
+
+// messageIndexRows returns the rows of message_terms for msgs, in conversation
+// num; terms[i] are msgs[i]'s, and a message with none gets no row.
+func messageIndexRows(num int64, msgs []chatmem.Message, terms [][]string) ([]indexRow, error) {
+	rows := make([]indexRow, 0, len(msgs))
 	for i, m := range msgs {
 		if len(terms[i]) == 0 {
 			continue
 		}
 		if m.Seq < 1 || m.Seq > maxIndexedSeq {
-			return fmt.Errorf("index message %d: seq is outside 1..%d", m.Seq, int64(maxIndexedSeq))
+			return nil, fmt.Errorf("index message %d: seq is outside 1..%d", m.Seq, int64(maxIndexedSeq))
 		}
-		if _, err := t.exec(insertTerms, num<<32|m.Seq, indexText(num, terms[i])); err != nil {
-			return fmt.Errorf("index message %d: %w", m.Seq, err)
+		rows = append(rows, indexRow{num<<32 | m.Seq, indexText(num, terms[i])})
+	}
+	return rows, nil
+}
+
+// insertIndexRows writes rows to message_terms, in t.
+func insertIndexRows(t tx, rows []indexRow) error {
+	for _, r := range rows {
+		if _, err := t.exec(insertTerms, r.rowid, r.terms); err != nil {
+			return fmt.Errorf("index message %d: %w", r.rowid&maxIndexedSeq, err)
 		}
 	}
 	return nil

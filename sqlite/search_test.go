@@ -18,6 +18,7 @@ var undoSearch = []string{
 	"ALTER TABLE conversations DROP COLUMN user_unindexed_seq",
 	"DROP TABLE user_terms",
 	"DROP TABLE user_index",
+	"DROP TABLE leases",                                    // 0008_leases.sql
 	"ALTER TABLE idempotency_keys DROP COLUMN fingerprint", // 0007_idempotency_fingerprint.sql
 	"ALTER TABLE conversations DROP COLUMN fact_seq",       // 0006_fact_mark.sql
 	"DROP TABLE user_facts",                                // 0005_users.sql

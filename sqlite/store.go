@@ -236,7 +236,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 
 	var res chatmem.AppendResult
-	err := s.write(ctx, func(t tx) error {
+	err := s.writeAppend(ctx, func(t tx) error {
 		conv, found, err := currentConversation(t, key, now)
 		if err != nil {
 			return err
@@ -313,7 +313,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 				return fmt.Errorf("insert message %d: %w", m.Seq, err)
 			}
 		}
-		if err := indexMessages(t, num, out, terms); err != nil {
+		if err := t.index(num, out, terms); err != nil {
 			return err
 		}
 		if conv.User != "" { // the user's index across conversations: usersearch.go
@@ -346,6 +346,9 @@ func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversa
 	case err != nil:
 		return chatmem.Conversation{}, false, err
 	case !c.ExpiresAt.IsZero() && !c.ExpiresAt.After(now):
+		if err := t.indexFirst(); err != nil {
+			return chatmem.Conversation{}, false, err
+		}
 		if _, err := t.exec(deleteConversation, key.Tenant, key.ID); err != nil {
 			return chatmem.Conversation{}, false, err
 		}
