@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -91,21 +92,43 @@ func local(x any) bool {
 	return ok && l.Local()
 }
 
-// holdFunc takes or extends the work's lease before each model call; false
-// means another holder has it, and the work stops there: that holder does
-// it.
+// holdFunc takes the work's lease before its first model call (and extends
+// it before the others); false means another holder has it, and the work
+// stops there: that holder does it.
 type holdFunc func(ctx context.Context) (bool, error)
 
-// leaseTTL bounds one step of derived work: a model call with all its
-// retries and their backoff, with a margin for the reads and the write
-// around it. Each step extends the lease again.
-func (m *Memory) leaseTTL() time.Duration {
-	o := m.sumOpts
-	d := o.Timeout * time.Duration(o.Retries+1)
-	for i, b := 0, o.Backoff; i < o.Retries; i, b = i+1, b*2 {
-		d += b
+// leaseTTL is how long a lease lasts unless renewed: its holder renews it
+// every leaseTTL/3 while it works (a model call may take longer), so a
+// holder that dies blocks the work on its conversations for leaseTTL at
+// most.
+const leaseTTL = 10 * time.Second
+
+// renew extends holder's lease every leaseTTL/3 until stop is called
+// (which waits for it). A renewal that fails or finds the lease taken
+// (this process stalled past leaseTTL) changes nothing here: the
+// compare-and-set of what the work stores keeps it from being stored
+// twice.
+func renew(l Leaser, key Key, kind, holder string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), leaseTTL/3)
+				_, _ = l.Lease(ctx, key, kind, holder, leaseTTL)
+				cancel()
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
 	}
-	return min(d+10*time.Second, MaxLeaseTTL)
 }
 
 // leased runs do, which calls hold before each model call, under the
@@ -113,22 +136,26 @@ func (m *Memory) leaseTTL() time.Duration {
 // false: the work calls only Local ones, hold always grants). A
 // process refused the lease skips the work: the holder, on release, learns
 // it was wanted and runs do again, so work that arrived while it held the
-// lease (and that others skipped) is done once it reads again; a holder
-// that dies leaves the work to whoever appends next after its lease
-// expired (or to the fact catch-up scan of a Start).
+// lease (and that others skipped) is done once it reads again. The lease
+// is renewed while do runs; a holder that dies leaves the work to whoever
+// appends to the conversation (or reads a lagging summary) once its lease
+// expired, at most leaseTTL later, or to the fact catch-up scan of a Start.
 func (m *Memory) leased(ctx context.Context, key Key, kind string, models bool, do func(hold holdFunc) error) error {
 	l, ok := m.store.(Leaser)
 	if !ok || !models {
 		return do(func(context.Context) (bool, error) { return true, nil })
 	}
-	ttl := m.leaseTTL()
 	for {
 		holder, held := rand.Text(), false
+		stop := func() {}
 		err := do(func(ctx context.Context) (bool, error) {
-			ok, err := l.Lease(ctx, key, kind, holder, ttl)
-			held = held || ok
+			ok, err := l.Lease(ctx, key, kind, holder, leaseTTL)
+			if ok && !held {
+				held, stop = true, renew(l, key, kind, holder)
+			}
 			return ok, err
 		})
+		stop()
 		if !held {
 			return err
 		}
