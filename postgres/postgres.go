@@ -122,7 +122,8 @@ var (
 // wraps chatmem.ErrInvalid for a bad URL or schema and
 // chatmem.ErrUnavailable when the database cannot be reached. A URL may
 // carry schema=NAME among its query options, which sets Options.Schema
-// unless opts sets it (so several stores can share one database).
+// unless opts sets it (so several stores can share one database). The pool
+// holds DefaultMaxConns connections unless the URL sets pool_max_conns.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	url, schema, err := cutSchemaOption(url)
 	if err != nil {
@@ -135,6 +136,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w: %w", chatmem.ErrInvalid, err)
 	}
+	poolDefaults(cfg, url)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap(ctx, "postgres: open", err)
