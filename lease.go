@@ -101,7 +101,7 @@ type holdFunc func(ctx context.Context) (bool, error)
 // every leaseTTL/3 while it works (a model call may take longer), so a
 // holder that dies blocks the work on its conversations for leaseTTL at
 // most.
-const leaseTTL = 10 * time.Second
+const leaseTTL = 5 * time.Second
 
 // renew extends holder's lease every leaseTTL/3 until stop is called
 // (which waits for it). A renewal that fails or finds the lease taken

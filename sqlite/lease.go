@@ -69,3 +69,17 @@ func (s *Store) Release(ctx context.Context, key chatmem.Key, kind, holder strin
 	}
 	return wanted, nil
 }
+
+// clearLeases deletes every lease, at Open. A SQLite file has one process
+// (the supported setup), so the leases in it are those of a process that
+// died: a restart after a crash would otherwise wait for them to expire
+// before it summarizes or extracts on their conversations. Where several
+// processes share the file after all, a live one's lease lost this way
+// costs at most a second model call: what the work stores is written by
+// compare-and-set.
+func (s *Store) clearLeases(ctx context.Context) error {
+	return s.write(ctx, func(t tx) error {
+		_, err := t.tx.ExecContext(t.ctx, `DELETE FROM leases`)
+		return err
+	})
+}

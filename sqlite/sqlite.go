@@ -144,6 +144,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, translate(ctx, err))
 	}
+	if err := s.clearLeases(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
 	return s, nil
 }
 
