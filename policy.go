@@ -268,6 +268,18 @@ func selectWindow(p Policy, pinned, recent []Message, share bool) (Window, error
 		}
 	}
 
+	if start, used, ok := plainWalk(p, recent, avail); ok {
+		if share && len(pinned) == 0 {
+			w.Messages = recent[start:len(recent):len(recent)] // an append by the caller copies
+		} else {
+			w.Messages = make([]Message, 0, len(pinned)+len(recent)-start)
+			w.Messages = append(append(w.Messages, pinned...), recent[start:]...)
+		}
+		w.Parts.Recent = used
+		w.Tokens = w.Parts.System + w.Parts.Recent + w.Parts.Overhead
+		w.Dropped = len(pinned) + len(recent) - len(w.Messages)
+		return w, nil
+	}
 	// Walk back from the newest unit while it fits, newest first. A
 	// window of up to len(buf) units walks without allocating.
 	var buf [128]unit
@@ -323,6 +335,45 @@ func selectWindow(p Policy, pinned, recent []Message, share bool) (Window, error
 	w.Tokens = w.Parts.System + w.Parts.Recent + w.Parts.Overhead
 	w.Dropped = len(pinned) + len(recent) - len(w.Messages)
 	return w, nil
+}
+
+// plainWalk is Select's walk for the common case, a window of plain
+// messages (no system message, no tool call, no tool result): each is a
+// sendable unit of its own, so the walk keeps no record of them. It
+// returns where the window starts in recent (it runs to the end) and its
+// tokens; ok is false, and the general walk decides, when the walk meets
+// a message that is not plain or finds no user message to start on.
+func plainWalk(p Policy, recent []Message, avail int) (start, used int, ok bool) {
+	if len(recent) == 0 {
+		return 0, 0, false
+	}
+	start, turns := len(recent), 0
+	for start > 0 {
+		m := &recent[start-1]
+		if m.Role == RoleSystem || m.Role == RoleTool || len(m.ToolCalls) > 0 {
+			return 0, 0, false
+		}
+		if avail >= 0 && used+m.Tokens > avail {
+			break
+		}
+		used += m.Tokens
+		start--
+		if p.Kind == PolicyLastTurns && m.Role == RoleUser {
+			if turns++; turns == p.Turns {
+				break
+			}
+		}
+	}
+	if p.Kind != PolicyAll {
+		for start < len(recent) && recent[start].Role != RoleUser {
+			used -= recent[start].Tokens
+			start++
+		}
+		if start == len(recent) {
+			return 0, 0, false
+		}
+	}
+	return start, used, true
 }
 
 // contiguous reports whether walked (units newest first) is not empty, all

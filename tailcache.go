@@ -289,8 +289,13 @@ func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
 		sys = e.sys
 	}
 	e.want = q
-	out := make([]Message, 0, len(sys)+len(e.recent)-start)
-	out = append(append(out, sys...), e.recent[start:]...)
+	var out []Message
+	if len(sys) == 0 {
+		out = append(out, e.recent[start:]...) // not zeroed first, unlike make
+	} else {
+		out = make([]Message, 0, len(sys)+len(e.recent)-start)
+		out = append(append(out, sys...), e.recent[start:]...)
+	}
 	for i := range out {
 		// Copies: only tool calls and metadata are shared by a plain copy.
 		if out[i].ToolCalls != nil || out[i].Metadata != nil {
