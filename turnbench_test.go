@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/loadtest"
 	"github.com/chatmem/chatmem/sqlite"
 	"github.com/chatmem/chatmem/storetest"
 	"github.com/chatmem/chatmem/tokenizer"
@@ -19,7 +20,9 @@ var turnSizes = []int{1000, 100000, 1000000}
 // store's own BenchmarkTurn runs it on that store, ./memory for the
 // in-process one):
 //
-//	goloop/n=N, goloop/read/n=N  the seed's algorithm as a plain Go loop:
+//	goloop/n=N, goloop/read/n=N  the seed's algorithm as a plain Go loop
+//	                              (loadtest.LoopWindow, the floor chatmem
+//	                              bench reports too):
 //	                              append a chatmem.Message counted once (the
 //	                              seed's estimator) to a slice; walk back
 //	                              from the end summing the counts while they
@@ -40,7 +43,7 @@ func BenchmarkTurn(b *testing.B) {
 				for b.Loop() {
 					msgs = append(msgs, newLoopMessage(chatmem.RoleUser, texts[i%len(texts)]))
 					i++
-					if len(loopWindow(msgs, storetest.TurnBudget)) == 0 {
+					if len(loadtest.LoopWindow(msgs, storetest.TurnBudget)) == 0 {
 						b.Fatal("empty window")
 					}
 				}
@@ -50,7 +53,7 @@ func BenchmarkTurn(b *testing.B) {
 				b.ReportAllocs()
 				cpu := storetest.CPUTime()
 				for b.Loop() {
-					if len(loopWindow(msgs, storetest.TurnBudget)) == 0 {
+					if len(loadtest.LoopWindow(msgs, storetest.TurnBudget)) == 0 {
 						b.Fatal("empty window")
 					}
 				}
@@ -82,22 +85,4 @@ func BenchmarkTurn(b *testing.B) {
 // with its role, its content and its tokens, counted once.
 func newLoopMessage(role chatmem.Role, content string) chatmem.Message {
 	return chatmem.Message{Role: role, Content: content, Tokens: tokenizer.EstimateText(content)}
-}
-
-// loopWindow is the seed's window(messages, budget) in Go, over counts
-// kept with the messages.
-func loopWindow(msgs []chatmem.Message, budget int) []chatmem.Message {
-	used, start := 0, len(msgs)
-	for start > 0 {
-		t := msgs[start-1].Tokens
-		if used+t > budget {
-			break
-		}
-		used += t
-		start--
-	}
-	for start < len(msgs) && msgs[start].Role != chatmem.RoleUser {
-		start++
-	}
-	return append([]chatmem.Message(nil), msgs[start:]...)
 }
