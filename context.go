@@ -197,7 +197,13 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err != nil {
 		return Window{}, err
 	}
-	w.Dropped = int(last) - storedSent(w, last)
+	// Every message sent is a stored one of this conversation, unless some
+	// are made up (facts, summary), pending or recalled.
+	sent := len(w.Messages)
+	if w.Facts != nil || w.Summary != nil || len(opts.Pending) > 0 || w.Parts.Recalled > 0 {
+		sent = storedSent(w, last)
+	}
+	w.Dropped = int(last) - sent
 	w.Reserved = reserved
 	return w, nil
 }

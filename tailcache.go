@@ -57,6 +57,10 @@ type tailEntry struct {
 	sys                  []Message // the system messages (all of them if sysRead)
 	sysRead              bool      // sys was read from the store, then extended
 	recent               []Message // the newest non-system messages up to lastSeq
+	// runTokens and runUsers are the tokens and the user messages of
+	// recent, kept as it changes, so that trimming it each turn costs
+	// what it drops, not a walk over the run.
+	runTokens, runUsers int
 	complete             bool      // recent holds every non-system message
 	want                 TailQuery // the last query answered, for trimming
 	bytes                int64     // the size of sys and recent
@@ -149,7 +153,7 @@ func (c *tailCache) put(key Key, conv Conversation, sys, msgs []Message, want Ta
 	}
 	for _, m := range msgs {
 		if m.Role != RoleSystem {
-			e.recent = append(e.recent, m)
+			e.addRecent(m)
 		}
 	}
 	e.bytes = entryBytes(key) + messagesBytes(e.sys) + messagesBytes(e.recent)
@@ -235,7 +239,7 @@ func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
 		if m.Role == RoleSystem {
 			e.sys = append(e.sys, m)
 		} else {
-			e.recent = append(e.recent, m)
+			e.addRecent(m)
 		}
 		e.bytes += messageBytes(m)
 	}
@@ -289,13 +293,8 @@ func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
 		sys = e.sys
 	}
 	e.want = q
-	var out []Message
-	if len(sys) == 0 {
-		out = append(out, e.recent[start:]...) // not zeroed first, unlike make
-	} else {
-		out = make([]Message, 0, len(sys)+len(e.recent)-start)
-		out = append(append(out, sys...), e.recent[start:]...)
-	}
+	out := make([]Message, 0, len(sys)+len(e.recent)-start)
+	out = append(append(out, sys...), e.recent[start:]...)
 	for i := range out {
 		// Copies: only tool calls and metadata are shared by a plain copy.
 		if out[i].ToolCalls != nil || out[i].Metadata != nil {
@@ -312,13 +311,7 @@ func (e *tailEntry) trim() {
 	if e.want.Tokens <= 0 && e.want.Turns <= 0 {
 		return
 	}
-	sum, users := 0, 0
-	for _, m := range e.recent {
-		sum += m.Tokens
-		if m.Role == RoleUser {
-			users++
-		}
-	}
+	sum, users := e.runTokens, e.runUsers
 	n := 0
 	for n < len(e.recent) {
 		m := e.recent[n]
@@ -333,10 +326,21 @@ func (e *tailEntry) trim() {
 		e.bytes -= messageBytes(m)
 		n++
 	}
+	e.runTokens, e.runUsers = sum, users
 	if n > 0 {
 		clear(e.recent[:n]) // let go of their contents; append reallocates in time
 		e.recent = e.recent[n:]
 		e.complete = false
+	}
+}
+
+// addRecent appends m, a non-system message, to the run. e.mu is held (or
+// e is not shared yet).
+func (e *tailEntry) addRecent(m Message) {
+	e.recent = append(e.recent, m)
+	e.runTokens += m.Tokens
+	if m.Role == RoleUser {
+		e.runUsers++
 	}
 }
 
