@@ -61,7 +61,7 @@ const (
 	// chunk is small, each next one twice the last, up to maxChunk. A
 	// content larger than the chunk that would take it gets one of its
 	// own.
-	minChunk = 1 << 10
+	minChunk = 1 << 8
 	maxChunk = 1 << 20
 	// maxContent is the longest content a textLoc can hold.
 	maxContent = 1<<32 - 1
