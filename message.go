@@ -434,14 +434,22 @@ func ValidateTime(field string, t time.Time) error {
 // rule the OpenAI API enforces). prior is the history before msgs (only its
 // trailing tool unit matters; see TrailingUnit); it may be nil.
 func ValidateHistory(prior, msgs []Message, l Limits) error {
+	return validateHistory(prior, msgs, l, true)
+}
+
+// validateHistory is ValidateHistory; each false leaves out the check of
+// each message on its own, for messages checked already (Memory.Append).
+func validateHistory(prior, msgs []Message, l Limits, each bool) error {
 	l = l.withDefaults()
 	if over(len(msgs), l.MaxBatch) {
 		return fmt.Errorf("%w: %d messages in one append, over the limit of %d", ErrTooLarge, len(msgs), l.MaxBatch)
 	}
 	open := openCalls(prior)
 	for i, m := range msgs {
-		if err := m.Validate(l); err != nil {
-			return fmt.Errorf("message %d: %w", i, err)
+		if each {
+			if err := m.Validate(l); err != nil {
+				return fmt.Errorf("message %d: %w", i, err)
+			}
 		}
 		switch {
 		case m.Role == RoleTool:
