@@ -58,9 +58,9 @@ const (
 	otherRole = 0x7f
 	hasExtra  = 0x80
 	// minChunk and maxChunk bound the chunks' sizes: a conversation's first
-	// chunk is small, each next one twice the last, up to maxChunk. A
-	// content larger than the chunk that would take it gets one of its
-	// own.
+	// chunk is small, each next one twice the last (or as large as the
+	// content that opens it), up to maxChunk. A content over half of
+	// maxChunk gets a chunk of its own.
 	minChunk = 1 << 8
 	maxChunk = 1 << 20
 	// maxContent is the longest content a textLoc can hold.
@@ -125,16 +125,16 @@ func (l *messageLog) addText(s string) textLoc {
 			return textLoc{chunk: uint32(l.open), off: uint32(len(c)), n: uint32(len(s))}
 		}
 	}
-	size := minChunk
-	if l.open >= 0 {
-		size = min(2*cap(l.chunks[l.open]), maxChunk)
-	}
-	if len(s) > size/2 {
+	if len(s) > maxChunk/2 {
 		// Its own chunk, exactly as large; the open one stays open.
 		l.chunks = append(l.chunks, []byte(s))
 		return textLoc{chunk: uint32(len(l.chunks) - 1), n: uint32(len(s))}
 	}
-	l.chunks = append(l.chunks, append(make([]byte, 0, size), s...))
+	size := minChunk
+	if l.open >= 0 {
+		size = min(2*cap(l.chunks[l.open]), maxChunk)
+	}
+	l.chunks = append(l.chunks, append(make([]byte, 0, max(size, len(s))), s...))
 	l.open = len(l.chunks) - 1
 	return textLoc{chunk: uint32(l.open), n: uint32(len(s))}
 }

@@ -53,3 +53,16 @@ func TestMessageLog(t *testing.T) {
 		t.Error("changing a returned message's metadata changed the log")
 	}
 }
+
+// TestMessageLogChunks: contents share chunks, so appending a message of
+// ordinary size allocates a chunk only now and then.
+func TestMessageLogChunks(t *testing.T) {
+	l := newMessageLog()
+	m := chatmem.Message{Role: chatmem.RoleUser, Content: strings.Repeat("w", 208), CreatedAt: time.Now()}
+	for range 10000 {
+		l.add(m)
+	}
+	if n := len(l.chunks); n > 20 {
+		t.Errorf("10,000 contents of 208 bytes take %d chunks, want a few (doubling to %d bytes)", n, maxChunk)
+	}
+}
