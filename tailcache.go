@@ -57,14 +57,15 @@ type tailEntry struct {
 	sys                  []Message // the system messages (all of them if sysRead)
 	sysRead              bool      // sys was read from the store, then extended
 	recent               []Message // the newest non-system messages up to lastSeq
-	// runTokens and runUsers are the tokens and the user messages of
-	// recent, kept as it changes, so that trimming it each turn costs
-	// what it drops, not a walk over the run.
-	runTokens, runUsers int
 	complete             bool      // recent holds every non-system message
 	want                 TailQuery // the last query answered, for trimming
 	bytes                int64     // the size of sys and recent
 	dropped              bool      // evicted or replaced: updates are moot
+
+	// runTokens and runUsers are the tokens and the user messages of
+	// recent, kept as it changes, so that trimming it each turn costs
+	// what it drops, not a walk over the run.
+	runTokens, runUsers int
 
 	accounted int64 // bytes as the cache's size counts them; guarded by tailCache.mu
 }
