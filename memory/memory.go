@@ -238,8 +238,13 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		}
 		c.add(m)
 	}
+	added := c.msgs.slice(int(first-1), c.msgs.len())
 	if c.meta.User != "" { // the user's index across conversations: usersearch.go
-		s.tenants[key.Tenant].indexForUser(c.meta.User, key.ID, c.msgs[first-1:], terms)
+		terms := make([][]string, len(added))
+		for i, m := range added {
+			terms[i] = chatmem.IndexTerms(m)
+		}
+		s.tenants[key.Tenant].indexForUser(c.meta.User, key.ID, added, terms)
 	}
 	c.meta.UpdatedAt = now
 	if opts.TTL > 0 {
@@ -248,7 +253,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if opts.IdempotencyKey != "" {
 		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(msgs), fingerprint: opts.Fingerprint}
 	}
-	return chatmem.AppendResult{Messages: c.msgs.slice(int(first-1), c.msgs.len()), Conversation: c.meta}, nil
+	return chatmem.AppendResult{Messages: added, Conversation: c.meta}, nil
 }
 
 // create makes an empty conversation at key, replacing an expired one. The
