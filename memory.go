@@ -338,10 +338,11 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	return res, true, err
 }
 
-// appendCounted checks msgs against prior (the conversation's trailing
-// messages they may answer), counts them with counter and stores them.
+// appendCounted checks msgs (each checked by Append already) against prior
+// (the conversation's trailing messages they may answer), counts them
+// with counter and stores them.
 func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Message, counter Counter, opts AppendOptions) (AppendResult, error) {
-	if err := ValidateHistory(prior, msgs, m.limits); err != nil {
+	if err := validateHistory(prior, msgs, m.limits, false); err != nil {
 		return AppendResult{}, err
 	}
 	counted := make([]Message, len(msgs))

@@ -62,6 +62,11 @@ type tailEntry struct {
 	bytes                int64     // the size of sys and recent
 	dropped              bool      // evicted or replaced: updates are moot
 
+	// runTokens and runUsers are the tokens and the user messages of
+	// recent, kept as it changes, so that trimming it each turn costs
+	// what it drops, not a walk over the run.
+	runTokens, runUsers int
+
 	accounted int64 // bytes as the cache's size counts them; guarded by tailCache.mu
 }
 
@@ -149,7 +154,7 @@ func (c *tailCache) put(key Key, conv Conversation, sys, msgs []Message, want Ta
 	}
 	for _, m := range msgs {
 		if m.Role != RoleSystem {
-			e.recent = append(e.recent, m)
+			e.addRecent(m)
 		}
 	}
 	e.bytes = entryBytes(key) + messagesBytes(e.sys) + messagesBytes(e.recent)
@@ -235,7 +240,7 @@ func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
 		if m.Role == RoleSystem {
 			e.sys = append(e.sys, m)
 		} else {
-			e.recent = append(e.recent, m)
+			e.addRecent(m)
 		}
 		e.bytes += messageBytes(m)
 	}
@@ -290,11 +295,12 @@ func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
 	}
 	e.want = q
 	out := make([]Message, 0, len(sys)+len(e.recent)-start)
-	for _, m := range sys {
-		out = append(out, m.Clone())
-	}
-	for _, m := range e.recent[start:] {
-		out = append(out, m.Clone())
+	out = append(append(out, sys...), e.recent[start:]...)
+	for i := range out {
+		// Copies: only tool calls and metadata are shared by a plain copy.
+		if out[i].ToolCalls != nil || out[i].Metadata != nil {
+			out[i] = out[i].Clone()
+		}
 	}
 	return out, true
 }
@@ -306,13 +312,7 @@ func (e *tailEntry) trim() {
 	if e.want.Tokens <= 0 && e.want.Turns <= 0 {
 		return
 	}
-	sum, users := 0, 0
-	for _, m := range e.recent {
-		sum += m.Tokens
-		if m.Role == RoleUser {
-			users++
-		}
-	}
+	sum, users := e.runTokens, e.runUsers
 	n := 0
 	for n < len(e.recent) {
 		m := e.recent[n]
@@ -327,10 +327,21 @@ func (e *tailEntry) trim() {
 		e.bytes -= messageBytes(m)
 		n++
 	}
+	e.runTokens, e.runUsers = sum, users
 	if n > 0 {
 		clear(e.recent[:n]) // let go of their contents; append reallocates in time
 		e.recent = e.recent[n:]
 		e.complete = false
+	}
+}
+
+// addRecent appends m, a non-system message, to the run. e.mu is held (or
+// e is not shared yet).
+func (e *tailEntry) addRecent(m Message) {
+	e.recent = append(e.recent, m)
+	e.runTokens += m.Tokens
+	if m.Role == RoleUser {
+		e.runUsers++
 	}
 }
 

@@ -45,6 +45,12 @@ type BenchResult struct {
 	P99us          float64 `json:"p99_us"`
 	WindowMessages int     `json:"window_messages"`
 	FillSeconds    float64 `json:"fill_s"`
+	// FloorP50us is the p50 of the same turns made by a plain Go loop in
+	// the same process, over a slice (LoopWindow), and FloorRatio is P50us
+	// over it: how far a turn is from its in-process floor (issue 18). Set
+	// for token_budget without facts, the window the loop makes.
+	FloorP50us float64 `json:"floor_p50_us,omitempty"`
+	FloorRatio float64 `json:"floor_ratio,omitempty"`
 }
 
 // benchContent is about 40 tokens under the seed's estimator.
@@ -123,10 +129,82 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 		window = len(w.Messages)
 	}
 	slices.Sort(durations)
-	pct := func(q float64) float64 {
-		return float64(durations[int(q*float64(len(durations)-1))].Nanoseconds()) / 1e3
+	r := BenchResult{Policy: string(p.Kind), Messages: n, Budget: p.Budget, P50us: percentile(durations, 0.50),
+		P99us: percentile(durations, 0.99), WindowMessages: window, FillSeconds: fill.Seconds()}
+	if p.Kind == chatmem.PolicyTokenBudget && !p.Facts {
+		counter, err := mem.Counter("")
+		if err != nil {
+			return BenchResult{}, err
+		}
+		floor, err := benchFloor(ctx, counter, message, n, warmup, iterations, p.Budget)
+		if err != nil {
+			return BenchResult{}, err
+		}
+		r.FloorP50us, r.FloorRatio = floor, r.P50us/floor
 	}
-	return BenchResult{Policy: string(p.Kind), Messages: n, Budget: p.Budget, P50us: pct(0.50), P99us: pct(0.99), WindowMessages: window, FillSeconds: fill.Seconds()}, nil
+	return r, nil
+}
+
+// percentile returns the q-quantile of sorted durations, in µs.
+func percentile(sorted []time.Duration, q float64) float64 {
+	return float64(sorted[int(q*float64(len(sorted)-1))].Nanoseconds()) / 1e3
+}
+
+// benchFloor makes Bench's turns with a plain Go loop (a slice of n
+// messages counted once by counter, then per turn the next one appended
+// and LoopWindow read) and returns their p50 in µs.
+func benchFloor(ctx context.Context, counter chatmem.Counter, message func(int) chatmem.Message, n, warmup, iterations, budget int) (float64, error) {
+	msgs := make([]chatmem.Message, 0, n+warmup+iterations)
+	add := func(i int) error {
+		m := message(i)
+		var err error
+		m.Tokens, err = counter.Count(ctx, m)
+		msgs = append(msgs, m)
+		return err
+	}
+	for i := range n {
+		if err := add(i); err != nil {
+			return 0, err
+		}
+	}
+	runtime.GC()
+	durations := make([]time.Duration, 0, iterations)
+	for i := 0; i < warmup+iterations; i++ {
+		t0 := time.Now()
+		if err := add(n + i); err != nil {
+			return 0, err
+		}
+		if len(LoopWindow(msgs, budget)) == 0 {
+			return 0, fmt.Errorf("%w: the Go loop's window at budget %d is empty", chatmem.ErrBudgetTooSmall, budget)
+		}
+		if i >= warmup {
+			durations = append(durations, time.Since(t0))
+		}
+	}
+	slices.Sort(durations)
+	return percentile(durations, 0.50), nil
+}
+
+// LoopWindow is the in-process floor of a token_budget window: the seed's
+// window(messages, budget) as a plain Go loop over msgs, whose Tokens are
+// counted already. It walks back from the end summing the counts while
+// they fit budget, drops leading non-user messages, and returns a copy.
+// It knows nothing of system messages or tool calls; the benchmarks it is
+// the floor of have none.
+func LoopWindow(msgs []chatmem.Message, budget int) []chatmem.Message {
+	used, start := 0, len(msgs)
+	for start > 0 {
+		t := msgs[start-1].Tokens
+		if used+t > budget {
+			break
+		}
+		used += t
+		start--
+	}
+	for start < len(msgs) && msgs[start].Role != chatmem.RoleUser {
+		start++
+	}
+	return append([]chatmem.Message(nil), msgs[start:]...)
 }
 
 // WriteBench writes results as JSON lines, or as a table with the ratio of
@@ -142,9 +220,13 @@ func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tpolicy\tmessages\tbudget\tp50 µs\tp99 µs\twindow msgs\tfill s\t")
+	fmt.Fprintln(tw, "store\tpolicy\tmessages\tbudget\tp50 µs\tp99 µs\tGo loop p50 µs\tratio\twindow msgs\tfill s\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%d\t%.1f\t\n", r.Store, r.Policy, r.Messages, r.Budget, r.P50us, r.P99us, r.WindowMessages, r.FillSeconds)
+		floor, ratio := "-", "-"
+		if r.FloorP50us > 0 {
+			floor, ratio = fmt.Sprintf("%.1f", r.FloorP50us), fmt.Sprintf("%.2fx", r.FloorRatio)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%s\t%s\t%d\t%.1f\t\n", r.Store, r.Policy, r.Messages, r.Budget, r.P50us, r.P99us, floor, ratio, r.WindowMessages, r.FillSeconds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -46,6 +46,10 @@ func TestBench(t *testing.T) {
 		if r.Messages != 50 || r.Policy != string(tt.policy.Kind) || r.WindowMessages < tt.minWindow || r.WindowMessages > tt.maxWindow || r.P50us <= 0 || r.P99us < r.P50us {
 			t.Errorf("%s: Bench = %+v, want 50 messages and a window of %d to %d", tt.policy.Kind, r, tt.minWindow, tt.maxWindow)
 		}
+		// The Go loop's floor comes with token_budget, the window it makes.
+		if floor := tt.policy.Kind == chatmem.PolicyTokenBudget; floor != (r.FloorP50us > 0) || floor && r.FloorRatio != r.P50us/r.FloorP50us {
+			t.Errorf("%s: floor %.1f µs, ratio %.2f; want a floor and P50us over it for token_budget only", tt.policy.Kind, r.FloorP50us, r.FloorRatio)
+		}
 		if !strings.Contains(log.String(), "filling 50 messages") || !strings.HasSuffix(log.String(), "100%\n") {
 			t.Errorf("%s: progress %q", tt.policy.Kind, log.String())
 		}

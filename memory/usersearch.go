@@ -141,10 +141,10 @@ func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []cha
 	tn, now := s.tenants[user.Tenant], time.Now()
 	for _, h := range want {
 		c := tn.convs[h.Conversation]
-		if c == nil || c.expired(now) || c.meta.User != user.ID || h.Seq < 1 || h.Seq > int64(len(c.msgs)) {
+		if c == nil || c.expired(now) || c.meta.User != user.ID || h.Seq < 1 || h.Seq > int64(c.msgs.len()) {
 			continue
 		}
-		out = append(out, chatmem.UserMessage{Conversation: h.Conversation, Message: c.msgs[h.Seq-1].Clone()})
+		out = append(out, chatmem.UserMessage{Conversation: h.Conversation, Message: c.msgs.at(int(h.Seq - 1))})
 	}
 	return out, nil
 }
