@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/chatmem/chatmem"
@@ -152,4 +153,46 @@ func wallClock(w chatmem.Window) chatmem.Window {
 		w.Messages[i].CreatedAt = w.Messages[i].CreatedAt.Round(0)
 	}
 	return w
+}
+
+// indexCounter is a store whose index catches up from a watermark
+// (chatmem.IndexCatcher), counting the catch-ups.
+type indexCounter struct {
+	chatmem.Store
+	calls atomic.Int64
+}
+
+func (s *indexCounter) IndexPending(ctx context.Context, key chatmem.Key) error {
+	s.calls.Add(1)
+	_, err := s.Store.Conversation(ctx, key)
+	return err
+}
+
+// TestIndexCatchUp: with a running worker, appends have an IndexCatcher's
+// index caught up every few dozen messages, not at every append; without
+// one, nothing is queued (Postings catches up).
+func TestIndexCatchUp(t *testing.T) {
+	ctx := t.Context()
+	store := &indexCounter{Store: memory.New()}
+	mem := newCachedMemory(t, store, 0)
+	key := chatmem.Key{Tenant: "acme", ID: "index"}
+	for i := range 40 {
+		mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprint("m", i)})
+	}
+	if n := store.calls.Load(); n != 0 {
+		t.Errorf("%d catch-ups without a running worker, want 0", n)
+	}
+	if err := mem.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	for i := range 200 {
+		mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprint("m", i)})
+	}
+	if err := mem.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.calls.Load(); n < 3 || n > 10 {
+		t.Errorf("%d catch-ups over 200 appends, want one per 32 messages or so (3 to 10, some merged)", n)
+	}
 }

@@ -47,10 +47,11 @@ type Store struct {
 }
 
 var (
-	_ chatmem.Store       = (*Store)(nil)
-	_ chatmem.Purger      = (*Store)(nil)
-	_ chatmem.Searcher    = (*Store)(nil)
-	_ chatmem.SinceReader = (*Store)(nil)
+	_ chatmem.Store        = (*Store)(nil)
+	_ chatmem.Purger       = (*Store)(nil)
+	_ chatmem.Searcher     = (*Store)(nil)
+	_ chatmem.IndexCatcher = (*Store)(nil)
+	_ chatmem.SinceReader  = (*Store)(nil)
 )
 
 // New returns a Store over client, which may be a *goredis.Client, a
