@@ -53,6 +53,20 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		return chatmem.AppendResult{}, fmt.Errorf("%s: %w", op, err)
 	}
 
+	if e := opts.ExpectedLastSeq; e != nil && *e > 0 && opts.IdempotencyKey == "" {
+		// The common case of a conditional append (Memory.Turn's): one
+		// statement. If its condition fails, the transaction below finds
+		// out why, writing nothing, or appends if the row is as expected
+		// again by then.
+		res, ok, err := s.appendAfter(ctx, key, batch, opts, now)
+		if err != nil {
+			return chatmem.AppendResult{}, wrap(ctx, op, err)
+		}
+		if ok {
+			return res, nil
+		}
+	}
+
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return chatmem.AppendResult{}, wrap(ctx, op, err)
@@ -171,6 +185,40 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 		if _, err := tx.Exec(ctx, s.q.insertIdempotency, key.Tenant, key.ID, keyHash, first, len(stored), now, opts.Fingerprint); err != nil {
 			return chatmem.AppendResult{}, false, err
 		}
+	}
+	return chatmem.AppendResult{Messages: stored, Conversation: utcConversation(conv)}, true, nil
+}
+
+// appendAfter makes an append conditional on ExpectedLastSeq (> 0, with no
+// idempotency key) with the one statement appendAfter, and reports
+// whether its conditions held and it appended; if not, it wrote nothing.
+func (s *Store) appendAfter(ctx context.Context, key chatmem.Key, b *batch, opts chatmem.AppendOptions, now time.Time) (chatmem.AppendResult, bool, error) {
+	// Number the batch from the expected last seq, with totals from 0:
+	// the statement adds the row's.
+	var added chatmem.Conversation
+	added.LastSeq = *opts.ExpectedLastSeq
+	stored := b.number(&added)
+	var expires *time.Time
+	if opts.TTL > 0 {
+		e := dbTime(now.Add(opts.TTL))
+		expires = &e
+	}
+	conv := chatmem.Conversation{Key: key}
+	var convExpires *time.Time
+	err := s.pool.QueryRow(ctx, s.q.appendAfter, key.Tenant, key.ID, *opts.ExpectedLastSeq, now, expires,
+		opts.ExpectedTokenizer, opts.User, added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
+		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata,
+		b.terms, b.termSeq).Scan(
+		&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
+		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return chatmem.AppendResult{}, false, nil
+	}
+	if err != nil {
+		return chatmem.AppendResult{}, false, err
+	}
+	if convExpires != nil {
+		conv.ExpiresAt = *convExpires
 	}
 	return chatmem.AppendResult{Messages: stored, Conversation: utcConversation(conv)}, true, nil
 }
