@@ -8,6 +8,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/storetest"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 func TestStore(t *testing.T) {
@@ -47,7 +48,7 @@ func BenchmarkAppendTurn(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
-	cpu := cpuTime()
+	cpu := storetest.CPUTime()
 	i := 500
 	for b.Loop() {
 		if _, err := s.Append(ctx, key, turn(i), chatmem.AppendOptions{}); err != nil {
@@ -55,7 +56,15 @@ func BenchmarkAppendTurn(b *testing.B) {
 		}
 		i++
 	}
-	if cpu := cpuTime() - cpu; cpu > 0 {
+	if cpu := storetest.CPUTime() - cpu; cpu > 0 {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
+}
+
+// BenchmarkTurn is storetest.BenchmarkTurn on the in-process store: one
+// Memory.Append and one token_budget Context per turn; `go test -bench
+// Turn .` in the root has the plain Go loop it is compared with.
+func BenchmarkTurn(b *testing.B) {
+	storetest.BenchmarkTurn(b, func(*testing.B) chatmem.Store { return memory.New() },
+		chatmem.Options{Counter: tokenizer.Estimate{}}, []int{1000, 100000, 1000000})
 }

@@ -1,16 +1,16 @@
 //go:build unix
 
-package memory_test
+package storetest
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime returns the CPU time the process has used, user and system: on a
+// CPUTime returns the CPU time the process has used, user and system: on a
 // machine shared with other work it tells a benchmark's cost better than
-// the wall clock.
-func cpuTime() time.Duration {
+// the wall clock. It is 0 where the platform does not say.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
