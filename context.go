@@ -142,7 +142,9 @@ func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		}
 	}
 
-	a := assembly{p: p, pinned: pinned, recent: recent}
+	// recent is this call's own copy (every read returns one): the window
+	// may share it.
+	a := assembly{p: p, pinned: pinned, recent: recent, share: true}
 	if p.Facts {
 		if a.facts, err = m.factsMessage(ctx, key, conv.User, counter); err != nil {
 			return Window{}, err
@@ -252,6 +254,9 @@ type assembly struct {
 	pinned, recent []Message
 	facts          *factsPart
 	summary        *summaryPart
+	// share lets the window be a part of recent, not a copy (see
+	// selectWindow): recent is never changed.
+	share bool
 }
 
 type factsPart struct {
@@ -277,7 +282,7 @@ func (a assembly) window() (w Window, gap bool, err error) {
 		if a.facts != nil {
 			pinned = append(append([]Message(nil), pinned...), a.facts.msg)
 		}
-		w, err = Select(p, pinned, a.recent)
+		w, err = selectWindow(p, pinned, a.recent, a.share)
 		return a.label(w), false, err
 	}
 	free := p.Budget - p.Overhead
@@ -300,7 +305,7 @@ func (a assembly) window() (w Window, gap bool, err error) {
 		for len(after) > 0 && after[0].Seq <= s.summary.CoversSeq {
 			after = after[1:]
 		}
-		w, err := Select(p, append(pinned, s.msg), after)
+		w, err := selectWindow(p, append(pinned, s.msg), after, a.share)
 		if err == nil && reaches(w, after, s.summary.CoversSeq) {
 			return assembly{facts: facts, summary: s}.label(w), false, nil
 		}
@@ -308,7 +313,7 @@ func (a assembly) window() (w Window, gap bool, err error) {
 	} else if s != nil {
 		gap = false // left out for room, not for a gap
 	}
-	w, err = Select(p, pinned, a.recent)
+	w, err = selectWindow(p, pinned, a.recent, a.share)
 	return assembly{facts: facts}.label(w), gap, err
 }
 

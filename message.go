@@ -338,7 +338,11 @@ func (m Message) Validate(l Limits) error {
 		return fmt.Errorf("%w: %d metadata entries, over the limit of %d", ErrTooLarge, len(m.Metadata), l.MaxMetadata)
 	}
 	metaBytes := 0
-	for _, k := range slices.Sorted(maps.Keys(m.Metadata)) { // the same error every time
+	var keys []string // sorted, for the same error every time; none to sort in most messages
+	if len(m.Metadata) > 0 {
+		keys = slices.Sorted(maps.Keys(m.Metadata))
+	}
+	for _, k := range keys {
 		if err := text("metadata key", k, l.MaxMetadataKeyBytes); err != nil {
 			return fmt.Errorf("%w (key %q)", err, truncate(k, 64))
 		}
@@ -364,6 +368,9 @@ func (m Message) Validate(l Limits) error {
 		return fmt.Errorf("%w: tool message without tool_call_id", ErrInvalid)
 	case m.Role != RoleTool && m.ToolCallID != "":
 		return fmt.Errorf("%w: tool_call_id on a %s message", ErrInvalid, m.Role)
+	}
+	if len(m.ToolCalls) == 0 {
+		return nil
 	}
 	seen := make(map[string]bool, len(m.ToolCalls))
 	argBytes := 0

@@ -149,7 +149,7 @@ type unit struct {
 func prevUnit(ns []Message, end int) unit {
 	i := end - 1
 	var u unit
-	switch m := ns[i]; {
+	switch m := &ns[i]; {
 	case m.Role == RoleTool:
 		j := i
 		for j >= 0 && ns[j].Role == RoleTool {
@@ -165,8 +165,8 @@ func prevUnit(ns []Message, end int) unit {
 	default:
 		u = unit{start: i, end: end, valid: true, user: m.Role == RoleUser}
 	}
-	for _, m := range ns[u.start:u.end] {
-		u.tokens += m.Tokens
+	for j := u.start; j < u.end; j++ {
+		u.tokens += ns[j].Tokens
 	}
 	return u
 }
@@ -243,6 +243,15 @@ func splitPinned(msgs []Message) (pinned, recent []Message) {
 // returns ErrBudgetTooSmall. Window.Dropped counts the messages of pinned and
 // recent not sent; Memory corrects it to the whole conversation.
 func Select(p Policy, pinned, recent []Message) (Window, error) {
+	return selectWindow(p, pinned, recent, false)
+}
+
+// selectWindow is Select. With share, the window's Messages may be a part
+// of recent rather than a copy (when no pinned message goes first and
+// every message it keeps is sendable): for a caller that owns recent and
+// changes it no more, as Memory.Context its freshly read tail, so that a
+// turn's window is not copied twice.
+func selectWindow(p Policy, pinned, recent []Message, share bool) (Window, error) {
 	if err := p.Validate(); err != nil {
 		return Window{}, err
 	}
@@ -259,8 +268,10 @@ func Select(p Policy, pinned, recent []Message) (Window, error) {
 		}
 	}
 
-	// Walk back from the newest unit while it fits, newest first.
-	var walked []unit
+	// Walk back from the newest unit while it fits, newest first. A
+	// window of up to len(buf) units walks without allocating.
+	var buf [128]unit
+	walked := buf[:0]
 	used, turns := 0, 0
 	for pos := len(recent); pos > 0; {
 		if recent[pos-1].Role == RoleSystem {
@@ -297,17 +308,35 @@ func Select(p Policy, pinned, recent []Message) (Window, error) {
 		}
 	}
 
-	w.Messages = make([]Message, 0, len(pinned)+len(walked))
-	w.Messages = append(w.Messages, pinned...)
-	for i := first; i >= 0; i-- {
-		if u := walked[i]; u.valid {
-			w.Messages = append(w.Messages, recent[u.start:u.end]...)
+	if start, end, ok := contiguous(walked[:first+1]); share && ok && len(pinned) == 0 {
+		w.Messages = recent[start:end:end] // an append by the caller copies
+	} else {
+		w.Messages = make([]Message, 0, len(pinned)+len(walked))
+		w.Messages = append(w.Messages, pinned...)
+		for i := first; i >= 0; i-- {
+			if u := walked[i]; u.valid {
+				w.Messages = append(w.Messages, recent[u.start:u.end]...)
+			}
 		}
 	}
 	w.Parts.Recent = used
 	w.Tokens = w.Parts.System + w.Parts.Recent + w.Parts.Overhead
 	w.Dropped = len(pinned) + len(recent) - len(w.Messages)
 	return w, nil
+}
+
+// contiguous reports whether walked (units newest first) is not empty, all
+// sendable, and one run of messages with no gap: recent[start:end].
+func contiguous(walked []unit) (start, end int, ok bool) {
+	if len(walked) == 0 {
+		return 0, 0, false
+	}
+	for i, u := range walked {
+		if !u.valid || (i > 0 && walked[i-1].start != u.end) {
+			return 0, 0, false
+		}
+	}
+	return walked[len(walked)-1].start, walked[0].end, true
 }
 
 // newestUserNeed returns the tokens from the newest sendable user message to

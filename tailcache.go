@@ -316,11 +316,12 @@ func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
 	}
 	e.want = q
 	out := make([]Message, 0, len(sys)+len(e.recent)-start)
-	for _, m := range sys {
-		out = append(out, m.Clone())
-	}
-	for _, m := range e.recent[start:] {
-		out = append(out, m.Clone())
+	out = append(append(out, sys...), e.recent[start:]...)
+	for i := range out {
+		// Copies: only tool calls and metadata are shared by a plain copy.
+		if out[i].ToolCalls != nil || out[i].Metadata != nil {
+			out[i] = out[i].Clone()
+		}
 	}
 	return out, true
 }

@@ -20,23 +20,25 @@ var turnSizes = []int{1000, 100000, 1000000}
 // in-process one):
 //
 //	goloop/n=N, goloop/read/n=N  the seed's algorithm as a plain Go loop:
-//	                              append to a slice, walk back from the end
-//	                              counting each message with the seed's
-//	                              estimator until TurnBudget, drop leading
-//	                              non-user messages, return a copy
+//	                              append a chatmem.Message counted once (the
+//	                              seed's estimator) to a slice; walk back
+//	                              from the end summing the counts while they
+//	                              fit TurnBudget, drop leading non-user
+//	                              messages, return a copy
 //	sqlite/cache=off|on/...       Memory over SQLite, tail cache off and on
 func BenchmarkTurn(b *testing.B) {
 	b.Run("goloop", func(b *testing.B) {
 		for _, n := range turnSizes {
-			msgs := make([]loopMessage, 0, n+1<<20)
+			msgs := make([]chatmem.Message, 0, n+1<<20)
 			for i := range n {
-				msgs = append(msgs, loopMessage{role: storetest.TurnRole(i), content: storetest.TurnContent(i)})
+				msgs = append(msgs, newLoopMessage(storetest.TurnRole(i), storetest.TurnContent(i)))
 			}
 			b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 				b.ReportAllocs()
-				i, cpu := n, storetest.CPUTime()
+				texts, i := storetest.TurnContents(n, 1024), 0
+				cpu := storetest.CPUTime()
 				for b.Loop() {
-					msgs = append(msgs, loopMessage{role: chatmem.RoleUser, content: storetest.TurnContent(i)})
+					msgs = append(msgs, newLoopMessage(chatmem.RoleUser, texts[i%len(texts)]))
 					i++
 					if len(loopWindow(msgs, storetest.TurnBudget)) == 0 {
 						b.Fatal("empty window")
@@ -75,25 +77,27 @@ func BenchmarkTurn(b *testing.B) {
 	}
 }
 
-// loopMessage is a message as the seed keeps it: a role and a content.
-type loopMessage struct {
-	role    chatmem.Role
-	content string
+// newLoopMessage is a message as the Go loop keeps it: a chatmem.Message
+// (so that the loop moves and returns the same structs as Memory does)
+// with its role, its content and its tokens, counted once.
+func newLoopMessage(role chatmem.Role, content string) chatmem.Message {
+	return chatmem.Message{Role: role, Content: content, Tokens: tokenizer.EstimateText(content)}
 }
 
-// loopWindow is the seed's window(messages, budget) in Go.
-func loopWindow(msgs []loopMessage, budget int) []loopMessage {
+// loopWindow is the seed's window(messages, budget) in Go, over counts
+// kept with the messages.
+func loopWindow(msgs []chatmem.Message, budget int) []chatmem.Message {
 	used, start := 0, len(msgs)
 	for start > 0 {
-		t := tokenizer.EstimateText(msgs[start-1].content)
+		t := msgs[start-1].Tokens
 		if used+t > budget {
 			break
 		}
 		used += t
 		start--
 	}
-	for start < len(msgs) && msgs[start].role != chatmem.RoleUser {
+	for start < len(msgs) && msgs[start].Role != chatmem.RoleUser {
 		start++
 	}
-	return append([]loopMessage(nil), msgs[start:]...)
+	return append([]chatmem.Message(nil), msgs[start:]...)
 }

@@ -21,10 +21,15 @@ func Dump(s *Store) []byte {
 		}
 		for id, c := range tn.convs {
 			fmt.Fprintf(&b, "conv %s meta %+v msgs %+v system %v summary %+v facts %+v idem %+v\n",
-				id, c.meta, c.msgs, c.system, c.summary, c.facts, c.idem)
-			for term, seqs := range c.postings {
+				id, c.meta, c.msgs.slice(0, c.msgs.len()), c.system, c.summary, c.facts, c.idem)
+			for _, chunk := range c.msgs.chunks {
+				fmt.Fprintf(&b, "text %s\n", chunk)
+			}
+			c.index.mu.Lock()
+			for term, seqs := range c.index.postings {
 				fmt.Fprintf(&b, "posting %s %v\n", term, seqs)
 			}
+			c.index.mu.Unlock()
 			for model, vecs := range c.vectors {
 				fmt.Fprintf(&b, "vectors %s %v\n", model, vecs)
 			}

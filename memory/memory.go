@@ -5,7 +5,11 @@
 // Each conversation keeps a running total of its non-system tokens and a
 // running count of its user messages beside the messages, so Tail is a binary
 // search plus a copy of the result: its cost follows the window, not the
-// history.
+// history. The messages are kept in columns of numbers and bytes (see
+// messageLog), so that the garbage collector has next to nothing to walk
+// however long the conversations grow, and an append writes the messages
+// and the totals only: the recall index catches up when it is read (see
+// catchUpIndex).
 package memory
 
 import (
@@ -52,7 +56,7 @@ type tenant struct {
 // expiry and the sweeps need nothing more to remove them.
 type conversation struct {
 	meta chatmem.Conversation
-	msgs []chatmem.Message // msgs[i].Seq == i+1
+	msgs messageLog // message i has Seq i+1
 	// cum[i] is the sum of the non-system tokens of msgs[:i], so it has one
 	// entry more than msgs and cum[len(msgs)] == meta.Tokens.
 	cum []int64
@@ -60,9 +64,8 @@ type conversation struct {
 	users []int64
 	// system holds the indexes into msgs of the system messages.
 	system []int
-	// postings maps each term to the sequence numbers of the messages
-	// indexed under it, ascending: the inverted index Postings searches.
-	postings map[string][]int64
+	// index is the recall index, brought up to date when it is read.
+	index searchIndex
 	// idem maps an idempotency key to the messages its append stored.
 	idem map[string]applied
 	// summary is the rolling summary; its CoversSeq is 0 while there is
@@ -184,18 +187,13 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if now.IsZero() {
 		now = time.Now()
 	}
-	// Copy before taking the lock: the caller's messages are never shared.
-	in := make([]chatmem.Message, len(msgs))
-	terms := make([][]string, len(msgs))
 	for i, m := range msgs {
 		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
 			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
 		}
-		m = m.Clone()
-		if m.CreatedAt.IsZero() {
-			m.CreatedAt = now
+		if len(m.Content) > maxContent {
+			return chatmem.AppendResult{}, fmt.Errorf("%w: message %d: content of %d bytes", chatmem.ErrTooLarge, i, len(m.Content))
 		}
-		in[i], terms[i] = m, chatmem.IndexTerms(m)
 	}
 
 	s.mu.Lock()
@@ -207,7 +205,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 				return chatmem.AppendResult{}, err
 			}
 			return chatmem.AppendResult{
-				Messages:     cloneAll(c.msgs[a.first-1 : a.first-1+int64(a.count)]),
+				Messages:     c.msgs.slice(int(a.first-1), int(a.first-1)+a.count),
 				Conversation: c.meta,
 				Replayed:     true,
 			}, nil
@@ -234,17 +232,20 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		}
 	}
 	first := c.meta.LastSeq + 1
-	for i, m := range in {
-		c.add(m, terms[i])
+	for _, m := range msgs {
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		c.add(m)
 	}
 	c.meta.UpdatedAt = now
 	if opts.TTL > 0 {
 		c.meta.ExpiresAt = now.Add(opts.TTL)
 	}
 	if opts.IdempotencyKey != "" {
-		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(in), fingerprint: opts.Fingerprint}
+		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(msgs), fingerprint: opts.Fingerprint}
 	}
-	return chatmem.AppendResult{Messages: cloneAll(c.msgs[first-1:]), Conversation: c.meta}, nil
+	return chatmem.AppendResult{Messages: c.msgs.slice(int(first-1), c.msgs.len()), Conversation: c.meta}, nil
 }
 
 // create makes an empty conversation at key, replacing an expired one. The
@@ -262,27 +263,23 @@ func (s *Store) create(key chatmem.Key, tokenizer string, now time.Time) *conver
 		tn.unbind(key.ID, old.meta.User) // expired, and replaced
 	}
 	c := &conversation{
-		meta:     chatmem.Conversation{Key: key, Tokenizer: tokenizer, CreatedAt: now},
-		cum:      []int64{0},
-		idem:     make(map[string]applied),
-		postings: make(map[string][]int64),
+		meta: chatmem.Conversation{Key: key, Tokenizer: tokenizer, CreatedAt: now},
+		msgs: newMessageLog(),
+		cum:  []int64{0},
+		idem: make(map[string]applied),
 	}
 	tn.convs[key.ID] = c
 	return c
 }
 
-// add appends m, which the store owns, and updates the indexes and totals;
-// terms are m's IndexTerms.
-func (c *conversation) add(m chatmem.Message, terms []string) {
+// add appends a copy of m and updates the totals. It indexes nothing: the
+// recall index catches up when it is read (catchUpIndex).
+func (c *conversation) add(m chatmem.Message) {
 	c.meta.LastSeq++
-	m.Seq = c.meta.LastSeq
-	for _, t := range terms {
-		c.postings[t] = append(c.postings[t], m.Seq)
-	}
 	total := c.cum[len(c.cum)-1]
 	switch m.Role {
 	case chatmem.RoleSystem:
-		c.system = append(c.system, len(c.msgs))
+		c.system = append(c.system, c.msgs.len())
 		c.meta.SystemTokens += int64(m.Tokens)
 	default:
 		total += int64(m.Tokens)
@@ -293,7 +290,7 @@ func (c *conversation) add(m chatmem.Message, terms []string) {
 		turns++
 		c.meta.Turns = turns
 	}
-	c.msgs = append(c.msgs, m)
+	c.msgs.add(m)
 	c.cum = append(c.cum, total)
 	c.users = append(c.users, turns)
 }
@@ -399,7 +396,7 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 	if q.Tokens <= 0 && q.Turns <= 0 {
 		return nil, nil
 	}
-	n := len(c.msgs)
+	n := c.msgs.len()
 	start := 0
 	if q.Tokens > 0 {
 		// The run msgs[j:] costs cum[n]-cum[j]; the longest that fits starts
@@ -413,7 +410,7 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 		nth := c.meta.Turns - int64(q.Turns) + 1
 		start = max(start, sort.Search(n, func(i int) bool { return c.users[i] >= nth }))
 	}
-	return cloneAll(c.msgs[start:]), nil
+	return c.msgs.slice(start, n), nil
 }
 
 // Range returns up to limit messages with Seq > after, oldest first; see
@@ -424,18 +421,18 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 		return nil, err
 	}
 	defer s.mu.RUnlock()
-	return cloneAll(c.after(after, limit)), nil
+	return c.after(after, limit), nil
 }
 
-// after returns up to limit of the conversation's messages with Seq >
-// seq (limit <= 0: all of them), not copied. The caller holds the lock.
+// after returns copies of up to limit of the conversation's messages with
+// Seq > seq (limit <= 0: all of them). The caller holds the lock.
 func (c *conversation) after(seq int64, limit int) []chatmem.Message {
-	start := int(min(max(seq, 0), int64(len(c.msgs))))
-	end := len(c.msgs)
+	start := int(min(max(seq, 0), int64(c.msgs.len())))
+	end := c.msgs.len()
 	if limit > 0 {
 		end = start + min(limit, end-start) // start+limit may overflow
 	}
-	return c.msgs[start:end]
+	return c.msgs.slice(start, end)
 }
 
 // ConversationSince returns the conversation's metadata and up to limit of
@@ -453,7 +450,7 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 		return chatmem.Conversation{}, nil, err
 	}
 	defer s.mu.RUnlock()
-	return c.meta, cloneAll(c.after(after, limit)), nil
+	return c.meta, c.after(after, limit), nil
 }
 
 // System returns the conversation's system messages, oldest first; see
@@ -466,7 +463,7 @@ func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message,
 	defer s.mu.RUnlock()
 	out := make([]chatmem.Message, len(c.system))
 	for i, j := range c.system {
-		out[i] = c.msgs[j].Clone()
+		out[i] = c.msgs.at(j)
 	}
 	return out, nil
 }
@@ -520,12 +517,3 @@ func (s *Store) Ping(ctx context.Context) error { return ctx.Err() }
 // Close does nothing; the store's memory is freed when it is no longer
 // referenced.
 func (s *Store) Close() error { return nil }
-
-// cloneAll returns deep copies of msgs.
-func cloneAll(msgs []chatmem.Message) []chatmem.Message {
-	out := make([]chatmem.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.Clone()
-	}
-	return out
-}

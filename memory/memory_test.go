@@ -2,7 +2,9 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/chatmem/chatmem"
@@ -67,4 +69,67 @@ func BenchmarkAppendTurn(b *testing.B) {
 func BenchmarkTurn(b *testing.B) {
 	storetest.BenchmarkTurn(b, func(*testing.B) chatmem.Store { return memory.New() },
 		chatmem.Options{Counter: tokenizer.Estimate{}}, []int{1000, 100000, 1000000})
+}
+
+// TestIndexCatchesUp: Append leaves the recall index alone and Postings
+// brings it up to date from its watermark, so what was appended since the
+// last search is found by the next one, and nothing twice, while appends
+// and searches run at once.
+func TestIndexCatchesUp(t *testing.T) {
+	s := memory.New()
+	ctx := t.Context()
+	key := chatmem.Key{Tenant: "t", ID: "index"}
+	const writers, perWriter = 4, 50
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWriter {
+				text := fmt.Sprintf("apple w%d n%d", w, i)
+				if _, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: text, Tokens: 3}}, chatmem.AppendOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(done)
+		for {
+			got, err := s.Postings(ctx, key, []string{"appl"}, 1<<40, writers*perWriter)
+			if err == nil && len(got[0]) == writers*perWriter {
+				return
+			}
+			if err != nil && !errors.Is(err, chatmem.ErrNotFound) {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	<-done
+	got, err := s.Postings(ctx, key, []string{"appl", "w3", "n49"}, 1<<40, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(got[0]); n != writers*perWriter || got[0][0] != writers*perWriter || got[0][n-1] != 1 {
+		t.Errorf("Postings(appl) = %d seqs from %v, want every one of %d, newest first", n, got[0][:min(n, 3)], writers*perWriter)
+	}
+	if len(got[1]) != perWriter || len(got[2]) != writers {
+		t.Errorf("Postings(w3, n49) = %d and %d seqs, want %d and %d", len(got[1]), len(got[2]), perWriter, writers)
+	}
+	// One more append after a search: the next search finds it at once.
+	res, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "banana", Tokens: 1}}, chatmem.AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Postings(ctx, key, []string{"banana", "appl"}, 1<<40, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq := res.Messages[0].Seq; len(got[0]) != 1 || got[0][0] != seq || len(got[1]) != writers*perWriter {
+		t.Errorf("after one more append: Postings(banana) = %v, want [%d]; %d seqs of appl, want %d", got[0], seq, len(got[1]), writers*perWriter)
+	}
 }

@@ -32,9 +32,8 @@ func (s *Store) Recount(ctx context.Context, key chatmem.Key, tokenizer string, 
 	// Nothing below can fail, so the conversation is rewritten in place.
 	var total, system int64
 	for i, n := range tokens {
-		m := &c.msgs[i]
-		m.Tokens = n
-		if m.Role == chatmem.RoleSystem {
+		c.msgs.tokens[i] = int64(n)
+		if c.msgs.role(i) == chatmem.RoleSystem {
 			system += int64(n)
 		} else {
 			total += int64(n)

@@ -32,6 +32,17 @@ func TurnContent(i int) string {
 	return fmt.Sprintf("%07d %s", i, turnSentences[i%len(turnSentences)])
 }
 
+// TurnContents returns the contents of messages n to n+count-1, made
+// before a benchmark's loop so that the loop measures the turn, not the
+// making of its text: a turn appends contents[i%count].
+func TurnContents(n, count int) []string {
+	out := make([]string, count)
+	for i := range out {
+		out[i] = TurnContent(n + i)
+	}
+	return out
+}
+
 // TurnRole returns the role of message i: user and assistant in turn,
 // starting with user.
 func TurnRole(i int) chatmem.Role {
@@ -98,12 +109,12 @@ func BenchmarkTurn(b *testing.B, open func(b *testing.B) chatmem.Store, opts cha
 			setup(b)
 			b.ReportAllocs()
 			msg := []chatmem.Message{{Role: chatmem.RoleUser}}
-			i := n
+			texts, i := TurnContents(n, 1024), 0
 			cpu := CPUTime()
 			for b.Loop() {
 				// Every turn appends a user message, so the window starts on
 				// the newest message at the latest.
-				msg[0].Content = TurnContent(i)
+				msg[0].Content = texts[i%len(texts)]
 				i++
 				if _, err := mem.Append(ctx, key, msg, chatmem.AppendOptions{}); err != nil {
 					b.Fatal(err)
