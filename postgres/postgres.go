@@ -115,7 +115,8 @@ var (
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, as pgxpool.ParseConfig accepts), applies the
-// migrations, indexes for search the messages stored before the search
+// migrations, prepares a turn's statements on each connection as it is
+// made (see hotStatements), indexes for search the messages stored before the search
 // index existed (on the first open after the upgrade, 1000 messages per
 // transaction), and returns a Store that owns the pool: Close closes it. It
 // wraps chatmem.ErrInvalid for a bad URL or schema and
@@ -134,6 +135,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w: %w", chatmem.ErrInvalid, err)
 	}
+	var w warmer
+	cfg.AfterConnect = w.afterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap(ctx, "postgres: open", err)
@@ -144,6 +147,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.ownPool = true
+	w.store.Store(s)
 	return s, nil
 }
 
@@ -167,8 +171,9 @@ func cutSchemaOption(raw string) (string, string, error) {
 	return u.String(), schema, nil
 }
 
-// New returns a Store over pool after applying the migrations. The caller
-// keeps ownership of pool: Close does not close it. Errors are as for Open.
+// New returns a Store over pool after applying the migrations, with a
+// turn's statements prepared on one of its connections. The caller keeps
+// ownership of pool: Close does not close it. Errors are as for Open.
 func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("postgres: %w: nil pool", chatmem.ErrInvalid)
@@ -190,6 +195,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if err := s.backfill(ctx); err != nil {
 		return nil, wrap(ctx, "postgres: index the messages of schema "+schema, err)
 	}
+	s.warm(ctx)
 	return s, nil
 }
 
