@@ -32,6 +32,16 @@ func mustPostings(t *testing.T, s *Store, key chatmem.Key, terms []string) [][]i
 	return out
 }
 
+// appendIndexed appends and has the index catch up, as Memory's worker
+// (or the next Postings) does.
+func appendIndexed(ctx context.Context, s *Store, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	res, err := s.Append(ctx, key, msgs, opts)
+	if err == nil {
+		err = s.IndexPending(ctx, key)
+	}
+	return res, err
+}
+
 // TestSearchKeysRemoved checks that Delete and PurgeInactive remove every
 // term key, and that Recount leaves the postings as they were.
 func TestSearchKeysRemoved(t *testing.T) {
@@ -45,7 +55,7 @@ func TestSearchKeysRemoved(t *testing.T) {
 	a := chatmem.Key{Tenant: "acme", ID: "deleted"}
 	b := chatmem.Key{Tenant: "acme", ID: "purged"}
 	for _, key := range []chatmem.Key{a, b} {
-		if _, err := s.Append(ctx, key, msgs, chatmem.AppendOptions{Now: old}); err != nil {
+		if _, err := appendIndexed(ctx, s, key, msgs, chatmem.AppendOptions{Now: old}); err != nil {
 			t.Fatal(err)
 		}
 		// meta, msgs, cum, users, terms, and alpha beta gamma delta.
@@ -94,7 +104,7 @@ func TestSearchExpiry(t *testing.T) {
 	within := func(d, lo, hi time.Duration) bool { return d > lo && d <= hi }
 
 	key := chatmem.Key{Tenant: "acme", ID: "ttl"}
-	if _, err := s.Append(ctx, key, user("apple"), chatmem.AppendOptions{TTL: time.Hour}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("apple"), chatmem.AppendOptions{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	set := s.convKeys(key)[kTerms]
@@ -106,7 +116,7 @@ func TestSearchExpiry(t *testing.T) {
 	// An append within the set's time to live adds a term key with the
 	// set's remaining time, and leaves the others alone.
 	s.client.PExpire(ctx, set, 90*time.Minute)
-	if _, err := s.Append(ctx, key, user("banana"), chatmem.AppendOptions{TTL: time.Hour}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("banana"), chatmem.AppendOptions{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if d := pttl(s.termKey(key, "banana")); !within(d, 89*time.Minute, 90*time.Minute) {
@@ -116,7 +126,7 @@ func TestSearchExpiry(t *testing.T) {
 		t.Errorf("PTTL of an older term key = %v, want it unchanged (about 2h)", d)
 	}
 	// An append that pushes the expiry past the set's raises all of them.
-	if _, err := s.Append(ctx, key, user("cherry"), chatmem.AppendOptions{TTL: 2 * time.Hour}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("cherry"), chatmem.AppendOptions{TTL: 2 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	for _, term := range []string{"appl", "banana", "cherri"} {
@@ -128,13 +138,13 @@ func TestSearchExpiry(t *testing.T) {
 	// A conversation without expiry: no term key has one, until an append
 	// gives the conversation one.
 	key = chatmem.Key{Tenant: "acme", ID: "forever"}
-	if _, err := s.Append(ctx, key, user("apple"), chatmem.AppendOptions{}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("apple"), chatmem.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := pttl(s.termKey(key, "appl")); d != -1 {
 		t.Errorf("PTTL of a term key without expiry = %v, want -1 (none)", d)
 	}
-	if _, err := s.Append(ctx, key, user("banana"), chatmem.AppendOptions{TTL: time.Minute}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("banana"), chatmem.AppendOptions{TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{s.convKeys(key)[kTerms], s.termKey(key, "appl"), s.termKey(key, "banana")} {
@@ -143,7 +153,7 @@ func TestSearchExpiry(t *testing.T) {
 		}
 	}
 	// A later append without a TTL keeps the expiry, and so do new terms.
-	if _, err := s.Append(ctx, key, user("cherry"), chatmem.AppendOptions{}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("cherry"), chatmem.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := pttl(s.termKey(key, "cherri")); !within(d, 110*time.Second, 2*time.Minute) {
