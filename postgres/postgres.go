@@ -24,7 +24,10 @@
 // an append that restarts an expired conversation).
 //
 // Appends are serialized per conversation by the lock on its conversations
-// row (taken by an upsert, so creating and appending are one atomic step):
+// row (taken by an upsert, so creating and appending are one atomic step;
+// an append to a live conversation without an idempotency key, the common
+// one, takes it with the UPDATE of a single statement that also writes the
+// messages, so it costs one round trip and one commit):
 // concurrent appenders, in any number of processes, never share a sequence
 // number, and a batch is written in one transaction or not at all. The row
 // lock is held until the commit's WAL flush, so one conversation takes as
