@@ -100,9 +100,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.owned = true
-	if err := s.Ping(ctx); err != nil {
+	// Pinged in a pipeline: the connection it makes stays in the pool for
+	// the pipelines a turn sends (a plain command's would not serve them
+	// here), so the first turn does not wait for a dial and handshake.
+	if _, err := client.Pipelined(ctx, func(p goredis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
 		_ = client.Close()
-		return nil, err
+		return nil, fmt.Errorf("redis: ping: %w", unavailable(ctx, err))
 	}
 	return s, nil
 }
