@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -18,14 +19,35 @@ func (s *Store) hotStatements() []string {
 }
 
 // prepare prepares the hot statements on conn, under their SQL as names,
-// which pgx's Query then uses as they are. A failure is not an error of
-// the connection (the statement is prepared on its first use instead), so
-// prepare reports none.
+// which pgx's Query then uses as they are, and runs each once for a
+// conversation that cannot exist (an empty key, which ValidateID refuses),
+// so that the backend also loads what planning them reads (the indexes,
+// the statistics): that write finds no row and writes nothing. A failure
+// is not an error of the connection (what it did not do is done on first
+// use instead), so prepare reports none.
 func (s *Store) prepare(ctx context.Context, conn *pgx.Conn) {
 	for _, sql := range s.hotStatements() {
 		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
 			return
 		}
+	}
+	now := s.now()
+	var none []string
+	runs := [][]any{
+		{s.q.appendExisting, "", "", nil, now, nil, "", "", 0, 0, 0, 0,
+			[]int64{}, none, [][]byte{}, none, []int64{}, []int64{}, none, none, []int64{}, []time.Time{}, none, none, []int64{}},
+		{s.q.conversation, "", "", now},
+		{s.q.conversationSince, "", "", now, 0, 1},
+		{s.q.tail, "", "", now, 4000, 0},
+		{s.q.system, "", "", now},
+		{s.q.rangeAfter, "", "", now, 0, 1},
+	}
+	for _, r := range runs {
+		rows, err := conn.Query(ctx, r[0].(string), r[1:]...)
+		if err != nil {
+			return
+		}
+		rows.Close()
 	}
 }
 
