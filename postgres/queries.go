@@ -12,8 +12,8 @@ type queries struct {
 	lockConversation, updateConversation, conversation, conversationSince, list string
 
 	insertMessages, appendExisting, replayMessages string
-	tail, rangeAfter, system                    string
-	postings, messagesAt                        string
+	tail, rangeAfter, system                       string
+	postings, messagesAt                           string
 
 	idempotencyKey, insertIdempotency string
 
