@@ -192,7 +192,9 @@ func TestIndexCatchUp(t *testing.T) {
 	if err := mem.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := store.calls.Load(); n < 3 || n > 10 {
-		t.Errorf("%d catch-ups over 200 appends, want one per 32 messages or so (3 to 10, some merged)", n)
+	// Messages 41 to 240 cross six multiples of 32: one catch-up each,
+	// fewer when jobs queued behind a running one merge.
+	if n := store.calls.Load(); n < 1 || n > 6 {
+		t.Errorf("%d catch-ups over 200 appends, want 1 to 6 (one per 32 messages crossed, merged when queued)", n)
 	}
 }
