@@ -60,16 +60,27 @@ const (
 // Window.Dropped counts the conversation's messages not sent. It wraps
 // ErrInvalid for a bad policy, ErrNotFound and ErrBudgetTooSmall.
 func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOptions) (Window, error) {
+	return m.context(ctx, key, p, opts, nil)
+}
+
+// context is Context; with conv set, it assembles the window of the
+// conversation as conv describes it (an append's result: see Turn)
+// instead of reading the conversation's metadata first.
+func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOptions, known *Conversation) (Window, error) {
 	if err := key.Validate(); err != nil {
 		return Window{}, err
 	}
 	if err := p.Validate(); err != nil {
 		return Window{}, err
 	}
-	// The messages since the cache entry come along only for a window the
-	// entry can serve: a tail under the conversation's own counts.
-	conv, since, err := m.conversation(ctx, key, p.Kind != PolicyAll && opts.Tokenizer == "")
-	if err != nil {
+	var conv Conversation
+	var since sinceRead
+	var err error
+	if known != nil {
+		conv = *known
+	} else if conv, since, err = m.conversation(ctx, key, p.Kind != PolicyAll && opts.Tokenizer == ""); err != nil {
+		// The messages since the cache entry come along only for a window
+		// the entry can serve: a tail under the conversation's own counts.
 		return Window{}, fmt.Errorf("context of %s: %w", key, err)
 	}
 	// The summary is read before the tail, so the tail reaches at least as

@@ -190,35 +190,54 @@ const maxAppendRetries = 8
 // of one earlier in the batch). Bad input wraps ErrInvalid or ErrTooLarge
 // and writes nothing; see Store.Append for ErrConflict and idempotency.
 func (m *Memory) Append(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (AppendResult, error) {
-	if err := key.Validate(); err != nil {
+	if err := m.checkAppend(key, msgs, &opts); err != nil {
 		return AppendResult{}, err
 	}
+	return m.appendChecked(ctx, key, msgs, opts)
+}
+
+// appendChecked is Append after checkAppend.
+func (m *Memory) appendChecked(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (AppendResult, error) {
+	for attempt := 0; ; attempt++ {
+		res, retry, err := m.append(ctx, key, msgs, opts)
+		if !retry || attempt == maxAppendRetries {
+			return res, err
+		}
+	}
+}
+
+// checkAppend checks what Append can check before any I/O, and fills in
+// opts.Now and opts.Fingerprint.
+func (m *Memory) checkAppend(key Key, msgs []Message, opts *AppendOptions) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
 	if len(msgs) == 0 {
-		return AppendResult{}, fmt.Errorf("%w: no messages to append", ErrInvalid)
+		return fmt.Errorf("%w: no messages to append", ErrInvalid)
 	}
 	// Check each message before any I/O; the history check follows once the
 	// conversation's tail is known.
 	if l := m.limits.withDefaults(); over(len(msgs), l.MaxBatch) {
-		return AppendResult{}, fmt.Errorf("%w: %d messages in one append, over the limit of %d", ErrTooLarge, len(msgs), l.MaxBatch)
+		return fmt.Errorf("%w: %d messages in one append, over the limit of %d", ErrTooLarge, len(msgs), l.MaxBatch)
 	}
 	for i, msg := range msgs {
 		if err := msg.Validate(m.limits); err != nil {
-			return AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+			return fmt.Errorf("message %d: %w", i, err)
 		}
 	}
 	// A tokenizer is named for a new conversation; an existing one keeps
 	// its own, but an unknown name is a mistake either way.
 	if opts.Tokenizer != "" {
 		if _, err := m.Counter(opts.Tokenizer); err != nil {
-			return AppendResult{}, err
+			return err
 		}
 	}
 	if opts.User != "" {
 		if err := ValidateUser(opts.User); err != nil {
-			return AppendResult{}, fmt.Errorf("user: %w", err)
+			return fmt.Errorf("user: %w", err)
 		}
 		if _, err := m.userStore(); err != nil {
-			return AppendResult{}, err
+			return err
 		}
 	}
 	if opts.Now.IsZero() {
@@ -227,12 +246,7 @@ func (m *Memory) Append(ctx context.Context, key Key, msgs []Message, opts Appen
 	if opts.IdempotencyKey != "" && opts.Fingerprint == "" {
 		opts.Fingerprint = Fingerprint(msgs)
 	}
-	for attempt := 0; ; attempt++ {
-		res, retry, err := m.append(ctx, key, msgs, opts)
-		if !retry || attempt == maxAppendRetries {
-			return res, err
-		}
-	}
+	return nil
 }
 
 // append makes one attempt. retry reports a conflict with a concurrent

@@ -264,8 +264,11 @@ type SinceReader interface {
 
 // Searcher is implemented by stores that index their messages for
 // PolicyRecall. A store indexes each non-system message under
-// IndexTerms(m) in the same transaction as the append that stores it, and
-// drops the index entries with the conversation; a search never scans the
+// IndexTerms(m), either in the same transaction as the append that stores
+// it or after it, from a watermark kept in the store (see IndexCatcher):
+// then Postings indexes the messages past the watermark before it
+// answers, so a message is found from the moment its append returned. The
+// index entries go with the conversation; a search never scans the
 // history. Every store in this module implements it.
 type Searcher interface {
 	// Postings returns, for each of terms, the sequence numbers of the
@@ -280,6 +283,23 @@ type Searcher interface {
 	// sequence numbers, oldest first, each once; numbers with no message
 	// are skipped. A missing conversation is ErrNotFound.
 	MessagesAt(ctx context.Context, key Key, seqs []int64) ([]Message, error)
+}
+
+// IndexCatcher is implemented by Searchers whose appends do not index
+// their messages (so that an append writes only what it must): the index
+// has a watermark, the last message up to which every message is indexed,
+// kept in the store. Memory's worker calls IndexPending after appends,
+// every indexEvery messages, so that Postings finds few messages past the
+// watermark to index itself; work dropped or lost in a crash only leaves
+// more of them.
+type IndexCatcher interface {
+	// IndexPending indexes the conversation's messages past the
+	// watermark, up to its last message, and moves the watermark there.
+	// It is idempotent and safe for concurrent use (messages indexed
+	// twice change nothing); it returns ErrNotFound for a conversation
+	// that does not exist (or has expired) and wraps ErrInvalid for a bad
+	// key.
+	IndexPending(ctx context.Context, key Key) error
 }
 
 // GenerationWriter writes a conversation's derived data (summary, facts)

@@ -21,7 +21,10 @@ const maxCatchUp = 256
 // conversation's row and the turn's few messages, instead of the tail's
 // three queries and every message of the window decoded again. (The new
 // messages are read back rather than taken from Append, so that the cache
-// holds what the store returns: its time precision, its empty values.)
+// holds what the store returns: its time precision, its empty values;
+// except after an append conditional on the entry's last message, Turn's,
+// when the append's result is all there is to read, and the messages it
+// returns are the store's: see appended.)
 //
 // Stored messages never change (a recount records another tokenizer), so
 // an entry is valid for as long as the conversation it was read from: it
@@ -168,6 +171,29 @@ func (c *tailCache) put(key Key, conv Conversation, sys, msgs []Message, want Ta
 	c.size += e.accounted
 	c.evict()
 	return e
+}
+
+// appended extends the conversation's entry with msgs, which an append
+// conditional on the entry's last message (last) stored right after it,
+// as the append's result conv describes the conversation: nothing can
+// have come between them, so no read is needed. The entry is left as it
+// is if it moved on or does not match conv (extend checks the totals).
+// msgs are copied.
+func (c *tailCache) appended(key Key, last int64, conv Conversation, msgs []Message) {
+	e := c.get(key, conv)
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	if e.lastSeq == last {
+		own := make([]Message, len(msgs))
+		for i, m := range msgs {
+			own[i] = m.Clone()
+		}
+		e.extend(conv, own)
+	}
+	e.mu.Unlock()
+	c.resize(e)
 }
 
 // drop forgets the conversation's entry.

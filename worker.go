@@ -27,7 +27,15 @@ type job struct {
 	// catchUp marks a job of the startup scan (catchUpFacts): extract the
 	// facts after the conversation's fact mark, and nothing else.
 	catchUp bool
+	// index asks for the search index to be brought up to date
+	// (IndexCatcher); indexOnly marks a job that asks nothing else.
+	index, indexOnly bool
 }
+
+// indexEvery is how many messages an IndexCatcher's index may fall behind
+// before an append has the worker catch it up: catching up in batches
+// costs the store less than message by message.
+const indexEvery = 32
 
 // maxJobMessages bounds the messages a queued job carries.
 const maxJobMessages = 1000
@@ -178,6 +186,7 @@ func (m *Memory) run() {
 
 // afterAppend runs or queues the work that new messages bring.
 func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, msgs []Message) {
+	m.indexLater(key, created, msgs)
 	if m.summarizer == nil && len(m.extractors) == 0 && m.embedder == nil {
 		return
 	}
@@ -200,6 +209,41 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 		return
 	}
 	m.enqueue(j)
+}
+
+// indexLater has a running worker catch the search index of an
+// IndexCatcher up when msgs take the conversation past a multiple of
+// indexEvery messages. Without a running worker (or with Options.Sync),
+// Postings catches up by itself.
+func (m *Memory) indexLater(key Key, created time.Time, msgs []Message) {
+	if _, ok := m.store.(IndexCatcher); !ok || m.sync {
+		return
+	}
+	first, last := msgs[0].Seq, msgs[len(msgs)-1].Seq
+	if (first-1)/indexEvery == last/indexEvery {
+		return
+	}
+	m.worker.mu.Lock()
+	running := m.worker.running && !m.worker.closed
+	m.worker.mu.Unlock()
+	if running {
+		m.enqueue(job{key: key, created: created, index: true, indexOnly: true})
+	}
+}
+
+// catchUpIndex is the worker's IndexCatcher call; failures are logged, and
+// the next one (or Postings) does the work.
+func (m *Memory) catchUpIndex(ctx context.Context, key Key) {
+	err := m.retry(ctx, "index", func(ctx context.Context) error {
+		err := m.store.(IndexCatcher).IndexPending(ctx, key)
+		if errors.Is(err, ErrNotFound) {
+			return nil // gone: nothing to index
+		}
+		return err
+	})
+	if err != nil {
+		m.log.Error("index messages", "key", key.String(), "err", err)
+	}
 }
 
 // requestSummary has the worker look at the conversation's summary, which
@@ -240,7 +284,14 @@ func (m *Memory) enqueue(j job) {
 
 // merge adds the later job j to p.
 func (p *job) merge(j job) {
+	index := p.index || j.index
+	defer func() { p.index = index }()
 	switch {
+	case j.indexOnly:
+		return
+	case p.indexOnly:
+		*p = j
+		return
 	case j.catchUp:
 		p.user = true // p extracts from the fact mark too
 		return
@@ -270,6 +321,12 @@ func (p *job) merge(j job) {
 // process extracts facts, then updates the summary; failures are logged
 // here, at the worker's boundary, and leave stored state as it was.
 func (m *Memory) process(ctx context.Context, j job) {
+	if j.index {
+		m.catchUpIndex(ctx, j.key)
+	}
+	if j.indexOnly {
+		return
+	}
 	if m.embedder != nil {
 		switch err := m.embed(ctx, j); {
 		case errors.Is(err, ErrNotFound):

@@ -30,6 +30,13 @@ import (
 // ExpectedTokenizer no longer matches (the first attempt moved LastSeq on,
 // or the conversation was recounted since): the retry is the same request,
 // and it gets the first attempt's answer.
+//
+// An append without an idempotency key to a conversation that exists (the
+// common one, and every turn of Memory.Turn) takes one statement instead,
+// appendExisting, with the same checks made under the same lock: one
+// round trip and one commit. Only when it finds no live conversation that
+// passes them does the transaction above run, to create the conversation
+// or to tell which check failed.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
 	op := "postgres: append to " + key.String()
 	if err := key.Validate(); err != nil {
@@ -51,6 +58,20 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	batch, err := encodeBatch(msgs, now)
 	if err != nil {
 		return chatmem.AppendResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+
+	if e := opts.ExpectedLastSeq; opts.IdempotencyKey == "" && (e == nil || *e > 0) {
+		// The common case, an append to a live conversation: one
+		// statement. If a check fails, or the conversation does not
+		// exist, it writes nothing, and the transaction below finds out
+		// why (or creates the conversation).
+		res, ok, err := s.appendExisting(ctx, key, batch, opts, now)
+		if err != nil {
+			return chatmem.AppendResult{}, wrap(ctx, op, err)
+		}
+		if ok {
+			return res, nil
+		}
 	}
 
 	tx, err := s.pool.Begin(ctx)
@@ -172,6 +193,43 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 		if _, err := tx.Exec(ctx, s.q.insertIdempotency, key.Tenant, key.ID, keyHash, first, len(stored), now, opts.Fingerprint); err != nil {
 			return chatmem.AppendResult{}, false, err
 		}
+	}
+	return chatmem.AppendResult{Messages: stored, Conversation: utcConversation(conv)}, true, nil
+}
+
+// appendExisting appends to a live conversation with the one statement
+// appendExisting (no idempotency key; ExpectedLastSeq, if set, above 0),
+// and reports whether the conversation was there and its checks held; if
+// not, it wrote nothing.
+func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, opts chatmem.AppendOptions, now time.Time) (chatmem.AppendResult, bool, error) {
+	// Number the batch from 0: the statement adds the row's values.
+	var added chatmem.Conversation
+	stored := b.number(&added)
+	var expires *time.Time
+	if opts.TTL > 0 {
+		e := dbTime(now.Add(opts.TTL))
+		expires = &e
+	}
+	conv := chatmem.Conversation{Key: key}
+	var convExpires *time.Time
+	err := s.pool.QueryRow(ctx, s.q.appendExisting, key.Tenant, key.ID, opts.ExpectedLastSeq, now, expires,
+		opts.ExpectedTokenizer, opts.User, added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
+		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata,
+		b.terms, b.termSeq, b.termAt).Scan(
+		&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
+		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return chatmem.AppendResult{}, false, nil
+	}
+	if err != nil {
+		return chatmem.AppendResult{}, false, err
+	}
+	if convExpires != nil {
+		conv.ExpiresAt = *convExpires
+	}
+	first := conv.LastSeq - added.LastSeq
+	for i := range stored {
+		stored[i].Seq = first + int64(i) + 1
 	}
 	return chatmem.AppendResult{Messages: stored, Conversation: utcConversation(conv)}, true, nil
 }

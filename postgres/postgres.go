@@ -24,7 +24,10 @@
 // an append that restarts an expired conversation).
 //
 // Appends are serialized per conversation by the lock on its conversations
-// row (taken by an upsert, so creating and appending are one atomic step):
+// row (taken by an upsert, so creating and appending are one atomic step;
+// an append to a live conversation without an idempotency key, the common
+// one, takes it with the UPDATE of a single statement that also writes the
+// messages, so it costs one round trip and one commit):
 // concurrent appenders, in any number of processes, never share a sequence
 // number, and a batch is written in one transaction or not at all. The row
 // lock is held until the commit's WAL flush, so one conversation takes as
@@ -116,7 +119,8 @@ var (
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // connection string, as pgxpool.ParseConfig accepts), applies the
-// migrations, indexes for search the messages stored before the search
+// migrations, prepares a turn's statements on each connection as it is
+// made (see hotStatements), indexes for search the messages stored before the search
 // index existed (on the first open after the upgrade, 1000 messages per
 // transaction), and returns a Store that owns the pool: Close closes it. It
 // wraps chatmem.ErrInvalid for a bad URL or schema and
@@ -137,6 +141,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w: %w", chatmem.ErrInvalid, err)
 	}
 	poolDefaults(cfg, url)
+	var w warmer
+	cfg.AfterConnect = w.afterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, wrap(ctx, "postgres: open", err)
@@ -147,6 +153,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.ownPool = true
+	w.store.Store(s)
 	return s, nil
 }
 
@@ -170,8 +177,9 @@ func cutSchemaOption(raw string) (string, string, error) {
 	return u.String(), schema, nil
 }
 
-// New returns a Store over pool after applying the migrations. The caller
-// keeps ownership of pool: Close does not close it. Errors are as for Open.
+// New returns a Store over pool after applying the migrations, with a
+// turn's statements prepared on one of its connections. The caller keeps
+// ownership of pool: Close does not close it. Errors are as for Open.
 func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("postgres: %w: nil pool", chatmem.ErrInvalid)
@@ -194,6 +202,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	if err := s.backfill(ctx); err != nil {
 		return nil, wrap(ctx, "postgres: index the messages of schema "+schema, err)
 	}
+	s.warm(ctx)
 	return s, nil
 }
 

@@ -11,9 +11,9 @@ import (
 type queries struct {
 	lockConversation, updateConversation, conversation, conversationSince, list string
 
-	insertMessages, replayMessages string
-	tail, rangeAfter, system       string
-	postings, messagesAt           string
+	insertMessages, appendExisting, replayMessages string
+	tail, rangeAfter, system                       string
+	postings, messagesAt                           string
 
 	idempotencyKey, insertIdempotency string
 
@@ -94,6 +94,51 @@ SELECT $1, $2, u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb
 FROM unnest($3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::text[], $8::text[],
             $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[], $13::text[])
      AS u (seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)`),
+
+		// appendExisting appends to a live conversation in one statement,
+		// so in one round trip and one implicit transaction: the common
+		// append (no idempotency key, the conversation exists), and
+		// Memory.Turn's, conditional on the last seq ($3, NULL: any). It
+		// moves the conversation's row on if the row is live at $4, at
+		// last seq $3, under tokenizer $6 (empty: any) and of user $7
+		// (empty: any), and stores the batch and its postings as
+		// insertMessages does (with the user index's hash and dates, $25,
+		// when the row has a user: usersearch.go). The batch is numbered
+		// from 0 (seq, cum and turn, $12, $16, $17, and the postings'
+		// seqs, $24): the row's
+		// values before the append are added here. The UPDATE takes the
+		// row's lock, which serializes it with every other append; a row
+		// changed meanwhile is checked again when the lock is granted, and
+		// if the checks fail nothing is written and nothing returned
+		// (Append's transaction then tells why, or creates the
+		// conversation). $5 is the new expires_at (NULL: keep), $8..$11
+		// what the batch adds to tokens, system_tokens, turns and
+		// last_seq.
+		appendExisting: q(`
+WITH c AS (
+    UPDATE {s}.conversations c
+    SET last_seq = c.last_seq + $11, tokens = c.tokens + $8, system_tokens = c.system_tokens + $9,
+        turns = c.turns + $10, updated_at = $4, expires_at = COALESCE($5, c.expires_at)
+    WHERE c.tenant = $1 AND c.id = $2 AND ($3::bigint IS NULL OR c.last_seq = $3)
+      AND (c.expires_at IS NULL OR c.expires_at > $4)
+      AND ($6 = '' OR c.tokenizer = $6) AND ($7 = '' OR c.user_id = $7)
+    RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at,
+              COALESCE(c.user_id, '') AS user_id, c.num
+), p AS (
+    INSERT INTO {s}.message_terms (conv, term, seq, usr, at)
+    SELECT c.num, u.term, c.last_seq - $11 + u.seq, ` + userHash("$1", "c.user_id") + `,
+           CASE WHEN c.user_id <> '' THEN u.at END
+    FROM c, unnest($23::text[], $24::bigint[], $25::timestamptz[]) AS u (term, seq, at)
+), m AS (
+    INSERT INTO {s}.messages
+        (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
+    SELECT $1, $2, c.last_seq - $11 + u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb, u.tool_call_id,
+           u.tokens, c.tokens - $8 + u.cum, c.turns - $10 + u.turn, u.created_at, NULLIF(u.metadata, '')::jsonb
+    FROM c, unnest($12::bigint[], $13::text[], $14::bytea[], $15::text[], $18::text[], $19::text[],
+                   $20::bigint[], $16::bigint[], $17::bigint[], $21::timestamptz[], $22::text[])
+         AS u (seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
+)
+SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id FROM c`),
 
 		replayMessages: q(`
 SELECT ` + messageColumns + `

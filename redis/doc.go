@@ -12,7 +12,8 @@
 //	                            turns, created_at, updated_at, expires_at
 //	                            (times in Unix nanoseconds; expires_at 0: never),
 //	                            gen (a random token set when the conversation
-//	                            is created), user (set when it is created for
+//	                            is created), ixseq (the search index's
+//	                            watermark), user (set when it is created for
 //	                            a user; see users.go for the user's own keys,
 //	                            chatmem:user:{acme/u-42}:...)
 //	chatmem:{acme/c1}:msgs      list: message JSON, seq n at index n-1
@@ -38,12 +39,15 @@
 //
 // Append is one script: it checks expiry, replays an applied idempotency key,
 // checks ExpectedLastSeq and ExpectedTokenizer, assigns the seqs and pushes
-// the messages, running totals and indexes, indexes each non-system message
-// under its chatmem.IndexTerms (computed in Go and passed with the message),
-// and sets the expiry. The client never resends it on its
-// own (go-redis retries other commands after network errors), so a lost
-// reply cannot make an append land twice; a retry with an IdempotencyKey is
-// the safe way to repeat one.
+// the messages, running totals and indexes, and sets the expiry; it
+// replies the conversation's metadata as the append leaves it. It does
+// not index the messages for search (see Search below), so that it costs
+// the server a handful of commands: Memory.Turn's steady turn is this one
+// script, with the ZADD of the tenant's index pipelined behind it, in one
+// round trip. The client never resends it on its own (go-redis retries
+// other commands after network errors), so a lost reply cannot make an
+// append land twice; a retry with an IdempotencyKey is the safe way to
+// repeat one.
 //
 // Tail reads the messages with a plain LRANGE, never through Lua, which on
 // Redis 7.0 would cost the server several times the LRANGE itself. A script
@@ -95,15 +99,23 @@
 // the append script, in a step that a later append catches up if it
 // failed (see usersearch.go).
 //
-// Conversations stored before the index existed have no "indexed" field in
-// meta. The first Postings on one indexes it (Store.backfill): it reads the
-// messages 1,000 at a time and indexes each batch with a script that
-// checks the conversation was not replaced meanwhile and records the
-// progress in meta, so an interrupted backfill resumes and a repeated one
-// changes nothing. That first Postings costs a read of the conversation;
-// appends made after the upgrade index their messages as they go. All
-// processes writing to one Redis must run a version that indexes:
-// messages appended by an older one are never indexed.
+// The append script writes nothing of the index: meta's ixseq is the
+// index's watermark, the last seq up to which every message is indexed.
+// IndexPending (chatmem.IndexCatcher; Memory's worker calls it every few
+// dozen messages) reads the messages past it, 1,000 at a time, and
+// indexes each batch with a script that checks the conversation was not
+// replaced meanwhile and moves the watermark with the postings it adds, so
+// an interrupted catch-up resumes and a repeated one changes nothing.
+// Postings reads the watermark with the postings and, when it lags behind
+// what it is asked about, calls IndexPending first: a message is found from
+// the moment its append returned, and a crash only delays the indexing.
+// Conversations stored by earlier versions have no ixseq: those that
+// indexed in the append have "indexed" (the watermark is the last seq), the
+// older ones perhaps a backfill's "backfilled" progress (else 0); the next
+// append records ixseq from them. All processes writing to one Redis must
+// run a version that keeps the watermark: an earlier one would index its
+// appends but not move ixseq (harmless), or take a conversation with ixseq
+// and no "indexed" for one never indexed.
 //
 // # Listing
 //
@@ -111,9 +123,11 @@
 // members are the conversation IDs (all with score 0, so ZRANGE BYLEX pages
 // through them in ID order). On a Cluster that key lives in another slot than
 // the conversations, so it cannot be written by the Append script: Append
-// adds the ID after its script succeeded and Delete removes it after its
+// adds the ID with a ZADD pipelined after its script (whatever the script
+// answers: a pipeline does not wait for it) and Delete removes it after its
 // script ran. The index may therefore name conversations that no longer exist
-// (expired, deleted, or a crash between the two steps); List checks each
+// (expired, deleted, a refused append that would have created one, or a
+// crash between the two steps); List checks each
 // candidate's meta and removes stale members lazily. Removing a member is
 // always followed by a check that the conversation was not created again
 // meanwhile (and a re-add if it was), so a concurrent Append never leaves a

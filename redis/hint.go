@@ -78,3 +78,15 @@ func update(rate *atomic.Uint64, sample float64) {
 	}
 	rate.Store(math.Float64bits(sample))
 }
+
+// seed sets the rates that nothing was learned for yet from a
+// conversation's totals, as an append returns them: a process's first
+// Tail then reads its window in one round trip too.
+func (h *tailHint) seed(conv chatmem.Conversation) {
+	if n := float64(conv.LastSeq); conv.Tokens > 0 && h.perToken.Load() == 0 {
+		h.perToken.CompareAndSwap(0, math.Float64bits(n/float64(conv.Tokens)))
+	}
+	if n := float64(conv.LastSeq); conv.Turns > 0 && h.perTurn.Load() == 0 {
+		h.perTurn.CompareAndSwap(0, math.Float64bits(n/float64(conv.Turns)))
+	}
+}

@@ -64,16 +64,32 @@ local function dropTerms(set)
   redis.call('DEL', set)
 end
 
+-- keepTerms makes the term keys and the terms set expire together, at
+-- least as late as a conversation with ttl milliseconds to live: when the
+-- set's time to live is shorter than ttl, all of them get twice ttl, so
+-- that appends that keep pushing the expiry touch every term key once per
+-- ttl of time, not on every append. It returns the set's time to live
+-- afterwards (nil: no set, or it was just given to every key). The keys
+-- may outlive the conversation by up to ttl: reads check meta, and a new
+-- conversation under the key drops them first.
+local function keepTerms(set, ttl)
+  local left = redis.call('PTTL', set)
+  if left == -2 then return nil end -- no terms
+  if left < ttl then
+    local ms = string.format('%d', 2 * ttl)
+    local base = termBase(set)
+    redis.call('PEXPIRE', set, ms)
+    for _, term in ipairs(redis.call('SMEMBERS', set)) do redis.call('PEXPIRE', base .. term, ms) end
+    return nil
+  end
+  return left
+end
+
 -- addPostings indexes seqs under terms: postings maps each term of order to
 -- its seqs, ascending. ttl is the conversation's time to live in
--- milliseconds (nil: none). Term keys and the terms set expire together, at
--- least as late as the conversation: when the set's time to live is shorter
--- than ttl, all of them get twice ttl, so that appends that keep pushing
--- the expiry touch every term key once per ttl of time, not on every
--- append; term keys created later take the set's remaining time, read on
--- the server, so they never outlive it whatever the clients' clocks say.
--- They may outlive the conversation by up to ttl: reads check meta, and a
--- new conversation under the key drops them first.
+-- milliseconds (nil: none); see keepTerms. Term keys created here take the
+-- set's remaining time, read on the server, so they never outlive it
+-- whatever the clients' clocks say.
 local function addPostings(set, order, postings, ttl)
   local base = termBase(set)
   local created = {}
@@ -91,16 +107,22 @@ local function addPostings(set, order, postings, ttl)
     end
   end
   if not ttl then return end
-  local left = redis.call('PTTL', set)
-  if left == -2 then return end -- no terms
-  if left < ttl then
-    left = 2 * ttl
-    local ms = string.format('%d', left)
-    redis.call('PEXPIRE', set, ms)
-    for _, term in ipairs(redis.call('SMEMBERS', set)) do redis.call('PEXPIRE', base .. term, ms) end
-  else
+  local left = keepTerms(set, ttl)
+  if left then
     for _, k in ipairs(created) do redis.call('PEXPIRE', k, left) end
   end
+end
+
+-- indexMark returns the watermark of a conversation's search index, the
+-- last seq up to which every message is indexed, from meta's last_seq,
+-- ixseq, indexed and backfilled: ixseq where it is kept; else the
+-- conversation was stored by an earlier version, which indexed each
+-- message in its append ("indexed" set: all of them) or not at all (the
+-- backfill's progress, or 0).
+local function indexMark(last, ixseq, indexed, backfilled)
+  if ixseq then return tonumber(ixseq) end
+  if indexed then return last end
+  return tonumber(backfilled) or 0
 end
 
 -- pushAll pushes the values of t onto key in chunks, because unpack is
@@ -120,15 +142,15 @@ end
 // append creates the conversation), expected tokenizer (empty: none), the
 // request's fingerprint (empty: none), user (empty: none; recorded as
 // meta's user if the append creates the conversation, else it must be
-// meta's), then
-// per message: its JSON object without seq, its tokens, its kind ('s'
-// system, 'u' user, 'o' other), the number of its index terms and those
-// terms (chatmem.IndexTerms).
+// meta's), then per message: its JSON object without seq, its tokens, and
+// its kind ('s' system, 'u' user, 'o' other).
 //
-// The terms are indexed in the same script, so an append that fails or is
-// replayed indexes nothing: each term's seqs go to the sorted set
-// <base>t:<term> (score and member the seq), and the term to the set
-// <base>terms, through which Delete and a re-creation find the term keys.
+// The script does not index the messages for search: that is
+// indexScript's, from the watermark meta keeps (see indexMark), which the
+// script only starts at 0 for a conversation it creates (and records, for
+// one stored by a version that indexed in the append, at the last seq
+// that version indexed). What it keeps of the index is its expiry: an
+// append that sets one gives the term keys at least as long (keepTerms).
 //
 // It replies {0, last_seq} on a failed ExpectedLastSeq check, {5, user} on
 // a user other than the live conversation's, {3,
@@ -148,7 +170,8 @@ local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2
 local fingerprint = ARGV[8]
 local user = ARGV[9]
 
-local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user')
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
+  'ixseq', 'indexed', 'backfilled', 'created_at')
 local last = tonumber(m[1])
 local exp = m[2]
 if last and expired(exp, now) then
@@ -192,33 +215,26 @@ if last and user ~= '' and (m[7] or '') ~= user then
 end
 
 local tokens, systemTokens, turns = 0, 0, 0
+local convTokenizer, convUser, created = tokenizer, user, now
 if last then
   tokens, systemTokens, turns = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
+  convTokenizer, convUser, created = m[6] or '', m[7] or '', m[11] or ''
+  if not m[8] then
+    -- Stored by a version that kept no watermark: start it where that
+    -- version's index stands, before this append's messages.
+    redis.call('HSET', meta, 'ixseq', indexMark(last, m[8], m[9], m[10]))
+    redis.call('HDEL', meta, 'indexed', 'backfilled')
+  end
 else
   last, exp = 0, '0'
-  -- indexed: every message of this conversation is indexed (see
-  -- Store.backfill for those stored before the index existed).
-  redis.call('HSET', meta, 'tokenizer', tokenizer, 'created_at', now, 'gen', gen, 'indexed', '1')
+  redis.call('HSET', meta, 'tokenizer', tokenizer, 'created_at', now, 'gen', gen, 'ixseq', '0')
   if user ~= '' then redis.call('HSET', meta, 'user', user) end
 end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
-local postings, order = {}, {}
-local i = 10
-while i <= #ARGV do
+for i = 10, #ARGV, 3 do
   last = last + 1
-  local nterms = tonumber(ARGV[i + 3])
-  for j = i + 4, i + 3 + nterms do
-    local term = ARGV[j]
-    local p = postings[term]
-    if not p then
-      p = {}
-      postings[term] = p
-      order[#order + 1] = term
-    end
-    p[#p + 1] = last
-  end
   -- Stored messages carry their seq, so each list entry reads on its own.
   local msg = '{"seq":' .. last .. ',' .. string.sub(ARGV[i], 2)
   local n, kind = tonumber(ARGV[i + 1]), ARGV[i + 2]
@@ -234,7 +250,6 @@ while i <= #ARGV do
   end
   outMsgs[#outMsgs + 1] = msg
   outCum[#outCum + 1] = tokens
-  i = i + 4 + nterms
 end
 pushAll(msgs, outMsgs)
 pushAll(cum, outCum)
@@ -246,17 +261,20 @@ end
 if newExp ~= '0' then exp = newExp end
 redis.call('HSET', meta, 'last_seq', last, 'tokens', tokens, 'system_tokens', systemTokens,
   'turns', turns, 'updated_at', now, 'expires_at', exp)
-local ttl
-if exp ~= '0' then
+if newExp ~= '0' then
   -- Every key gets the expiry again, including those this append created.
-  ttl = math.max(1, math.floor((tonumber(exp) - tonumber(now)) / 1e6))
+  local ttl = math.max(1, math.floor((tonumber(exp) - tonumber(now)) / 1e6))
   local ms = string.format('%d', ttl)
   for _, k in ipairs(KEYS) do
     if k ~= terms then redis.call('PEXPIRE', k, ms) end
   end
+  keepTerms(terms, ttl)
 end
-addPostings(terms, order, postings, ttl)
-return {1, first, redis.call('HGETALL', meta)}
+-- meta as it is now, listed as HGETALL lists it, the fields parseMeta
+-- reads only (one redis.call fewer: each costs the server more than the
+-- work it does). Numbers go as integers.
+return {1, first, {'tokenizer', convTokenizer, 'user', convUser, 'last_seq', last, 'tokens', tokens,
+  'system_tokens', systemTokens, 'turns', turns, 'created_at', created, 'updated_at', now, 'expires_at', exp}}
 `)
 
 // tailScript finds the newest messages selected by a TailQuery; the caller

@@ -12,32 +12,46 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-// The lexical index (chatmem.Searcher): the append script indexes every
-// non-system message under chatmem.IndexTerms, computed here in Go, in a
-// sorted set per term of the conversation, <base>t:<term>, whose members
-// and scores are the seqs of the messages that have the term; the set
-// <base>terms lists the conversation's terms, so that Delete, PurgeInactive
-// and an append that creates the conversation again can remove the term
-// keys in their scripts. A term is lower-case letters, digits and
-// apostrophes, so "t:" followed by it names no other kind of key; every
-// term key has the conversation's hash tag, and lives in its slot.
+// The lexical index (chatmem.Searcher): every non-system message is
+// indexed under chatmem.IndexTerms, computed here in Go, in a sorted set
+// per term of the conversation, <base>t:<term>, whose members and scores
+// are the seqs of the messages that have the term; the set <base>terms
+// lists the conversation's terms, so that Delete, PurgeInactive and an
+// append that creates the conversation again can remove the term keys in
+// their scripts. A term is lower-case letters, digits and apostrophes, so
+// "t:" followed by it names no other kind of key; every term key has the
+// conversation's hash tag, and lives in its slot.
+//
+// The append does not index: it writes the messages and nothing a search
+// needs, so that a turn costs one short script. meta's ixseq is the
+// index's watermark, the last seq up to which every message is indexed
+// (indexMark reads it, and what versions before it kept). IndexPending
+// brings the index up to the last seq, batch by batch, from the
+// watermark, with indexScript, which moves the watermark in the same
+// script as the postings it adds: the worker calls it off the request
+// path (chatmem.IndexCatcher), and Postings calls it itself when the
+// watermark lags behind what it is asked about, so a message is found
+// from the moment its append returns, and a crash or a dropped job only
+// delays the indexing.
 //
 // Postings reads each term's newest seqs below before with
 // ZREVRANGEBYSCORE ... LIMIT 0 limit, which costs O(log n + limit) for a
-// term of n postings, and checks the conversation in the same MULTI/EXEC,
-// so it is one round trip whose cost does not follow the length of the
-// conversation.
+// term of n postings, and checks the conversation and its watermark in the
+// same MULTI/EXEC, so it is one round trip whose cost does not follow the
+// length of the conversation (plus, when the worker has fallen behind, the
+// indexing of the messages past the watermark).
 
-// backfillBatch is how many messages one backfill script indexes.
-const backfillBatch = 1000
+// indexBatch is how many messages one indexScript run indexes.
+const indexBatch = 1000
 
 // Postings returns, per term, the seqs of the conversation's messages
 // indexed under it with seq < before, newest first, at most limit of them,
 // with one MULTI/EXEC. See chatmem.Searcher.
 //
-// A conversation stored before the index existed (its meta has no
-// "indexed" field) is indexed by the first Postings that reads it (see
-// backfill), which costs a read of its messages once.
+// When the index's watermark is behind the messages asked about (the
+// worker has not caught up yet, or the conversation was stored before the
+// index existed), Postings indexes them first (IndexPending) and reads
+// again.
 func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, before int64, limit int) ([][]int64, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -50,50 +64,66 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 			return nil, fmt.Errorf("%w: search term %d is empty", chatmem.ErrInvalid, i)
 		}
 	}
-	// Two backfills are enough: the second one can only be needed if the
-	// conversation was deleted and created again by a process that does
-	// not index (an older version of this package).
+	// What must be indexed: the messages before before, as far as the
+	// conversation reached when Postings was called. Later appends may
+	// move last_seq on meanwhile; they need not be waited for.
+	var need int64 = -1
 	for range 3 {
 		out, meta, err := s.postings(ctx, key, terms, before, limit)
 		if err != nil {
 			return nil, err
 		}
-		if meta.indexed {
+		if need < 0 {
+			need = min(meta.last, before-1)
+		}
+		if meta.mark >= need {
 			return out, nil
 		}
-		if err := s.backfill(ctx, key); err != nil {
+		if err := s.IndexPending(ctx, key); err != nil {
 			return nil, fmt.Errorf("redis: postings of %s: %w", key, err)
 		}
 	}
-	return nil, fmt.Errorf("redis: postings of %s: the conversation is still not indexed after a backfill", key)
+	return nil, fmt.Errorf("redis: postings of %s: the index is still behind after catching up", key)
 }
 
 // searchMeta is what the search reads need of meta.
 type searchMeta struct {
 	last    int64 // 0: no conversation
 	expires time.Time
-	indexed bool
 	gen     string
+	mark    int64 // the index's watermark (see indexMark)
 }
 
 // metaFields are the fields readSearchMeta parses, in its order.
-var metaFields = []string{"last_seq", "expires_at", "indexed", "gen"}
+var metaFields = []string{"last_seq", "expires_at", "gen", "ixseq", "indexed", "backfilled"}
 
 func readSearchMeta(v []any) searchMeta {
 	var m searchMeta
-	str := func(i int) string {
+	str := func(i int) (string, bool) {
 		if i < len(v) {
-			s, _ := v[i].(string)
-			return s
+			s, ok := v[i].(string)
+			return s, ok
 		}
-		return ""
+		return "", false
 	}
-	m.last, _ = strconv.ParseInt(str(0), 10, 64)
-	if n, _ := strconv.ParseInt(str(1), 10, 64); n > 0 {
+	num := func(i int) int64 {
+		s, _ := str(i)
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return n
+	}
+	m.last = num(0)
+	if n := num(1); n > 0 {
 		m.expires = time.Unix(0, n)
 	}
-	m.indexed = str(2) != ""
-	m.gen = str(3)
+	m.gen, _ = str(2)
+	// As the scripts' indexMark: ixseq, else what an earlier version kept.
+	if _, ok := str(3); ok {
+		m.mark = num(3)
+	} else if _, ok := str(4); ok {
+		m.mark = m.last
+	} else {
+		m.mark = num(5)
+	}
 	return m
 }
 
@@ -199,119 +229,128 @@ func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) (
 	return out, nil
 }
 
-// backfillScript indexes a batch of a conversation's messages that were
-// stored before the index existed, if the conversation is still the one
-// they were read from.
+// indexScript indexes a batch of a conversation's messages, the next
+// ones after its watermark, if the conversation is still the one they were
+// read from. It is where a message's terms go into the index: every
+// message is indexed by it, once its append returned.
 //
-// KEYS: meta, terms. ARGV: gen, the last seq of the batch, then per
-// message: its seq, the number of its terms and the terms. It replies -1 if
-// the conversation is gone or has another gen, 0 if the conversation is
-// indexed (by this batch, or before), and else its last seq: the backfill
-// goes on to there. Indexing is idempotent (a ZADD of a seq that is there
-// changes nothing), so batches may run twice, concurrently too. The batch
-// that reaches the last seq marks meta "indexed"; the others record their
-// progress in meta's "backfilled", where the next backfill resumes. New
-// term keys expire with the conversation (meta's remaining time to live),
-// as the append script's do.
-var backfillScript = newScript(luaPrelude + `
+// KEYS: meta, terms. ARGV: gen, the first and the last seq of the batch,
+// then per message: its seq, the number of its terms and the terms. It
+// replies -1 if the conversation is gone or has another gen, 0 if the
+// index is up to date (by this batch, or before), and else the
+// conversation's last seq: the caller goes on to there. Indexing is
+// idempotent (a ZADD of a seq that is there changes nothing), so batches
+// may run twice, concurrently too; the watermark (meta's ixseq) moves to
+// the batch's last seq if the batch starts at or before it, and never
+// back. New term keys expire with the conversation (meta's remaining time
+// to live), as keepTerms has it.
+var indexScript = newScript(luaPrelude + `
 local meta, terms = KEYS[1], KEYS[2]
-local m = redis.call('HMGET', meta, 'last_seq', 'gen', 'indexed', 'backfilled')
+local m = redis.call('HMGET', meta, 'last_seq', 'gen', 'ixseq', 'indexed', 'backfilled')
 if not m[1] or (m[2] or '') ~= ARGV[1] then return -1 end
-if m[3] then return 0 end
-local postings, order = {}, {}
-local i = 3
-while i <= #ARGV do
-  local seq, nterms = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  for j = i + 2, i + 1 + nterms do
-    local term = ARGV[j]
-    local p = postings[term]
-    if not p then
-      p = {}
-      postings[term] = p
-      order[#order + 1] = term
+local last = tonumber(m[1])
+local mark = indexMark(last, m[3], m[4], m[5])
+local from, to = tonumber(ARGV[2]), tonumber(ARGV[3])
+if to > mark and from <= mark + 1 then
+  local postings, order = {}, {}
+  local i = 4
+  while i <= #ARGV do
+    local seq, nterms = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+    if seq > mark then
+      for j = i + 2, i + 1 + nterms do
+        local term = ARGV[j]
+        local p = postings[term]
+        if not p then
+          p = {}
+          postings[term] = p
+          order[#order + 1] = term
+        end
+        p[#p + 1] = seq
+      end
     end
-    p[#p + 1] = seq
+    i = i + 2 + nterms
   end
-  i = i + 2 + nterms
+  local ttl = redis.call('PTTL', meta)
+  if ttl < 0 then ttl = nil end
+  addPostings(terms, order, postings, ttl)
+  mark = to
+  redis.call('HSET', meta, 'ixseq', mark)
+  redis.call('HDEL', meta, 'indexed', 'backfilled')
 end
-local ttl = redis.call('PTTL', meta)
-if ttl < 0 then ttl = nil end
-addPostings(terms, order, postings, ttl)
-local to, last = tonumber(ARGV[2]), tonumber(m[1])
-if to >= last then
-  redis.call('HSET', meta, 'indexed', '1')
-  redis.call('HDEL', meta, 'backfilled')
-  return 0
-end
-if to > (tonumber(m[4]) or 0) then
-  redis.call('HSET', meta, 'backfilled', to)
-end
+if mark >= last then return 0 end
 return last
 `)
 
-// backfill indexes a conversation stored before the index existed, batch
-// by batch, from where an earlier backfill stopped (meta's "backfilled")
-// to its last seq. It reads the messages with plain LRANGEs and indexes
-// them with backfillScript, which checks that the conversation was not
-// deleted or created again in between (gen; if it was, backfill stops, and
-// the caller reads meta again) and, on the master, whether the last seq is
-// reached: a client that reads from replicas may have read an older one.
-// Messages appended meanwhile are indexed by their appends, and perhaps
-// again by the backfill, which changes nothing.
-func (s *Store) backfill(ctx context.Context, key chatmem.Key) error {
+// IndexPending indexes the conversation's messages past its index's
+// watermark, up to its last seq, indexBatch at a time: it reads them with
+// plain LRANGEs and indexes each batch with indexScript, which checks that
+// the conversation was not deleted or created again in between (gen; if
+// it was, IndexPending stops: the new conversation's index starts at 0)
+// and, on the master, whether the last seq is reached (a client that
+// reads from replicas may have read an older one). Messages appended
+// meanwhile are indexed too, up to the last seq the last batch finds. It
+// returns chatmem.ErrNotFound for a conversation that does not exist. It
+// is safe for concurrent use: batches indexed twice change nothing. See
+// chatmem.IndexCatcher.
+func (s *Store) IndexPending(ctx context.Context, key chatmem.Key) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
 	keys := s.keysAt(key, kMeta, kMsgs, kTerms)
-	fields, err := s.client.HMGet(ctx, keys[0], "last_seq", "gen", "indexed", "backfilled").Result()
+	fields, err := s.client.HMGet(ctx, keys[0], metaFields...).Result()
 	if err != nil {
-		return wrap(ctx, err)
+		return fmt.Errorf("redis: index %s: %w", key, wrap(ctx, err))
 	}
-	if fields[0] == nil || fields[2] != nil {
-		return nil
+	meta := readSearchMeta(fields)
+	if !meta.live(s.now()) {
+		return notFound(key)
 	}
-	hi, _ := strconv.ParseInt(fields[0].(string), 10, 64)
-	gen, _ := fields[1].(string)
-	from := int64(1)
-	if done, ok := fields[3].(string); ok {
-		n, _ := strconv.ParseInt(done, 10, 64)
-		from = n + 1
-	}
-	for {
-		to := min(from+backfillBatch-1, hi)
-		args := []any{gen, to}
-		if from <= to {
-			list, err := s.client.LRange(ctx, keys[1], from-1, to-1).Result()
-			if err != nil {
-				return wrap(ctx, err)
-			}
-			if int64(len(list)) != to-from+1 {
-				// Gone, or a replica behind the meta read.
-				return fmt.Errorf("backfill: read %d messages of %d..%d", len(list), from, to)
-			}
-			msgs, err := decodeRecords(list)
-			if err != nil {
-				return fmt.Errorf("backfill: %w", err)
-			}
-			for i, m := range msgs {
-				if m.Seq != from+int64(i) {
-					return fmt.Errorf("backfill: list index %d holds seq %d", from-1+int64(i), m.Seq)
-				}
-				terms := chatmem.IndexTerms(m)
-				args = append(args, m.Seq, len(terms))
-				for _, t := range terms {
-					args = append(args, t)
-				}
-			}
-		}
-		reply, err := s.run(ctx, backfillScript, []string{keys[0], keys[2]}, args...)
+	from, hi := meta.mark+1, meta.last
+	for from <= hi {
+		to := min(from+indexBatch-1, hi)
+		args := []any{meta.gen, from, to}
+		list, err := s.client.LRange(ctx, keys[1], from-1, to-1).Result()
 		if err != nil {
-			return fmt.Errorf("backfill: %w", err)
+			return fmt.Errorf("redis: index %s: %w", key, wrap(ctx, err))
+		}
+		if int64(len(list)) != to-from+1 {
+			// Gone, or a replica behind the meta read.
+			return fmt.Errorf("redis: index %s: read %d messages of %d..%d", key, len(list), from, to)
+		}
+		msgs, err := decodeRecords(list)
+		if err != nil {
+			return fmt.Errorf("redis: index %s: %w", key, err)
+		}
+		for i, m := range msgs {
+			if m.Seq != from+int64(i) {
+				return fmt.Errorf("redis: index %s: list index %d holds seq %d", key, from-1+int64(i), m.Seq)
+			}
+			args = appendIndexArgs(args, m)
+		}
+		reply, err := s.run(ctx, indexScript, []string{keys[0], keys[2]}, args...)
+		if err != nil {
+			return fmt.Errorf("redis: index %s: %w", key, err)
 		}
 		n, ok := reply.(int64)
 		if !ok {
-			return fmt.Errorf("backfill: unexpected script reply %v", reply)
+			return fmt.Errorf("redis: index %s: unexpected script reply %v", key, reply)
 		}
 		if n <= 0 {
 			return nil
 		}
 		from, hi = to+1, max(hi, n)
 	}
+	return nil
+}
+
+// appendIndexArgs adds what indexScript takes of a message to args: its
+// seq, the number of its index terms and the terms (none for a system
+// message, see chatmem.IndexTerms).
+func appendIndexArgs(args []any, m chatmem.Message) []any {
+	terms := chatmem.IndexTerms(m)
+	args = append(args, m.Seq, len(terms))
+	for _, t := range terms {
+		args = append(args, t)
+	}
+	return args
 }

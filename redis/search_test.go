@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -31,6 +32,16 @@ func mustPostings(t *testing.T, s *Store, key chatmem.Key, terms []string) [][]i
 	return out
 }
 
+// appendIndexed appends and has the index catch up, as Memory's worker
+// (or the next Postings) does.
+func appendIndexed(ctx context.Context, s *Store, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	res, err := s.Append(ctx, key, msgs, opts)
+	if err == nil {
+		err = s.IndexPending(ctx, key)
+	}
+	return res, err
+}
+
 // TestSearchKeysRemoved checks that Delete and PurgeInactive remove every
 // term key, and that Recount leaves the postings as they were.
 func TestSearchKeysRemoved(t *testing.T) {
@@ -44,7 +55,7 @@ func TestSearchKeysRemoved(t *testing.T) {
 	a := chatmem.Key{Tenant: "acme", ID: "deleted"}
 	b := chatmem.Key{Tenant: "acme", ID: "purged"}
 	for _, key := range []chatmem.Key{a, b} {
-		if _, err := s.Append(ctx, key, msgs, chatmem.AppendOptions{Now: old}); err != nil {
+		if _, err := appendIndexed(ctx, s, key, msgs, chatmem.AppendOptions{Now: old}); err != nil {
 			t.Fatal(err)
 		}
 		// meta, msgs, cum, users, terms, and alpha beta gamma delta.
@@ -93,7 +104,7 @@ func TestSearchExpiry(t *testing.T) {
 	within := func(d, lo, hi time.Duration) bool { return d > lo && d <= hi }
 
 	key := chatmem.Key{Tenant: "acme", ID: "ttl"}
-	if _, err := s.Append(ctx, key, user("apple"), chatmem.AppendOptions{TTL: time.Hour}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("apple"), chatmem.AppendOptions{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	set := s.convKeys(key)[kTerms]
@@ -105,7 +116,7 @@ func TestSearchExpiry(t *testing.T) {
 	// An append within the set's time to live adds a term key with the
 	// set's remaining time, and leaves the others alone.
 	s.client.PExpire(ctx, set, 90*time.Minute)
-	if _, err := s.Append(ctx, key, user("banana"), chatmem.AppendOptions{TTL: time.Hour}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("banana"), chatmem.AppendOptions{TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	if d := pttl(s.termKey(key, "banana")); !within(d, 89*time.Minute, 90*time.Minute) {
@@ -115,7 +126,7 @@ func TestSearchExpiry(t *testing.T) {
 		t.Errorf("PTTL of an older term key = %v, want it unchanged (about 2h)", d)
 	}
 	// An append that pushes the expiry past the set's raises all of them.
-	if _, err := s.Append(ctx, key, user("cherry"), chatmem.AppendOptions{TTL: 2 * time.Hour}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("cherry"), chatmem.AppendOptions{TTL: 2 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	for _, term := range []string{"appl", "banana", "cherri"} {
@@ -127,13 +138,13 @@ func TestSearchExpiry(t *testing.T) {
 	// A conversation without expiry: no term key has one, until an append
 	// gives the conversation one.
 	key = chatmem.Key{Tenant: "acme", ID: "forever"}
-	if _, err := s.Append(ctx, key, user("apple"), chatmem.AppendOptions{}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("apple"), chatmem.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := pttl(s.termKey(key, "appl")); d != -1 {
 		t.Errorf("PTTL of a term key without expiry = %v, want -1 (none)", d)
 	}
-	if _, err := s.Append(ctx, key, user("banana"), chatmem.AppendOptions{TTL: time.Minute}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("banana"), chatmem.AppendOptions{TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{s.convKeys(key)[kTerms], s.termKey(key, "appl"), s.termKey(key, "banana")} {
@@ -142,7 +153,7 @@ func TestSearchExpiry(t *testing.T) {
 		}
 	}
 	// A later append without a TTL keeps the expiry, and so do new terms.
-	if _, err := s.Append(ctx, key, user("cherry"), chatmem.AppendOptions{}); err != nil {
+	if _, err := appendIndexed(ctx, s, key, user("cherry"), chatmem.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := pttl(s.termKey(key, "cherri")); !within(d, 110*time.Second, 2*time.Minute) {
@@ -151,7 +162,8 @@ func TestSearchExpiry(t *testing.T) {
 }
 
 // unindex makes key look like a conversation stored before the index
-// existed: no term keys, no terms set, no "indexed" field in meta.
+// existed: no term keys, no terms set, no "indexed" or "ixseq" field in
+// meta.
 func unindex(t *testing.T, s *Store, key chatmem.Key) {
 	t.Helper()
 	ctx := t.Context()
@@ -165,7 +177,7 @@ func unindex(t *testing.T, s *Store, key chatmem.Key) {
 			p.Del(ctx, s.termKey(key, term))
 		}
 		p.Del(ctx, set)
-		p.HDel(ctx, s.metaKey(key), "indexed")
+		p.HDel(ctx, s.metaKey(key), "indexed", "ixseq")
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -174,12 +186,12 @@ func unindex(t *testing.T, s *Store, key chatmem.Key) {
 
 // TestBackfill checks that a conversation stored before the index existed
 // is indexed by the first Postings, in batches, together with messages
-// appended after the upgrade, and that the backfill resumes where it
-// stopped.
+// appended after the upgrade, and that the indexing resumes where an
+// earlier version's backfill stopped.
 func TestBackfill(t *testing.T) {
 	s := newTestStore(t, dialer(t))
 	ctx := t.Context()
-	const n = 2*backfillBatch + 500
+	const n = 2*indexBatch + 500
 	key := chatmem.Key{Tenant: "acme", ID: "legacy"}
 	var msgs []chatmem.Message
 	for i := 1; i <= n; i++ {
@@ -196,12 +208,13 @@ func TestBackfill(t *testing.T) {
 	if n := convKeyCount(t, s, key); n != 4 {
 		t.Fatalf("legacy conversation has %d keys, want 4 (meta, msgs, cum, users)", n)
 	}
-	// An append by the new code indexes its own message only.
+	// An append by the new code starts the watermark where the legacy
+	// conversation's index stands: at 0.
 	if _, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "common hundred late", Tokens: 3}}, chatmem.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if s.client.HExists(ctx, s.metaKey(key), "indexed").Val() {
-		t.Fatal("an append to a legacy conversation marked it indexed")
+	if got := s.client.HGet(ctx, s.metaKey(key), "ixseq").Val(); got != "0" {
+		t.Fatalf("ixseq after an append to a legacy conversation = %q, want 0", got)
 	}
 
 	got := mustPostings(t, s, key, []string{"hundr", "item1234", "late"})
@@ -214,8 +227,8 @@ func TestBackfill(t *testing.T) {
 	if !slices.Equal(got[0], hundreds) || !slices.Equal(got[1], []int64{1234}) || !slices.Equal(got[2], []int64{n + 1}) {
 		t.Errorf("postings after backfill = %v, want %v, [1234], [%d]", got, hundreds, n+1)
 	}
-	if !s.client.HExists(ctx, s.metaKey(key), "indexed").Val() || s.client.HExists(ctx, s.metaKey(key), "backfilled").Val() {
-		t.Error("meta after backfill: want indexed and no backfilled")
+	if got := s.client.HGet(ctx, s.metaKey(key), "ixseq").Val(); got != fmt.Sprint(n+1) || s.client.HExists(ctx, s.metaKey(key), "backfilled").Val() {
+		t.Errorf("meta after backfill: ixseq %q, want %d, and no backfilled", got, n+1)
 	}
 	// The append above gave the terms set twice the conversation's time to
 	// live, and the backfilled keys take the set's.
@@ -226,10 +239,10 @@ func TestBackfill(t *testing.T) {
 		t.Errorf("postings of a term every message has = %d, want %d", len(got[0]), n+1)
 	}
 
-	// A backfill resumes after "backfilled": here it indexes only the
-	// last batch.
+	// The indexing resumes after an earlier version's "backfilled": here
+	// it indexes only the last batch.
 	unindex(t, s, key)
-	s.client.HSet(ctx, s.metaKey(key), "backfilled", 2*backfillBatch)
+	s.client.HSet(ctx, s.metaKey(key), "backfilled", 2*indexBatch)
 	got = mustPostings(t, s, key, []string{"item5", "item2001", "common"})
 	if len(got[0]) != 0 || !slices.Equal(got[1], []int64{2001}) || len(got[2]) != 501 {
 		t.Errorf("resumed backfill: postings = %d, %v, %d of common; want 0, [2001], 501", len(got[0]), got[1], len(got[2]))
@@ -238,23 +251,65 @@ func TestBackfill(t *testing.T) {
 	// The script refuses a batch for another generation of the
 	// conversation.
 	unindex(t, s, key)
-	reply, err := s.run(ctx, backfillScript, []string{s.metaKey(key), s.convKeys(key)[kTerms]}, "not-the-gen", 1, 1, 1, "x")
+	indexKeys := []string{s.metaKey(key), s.convKeys(key)[kTerms]}
+	reply, err := s.run(ctx, indexScript, indexKeys, "not-the-gen", 1, 1, 1, 1, "x")
 	if err != nil || reply != int64(-1) {
-		t.Errorf("backfill script with another gen = %v, %v; want -1", reply, err)
+		t.Errorf("index script with another gen = %v, %v; want -1", reply, err)
 	}
 	if n := s.client.Exists(ctx, s.termKey(key, "x")).Val(); n != 0 {
-		t.Error("backfill script with another gen indexed its batch")
+		t.Error("index script with another gen indexed its batch")
 	}
 	// A batch short of the last seq on the master (read from a lagging
-	// replica, say) does not finish the backfill: the script names the
-	// last seq to go on to.
+	// replica, say) moves the watermark to its end only: the script names
+	// the last seq to go on to.
 	gen := s.client.HGet(ctx, s.metaKey(key), "gen").Val()
-	reply, err = s.run(ctx, backfillScript, []string{s.metaKey(key), s.convKeys(key)[kTerms]}, gen, 1, 1, 1, "x")
+	reply, err = s.run(ctx, indexScript, indexKeys, gen, 1, 1, 1, 1, "x")
 	if err != nil || reply != int64(n+1) {
-		t.Errorf("backfill script for seq 1 of %d = %v, %v; want %d", n+1, reply, err, n+1)
+		t.Errorf("index script for seq 1 of %d = %v, %v; want %d", n+1, reply, err, n+1)
 	}
-	if s.client.HExists(ctx, s.metaKey(key), "indexed").Val() || s.client.HGet(ctx, s.metaKey(key), "backfilled").Val() != "1" {
-		t.Error("meta after a partial batch: want backfilled 1 and not indexed")
+	if got := s.client.HGet(ctx, s.metaKey(key), "ixseq").Val(); got != "1" {
+		t.Errorf("ixseq after a partial batch = %q, want 1", got)
+	}
+	// A batch that starts past the watermark leaves a gap: refused.
+	reply, err = s.run(ctx, indexScript, indexKeys, gen, 3, 3, 3, 1, "y")
+	if err != nil || reply != int64(n+1) || s.client.Exists(ctx, s.termKey(key, "y")).Val() != 0 {
+		t.Errorf("index script for a batch past the watermark = %v, %v, indexed %d; want %d, nothing indexed", reply, err, s.client.Exists(ctx, s.termKey(key, "y")).Val(), n+1)
+	}
+}
+
+// TestIndexOffAppend checks that an append writes nothing of the search
+// index and that the messages are found from the next Postings on: the
+// index catches up from its watermark.
+func TestIndexOffAppend(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := t.Context()
+	key := chatmem.Key{Tenant: "acme", ID: "lazy"}
+	for i := 1; i <= 3; i++ {
+		if _, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: fmt.Sprintf("parcel %d", i), Tokens: 2}}, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.client.Exists(ctx, s.termKey(key, "parcel"), s.convKeys(key)[kTerms]).Val(); n != 0 {
+		t.Fatalf("%d index keys after three appends, want none (the append does not index)", n)
+	}
+	if got := mustPostings(t, s, key, []string{"parcel", "2"}); !slices.Equal(got[0], []int64{3, 2, 1}) || !slices.Equal(got[1], []int64{2}) {
+		t.Errorf("postings = %v, want [3 2 1] [2]", got)
+	}
+	if got := s.client.HGet(ctx, s.metaKey(key), "ixseq").Val(); got != "3" {
+		t.Errorf("ixseq after Postings = %q, want 3", got)
+	}
+	// The worker's catch-up: a fourth message, indexed by IndexPending.
+	if _, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "parcel 4", Tokens: 2}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IndexPending(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.client.ZCard(ctx, s.termKey(key, "parcel")).Val(); got != 4 {
+		t.Errorf("postings of parcel after IndexPending = %d, want 4", got)
+	}
+	if err := s.IndexPending(ctx, chatmem.Key{Tenant: "acme", ID: "missing"}); !errors.Is(err, chatmem.ErrNotFound) {
+		t.Errorf("IndexPending(missing) = %v, want ErrNotFound", err)
 	}
 }
 

@@ -47,10 +47,11 @@ type Store struct {
 }
 
 var (
-	_ chatmem.Store       = (*Store)(nil)
-	_ chatmem.Purger      = (*Store)(nil)
-	_ chatmem.Searcher    = (*Store)(nil)
-	_ chatmem.SinceReader = (*Store)(nil)
+	_ chatmem.Store        = (*Store)(nil)
+	_ chatmem.Purger       = (*Store)(nil)
+	_ chatmem.Searcher     = (*Store)(nil)
+	_ chatmem.IndexCatcher = (*Store)(nil)
+	_ chatmem.SinceReader  = (*Store)(nil)
 )
 
 // New returns a Store over client, which may be a *goredis.Client, a
@@ -99,9 +100,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.owned = true
-	if err := s.Ping(ctx); err != nil {
+	// Pinged in a pipeline: the connection it makes stays in the pool for
+	// the pipelines a turn sends (a plain command's would not serve them
+	// here), so the first turn does not wait for a dial and handshake.
+	if _, err := client.Pipelined(ctx, func(p goredis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
 		_ = client.Close()
-		return nil, err
+		return nil, fmt.Errorf("redis: ping: %w", unavailable(ctx, err))
 	}
 	return s, nil
 }
@@ -305,13 +309,16 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		expected = *opts.ExpectedLastSeq
 	}
 
-	args := make([]any, 0, 9+4*len(msgs))
+	args := make([]any, 0, 9+3*len(msgs))
 	// The generation token tells this conversation from one created under
 	// the same key after it is deleted (see Tail); only the append that
 	// creates the conversation records it.
-	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, rand.Text(), opts.ExpectedTokenizer, opts.Fingerprint, opts.User)
+	gen := ""
+	if expected <= 0 {
+		gen = rand.Text() // else the script cannot create the conversation
+	}
+	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, gen, opts.ExpectedTokenizer, opts.Fingerprint, opts.User)
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
-	allTerms := make([][]string, len(msgs))      // for the user index (usersearch.go)
 	for i, m := range msgs {
 		if !m.Role.Valid() {
 			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: unknown role %q", i, chatmem.ErrInvalid, m.Role)
@@ -326,6 +333,9 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		if m.CreatedAt.IsZero() {
 			m.CreatedAt = now
 		}
+		// In UTC, as the records encode it, so that the result holds what
+		// reads return (Memory.Turn keeps it in its tail cache).
+		m.CreatedAt = m.CreatedAt.UTC()
 		stored[i] = m
 		b, err := encodeRecord(m)
 		if err != nil {
@@ -338,12 +348,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		case chatmem.RoleUser:
 			kind = "u"
 		}
-		terms := chatmem.IndexTerms(m)
-		allTerms[i] = terms
-		args = append(args, b, m.Tokens, kind, len(terms))
-		for _, t := range terms {
-			args = append(args, t)
-		}
+		args = append(args, b, m.Tokens, kind)
 	}
 
 	if opts.User != "" {
@@ -351,7 +356,14 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 			return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
 		}
 	}
-	reply, err := s.runOnce(ctx, appendScript, s.convKeys(key), args...)
+	// The tenant's index lives in another slot, so it is written beside
+	// the script, not by it (see the package documentation): pipelined
+	// after it, in the same round trip. It is added whether or not the
+	// script appended (a pipeline cannot wait for the script's answer);
+	// a member without a live conversation is what List tolerates and
+	// removes anyway.
+	index := goredis.NewIntCmd(ctx, "zadd", s.indexKey(key.Tenant), 0, key.ID)
+	reply, err := s.runOnce(ctx, appendScript, s.convKeys(key), args, index)
 	if err != nil {
 		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
 	}
@@ -359,17 +371,21 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if err != nil {
 		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
 	}
-	// The index lives in another slot, so it is written after the script:
-	// see the package documentation. The append is stored by now, so a
-	// failure here is logged rather than returned (a caller would retry and
-	// append twice); the next append indexes the conversation again.
-	if err := s.client.ZAdd(context.WithoutCancel(ctx), s.indexKey(key.Tenant), goredis.Z{Member: key.ID}).Err(); err != nil {
+	s.hint.seed(res.Conversation)
+	// The append is stored by now, so a failure of the index is logged
+	// rather than returned (a caller would retry and append twice); the
+	// next append indexes the conversation again.
+	if err := index.Err(); err != nil {
 		s.log.ErrorContext(ctx, "redis: index conversation after append", "key", key.String(), "err", err)
 	}
 	// The user's index across conversations, in the user's slot: the same
 	// goes for it, and the next append catches up (usersearch.go).
 	if u := res.Conversation.User; u != "" && !res.Replayed {
-		if err := s.indexForUser(context.WithoutCancel(ctx), key, u, metaGen(reply), res.Messages, allTerms); err != nil {
+		terms := make([][]string, len(res.Messages))
+		for i, m := range res.Messages {
+			terms[i] = chatmem.IndexTerms(m)
+		}
+		if err := s.indexForUser(context.WithoutCancel(ctx), key, u, metaGen(reply), res.Messages, terms); err != nil {
 			s.log.ErrorContext(ctx, "redis: index for the user after append", "key", key.String(), "user", u, "err", err)
 		}
 	}
@@ -426,7 +442,8 @@ func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chat
 }
 
 // parseMeta turns a meta hash, as HGETALL's flat field-value list inside a
-// script reply or as a map, into a Conversation.
+// script reply (values strings or integers) or as a map, into a
+// Conversation.
 func parseMeta(key chatmem.Key, v any) (chatmem.Conversation, error) {
 	var fields map[string]string
 	switch v := v.(type) {
@@ -436,8 +453,12 @@ func parseMeta(key chatmem.Key, v any) (chatmem.Conversation, error) {
 		fields = make(map[string]string, len(v)/2)
 		for i := 0; i+1 < len(v); i += 2 {
 			k, _ := v[i].(string)
-			val, _ := v[i+1].(string)
-			fields[k] = val
+			switch val := v[i+1].(type) {
+			case string:
+				fields[k] = val
+			case int64: // a number a script put in its reply
+				fields[k] = strconv.FormatInt(val, 10)
+			}
 		}
 	default:
 		return chatmem.Conversation{}, fmt.Errorf("unexpected meta %T", v)
@@ -1040,8 +1061,10 @@ func (s *Store) run(ctx context.Context, script script, keys []string, args ...a
 
 // runOnce is run for a script that must not run twice: the client's
 // retries on network errors are turned off for it, because a reply lost
-// after the script ran would otherwise re-run it.
-func (s *Store) runOnce(ctx context.Context, script script, keys []string, args ...any) (any, error) {
+// after the script ran would otherwise re-run it. The commands in after
+// are sent behind it in the same pipeline (and again if the script must
+// be sent in full); their errors are theirs to check.
+func (s *Store) runOnce(ctx context.Context, script script, keys []string, args []any, after ...goredis.Cmder) (any, error) {
 	evalArgs := func(name, body string) []any {
 		a := make([]any, 0, 3+len(keys)+len(args))
 		a = append(a, name, body, len(keys))
@@ -1050,12 +1073,28 @@ func (s *Store) runOnce(ctx context.Context, script script, keys []string, args 
 		}
 		return append(a, args...)
 	}
+	process := func(cmd noRetryCmd) error {
+		if len(after) == 0 {
+			return s.client.Process(ctx, cmd)
+		}
+		// Pipelined returns the first failed command's error; the
+		// script's is the one that counts here, the others' stay in
+		// their commands.
+		_, _ = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Process(ctx, cmd)
+			for _, c := range after {
+				p.Process(ctx, c)
+			}
+			return nil
+		})
+		return cmd.Err()
+	}
 	cmd := noRetryCmd{goredis.NewCmd(ctx, evalArgs("evalsha", script.Hash())...)}
-	err := s.client.Process(ctx, cmd)
+	err := process(cmd)
 	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		// The script did not run; send it in full (once more, at most).
 		cmd = noRetryCmd{goredis.NewCmd(ctx, evalArgs("eval", script.src)...)}
-		err = s.client.Process(ctx, cmd)
+		err = process(cmd)
 	}
 	if err != nil {
 		return nil, wrap(ctx, err)

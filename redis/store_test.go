@@ -413,7 +413,7 @@ func TestLifecycle(t *testing.T) {
 	if _, err := s.Conversation(ctx, key); !errors.Is(err, chatmem.ErrNotFound) {
 		t.Errorf("Conversation after expiry = %v, want ErrNotFound", err)
 	}
-	res, err = s.Append(ctx, key, []chatmem.Message{user}, chatmem.AppendOptions{TTL: 200 * time.Millisecond})
+	res, err = appendIndexed(ctx, s, key, []chatmem.Message{user}, chatmem.AppendOptions{TTL: 200 * time.Millisecond})
 	if err != nil || res.Conversation.LastSeq != 1 {
 		t.Fatalf("Append over expired conversation = %+v, %v; want a new conversation", res.Conversation, err)
 	}

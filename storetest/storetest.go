@@ -71,6 +71,7 @@ var tests = []subtest{
 	{"IdempotencyFingerprint", testIdempotencyFingerprint},
 	{"Conflict", testConflict},
 	{"TokenizerConflict", testTokenizerConflict},
+	{"ConditionalAppend", testConditionalAppend},
 	{"ConcurrentAppends", testConcurrentAppends},
 	{"TenantIsolation", testTenantIsolation},
 	{"Delete", testDelete},

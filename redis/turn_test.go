@@ -1,0 +1,93 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/storetest"
+	"github.com/chatmem/chatmem/tokenizer"
+)
+
+// BenchmarkTurn is issue 18's turn on Redis, with its floor beside it:
+//
+//	memory/...   storetest.BenchmarkTurn: Memory.Append + Memory.Context
+//	             per turn (n=N), the context read alone (read/n=N)
+//	floor/n=N    raw Redis: RPUSH of the message's record and LRANGE of
+//	             the newest 64, pipelined (one round trip)
+//	vs-floor/n=N storetest.BenchmarkTurnFloor: Memory.Turn and the floor
+//	             alternating in one loop, and a new process's first turn
+//	             (a new client), with their ratios
+func BenchmarkTurn(b *testing.B) {
+	sizes := []int{1000, 100000}
+	opts := chatmem.Options{Counter: tokenizer.Estimate{}}
+	dial := dialer(b)
+	b.Run("memory", func(b *testing.B) {
+		storetest.BenchmarkTurn(b, func(b *testing.B) chatmem.Store { return newTestStore(b, dial) }, opts, sizes)
+	})
+	for _, n := range sizes {
+		s := newTestStore(b, dial)
+		floor := redisFloor(b, s, n)
+		b.Run(fmt.Sprintf("floor/n=%d", n), func(b *testing.B) {
+			texts, i := storetest.TurnContents(n, 1024), 0
+			for b.Loop() {
+				if err := floor(b.Context(), i, texts[i%len(texts)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("vs-floor/n=%d", n), func(b *testing.B) {
+			// Another process opens the store as cmd/chatmem does.
+			reopen := func(b *testing.B) chatmem.Store {
+				s2, err := Open(b.Context(), testenv.RedisURL(), Options{Prefix: s.Prefix()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return s2
+			}
+			storetest.BenchmarkTurnFloor(b, s, reopen, opts, n, floor)
+		})
+	}
+}
+
+// redisFloor fills a list with n message records of the benchmark's
+// contents and returns the floor of a turn on it: RPUSH of one record and
+// LRANGE of the newest 64, pipelined.
+func redisFloor(b *testing.B, s *Store, n int) storetest.TurnFloor {
+	ctx := context.Background()
+	key := s.Prefix() + ":{floor}:msgs"
+	record := func(i int, content string) string {
+		r, err := encodeRecord(chatmem.Message{Role: storetest.TurnRole(i), Content: content, Tokens: len(content) / 4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return string(r)
+	}
+	for done := 0; done < n; done += 1000 {
+		items := make([]any, 0, 1000)
+		for i := done; i < min(done+1000, n); i++ {
+			items = append(items, record(i, storetest.TurnContent(i)))
+		}
+		if err := s.client.RPush(ctx, key, items...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return func(ctx context.Context, i int, content string) error {
+		rec := record(n+i, content)
+		var last *goredis.StringSliceCmd
+		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			p.RPush(ctx, key, rec)
+			last = p.LRange(ctx, key, -64, -1)
+			return nil
+		})
+		if err == nil && len(last.Val()) != 64 {
+			err = fmt.Errorf("floor read %d records, want 64", len(last.Val()))
+		}
+		return err
+	}
+}

@@ -1,0 +1,98 @@
+package chatmem
+
+import (
+	"context"
+	"errors"
+)
+
+// Turn appends msgs as Append does and assembles the context under p as
+// Context does, as the conversation stands right after the append: the
+// window holds the appended messages and every message stored before
+// them (so a message acknowledged to anyone before Turn was called, by
+// any process, is in it), and nothing appended after them. It is one
+// turn of a chatbot, the new user message and what to send the model,
+// in as few round trips to the store as it allows:
+//
+//   - When Memory's tail cache holds the conversation up to its last
+//     message, the append is made conditional on that message
+//     (ExpectedLastSeq) and on the conversation's tokenizer: if it lands,
+//     nothing was appended between the cached messages and these, so the
+//     window comes from the cache and the append's result, with no read.
+//     A turn is then one store write. If another writer got in between
+//     (the condition fails with ErrConflict), Turn appends as Append
+//     does and reads the context as Context does.
+//   - Otherwise (a process's first turn on the conversation), the
+//     messages are counted with the counter a new conversation would get
+//     and the append checks that the conversation is kept under it
+//     (ExpectedTokenizer), instead of reading it first; the window is
+//     read after the append, for the conversation its result describes,
+//     with no second read of its metadata.
+//
+// opts and copts are Append's and Context's. A policy that fails
+// Policy.Validate, and what Append refuses, return an error before
+// anything is written. An error of the context's assembly (such as
+// ErrBudgetTooSmall) comes with the result of the append, which landed.
+func (m *Memory) Turn(ctx context.Context, key Key, msgs []Message, opts AppendOptions, p Policy, copts ContextOptions) (AppendResult, Window, error) {
+	if err := p.Validate(); err != nil {
+		return AppendResult{}, Window{}, err
+	}
+	if err := m.checkAppend(key, msgs, &opts); err != nil {
+		return AppendResult{}, Window{}, err
+	}
+	res, landed, err := m.turnAppend(ctx, key, msgs, opts)
+	if err != nil {
+		return AppendResult{}, Window{}, err
+	}
+	if !landed {
+		if res, err = m.appendChecked(ctx, key, msgs, opts); err != nil {
+			return AppendResult{}, Window{}, err
+		}
+	}
+	known := &res.Conversation
+	if res.Replayed {
+		known = nil // as it is now: read it
+	}
+	w, err := m.context(ctx, key, p, copts, known)
+	return res, w, err
+}
+
+// turnAppend makes Turn's append without reading the conversation first:
+// conditional on the tail cache's last message when it has the
+// conversation (which it then extends with the appended messages), else
+// on the tokenizer alone. landed false (with no error) means it did not
+// try, or a condition it added failed, and Append's way is next.
+func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (_ AppendResult, landed bool, _ error) {
+	if needsPrior(msgs) || opts.ExpectedTokenizer != "" {
+		return AppendResult{}, false, nil
+	}
+	// The counter a new conversation gets; an existing one must be kept
+	// under it, which the store checks.
+	counter, err := m.Counter(opts.Tokenizer)
+	if err != nil {
+		return AppendResult{}, false, nil
+	}
+	last, tokenizer, cached := m.tails.peek(key)
+	conditional := cached && tokenizer == counter.Name() && opts.ExpectedLastSeq == nil && last > 0
+	if cached && tokenizer != counter.Name() {
+		return AppendResult{}, false, nil // Append's way counts with the conversation's own
+	}
+	try := opts
+	try.Tokenizer, try.ExpectedTokenizer = counter.Name(), counter.Name()
+	if conditional {
+		try.ExpectedLastSeq = &last
+	}
+	res, err := m.appendCounted(ctx, key, nil, msgs, counter, try)
+	switch {
+	case errors.Is(err, ErrConflict):
+		// Appended to meanwhile, or kept under another tokenizer: Append
+		// sorts it out (a conflict of the caller's own ExpectedLastSeq or
+		// user is its error again).
+		return AppendResult{}, false, nil
+	case err != nil:
+		return AppendResult{}, false, err
+	}
+	if conditional && !res.Replayed {
+		m.tails.appended(key, last, res.Conversation, res.Messages)
+	}
+	return res, true, nil
+}

@@ -1,0 +1,200 @@
+package chatmem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+)
+
+// TestTurn: a turn whose conversation is in the tail cache appends and
+// assembles its window without a read; the window is the one Context
+// returns right after the append, whichever process appended before it;
+// and Turn refuses what Append and Context refuse, writing nothing.
+func TestTurn(t *testing.T) {
+	ctx := t.Context()
+	store := &readCounter{Store: memory.New()}
+	mem := newCachedMemory(t, sinceCounter{store}, 0)
+	other := newCachedMemory(t, store.Store, 0) // another process
+	plain := newCachedMemory(t, store.Store, -1)
+	key := chatmem.Key{Tenant: "acme", ID: "turn"}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}
+	mustAppend(t, other, key, chatmem.Message{Role: chatmem.RoleSystem, Content: "Be brief."})
+	for i := range 50 {
+		mustAppend(t, other, key,
+			chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("why ", 10))},
+			chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("answer %d: %s", i, strings.Repeat("because ", 20))})
+	}
+	turn := func(i int) (chatmem.AppendResult, chatmem.Window) {
+		t.Helper()
+		store.reset()
+		msg := chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("turn %d: %s", i, strings.Repeat("and ", 12))}
+		res, w, err := mem.Turn(ctx, key, []chatmem.Message{msg}, chatmem.AppendOptions{}, p, chatmem.ContextOptions{})
+		if err != nil {
+			t.Fatalf("Turn %d: %v", i, err)
+		}
+		if got := w.Messages[len(w.Messages)-1]; got.Seq != res.Conversation.LastSeq || got.Content != msg.Content {
+			t.Fatalf("Turn %d: the window ends with seq %d %q, want the appended message, seq %d", i, got.Seq, got.Content, res.Conversation.LastSeq)
+		}
+		want, err := plain.Context(ctx, key, p, chatmem.ContextOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(wallClock(w), wallClock(want)) {
+			t.Fatalf("Turn %d: window\n%+v\nwant Context's\n%+v", i, w, want)
+		}
+		return res, w
+	}
+
+	// A process's first turn reads the window, not the conversation's row.
+	turn(0)
+	if store.convs.Load()+store.sinces.Load() != 0 || store.tails.Load() != 1 {
+		t.Errorf("first turn read %s; want one tail (and the system messages), no conversation", store.reads())
+	}
+	for i := 1; i < 10; i++ {
+		turn(i)
+		if r := store.reads(); r != "tail 0, range 0, system 0, conversation 0, conversation since 0" {
+			t.Fatalf("turn %d read %s; want nothing but the append", i, r)
+		}
+	}
+
+	// Another process appends: the next turn's window has its messages.
+	mustAppend(t, other, key, chatmem.Message{Role: chatmem.RoleAssistant, Content: "from the other process"})
+	_, w := turn(10)
+	if got := w.Messages[len(w.Messages)-2].Content; got != "from the other process" {
+		t.Errorf("after another process's append, the window's last but one message is %q", got)
+	}
+	turn(11)
+	if r := store.reads(); r != "tail 0, range 0, system 0, conversation 0, conversation since 0" {
+		t.Errorf("the turn after the other process's read %s; want nothing but the append", r)
+	}
+
+	// Refused: nothing is written.
+	before, err := store.Conversation(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := []chatmem.Message{{Role: chatmem.RoleUser, Content: "hello"}}
+	if _, _, err := mem.Turn(ctx, key, user, chatmem.AppendOptions{}, chatmem.Policy{Kind: "nope"}, chatmem.ContextOptions{}); !errors.Is(err, chatmem.ErrInvalid) {
+		t.Errorf("Turn with a bad policy = %v, want ErrInvalid", err)
+	}
+	if _, _, err := mem.Turn(ctx, key, []chatmem.Message{{Role: "robot", Content: "x"}}, chatmem.AppendOptions{}, p, chatmem.ContextOptions{}); !errors.Is(err, chatmem.ErrInvalid) {
+		t.Errorf("Turn with a bad message = %v, want ErrInvalid", err)
+	}
+	stale := before.LastSeq - 1
+	if _, _, err := mem.Turn(ctx, key, user, chatmem.AppendOptions{ExpectedLastSeq: &stale}, p, chatmem.ContextOptions{}); !errors.Is(err, chatmem.ErrConflict) {
+		t.Errorf("Turn with a stale ExpectedLastSeq = %v, want ErrConflict", err)
+	}
+	if after, err := store.Conversation(ctx, key); err != nil || after.LastSeq != before.LastSeq {
+		t.Errorf("after refused turns LastSeq = %d, %v; want %d", after.LastSeq, err, before.LastSeq)
+	}
+
+	// A retried turn replays its append and sends the window as it is.
+	opts := chatmem.AppendOptions{IdempotencyKey: "k1"}
+	first, _, err := mem.Turn(ctx, key, user, opts, p, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, w, err := mem.Turn(ctx, key, user, opts, p, chatmem.ContextOptions{})
+	if err != nil || !again.Replayed || again.Messages[0].Seq != first.Messages[0].Seq {
+		t.Fatalf("retried Turn = %+v, %v; want a replay of seq %d", again, err, first.Messages[0].Seq)
+	}
+	if want, _ := plain.Context(ctx, key, p, chatmem.ContextOptions{}); !reflect.DeepEqual(wallClock(w), wallClock(want)) {
+		t.Errorf("replayed Turn's window differs from Context's")
+	}
+
+	// A budget too small for the new message: the append landed, and the
+	// error says so with its result.
+	big := []chatmem.Message{{Role: chatmem.RoleUser, Content: strings.Repeat("long ", 1000)}}
+	res, _, err := mem.Turn(ctx, key, big, chatmem.AppendOptions{}, p, chatmem.ContextOptions{})
+	if !errors.Is(err, chatmem.ErrBudgetTooSmall) || len(res.Messages) != 1 {
+		t.Errorf("Turn over the budget = %d messages, %v; want the append's result and ErrBudgetTooSmall", len(res.Messages), err)
+	}
+}
+
+// TestTurnOtherTokenizer: a process's first turn on a conversation kept
+// under another tokenizer than the default counts with the
+// conversation's.
+func TestTurnOtherTokenizer(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	other := newCountedMemory(t, store, lenCounter{}, 0)
+	key := chatmem.Key{Tenant: "acme", ID: "len"}
+	mustAppend(t, other, key, chatmem.Message{Role: chatmem.RoleUser, Content: "hi"})
+	mem, err := chatmem.New(store, chatmem.Options{Counter: eighthCounter{}, Counters: func(name string) (chatmem.Counter, error) {
+		if name == "len" {
+			return lenCounter{}, nil
+		}
+		return nil, fmt.Errorf("%w: %s", chatmem.ErrInvalid, name)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, w, err := mem.Turn(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "twelve chars"}}, chatmem.AppendOptions{},
+		chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 100}, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Messages[0].Tokens != 12 || w.Tokens != 14 {
+		t.Errorf("Turn counted %d tokens, window %d; want 12 (the conversation's tokenizer), 14", res.Messages[0].Tokens, w.Tokens)
+	}
+}
+
+// wallClock strips the monotonic clock readings off a window's times,
+// which the memory store keeps from time.Now and no encoding shows.
+func wallClock(w chatmem.Window) chatmem.Window {
+	for i := range w.Messages {
+		w.Messages[i].CreatedAt = w.Messages[i].CreatedAt.Round(0)
+	}
+	return w
+}
+
+// indexCounter is a store whose index catches up from a watermark
+// (chatmem.IndexCatcher), counting the catch-ups.
+type indexCounter struct {
+	chatmem.Store
+	calls atomic.Int64
+}
+
+func (s *indexCounter) IndexPending(ctx context.Context, key chatmem.Key) error {
+	s.calls.Add(1)
+	_, err := s.Store.Conversation(ctx, key)
+	return err
+}
+
+// TestIndexCatchUp: with a running worker, appends have an IndexCatcher's
+// index caught up every few dozen messages, not at every append; without
+// one, nothing is queued (Postings catches up).
+func TestIndexCatchUp(t *testing.T) {
+	ctx := t.Context()
+	store := &indexCounter{Store: memory.New()}
+	mem := newCachedMemory(t, store, 0)
+	key := chatmem.Key{Tenant: "acme", ID: "index"}
+	for i := range 40 {
+		mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprint("m", i)})
+	}
+	if n := store.calls.Load(); n != 0 {
+		t.Errorf("%d catch-ups without a running worker, want 0", n)
+	}
+	if err := mem.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	for i := range 200 {
+		mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprint("m", i)})
+	}
+	if err := mem.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Messages 41 to 240 cross six multiples of 32: one catch-up each,
+	// fewer when jobs queued behind a running one merge.
+	if n := store.calls.Load(); n < 1 || n > 6 {
+		t.Errorf("%d catch-ups over 200 appends, want 1 to 6 (one per 32 messages crossed, merged when queued)", n)
+	}
+}
