@@ -159,7 +159,7 @@ func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		a.p.Budget = p.recentBudget() // recall gets the rest
 	}
 	if p.Kind == PolicySummaryBuffer {
-		m.noteSummaryBudget(key, a.p.Budget)
+		m.noteSummaryBudget(key, a.summaryBudget())
 	}
 	w, gap, err := a.window()
 	if err == nil && !gap && m.autoSummary && m.summarizer != nil && p.Kind == PolicySummaryBuffer && w.Summary == nil {

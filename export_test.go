@@ -24,3 +24,7 @@ func TailCacheEntries(m *Memory) int {
 	defer m.tails.mu.Unlock()
 	return len(m.tails.entries)
 }
+
+// AutoSummaryPercent is the share of the budget a summary following the
+// budget may take.
+const AutoSummaryPercent = autoSummaryPercent

@@ -70,13 +70,16 @@ type Options struct {
 // unsummarized.
 //
 // With Trigger unset (the default), both follow the budget the
-// conversation's summary_buffer context reads use (the smallest one this
-// Memory has seen for it): the summary is extended once the messages after
-// it pass 60% of that budget, until about 35% remain, and it is kept within
-// 30% of the budget (BoundedSummarizer). So summary_buffer sends a summary
-// at any budget with no tuning. Until a conversation's first such read,
-// and when Trigger is set, the fixed values apply (Trigger 2000, Target
-// Trigger/2).
+// conversation's summary_buffer context reads leave for the summary and the
+// messages after it (the smallest one this Memory has seen for it, after
+// the pinned system messages, the facts and the request overhead): the
+// summary is extended once the messages after it pass 40% of that budget,
+// until about 20% remain, and it is kept within 55% of the budget
+// (BoundedSummarizer). So summary_buffer sends a summary at any budget with
+// no tuning, and the summary, which stands for everything older, gets the
+// larger share (the values were chosen on LoCoMo: docs/evaluation.md).
+// Until a conversation's first such read, and when Trigger is set, the
+// fixed values apply (Trigger 2000, Target Trigger/2).
 type SummaryOptions struct {
 	Trigger int // default: follows the budget, else 2000
 	Target  int // default: follows the budget, else Trigger/2

@@ -3,6 +3,7 @@ package chatmem_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/chatmem/chatmem"
@@ -68,7 +69,7 @@ func TestSummaryFollowsBudget(t *testing.T) {
 				if w.Tokens > budget {
 					t.Errorf("window tokens = %d, over the budget %d", w.Tokens, budget)
 				}
-				if share := budget * 30 / 100; w.Parts.Summary > share {
+				if share := budget * chatmem.AutoSummaryPercent / 100; w.Parts.Summary > share {
 					t.Errorf("summary tokens = %d, over its share %d of %d", w.Parts.Summary, share, budget)
 				}
 				first := int64(0)
@@ -86,6 +87,45 @@ func TestSummaryFollowsBudget(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSummaryFollowsBudgetLeftBySystemPrompt: a system prompt taking a
+// quarter of the budget does not push the summary out: the summary and the
+// messages after it follow what the prompt leaves.
+func TestSummaryFollowsBudgetLeftBySystemPrompt(t *testing.T) {
+	ctx := context.Background()
+	for _, budget := range []int{512, 1024, 4096} {
+		t.Run(fmt.Sprintf("budget=%d", budget), func(t *testing.T) {
+			mem, err := chatmem.New(memory.New(), chatmem.Options{
+				Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := chatmem.Key{Tenant: "t", ID: "prompt"}
+			prompt := chatmem.Message{Role: chatmem.RoleSystem, Content: strings.Repeat("Answer as the courier desk. ", budget/28)} // about budget/4 tokens
+			if _, err := mem.Append(ctx, key, []chatmem.Message{prompt}, chatmem.AppendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			p := chatmem.Policy{Kind: chatmem.PolicySummaryBuffer, Budget: budget}
+			msgs := longConversation(150)
+			for i := 0; i < len(msgs); i += 2 {
+				if _, err := mem.Append(ctx, key, msgs[i:i+2], chatmem.AppendOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w.Tokens > budget {
+					t.Fatalf("after %d messages: window tokens = %d, over the budget %d", i+2, w.Tokens, budget)
+				}
+				if i >= len(msgs)/2 && w.Summary == nil {
+					t.Fatalf("after %d messages: no summary sent (parts %+v)", i+2, w.Parts)
+				}
+			}
+		})
 	}
 }
 
@@ -136,7 +176,7 @@ func TestSummaryFollowsSmallestBudget(t *testing.T) {
 		if w.Summary == nil || w.Tokens > budget {
 			t.Fatalf("budget %d: summary %v, %d tokens", budget, w.Summary != nil, w.Tokens)
 		}
-		if budget == 256 && w.Parts.Summary > 256*30/100 {
+		if budget == 256 && w.Parts.Summary > 256*chatmem.AutoSummaryPercent/100 {
 			t.Errorf("budget 256: summary of %d tokens, over its share", w.Parts.Summary)
 		}
 	}
