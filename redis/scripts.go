@@ -171,7 +171,7 @@ local fingerprint = ARGV[8]
 local user = ARGV[9]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
-  'ixseq', 'indexed', 'backfilled', 'created_at')
+  'ixseq', 'indexed', 'backfilled', 'created_at', 'gen')
 local last = tonumber(m[1])
 local exp = m[2]
 if last and expired(exp, now) then
@@ -215,10 +215,10 @@ if last and user ~= '' and (m[7] or '') ~= user then
 end
 
 local tokens, systemTokens, turns = 0, 0, 0
-local convTokenizer, convUser, created = tokenizer, user, now
+local convTokenizer, convUser, created, convGen = tokenizer, user, now, gen
 if last then
   tokens, systemTokens, turns = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
-  convTokenizer, convUser, created = m[6] or '', m[7] or '', m[11] or ''
+  convTokenizer, convUser, created, convGen = m[6] or '', m[7] or '', m[11] or '', m[12] or ''
   if not m[8] then
     -- Stored by a version that kept no watermark: start it where that
     -- version's index stands, before this append's messages.
@@ -271,10 +271,12 @@ if newExp ~= '0' then
   keepTerms(terms, ttl)
 end
 -- meta as it is now, listed as HGETALL lists it, the fields parseMeta
--- reads only (one redis.call fewer: each costs the server more than the
--- work it does). Numbers go as integers.
+-- reads only, and gen for the user index (usersearch.go's metaGen): one
+-- redis.call fewer, as each costs the server more than the work it does.
+-- Numbers go as integers.
 return {1, first, {'tokenizer', convTokenizer, 'user', convUser, 'last_seq', last, 'tokens', tokens,
-  'system_tokens', systemTokens, 'turns', turns, 'created_at', created, 'updated_at', now, 'expires_at', exp}}
+  'system_tokens', systemTokens, 'turns', turns, 'created_at', created, 'updated_at', now, 'expires_at', exp,
+  'gen', convGen}}
 `)
 
 // tailScript finds the newest messages selected by a TailQuery; the caller

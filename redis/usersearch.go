@@ -349,7 +349,7 @@ func (s *Store) checkUserConversations(ctx context.Context, user chatmem.Key, co
 	now := s.now()
 	for i, id := range convs {
 		v := cmds[i].Val()
-		m := readSearchMeta([]any{v[0], v[1], "", v[3]})
+		m := readSearchMeta([]any{v[0], v[1], v[3]}) // last_seq, expires_at, gen
 		owner, _ := v[2].(string)
 		if m.live(now) && owner == user.ID {
 			if _, ok := checked[id+" "+m.gen]; ok {
