@@ -203,7 +203,7 @@ func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		}
 	}
 	if err == nil && p.recalls() {
-		w, err = m.recallInto(ctx, key, p, w, counter, !recount)
+		w, err = m.recallInto(ctx, key, p, w, counter, !recount, conv.User)
 	}
 	if err != nil {
 		return Window{}, err
