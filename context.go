@@ -281,7 +281,7 @@ type summaryPart struct {
 func (a assembly) window() (w Window, gap bool, err error) {
 	p := a.p
 	if p.Kind == PolicySummaryBuffer || p.Kind == PolicyRecall {
-		p.Kind, p.Recall = PolicyTokenBudget, false
+		p.Kind, p.Recall, p.Scope = PolicyTokenBudget, false, ""
 	}
 	if p.Kind == PolicyAll || p.Budget == 0 {
 		pinned := a.pinned

@@ -71,7 +71,9 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 	read := func(want []int64) error {
 		hits := make([]UserHit, 0, len(want))
 		for _, k := range want {
-			if k&userSeqMask != 0 {
+			// A tool unit's reach may step out of its conversation's
+			// numbers: below seq 1 is no message.
+			if p, seq := k>>userSeqBits, k&userSeqMask; p >= 1 && p <= int64(len(convs)) && seq != 0 && seq <= userSeqMask-maxUnitReach {
 				hits = append(hits, hit(k))
 			}
 		}
