@@ -88,16 +88,16 @@ type Config struct {
 
 // Result is what Run measured.
 type Result struct {
-	Dataset       string    `json:"dataset"`
-	Tokenizer     string    `json:"tokenizer"`
-	Conversations int       `json:"conversations"`
-	Messages      int       `json:"messages"`
-	Questions     int       `json:"questions"`
+	Dataset       string `json:"dataset"`
+	Tokenizer     string `json:"tokenizer"`
+	Conversations int    `json:"conversations"`
+	Messages      int    `json:"messages"`
+	Questions     int    `json:"questions"`
 	// SessionsAsConversations says each session was replayed as its own
 	// conversation of one user (Config.SessionsAsConversations).
-	SessionsAsConversations bool `json:"sessions_as_conversations,omitempty"`
-	Data          DataStats `json:"data"`
-	Rows          []Row     `json:"rows"`
+	SessionsAsConversations bool      `json:"sessions_as_conversations,omitempty"`
+	Data                    DataStats `json:"data"`
+	Rows                    []Row     `json:"rows"`
 	// Trace records the tokens each row sends at every user turn of the
 	// first conversation, as a live chatbot would send them.
 	Trace   *Trace  `json:"trace,omitempty"`
