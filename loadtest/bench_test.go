@@ -67,6 +67,34 @@ func TestBench(t *testing.T) {
 	}
 }
 
+// TestBenchUserScope: with scope user, Bench spreads the messages over
+// conversations of one user, measures a new conversation of theirs that
+// recalls from them, and erases the user afterwards.
+func TestBenchUserScope(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyRecall, Budget: 400, Scope: chatmem.ScopeUser}
+	r, err := Bench(ctx, mem, BenchConfig{Policy: p, Messages: 300, Iterations: 20}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Scope != chatmem.ScopeUser || r.Conversations != 3 || r.Messages != 300 || r.WindowMessages < 1 || r.P99us < r.P50us {
+		t.Errorf("Bench(scope user) = %+v, want 300 messages over 3 conversations", r)
+	}
+	list, err := store.List(ctx, "bench", chatmem.PageRequest{})
+	if err != nil || len(list.Conversations) != 0 {
+		t.Errorf("conversations left after Bench: %+v, %v", list, err)
+	}
+	var table bytes.Buffer
+	if err := WriteBench(&table, []BenchResult{r}, false); err != nil || !strings.Contains(table.String(), "recall/user") || !strings.Contains(table.String(), "300 in 3 convs") {
+		t.Errorf("table = %q, %v; want recall/user and 300 in 3 convs", table.String(), err)
+	}
+}
+
 func TestWriteBench(t *testing.T) {
 	results := []BenchResult{{Store: "memory", Policy: "token_budget", Messages: 1000, Budget: 4000, P50us: 10, P99us: 20}, {Store: "memory", Policy: "token_budget", Messages: 100000, Budget: 4000, P50us: 15, P99us: 30}}
 	var table bytes.Buffer
