@@ -177,6 +177,9 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 	if p.Scope == chatmem.ScopeUser {
 		r.Scope, r.Conversations = p.Scope, convs
 	}
+	// The deletion (deferred) of a large fill takes a while: say what was
+	// measured first.
+	fmt.Fprintf(log, "measured %d turns at %d messages: p50 %.0f µs, p99 %.0f µs; deleting the benchmark's messages\n", iterations, n, r.P50us, r.P99us)
 	return r, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestBench(t *testing.T) {
 		if floor := tt.policy.Kind == chatmem.PolicyTokenBudget; floor != (r.FloorP50us > 0) || floor && r.FloorRatio != r.P50us/r.FloorP50us {
 			t.Errorf("%s: floor %.1f µs, ratio %.2f; want a floor and P50us over it for token_budget only", tt.policy.Kind, r.FloorP50us, r.FloorRatio)
 		}
-		if !strings.Contains(log.String(), "filling 50 messages") || !strings.HasSuffix(log.String(), "100%\n") {
+		if !strings.Contains(log.String(), "filling 50 messages") || !strings.Contains(log.String(), "100%\n") || !strings.HasSuffix(log.String(), "p50 "+strconv.FormatFloat(r.P50us, 'f', 0, 64)+" µs, p99 "+strconv.FormatFloat(r.P99us, 'f', 0, 64)+" µs; deleting the benchmark's messages\n") {
 			t.Errorf("%s: progress %q", tt.policy.Kind, log.String())
 		}
 	}
