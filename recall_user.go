@@ -37,8 +37,9 @@ const userSeqMask = 1<<userSeqBits - 1
 // each in its order; each is marked with its conversation and date
 // ("[conv-id #12 2026-05-01 10:00] ") and carries MetaConversation and
 // MetaSeq, and those of other conversations have Seq 0. Ranking is
-// recall's (BM25 with binary term frequency, spread to neighbours within a
-// conversation), over the user's postings: its cost follows the query's
+// recall's (passageScores, with passages within a conversation, and pack's
+// speaker boost and length normalization), over the user's postings: its
+// cost follows the query's
 // terms and recallPostings, not the user's history. The number of messages
 // that BM25 weighs a term against is the larger of the distinct messages
 // found and current's messages before the window, the user's total being

@@ -3,6 +3,7 @@ package chatmem_test
 import (
 	"errors"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,7 +73,7 @@ func TestRecallAcrossUser(t *testing.T) {
 	}
 	// A recalled run starts with a full marker; the messages after it in
 	// the same minute carry their seq only.
-	full := regexp.MustCompile(`^\[(monday|tuesday) #\d+ \d{4}-\d\d-\d\d \d\d:\d\d\] `)
+	full := regexp.MustCompile(`^\[(monday|tuesday|friday) #\d+ \d{4}-\d\d-\d\d \d\d:\d\d\] `)
 	short := regexp.MustCompile(`^\[#(41|42)\] `)
 	found := false
 	sum, own := 0, 0
@@ -89,11 +90,13 @@ func TestRecallAcrossUser(t *testing.T) {
 		if m.Metadata[chatmem.MetaKey] != chatmem.MetaRecalled {
 			continue
 		}
-		if m.Metadata[chatmem.MetaConversation] != "monday" && m.Metadata[chatmem.MetaConversation] != "tuesday" {
-			t.Errorf("recalled %q from conversation %q, want one of kavya's", m.Content, m.Metadata[chatmem.MetaConversation])
-		}
-		if m.Seq != 0 {
+		switch conv := m.Metadata[chatmem.MetaConversation]; {
+		case conv != "monday" && conv != "tuesday" && conv != "friday":
+			t.Errorf("recalled %q from conversation %q, want one of kavya's", m.Content, conv)
+		case conv != "friday" && m.Seq != 0:
 			t.Errorf("message of another conversation has Seq %d in the window, want 0", m.Seq)
+		case conv == "friday" && strconv.FormatInt(m.Seq, 10) != m.Metadata[chatmem.MetaSeq]:
+			t.Errorf("message of the current conversation has Seq %d in the window, metadata %s", m.Seq, m.Metadata[chatmem.MetaSeq])
 		}
 		if strings.Contains(m.Content, "SE-10423") {
 			found = true
