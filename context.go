@@ -203,7 +203,7 @@ func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		}
 	}
 	if err == nil && p.recalls() {
-		w, err = m.recallInto(ctx, key, p, w, counter, !recount)
+		w, err = m.recallInto(ctx, key, p, w, counter, !recount, conv.User)
 	}
 	if err != nil {
 		return Window{}, err
@@ -281,7 +281,7 @@ type summaryPart struct {
 func (a assembly) window() (w Window, gap bool, err error) {
 	p := a.p
 	if p.Kind == PolicySummaryBuffer || p.Kind == PolicyRecall {
-		p.Kind, p.Recall = PolicyTokenBudget, false
+		p.Kind, p.Recall, p.Scope = PolicyTokenBudget, false, ""
 	}
 	if p.Kind == PolicyAll || p.Budget == 0 {
 		pinned := a.pinned

@@ -53,6 +53,14 @@ type Policy struct {
 	// (default Budget/10), or PolicySummaryBuffer's summary and window with
 	// Recall (default Budget/2). The newest user message always has room.
 	Recent int
+	// Scope is where recall looks for older messages: "" or
+	// ScopeConversation, the conversation's own history; ScopeUser, the
+	// history of every conversation of the conversation's user, this one
+	// included, each recalled message marked with its conversation and
+	// date (see Memory.Context). A conversation without a user, or a store
+	// that keeps no index of users (UserSearcher), recalls from its own
+	// history. Only policies that recall take it.
+	Scope string
 }
 
 // recalls reports whether p adds recalled messages.
@@ -79,6 +87,15 @@ func (p Policy) Validate() error {
 	}
 	if p.Recall && p.Kind != PolicySummaryBuffer && p.Kind != PolicyRecall {
 		return fmt.Errorf("%w: recall is an option of summary_buffer (and what recall does), not of %s", ErrInvalid, p.Kind)
+	}
+	switch p.Scope {
+	case "", ScopeConversation:
+	case ScopeUser:
+		if !p.recalls() {
+			return fmt.Errorf("%w: scope %s is an option of recall (and of summary_buffer with recall), not of %s", ErrInvalid, p.Scope, p.Kind)
+		}
+	default:
+		return fmt.Errorf("%w: unknown recall scope %q (want %s or %s)", ErrInvalid, p.Scope, ScopeConversation, ScopeUser)
 	}
 	switch p.Kind {
 	case PolicyAll:

@@ -81,6 +81,9 @@ type recaller struct {
 	embedder Embedder
 	vectors  VectorStore
 	log      func(msg string, args ...any)
+	// mark, when set, writes the markers instead of appendMarker (recall
+	// across a user's conversations names the conversation too).
+	mark func(b []byte, seq int64, t time.Time, withTime bool) []byte
 }
 
 // Embedding retrieval: how far back a vector search looks, how many hits
@@ -146,6 +149,19 @@ type scored struct {
 // query's terms ranks above one that repeats a single term. It returns the
 // candidates, best first.
 func (r recaller) ranking(ctx context.Context, query string, before int64) ([]scored, error) {
+	terms := r.terms(query)
+	if len(terms) == 0 || before <= 1 {
+		return nil, nil
+	}
+	postings, err := r.search.Postings(ctx, r.key, terms, before, recallPostings)
+	if err != nil {
+		return nil, err
+	}
+	return passageScores(postings, before-1, before), nil
+}
+
+// terms returns the terms of query that recall searches for.
+func (r recaller) terms(query string) []string {
 	terms := Terms(query)
 	if len(r.speakers) > 0 {
 		// A speaker's name matches every greeting addressed to them: it
@@ -155,19 +171,18 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 	if len(terms) > recallTerms {
 		terms = terms[:recallTerms]
 	}
-	if len(terms) == 0 || before <= 1 {
-		return nil, nil
-	}
-	postings, err := r.search.Postings(ctx, r.key, terms, before, recallPostings)
-	if err != nil {
-		return nil, err
-	}
-	n := float64(before - 1)
+	return terms
+}
+
+// passageScores scores the messages from 1 to before-1 for postings (a
+// Postings answer over n messages), as ranking describes, and returns the
+// candidates, best first.
+func passageScores(postings [][]int64, n, before int64) []scored {
 	score := make(map[int64]float64)
 	nearest := make(map[int64]float64) // of one term: position -> weight
 	for _, list := range postings {
 		df := float64(len(list))
-		idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+		idf := math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
 		clear(nearest)
 		for _, seq := range list {
 			for d, w := range [...]float64{1, near1, near2} {
@@ -194,7 +209,7 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 		}
 		return cmp.Compare(b.seq, a.seq) // newer first among equals
 	})
-	return out, nil
+	return out
 }
 
 // termScores scores each message of postings (a Postings answer over n
@@ -251,7 +266,13 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 	if err := r.completeToolUnits(ctx, bySeq, before); err != nil {
 		return nil, 0, err
 	}
+	return r.pack(ctx, query, ranked, bySeq, before, budget)
+}
 
+// pack fills budget with the best of ranked (candidates read into bySeq,
+// with the rest of their tool units), boosting the messages of speakers
+// the query names, and returns them marked, in order, and their tokens.
+func (r recaller) pack(ctx context.Context, query string, ranked []scored, bySeq map[int64]Message, before int64, budget int) ([]Message, int, error) {
 	named := speakers(query)
 	for i, c := range ranked {
 		m, ok := bySeq[c.seq]
@@ -270,6 +291,7 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 	// chosen yet; once the result settles the markers, what they saved is
 	// packed again, a few times at most.
 	used := 0
+	var err error
 	for range 3 {
 		for _, c := range ranked {
 			if p.left <= 0 {
@@ -319,6 +341,20 @@ func speakers(query string) func(name string) bool {
 // completeToolUnits reads, for every tool call or result in bySeq, the rest
 // of its unit, so that units are sent whole or not at all.
 func (r recaller) completeToolUnits(ctx context.Context, bySeq map[int64]Message, before int64) error {
+	want := unitGaps(bySeq, before)
+	if len(want) == 0 {
+		return nil
+	}
+	more, err := r.search.MessagesAt(ctx, r.key, want)
+	for _, m := range more {
+		bySeq[m.Seq] = m
+	}
+	return err
+}
+
+// unitGaps returns the sequence numbers (below before) that may hold the
+// rest of the tool units of the messages in bySeq and are not in it.
+func unitGaps(bySeq map[int64]Message, before int64) []int64 {
 	var want []int64
 	for seq, m := range bySeq {
 		if m.Role == RoleTool || len(m.ToolCalls) > 0 {
@@ -332,14 +368,7 @@ func (r recaller) completeToolUnits(ctx context.Context, bySeq map[int64]Message
 			}
 		}
 	}
-	if len(want) == 0 {
-		return nil
-	}
-	more, err := r.search.MessagesAt(ctx, r.key, want)
-	for _, m := range more {
-		bySeq[m.Seq] = m
-	}
-	return err
+	return want
 }
 
 // maxUnitReach is how far from a tool message recall looks for the rest of
@@ -432,7 +461,11 @@ func (p *packer) add(ctx context.Context, seq int64) error {
 func (p *packer) marker(seq int64, after bool) []byte {
 	m := p.bySeq[seq]
 	prev, ok := p.bySeq[seq-1]
-	p.buf = appendMarker(p.buf[:0], seq, m.CreatedAt, !(after && ok && sameMinute(prev.CreatedAt, m.CreatedAt)))
+	mark := appendMarker
+	if p.r.mark != nil {
+		mark = p.r.mark
+	}
+	p.buf = mark(p.buf[:0], seq, m.CreatedAt, !(after && ok && sameMinute(prev.CreatedAt, m.CreatedAt)))
 	return p.buf
 }
 
@@ -555,7 +588,10 @@ func (p *packer) result() []Message {
 // rest of the budget, then gives what recall left unused back to the
 // messages it cut, newest first, reading more of them if the window was
 // read short (extend: the stored counts are the window's, not recounted).
-func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c Counter, extend bool) (Window, error) {
+// With p.Scope ScopeUser, user (the conversation's user, if any) and a
+// store that is a UserSearcher, it recalls from all of the user's
+// conversations (recallUser).
+func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c Counter, extend bool, user string) (Window, error) {
 	search, ok := m.store.(Searcher)
 	if !ok {
 		return Window{}, fmt.Errorf("%w: this store keeps no search index, so it cannot recall", ErrInvalid)
@@ -565,7 +601,9 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 		head++
 	}
 	recent := w.Messages[head:]
-	if len(recent) == 0 || recent[0].Seq <= 1 {
+	us, acrossUser := m.store.(UserSearcher)
+	acrossUser = acrossUser && p.Scope == ScopeUser && user != ""
+	if len(recent) == 0 || recent[0].Seq <= 1 && !acrossUser {
 		return w, nil // the window reaches back to the start: nothing to recall
 	}
 	query := ""
@@ -593,7 +631,14 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 			}
 		}
 	}
-	recalled, used, err := r.recall(ctx, query, recent[cut].Seq, left)
+	var recalled []Message
+	var used int
+	var err error
+	if acrossUser {
+		recalled, used, err = r.recallUser(ctx, us, Key{Tenant: key.Tenant, ID: user}, key.ID, query, recent[cut].Seq, left)
+	} else {
+		recalled, used, err = r.recall(ctx, query, recent[cut].Seq, left)
+	}
 	if err != nil {
 		return Window{}, fmt.Errorf("recall for %s: %w", key, err)
 	}

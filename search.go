@@ -16,6 +16,8 @@ type Hit struct {
 	// Score ranks the hit: the summed inverse document frequency of the
 	// query terms the message holds (higher is better).
 	Score float64
+	// Conversation is the conversation the message is in (SearchUser).
+	Conversation string
 }
 
 // Search returns up to limit of the conversation's messages that hold terms

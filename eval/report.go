@@ -47,6 +47,9 @@ func WriteTable(w io.Writer, res *Result) error {
 	d := res.Data
 	fmt.Fprintf(w, "%s: %d conversations, %d messages, %d questions; tokenizer %s; %.1fs\n",
 		res.Dataset, res.Conversations, res.Messages, res.Questions, res.Tokenizer, res.Seconds)
+	if res.SessionsAsConversations {
+		fmt.Fprintln(w, "sessions as conversations: each session replayed as its own conversation of one user, each question asked in a new conversation of that user")
+	}
 	fmt.Fprintf(w, "evidence: %d malformed and %d unresolved IDs skipped; %d questions without evidence, %d without valid evidence (left out of recall); %d without an answer (left out of answer presence)\n\n",
 		d.MalformedEvidence, d.UnresolvedEvidence, d.NoEvidence, d.NoValidEvidence, d.NoAnswer)
 

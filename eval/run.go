@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +58,20 @@ type Config struct {
 	// runs in the evaluation, not in a store, and is what PolicyRecall is
 	// measured against.
 	BM25 bool
+	// Scope is the recall scope of the recall rows (chatmem.Policy.Scope):
+	// "" (the conversation's own history) or chatmem.ScopeUser (the
+	// history of all of its user's conversations). Without
+	// SessionsAsConversations no conversation has a user, and scope user
+	// recalls as the conversation scope does.
+	Scope string
+	// SessionsAsConversations replays each session of a conversation (the
+	// messages whose evidence IDs share a "D<n>:" prefix, LoCoMo's
+	// sessions) as its own conversation of one user, and asks each
+	// question in a new conversation of that user, which holds the
+	// question alone: only recall with Scope user sees the past sessions.
+	// It needs a store that keeps users (chatmem.UserStore); its replays
+	// record no Trace.
+	SessionsAsConversations bool
 	// Tenant the replayed conversations are stored under; default "eval".
 	Tenant string
 	// Parallel is how many conversations are replayed at once; default 1,
@@ -72,13 +88,16 @@ type Config struct {
 
 // Result is what Run measured.
 type Result struct {
-	Dataset       string    `json:"dataset"`
-	Tokenizer     string    `json:"tokenizer"`
-	Conversations int       `json:"conversations"`
-	Messages      int       `json:"messages"`
-	Questions     int       `json:"questions"`
-	Data          DataStats `json:"data"`
-	Rows          []Row     `json:"rows"`
+	Dataset       string `json:"dataset"`
+	Tokenizer     string `json:"tokenizer"`
+	Conversations int    `json:"conversations"`
+	Messages      int    `json:"messages"`
+	Questions     int    `json:"questions"`
+	// SessionsAsConversations says each session was replayed as its own
+	// conversation of one user (Config.SessionsAsConversations).
+	SessionsAsConversations bool      `json:"sessions_as_conversations,omitempty"`
+	Data                    DataStats `json:"data"`
+	Rows                    []Row     `json:"rows"`
 	// Trace records the tokens each row sends at every user turn of the
 	// first conversation, as a live chatbot would send them.
 	Trace   *Trace  `json:"trace,omitempty"`
@@ -106,6 +125,8 @@ type Row struct {
 	Budget int    `json:"budget,omitempty"`
 	Turns  int    `json:"turns,omitempty"`
 	Facts  bool   `json:"facts"`
+	// Scope is the recall scope, when not the conversation's.
+	Scope string `json:"scope,omitempty"`
 	// Overall covers every question but category 5's; Categories splits it
 	// by category (none when the data has no categories); Adversarial is
 	// category 5, reported apart.
@@ -118,14 +139,20 @@ type Row struct {
 }
 
 // Label names the row as the table shows it: "token_budget@1024".
+// A recall scope other than the conversation's follows the policy:
+// "recall/user@2048".
 func (r Row) Label() string {
+	name := r.Policy
+	if r.Scope != "" && r.Scope != chatmem.ScopeConversation {
+		name += "/" + r.Scope
+	}
 	switch {
 	case r.Budget > 0:
-		return r.Policy + "@" + strconv.Itoa(r.Budget)
+		return name + "@" + strconv.Itoa(r.Budget)
 	case r.Turns > 0:
-		return r.Policy + "(" + strconv.Itoa(r.Turns) + ")"
+		return name + "(" + strconv.Itoa(r.Turns) + ")"
 	}
-	return r.Policy
+	return name
 }
 
 // Group holds the metrics over a set of questions.
@@ -213,6 +240,12 @@ func Run(ctx context.Context, d *Dataset, cfg Config) (*Result, error) {
 	if cfg.Store == nil || cfg.Counter == nil {
 		return nil, fmt.Errorf("%w: eval.Run needs a store and a counter", chatmem.ErrInvalid)
 	}
+	if _, ok := cfg.Store.(chatmem.UserStore); cfg.SessionsAsConversations && !ok {
+		return nil, fmt.Errorf("%w: sessions as conversations need a store that keeps users", chatmem.ErrInvalid)
+	}
+	if _, ok := cfg.Store.(chatmem.UserSearcher); cfg.SessionsAsConversations && cfg.Scope == chatmem.ScopeUser && !ok {
+		return nil, fmt.Errorf("%w: recall scope user needs a store that indexes users (chatmem.UserSearcher); %T does not", chatmem.ErrInvalid, cfg.Store)
+	}
 	start := time.Now()
 	cfg = cfg.withDefaults()
 	rows, policies, err := planRows(cfg)
@@ -228,7 +261,8 @@ func Run(ctx context.Context, d *Dataset, cfg Config) (*Result, error) {
 		}
 	}
 
-	res := &Result{Dataset: d.Name, Tokenizer: cfg.Counter.Name(), Conversations: len(d.Conversations), Messages: d.Messages(), Questions: d.Questions(), Rows: rows}
+	res := &Result{Dataset: d.Name, Tokenizer: cfg.Counter.Name(), Conversations: len(d.Conversations), Messages: d.Messages(), Questions: d.Questions(), Rows: rows,
+		SessionsAsConversations: cfg.SessionsAsConversations}
 	for _, c := range d.Conversations {
 		for _, q := range c.Questions {
 			res.Data.MalformedEvidence += q.Malformed
@@ -333,7 +367,7 @@ func planRows(cfg Config) ([]Row, []chatmem.Policy, error) {
 		if err := p.Validate(); err != nil {
 			return err
 		}
-		r := Row{Policy: string(p.Kind), Budget: p.Budget, Turns: p.Turns, Facts: p.Facts}
+		r := rowOf(p)
 		if seen[r.Label()] {
 			return nil
 		}
@@ -350,7 +384,11 @@ func planRows(cfg Config) ([]Row, []chatmem.Policy, error) {
 			err = add(chatmem.Policy{Kind: k, Turns: cfg.Turns, Facts: cfg.Facts})
 		default:
 			for _, b := range cfg.Budgets {
-				if err = add(chatmem.Policy{Kind: k, Budget: b, Facts: cfg.Facts}); err != nil {
+				p := chatmem.Policy{Kind: k, Budget: b, Facts: cfg.Facts}
+				if k == chatmem.PolicyRecall && cfg.Scope == chatmem.ScopeUser {
+					p.Scope = cfg.Scope
+				}
+				if err = add(p); err != nil {
 					break
 				}
 			}
@@ -433,9 +471,17 @@ func (r *runner) conversation(ctx context.Context, c Conversation, t *Trace) ([]
 			return nil, err
 		}
 		key := chatmem.Key{Tenant: r.cfg.Tenant, ID: keyID(r.prefix, c.ID, rp.name)}
-		err = r.replayInto(ctx, mem, key, c, rp, t, tc, out)
-		if derr := r.cfg.Store.Delete(context.WithoutCancel(ctx), key); derr != nil && !errors.Is(derr, chatmem.ErrNotFound) && err == nil {
-			err = fmt.Errorf("delete %s: %w", key, derr)
+		if r.cfg.SessionsAsConversations {
+			// key names the user whose conversations the sessions become.
+			err = r.replaySessions(ctx, mem, key, c, rp, tc, out)
+			if _, derr := mem.DeleteUser(context.WithoutCancel(ctx), key); derr != nil && err == nil {
+				err = fmt.Errorf("delete user %s: %w", key, derr)
+			}
+		} else {
+			err = r.replayInto(ctx, mem, key, c, rp, t, tc, out)
+			if derr := r.cfg.Store.Delete(context.WithoutCancel(ctx), key); derr != nil && !errors.Is(derr, chatmem.ErrNotFound) && err == nil {
+				err = fmt.Errorf("delete %s: %w", key, derr)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
@@ -445,7 +491,7 @@ func (r *runner) conversation(ctx context.Context, c Conversation, t *Trace) ([]
 }
 
 func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, c Conversation, rp replay, t *Trace, tc *textCache, out [][]sample) error {
-	seqTurn := make(map[int64]string, len(c.Messages))
+	seqTurn := make(map[turnRef]string, len(c.Messages))
 	var series []Series
 	if t != nil {
 		for _, ri := range rp.rows {
@@ -459,7 +505,7 @@ func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatme
 		if err != nil {
 			return fmt.Errorf("message %d: %w", i+1, err)
 		}
-		seqTurn[res.Messages[0].Seq] = msg.Metadata[TurnKey]
+		seqTurn[turnRef{key.ID, res.Messages[0].Seq}] = msg.Metadata[TurnKey]
 		if (t != nil || rp.readEachTurn) && msg.Role == chatmem.RoleUser {
 			for j, ri := range rp.rows {
 				w, err := mem.Context(ctx, key, r.policies[ri], chatmem.ContextOptions{})
@@ -481,7 +527,7 @@ func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatme
 	for _, ri := range rp.rows {
 		p := r.policies[ri]
 		for _, q := range c.Questions {
-			s, err := ask(ctx, mem, key, p, q, seqTurn, tc)
+			s, err := ask(ctx, mem, key, p, q, seqTurn, tc, true)
 			if err != nil {
 				return fmt.Errorf("question %q under %s: %w", q.Question, rowOf(p).Label(), err)
 			}
@@ -492,20 +538,103 @@ func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatme
 }
 
 func rowOf(p chatmem.Policy) Row {
-	return Row{Policy: string(p.Kind), Budget: p.Budget, Turns: p.Turns, Facts: p.Facts}
+	return Row{Policy: string(p.Kind), Budget: p.Budget, Turns: p.Turns, Facts: p.Facts, Scope: p.Scope}
+}
+
+// turnRef names a stored message: a conversation and a seq in it.
+type turnRef struct {
+	conv string
+	seq  int64
+}
+
+// replaySessions replays each session of c as its own conversation of
+// user, then asks each question, under every row of rp, in a new
+// conversation of user that holds the question alone (deleted once
+// asked).
+func (r *runner) replaySessions(ctx context.Context, mem *chatmem.Memory, user chatmem.Key, c Conversation, rp replay, tc *textCache, out [][]sample) error {
+	sessions, err := sessionsOf(c)
+	if err != nil {
+		return err
+	}
+	seqTurn := make(map[turnRef]string, len(c.Messages))
+	const step = 50 // messages per progress report
+	done := 0
+	for si, msgs := range sessions {
+		key := chatmem.Key{Tenant: user.Tenant, ID: keyID(r.prefix, c.ID+".s"+strconv.Itoa(si+1), rp.name)}
+		for i, msg := range msgs {
+			res, err := mem.Append(ctx, key, []chatmem.Message{msg}, chatmem.AppendOptions{User: user.ID})
+			if err != nil {
+				return fmt.Errorf("session %d message %d: %w", si+1, i+1, err)
+			}
+			seqTurn[turnRef{key.ID, res.Messages[0].Seq}] = msg.Metadata[TurnKey]
+			if rp.readEachTurn && msg.Role == chatmem.RoleUser {
+				for _, ri := range rp.rows {
+					if _, err := mem.Context(ctx, key, r.policies[ri], chatmem.ContextOptions{}); err != nil && !errors.Is(err, chatmem.ErrBudgetTooSmall) {
+						return err
+					}
+				}
+			}
+			if done++; done%step == 0 || done == len(c.Messages) {
+				r.progress((done-1)%step + 1)
+			}
+		}
+	}
+	for qi, q := range c.Questions {
+		key := chatmem.Key{Tenant: user.Tenant, ID: keyID(r.prefix, c.ID+".q"+strconv.Itoa(qi+1), rp.name)}
+		question := chatmem.Message{Role: chatmem.RoleUser, Content: q.Question, Metadata: map[string]string{questionMeta: "question"}}
+		if _, err := mem.Append(ctx, key, []chatmem.Message{question}, chatmem.AppendOptions{User: user.ID}); err != nil {
+			return fmt.Errorf("question %q: %w", q.Question, err)
+		}
+		for _, ri := range rp.rows {
+			p := r.policies[ri]
+			s, err := ask(ctx, mem, key, p, q, seqTurn, tc, false)
+			if err != nil {
+				return fmt.Errorf("question %q under %s: %w", q.Question, rowOf(p).Label(), err)
+			}
+			out[ri] = append(out[ri], s)
+		}
+		if err := mem.Store().Delete(ctx, key); err != nil {
+			return fmt.Errorf("delete %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// sessionsOf splits c's messages into sessions: runs of messages whose
+// evidence IDs share their "D<n>:" prefix.
+func sessionsOf(c Conversation) ([][]chatmem.Message, error) {
+	var out [][]chatmem.Message
+	last := ""
+	for i, m := range c.Messages {
+		id := m.Metadata[TurnKey]
+		colon := strings.IndexByte(id, ':')
+		if !diaID.MatchString(id) || colon < 0 {
+			return nil, fmt.Errorf("%w: message %d of %s has evidence ID %q, not D<session>:<turn>: the dataset has no sessions", chatmem.ErrInvalid, i+1, c.ID, id)
+		}
+		if s := id[:colon]; s != last || len(out) == 0 {
+			out = append(out, nil)
+			last = s
+		}
+		out[len(out)-1] = append(out[len(out)-1], m)
+	}
+	return out, nil
 }
 
 // questionMeta marks the pending question, which is not memory: it is left
 // out of the context text answer presence searches.
 const questionMeta = "eval"
 
-// ask assembles the context as if q were the next user message and scores
-// it.
-func ask(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, p chatmem.Policy, q Question, seqTurn map[int64]string, tc *textCache) (sample, error) {
+// ask assembles the context as if q were the next user message (pending),
+// or with q stored as the conversation's last message (!pending), and
+// scores it. seqTurn gives the evidence ID of a stored message.
+func ask(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, p chatmem.Policy, q Question, seqTurn map[turnRef]string, tc *textCache, pending bool) (sample, error) {
 	s := sample{category: q.Category}
-	pending := chatmem.Message{Role: chatmem.RoleUser, Content: q.Question, Metadata: map[string]string{questionMeta: "question"}}
+	var opts chatmem.ContextOptions
+	if pending {
+		opts.Pending = []chatmem.Message{{Role: chatmem.RoleUser, Content: q.Question, Metadata: map[string]string{questionMeta: "question"}}}
+	}
 	t0 := time.Now()
-	w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{Pending: []chatmem.Message{pending}})
+	w, err := mem.Context(ctx, key, p, opts)
 	s.dur = time.Since(t0)
 	if errors.Is(err, chatmem.ErrBudgetTooSmall) {
 		s.failed = true
@@ -529,7 +658,7 @@ func ask(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, p chatmem.Po
 		texts = append(texts, newTokenSet(m.Name+" "+m.Content)) // summary, facts, other system text
 	}
 	for _, f := range w.Facts {
-		if id := seqTurn[f.SourceSeq]; id != "" {
+		if id := seqTurn[turnRef{cmp.Or(f.Conversation, key.ID), f.SourceSeq}]; id != "" {
 			found[id] = true
 		}
 	}

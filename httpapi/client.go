@@ -60,6 +60,8 @@ type ContextParams struct {
 	Turns     int
 	Facts     bool
 	Tokenizer string
+	// Scope is the recall scope (chatmem.Policy.Scope): "" or "user".
+	Scope string
 }
 
 // Append appends msgs to the conversation id, creating it if needed.
@@ -114,6 +116,9 @@ func (c *Client) Context(ctx context.Context, id string, p ContextParams) (chatm
 	}
 	if p.Tokenizer != "" {
 		q.Set("tokenizer", p.Tokenizer)
+	}
+	if p.Scope != "" {
+		q.Set("scope", p.Scope)
 	}
 	var out chatmem.Window
 	_, err := c.do(ctx, http.MethodGet, convPath(id, "context"), q, nil, nil, &out)

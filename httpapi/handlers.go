@@ -175,7 +175,7 @@ func (s *Server) getContext(c *call) error {
 	if err != nil {
 		return err
 	}
-	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "tokenizer")
+	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer")
 	if err != nil {
 		return err
 	}
@@ -215,6 +215,9 @@ func (s *Server) getContext(c *call) error {
 			return fmt.Errorf("%w: parameter recall must be true or false, got %q", chatmem.ErrInvalid, v)
 		}
 	}
+	if p.Scope, err = scopeParam(q.Get("scope"), p); err != nil {
+		return fmt.Errorf("%w: parameter scope: %w", chatmem.ErrInvalid, err)
+	}
 	tok := q.Get("tokenizer")
 	if len(tok) > maxTokenizerLen {
 		return fmt.Errorf("%w: parameter tokenizer is over %d characters", chatmem.ErrInvalid, maxTokenizerLen)
@@ -230,6 +233,22 @@ func (s *Server) getContext(c *call) error {
 	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
 	writeJSON(c.w, http.StatusOK, w)
 	return nil
+}
+
+// scopeParam checks v, the recall scope a request asks for under p: empty,
+// conversation or user, and user only for a policy that recalls. Its
+// errors are messages for the client, without ErrInvalid.
+func scopeParam(v string, p chatmem.Policy) (string, error) {
+	switch v {
+	case "", chatmem.ScopeConversation:
+		return v, nil
+	case chatmem.ScopeUser:
+		if p.Kind != chatmem.PolicyRecall && !(p.Kind == chatmem.PolicySummaryBuffer && p.Recall) {
+			return "", fmt.Errorf("scope %s needs policy recall (or summary_buffer with recall=true), not %s", v, p.Kind)
+		}
+		return v, nil
+	}
+	return "", fmt.Errorf("unknown scope %q (want %s or %s)", v, chatmem.ScopeConversation, chatmem.ScopeUser)
 }
 
 func policyNames() string {

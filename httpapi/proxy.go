@@ -91,6 +91,7 @@ const (
 	headerBudget       = "X-Chatmem-Budget"
 	headerTurns        = "X-Chatmem-Turns"
 	headerFacts        = "X-Chatmem-Facts"
+	headerScope        = "X-Chatmem-Scope"
 	headerWindowTokens = "X-Chatmem-Window-Tokens"
 )
 
@@ -436,6 +437,14 @@ func (s *Server) proxyPolicy(h http.Header) (chatmem.Policy, error) {
 			return p, fmt.Errorf("%w: header %s must be true or false, got %q", chatmem.ErrInvalid, headerFacts, v)
 		}
 		p.Facts = b
+	}
+	if v := h.Get(headerScope); v != "" {
+		var err error
+		if p.Scope, err = scopeParam(v, p); err != nil {
+			return p, fmt.Errorf("%w: header %s: %w", chatmem.ErrInvalid, headerScope, err)
+		}
+	} else if p.Kind != s.up.policy.Kind {
+		p.Scope = "" // the default's scope belongs to the default's policy
 	}
 	if err := p.Validate(); err != nil {
 		return p, fmt.Errorf("headers %s: %w", headerPolicy, err)

@@ -17,6 +17,7 @@ import (
 	mrand "math/rand"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,12 +36,22 @@ type BenchConfig struct {
 	Iterations int
 }
 
+// UserConversations is how many conversations of one user Bench spreads
+// n messages over for a policy with scope user: one per 100 messages, at
+// least 1 and at most 1,000 (1,000 messages over 10 conversations,
+// 1,000,000 over 1,000).
+func UserConversations(n int) int { return min(1000, max(1, n/100)) }
+
 // BenchResult is one line of `chatmem bench --json`.
 type BenchResult struct {
-	Store          string  `json:"store"`
-	Policy         string  `json:"policy"`
-	Messages       int     `json:"messages"`
-	Budget         int     `json:"budget"`
+	Store    string `json:"store"`
+	Policy   string `json:"policy"`
+	Messages int    `json:"messages"`
+	Budget   int    `json:"budget"`
+	// Scope and Conversations: with scope user, the messages are spread
+	// over Conversations conversations of one user.
+	Scope          string  `json:"scope,omitempty"`
+	Conversations  int     `json:"conversations,omitempty"`
 	P50us          float64 `json:"p50_us"`
 	P99us          float64 `json:"p99_us"`
 	WindowMessages int     `json:"window_messages"`
@@ -61,7 +72,11 @@ const benchContent = "Customer asks where order SE-10423 is; the agent says it i
 // cost: append one message and read the context under cfg.Policy, as a
 // chat backend does once per user message. The conversation is deleted
 // afterwards. Recall policies get text of a Zipf vocabulary, so that their
-// search meets rare and common words as in chats.
+// search meets rare and common words as in chats. With scope user
+// (cfg.Policy.Scope), the messages fill UserConversations(n)
+// conversations of one user instead, one after the other, and the turns
+// are those of a new conversation of that user, which recalls from all of
+// them; the user is erased afterwards.
 func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Writer) (BenchResult, error) {
 	p, n, iterations := cfg.Policy, cfg.Messages, cfg.Iterations
 	if n < 1 || iterations < 1 {
@@ -70,7 +85,24 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 	var suffix [4]byte
 	rand.Read(suffix[:])
 	key := chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("bench-%d-%s", n, hex.EncodeToString(suffix[:]))}
-	defer mem.Store().Delete(context.WithoutCancel(ctx), key)
+	convs := 1
+	var opts chatmem.AppendOptions // of the measured conversation
+	fillKey := func(int) chatmem.Key { return key }
+	if p.Scope == chatmem.ScopeUser {
+		convs = UserConversations(n)
+		opts.User = key.ID
+		user := chatmem.Key{Tenant: key.Tenant, ID: key.ID}
+		defer mem.DeleteUser(context.WithoutCancel(ctx), user)
+		// Message i goes to conversation i*convs/n: in order, one after
+		// the other; the measured conversation is a new one.
+		base := key.ID
+		fillKey = func(i int) chatmem.Key {
+			return chatmem.Key{Tenant: key.Tenant, ID: fmt.Sprintf("%s-c%d", base, i*convs/n)}
+		}
+		key.ID += "-now"
+	} else {
+		defer mem.Store().Delete(context.WithoutCancel(ctx), key)
+	}
 
 	text := func(i int) string { return fmt.Sprintf("%d: %s", i, benchContent) }
 	if p.Kind == chatmem.PolicyRecall || p.Recall {
@@ -91,8 +123,8 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 	batch := make([]chatmem.Message, 0, 1000)
 	for i := 0; i < n; i++ {
 		batch = append(batch, message(i))
-		if len(batch) == cap(batch) || i == n-1 {
-			if _, err := mem.Append(ctx, key, batch, chatmem.AppendOptions{}); err != nil {
+		if len(batch) == cap(batch) || i == n-1 || fillKey(i+1) != fillKey(i) {
+			if _, err := mem.Append(ctx, fillKey(i), batch, chatmem.AppendOptions{User: opts.User}); err != nil {
 				return BenchResult{}, err
 			}
 			batch = batch[:0]
@@ -116,7 +148,7 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 	durations := make([]time.Duration, 0, iterations)
 	for i := 0; i < warmup+iterations; i++ {
 		t0 := time.Now()
-		if _, err := mem.Append(ctx, key, []chatmem.Message{message(n + i)}, chatmem.AppendOptions{}); err != nil {
+		if _, err := mem.Append(ctx, key, []chatmem.Message{message(n + i)}, opts); err != nil {
 			return BenchResult{}, err
 		}
 		w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{})
@@ -142,6 +174,12 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 		}
 		r.FloorP50us, r.FloorRatio = floor, r.P50us/floor
 	}
+	if p.Scope == chatmem.ScopeUser {
+		r.Scope, r.Conversations = p.Scope, convs
+	}
+	// The deletion (deferred) of a large fill takes a while: say what was
+	// measured first.
+	fmt.Fprintf(log, "measured %d turns at %d messages: p50 %.0f µs, p99 %.0f µs; deleting the benchmark's messages\n", iterations, n, r.P50us, r.P99us)
 	return r, nil
 }
 
@@ -226,7 +264,12 @@ func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
 		if r.FloorP50us > 0 {
 			floor, ratio = fmt.Sprintf("%.1f", r.FloorP50us), fmt.Sprintf("%.2fx", r.FloorRatio)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.0f\t%s\t%s\t%d\t%.1f\t\n", r.Store, r.Policy, r.Messages, r.Budget, r.P50us, r.P99us, floor, ratio, r.WindowMessages, r.FillSeconds)
+		policy, messages := r.Policy, strconv.Itoa(r.Messages)
+		if r.Scope != "" {
+			policy += "/" + r.Scope
+			messages += " in " + strconv.Itoa(r.Conversations) + " convs"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%.0f\t%s\t%s\t%d\t%.1f\t\n", r.Store, policy, messages, r.Budget, r.P50us, r.P99us, floor, ratio, r.WindowMessages, r.FillSeconds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

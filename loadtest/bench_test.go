@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestBench(t *testing.T) {
 		if floor := tt.policy.Kind == chatmem.PolicyTokenBudget; floor != (r.FloorP50us > 0) || floor && r.FloorRatio != r.P50us/r.FloorP50us {
 			t.Errorf("%s: floor %.1f µs, ratio %.2f; want a floor and P50us over it for token_budget only", tt.policy.Kind, r.FloorP50us, r.FloorRatio)
 		}
-		if !strings.Contains(log.String(), "filling 50 messages") || !strings.HasSuffix(log.String(), "100%\n") {
+		if !strings.Contains(log.String(), "filling 50 messages") || !strings.Contains(log.String(), "100%\n") || !strings.HasSuffix(log.String(), "p50 "+strconv.FormatFloat(r.P50us, 'f', 0, 64)+" µs, p99 "+strconv.FormatFloat(r.P99us, 'f', 0, 64)+" µs; deleting the benchmark's messages\n") {
 			t.Errorf("%s: progress %q", tt.policy.Kind, log.String())
 		}
 	}
@@ -64,6 +65,34 @@ func TestBench(t *testing.T) {
 	budget := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 5}
 	if _, err := Bench(ctx, mem, BenchConfig{Policy: budget, Messages: 10, Iterations: 1}, io.Discard); !errors.Is(err, chatmem.ErrBudgetTooSmall) {
 		t.Errorf("Bench with a budget below one message: %v, want ErrBudgetTooSmall", err)
+	}
+}
+
+// TestBenchUserScope: with scope user, Bench spreads the messages over
+// conversations of one user, measures a new conversation of theirs that
+// recalls from them, and erases the user afterwards.
+func TestBenchUserScope(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyRecall, Budget: 400, Scope: chatmem.ScopeUser}
+	r, err := Bench(ctx, mem, BenchConfig{Policy: p, Messages: 300, Iterations: 20}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Scope != chatmem.ScopeUser || r.Conversations != 3 || r.Messages != 300 || r.WindowMessages < 1 || r.P99us < r.P50us {
+		t.Errorf("Bench(scope user) = %+v, want 300 messages over 3 conversations", r)
+	}
+	list, err := store.List(ctx, "bench", chatmem.PageRequest{})
+	if err != nil || len(list.Conversations) != 0 {
+		t.Errorf("conversations left after Bench: %+v, %v", list, err)
+	}
+	var table bytes.Buffer
+	if err := WriteBench(&table, []BenchResult{r}, false); err != nil || !strings.Contains(table.String(), "recall/user") || !strings.Contains(table.String(), "300 in 3 convs") {
+		t.Errorf("table = %q, %v; want recall/user and 300 in 3 convs", table.String(), err)
 	}
 }
 

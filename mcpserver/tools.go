@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,8 +131,8 @@ func (t *tools) register(s *mcp.Server) {
 		Name: "search_memory",
 		Description: "Search a conversation's stored messages for words (an order number, a name, a topic), " +
 			"however far back they were said, and return the matching messages with their sequence number, " +
-			"time and role, best first. It matches words, not meaning. It searches one conversation: there is no " +
-			"search across a user's conversations yet (list_conversations with user lists them, to search each).",
+			"time and role, best first. It matches words, not meaning. Give conversation to search that conversation, " +
+			"or user to search all of that user's conversations at once (each hit names its conversation).",
 		Annotations: &mcp.ToolAnnotations{Title: "Search memory", ReadOnlyHint: true, OpenWorldHint: closed},
 	}, t.search)
 	mcp.AddTool(s, &mcp.Tool{
@@ -238,7 +239,7 @@ func (t *tools) userConflict(ctx context.Context, key chatmem.Key, user string, 
 
 // policy turns get_context's input into a Policy, with the defaults.
 func policy(in ContextInput) (chatmem.Policy, error) {
-	p := chatmem.Policy{Kind: chatmem.PolicyKind(in.Policy), Budget: in.Budget, Turns: in.Turns, Facts: in.Facts}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(in.Policy), Budget: in.Budget, Turns: in.Turns, Facts: in.Facts, Scope: in.Scope}
 	if p.Kind == "" {
 		p.Kind = chatmem.PolicyTokenBudget
 	}
@@ -319,7 +320,16 @@ func writeLine(b *strings.Builder, seq int64, role, kind, content string, calls 
 }
 
 func (t *tools) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchInput) (*mcp.CallToolResult, SearchOutput, error) {
-	key, err := t.key(in.Conversation)
+	var key chatmem.Key
+	var err error
+	switch {
+	case in.Conversation != "" && in.User != "":
+		err = fmt.Errorf("%w: give conversation or user, not both: user searches all of the user's conversations", chatmem.ErrInvalid)
+	case in.User != "":
+		key, err = t.userKey(in.User)
+	default:
+		key, err = t.key(in.Conversation)
+	}
 	if err != nil {
 		return nil, SearchOutput{}, err
 	}
@@ -333,17 +343,31 @@ func (t *tools) search(ctx context.Context, _ *mcp.CallToolRequest, in SearchInp
 	if limit < 1 || limit > chatmem.MaxSearchLimit {
 		return nil, SearchOutput{}, fmt.Errorf("%w: limit %d is outside 1..%d", chatmem.ErrInvalid, in.Limit, chatmem.MaxSearchLimit)
 	}
-	hits, err := t.mem.Search(ctx, key, in.Query, limit)
+	var hits []chatmem.Hit
+	if in.User != "" {
+		hits, err = t.mem.SearchUser(ctx, key, in.Query, limit)
+	} else {
+		hits, err = t.mem.Search(ctx, key, in.Query, limit)
+	}
 	if err != nil {
 		return nil, SearchOutput{}, t.toolError(ctx, "search_memory", notFound(key.ID, err))
 	}
 	out := SearchOutput{Query: in.Query, Hits: make([]Hit, len(hits))}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d message(s) of %s match %q.", len(hits), key.ID, in.Query)
+	if in.User != "" {
+		fmt.Fprintf(&b, "%d message(s) of user %s's conversations match %q.", len(hits), key.ID, in.Query)
+	} else {
+		fmt.Fprintf(&b, "%d message(s) of %s match %q.", len(hits), key.ID, in.Query)
+	}
 	for i, h := range hits {
 		m := messageOf(h.Message)
-		out.Hits[i] = Hit{Conversation: key.ID, Seq: m.Seq, Time: m.Time, Role: m.Role, Name: m.Name, Text: m.Content, Score: h.Score}
+		conv := cmp.Or(h.Conversation, key.ID)
+		out.Hits[i] = Hit{Conversation: conv, Seq: m.Seq, Time: m.Time, Role: m.Role, Name: m.Name, Text: m.Content, Score: h.Score}
 		b.WriteByte('\n')
+		if in.User != "" {
+			b.WriteString(conv)
+			b.WriteByte(' ')
+		}
 		writeLine(&b, m.Seq, m.Role, "", m.Content, m.ToolCalls)
 		if !m.Time.IsZero() {
 			fmt.Fprintf(&b, " (%s)", m.Time.UTC().Format("2006-01-02 15:04"))

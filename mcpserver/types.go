@@ -69,6 +69,7 @@ type ContextInput struct {
 	Budget       int    `json:"budget,omitempty" jsonschema:"tokens the whole window may take (default 4000 for token_budget, summary_buffer and recall; no cap for last_turns and all when omitted)"`
 	Turns        int    `json:"turns,omitempty" jsonschema:"for last_turns: how many turns (default 10); a turn starts at a user message"`
 	Facts        bool   `json:"facts,omitempty" jsonschema:"also send the known facts about the conversation's user as a system message"`
+	Scope        string `json:"scope,omitempty" jsonschema:"for recall: conversation (the default: recall from this conversation) or user (recall from all of the conversation's user's conversations, this one included, each recalled message marked with its conversation and date)"`
 }
 
 // Message is a message as get_context and the resources give it.
@@ -118,7 +119,8 @@ type ContextOutput struct {
 // SearchInput is search_memory's input.
 type SearchInput struct {
 	Query        string `json:"query" jsonschema:"words to look for, e.g. an order number, a name or a topic; matched by word (stemmed), not by meaning"`
-	Conversation string `json:"conversation" jsonschema:"the conversation to search (one at a time: a user's other conversations are not searched; list_conversations with user names them)"`
+	Conversation string `json:"conversation,omitempty" jsonschema:"the conversation to search (give conversation or user, not both)"`
+	User         string `json:"user,omitempty" jsonschema:"the user whose conversations to search, all of them at once (give conversation or user, not both)"`
 	Limit        int    `json:"limit,omitempty" jsonschema:"most hits to return, 1 to 100 (default 10)"`
 }
 

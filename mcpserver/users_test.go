@@ -246,9 +246,9 @@ func TestUserTenantIsolation(t *testing.T) {
 	}
 }
 
-// TestUserToolSchemas: the fact tools' inputs require neither conversation
-// nor user (the tool checks that exactly one is given), and
-// search_memory's still requires conversation.
+// TestUserToolSchemas: the inputs of the fact tools and search_memory
+// require neither conversation nor user (the tool checks that exactly one
+// is given).
 func TestUserToolSchemas(t *testing.T) {
 	cs := connectInMemory(t, newMemory(t), "acme")
 	required := map[string][]string{}
@@ -261,7 +261,7 @@ func TestUserToolSchemas(t *testing.T) {
 			t.Fatalf("%s: input schema %T", tool.Name, tool.InputSchema)
 		}
 		props, _ := schema["properties"].(map[string]any)
-		if tool.Name != "search_memory" && tool.Name != "get_context" && tool.Name != "delete_conversation" && props["user"] == nil {
+		if tool.Name != "get_context" && tool.Name != "delete_conversation" && props["user"] == nil {
 			t.Errorf("%s: no user input", tool.Name)
 		}
 		req, _ := schema["required"].([]any)
@@ -269,12 +269,67 @@ func TestUserToolSchemas(t *testing.T) {
 			required[tool.Name] = append(required[tool.Name], r.(string))
 		}
 	}
-	for _, tool := range []string{"get_facts", "set_fact", "delete_fact"} {
+	for _, tool := range []string{"get_facts", "set_fact", "delete_fact", "search_memory"} {
 		if slices.Contains(required[tool], "conversation") || slices.Contains(required[tool], "user") {
 			t.Errorf("%s requires %v", tool, required[tool])
 		}
 	}
-	if !slices.Contains(required["search_memory"], "conversation") {
-		t.Errorf("search_memory requires %v, want conversation", required["search_memory"])
+}
+
+// TestSearchUser: search_memory with user searches all of the user's
+// conversations, each hit naming its own, and nothing of another user's;
+// get_context with scope user recalls the user's other conversation into
+// a new one; conversation and user together is a tool error.
+func TestSearchUser(t *testing.T) {
+	mem := newMemory(t)
+	cs := connectInMemory(t, mem, "acme")
+	say := func(conv, user string, texts ...string) {
+		t.Helper()
+		var msgs []any
+		for i, s := range texts {
+			role := "user"
+			if i%2 == 1 {
+				role = "assistant"
+			}
+			msgs = append(msgs, map[string]any{"role": role, "content": s})
+		}
+		var out mcpserver.AppendOutput
+		mustOK(t, cs, "append_messages", map[string]any{"conversation": conv, "user": user, "messages": msgs}, &out)
 	}
+	var talk []string
+	for i := range 16 {
+		talk = append(talk, []string{"nice weather for a walk today", "the garden looks lovely in the rain", "coffee and a book this weekend"}[i%3])
+	}
+	say("mon", "kavya", append([]string{"My order is SE-10423, a blue kettle.", "Noted: order SE-10423."}, talk...)...)
+	say("tue", "kavya", "Also the kettle lid is cracked.", "Sorry about the kettle lid.")
+	say("other", "ravi", "My kettle order is ZZ-999.", "Noted: ZZ-999.")
+
+	var found mcpserver.SearchOutput
+	res := mustOK(t, cs, "search_memory", map[string]any{"user": "kavya", "query": "kettle order SE-10423"}, &found)
+	convs := map[string]bool{}
+	for _, h := range found.Hits {
+		convs[h.Conversation] = true
+		if strings.Contains(h.Text, "ZZ-999") {
+			t.Errorf("search_memory(user kavya) found ravi's %q", h.Text)
+		}
+	}
+	if !convs["mon"] || !convs["tue"] || len(convs) != 2 || !strings.Contains(found.Hits[0].Text, "SE-10423") {
+		t.Errorf("search_memory(user kavya) = %+v, want hits of mon (the order first) and tue", found.Hits)
+	}
+	if got := text(res); !strings.Contains(got, "user kavya") || !strings.Contains(got, "mon #1") {
+		t.Errorf("search_memory(user kavya) text = %q, want it to name the user and each hit's conversation", got)
+	}
+	mustFail(t, cs, "search_memory", map[string]any{"user": "kavya", "conversation": "mon", "query": "kettle"}, "not both")
+
+	say("fri", "kavya", "What was my order number for the kettle?")
+	var w mcpserver.ContextOutput
+	mustOK(t, cs, "get_context", map[string]any{"conversation": "fri", "policy": "recall", "budget": 120, "scope": "user"}, &w)
+	var sent []string
+	for _, m := range w.Messages {
+		sent = append(sent, m.Content)
+	}
+	if all := strings.Join(sent, "\n"); !strings.Contains(all, "SE-10423") || !strings.Contains(all, "[mon #") {
+		t.Errorf("get_context(fri, recall, scope user) = %q, want mon's order recalled", sent)
+	}
+	mustFail(t, cs, "get_context", map[string]any{"conversation": "fri", "scope": "user"}, "scope")
 }

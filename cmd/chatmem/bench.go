@@ -17,19 +17,19 @@ import (
 
 // benchConfig is everything `chatmem bench` can be told.
 type benchConfig struct {
-	store, dataDir, policy string
-	sizes                  []int
-	budget, turns          int
-	facts, asJSON          bool
-	iterations             int
-	httpURL, apiKey        string
-	conversations          int
-	duration               time.Duration
-	maxTurns               int
-	baseline, soak         bool
-	workers                int
-	sample                 time.Duration
-	rssGrowth              float64
+	store, dataDir, policy, scope string
+	sizes                         []int
+	budget, turns                 int
+	facts, asJSON                 bool
+	iterations                    int
+	httpURL, apiKey               string
+	conversations                 int
+	duration                      time.Duration
+	maxTurns                      int
+	baseline, soak                bool
+	workers                       int
+	sample                        time.Duration
+	rssGrowth                     float64
 }
 
 // command is bench's list of settings. Its store is its own
@@ -40,6 +40,8 @@ func (c *benchConfig) command() *settings.Command {
 	s = append(s, []settings.Setting{
 		{Name: "messages", Group: "bench", Value: settings.IntList(&c.sizes, []int{1000, 100000, 1000000}, 1), Example: "1000,1000000", Help: "conversation sizes"},
 		{Name: "policy", Group: "bench", Value: settings.Choice(&c.policy, string(chatmem.PolicyTokenBudget), policyNames()...), Help: "policy of the context reads"},
+		{Name: "scope", Group: "bench", Value: settings.Choice(&c.scope, chatmem.ScopeConversation, chatmem.ScopeConversation, chatmem.ScopeUser), Example: "user",
+			Help: "recall scope: user spreads each size's messages over conversations of one user (1 per 100\nmessages, at most 1,000) and measures a new conversation of theirs recalling from all of them"},
 		{Name: "budget", Group: "bench", Value: settings.Int(&c.budget, 4000, 0, maxInt32), Help: "token budget"},
 		{Name: "turns", Group: "bench", Value: settings.Int(&c.turns, 0, 0, maxInt32), Example: "10", Help: "turns (last_turns)"},
 		{Name: "facts", Group: "bench", Value: settings.Bool(&c.facts, false), Example: "true", Help: "add the facts block (runs the rule extractor in the worker)"},
@@ -63,7 +65,8 @@ func (c *benchConfig) command() *settings.Command {
 	}...)
 	return &settings.Command{
 		Name: "bench",
-		Usage: "bench [--store URL] [--messages 1000,100000,1000000] [--budget 4000] [--policy P] [--turns N] [--iterations 300] [--json]\n" +
+		Usage: "bench [--store URL] [--messages 1000,100000,1000000] [--budget 4000] [--policy P] [--scope conversation|user] [--turns N]\n" +
+			"       [--iterations 300] [--json]\n" +
 			"       chatmem bench --http URL [--api-key K] [--conversations 1000] [--duration 30s] [--baseline]\n" +
 			"       chatmem bench --http URL --soak [--conversations 10000] [--duration 30m] [--workers 64] [--sample 10s] [--max-rss-growth 0.25]",
 		About: "For each size, fills one conversation with that many messages (with a progress bar on\n" +
@@ -125,6 +128,9 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	p.Facts = c.facts
+	if c.scope == chatmem.ScopeUser {
+		p.Scope = c.scope
+	}
 	if err := p.Validate(); err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -16,11 +16,11 @@ import (
 
 // evalConfig is everything `chatmem eval` can be told.
 type evalConfig struct {
-	dataset, data, tokenizer, outDir, store, dataDir string
-	policies                                         []string
-	budgets                                          []int
-	turns, parallel                                  int
-	facts, asJSON, bm25                              bool
+	dataset, data, tokenizer, outDir, store, dataDir, scope string
+	policies                                                []string
+	budgets                                                 []int
+	turns, parallel                                         int
+	facts, asJSON, bm25, sessions                           bool
 }
 
 // command is eval's list of settings. Its store is its own
@@ -35,6 +35,10 @@ func (c *evalConfig) command() *settings.Command {
 		{Name: "turns", Group: "policies", Value: settings.Int(&c.turns, eval.DefaultTurns, 1, 1<<31-1), Help: "turns kept by last_turns"},
 		{Name: "facts", Group: "policies", Value: settings.Bool(&c.facts, false), Example: "true", Help: "add the facts block to every policy (runs the rule extractor during the replay)"},
 		{Name: "bm25", Group: "policies", Value: settings.Bool(&c.bm25, false), Example: "true", Help: "add a baseline row per budget: plain BM25 over single turns, the question as the query"},
+		{Name: "scope", Group: "policies", Value: settings.Choice(&c.scope, chatmem.ScopeConversation, chatmem.ScopeConversation, chatmem.ScopeUser), Example: "user",
+			Help: "where recall looks: conversation (its own history) or user (all of its user's conversations; with\n--sessions-as-conversations, the past sessions)"},
+		{Name: "sessions-as-conversations", Group: "dataset", Value: settings.Bool(&c.sessions, false), Example: "true",
+			Help: "replay each session (LoCoMo's D<n>) as its own conversation of one user, and ask each question in\na new conversation of that user"},
 		{Name: "tokenizer", Group: "policies", Value: tokenizerSetting(&c.tokenizer, "estimate", false), Help: "tokenizer that counts the messages"},
 		{Name: "parallel", Group: "run", Value: settings.Int(&c.parallel, 1, 1, 1024), Example: "4", Help: "conversations replayed at once (more is faster; assembly times then include contention)"},
 		{Name: "json", Group: "run", Value: settings.Bool(&c.asJSON, false), Example: "true", Help: "print the results as one JSON object"},
@@ -44,7 +48,8 @@ func (c *evalConfig) command() *settings.Command {
 	return &settings.Command{
 		Name: "eval",
 		Usage: "eval --dataset locomo|jsonl --data PATH [--policy all,last_turns,token_budget,summary_buffer,recall]\n" +
-			"       [--budget 512,1024,2048,4096] [--turns 10] [--facts] [--bm25] [--tokenizer estimate] [--json] [--out DIR]",
+			"       [--budget 512,1024,2048,4096] [--turns 10] [--facts] [--bm25] [--scope conversation|user]\n" +
+			"       [--sessions-as-conversations] [--tokenizer estimate] [--json] [--out DIR]",
 		About: "Replays each conversation of the dataset into a store, message by message, with the offline\n" +
 			"summarizer (and, with --facts, the rule extractor) running inside each append, then asks each\n" +
 			"question as the next user message and scores the context each policy would send at each\n" +
@@ -53,6 +58,9 @@ func (c *evalConfig) command() *settings.Command {
 			"tokens sent (mean, p50, p95) and the time to assemble it (p50, p99). all and last_turns take\n" +
 			"no budget and make one row each. LoCoMo's categories 1-4 make the overall figures; category 5\n" +
 			"(adversarial) is reported apart. No model answers the questions.\n\n" +
+			"--sessions-as-conversations replays each session as its own conversation of one user and asks\n" +
+			"each question in a new conversation of that user: token_budget then sees nothing of the past\n" +
+			"sessions, recall --scope user recalls from all of them.\n\n" +
 			"--dataset jsonl reads one conversation per line:\n" +
 			`  {"id":"...","messages":[OpenAI-style messages],"probes":[{"question":"...","answer":"...","evidence":[1-based positions]}]}` + "\n\n" +
 			"--out DIR writes recall_vs_tokens.svg and cumulative_tokens.svg (tokens sent per user turn,\n" +
@@ -118,9 +126,11 @@ func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 		Policies: policies, Budgets: c.budgets, Turns: c.turns, Facts: c.facts,
 		Extractors: []chatmem.Extractor{offline.DefaultExtractor()},
 		// The summary follows each replay's budget (chatmem.SummaryOptions).
-		Summarizer: offline.NewSummarizer(offline.Options{}),
-		BM25:       c.bm25,
-		Parallel:   c.parallel,
+		Summarizer:              offline.NewSummarizer(offline.Options{}),
+		BM25:                    c.bm25,
+		Parallel:                c.parallel,
+		Scope:                   c.scope,
+		SessionsAsConversations: c.sessions,
 		Progress: func(done, total int) {
 			if bar == nil {
 				bar = progress.New(stderr, fmt.Sprintf("replaying %d conversations", len(d.Conversations)), total)
