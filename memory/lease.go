@@ -83,3 +83,17 @@ func (s *Store) Release(ctx context.Context, key chatmem.Key, kind, holder strin
 	delete(ls.m, k)
 	return l.wanted, nil
 }
+
+// drop deletes the leases on the conversation at key, when the
+// conversation goes (Delete, expiry, purge, DeleteUser): nothing of it
+// stays behind, not even a crashed holder's lease. A holder still at work
+// then releases nothing, as after an expiry. Store.remove calls it under
+// the store's write lock; the leases' mutex is taken after it, never
+// before.
+func (ls *leases) drop(key chatmem.Key) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, kind := range [...]string{chatmem.LeaseSummary, chatmem.LeaseFacts} {
+		delete(ls.m, leaseKey{key, kind})
+	}
+}

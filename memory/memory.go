@@ -314,6 +314,7 @@ func (s *Store) remove(key chatmem.Key) {
 		tn.unbind(key.ID, c.meta.User)
 	}
 	delete(tn.convs, key.ID)
+	s.leases.drop(key)
 	if i, found := slices.BinarySearch(tn.ids, key.ID); found {
 		tn.ids = slices.Delete(tn.ids, i, i+1)
 	}

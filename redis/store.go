@@ -628,6 +628,12 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 	if err := s.unindex(ctx, key); err != nil {
 		return fmt.Errorf("redis: delete %s: %w", key, err)
 	}
+	// Leases expire on their own (lease.go), but a deleted conversation's
+	// go with it, as on the other stores: a holder still at work then
+	// releases nothing, as after an expiry.
+	if err := s.client.Del(ctx, s.leaseKey(key, chatmem.LeaseSummary), s.leaseKey(key, chatmem.LeaseFacts)).Err(); err != nil {
+		return fmt.Errorf("redis: delete %s: leases: %w", key, wrap(ctx, err))
+	}
 	if n, _ := n.(int64); n != 1 {
 		return notFound(key)
 	}

@@ -17,6 +17,7 @@ var leaseTests = []subtest{
 	{"Expiry", testLeaseExpiry},
 	{"Invalid", testLeaseInvalid},
 	{"Race", testLeaseRace},
+	{"Deleted", testLeaseDeleted},
 }
 
 // testLeases runs the chatmem.Leaser subtests if the harness's stores
@@ -201,5 +202,32 @@ func testLeaseRace(t *testing.T, h Harness) {
 	}
 	if !mustRelease(t, ls[0], key, "facts", string(rune('A'+winner))) {
 		t.Error("Release by the winner = not wanted, want wanted: others were refused")
+	}
+}
+
+// testLeaseDeleted: a conversation's leases go with it, so nothing of a
+// deleted conversation stays behind in a lease, and the work of a new
+// conversation under the same ID is not held up by the old one's holder.
+func testLeaseDeleted(t *testing.T, h Harness) {
+	s := h.New(t)
+	l := as[chatmem.Leaser](t, s)
+	key := randomKey("c1")
+	mustAppend(t, s, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "hello", Tokens: 1}}, chatmem.AppendOptions{})
+	const ttl = time.Minute
+	for _, kind := range []string{chatmem.LeaseSummary, chatmem.LeaseFacts} {
+		if !mustLease(t, l, key, kind, "A", ttl) {
+			t.Fatalf("Lease(A, %s) on a free lease = false, want true", kind)
+		}
+	}
+	if err := s.Delete(t.Context(), key); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	for _, kind := range []string{chatmem.LeaseSummary, chatmem.LeaseFacts} {
+		if !mustLease(t, l, key, kind, "B", ttl) {
+			t.Errorf("Lease(B, %s) after the conversation was deleted = false, want true: its leases go with it", kind)
+		}
+		if mustRelease(t, l, key, kind, "A") {
+			t.Errorf("Release(A, %s) of a lease dropped with its conversation = wanted, want false", kind)
+		}
 	}
 }
