@@ -13,6 +13,7 @@ import (
 // migrations/0003_search.sql and the ones after it, whose tables refer to
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
+	"DROP TRIGGER conversations_drop_leases",  // 0011_lease_cleanup.sql
 	"DROP TRIGGER conversations_user_unindex", // 0009_user_terms.sql
 	"DROP INDEX conversations_user_unindexed",
 	"ALTER TABLE conversations DROP COLUMN user_unindexed_seq",
