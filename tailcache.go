@@ -10,6 +10,23 @@ import (
 // DefaultTailCacheBytes is the default of Options.TailCacheBytes.
 const DefaultTailCacheBytes = 32 << 20
 
+// fillSlack is how much more than n (a query's tokens or turns) a cache
+// entry is filled with: a quarter more, at least 1. The entry must reach
+// past the query's selection for answer to tell where it starts (one
+// message older, for tokens), and appends only move the selection
+// forward, so a quarter is room enough for the turns that follow, asking
+// as much; a refill reads it on a process's first turn, where every
+// message read is one more decoded (twice the window made that turn 7 to
+// 9 steady turns on Redis, issue 18). When the message past the
+// selection does not fit in the slack, answer fails and the query is read
+// as asked.
+func fillSlack(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return max(1, n/4)
+}
+
 // maxCatchUp bounds how many messages appended since a conversation's
 // tail was cached are read to bring it up to date; further behind (another
 // process wrote a lot), the tail is read anew, one bounded read as ever.
@@ -35,10 +52,12 @@ const maxCatchUp = 256
 // summary cache.
 //
 // An entry holds the system messages and a run of the newest other
-// messages long enough to answer the last query with room to spare (twice
-// its tokens and turns): a query that needs more than the run holds reads
-// the store, and the entry is refilled from that read. Entries are evicted
-// least recently used first, to a bound on the bytes of their messages.
+// messages long enough to answer the last query with room to spare (read
+// with a quarter more than its tokens and turns, see fillSlack; kept up
+// to twice as much as appends extend it): a query that needs more than
+// the run holds reads the store, and the entry is refilled from that
+// read. Entries are evicted least recently used first, to a bound on the
+// bytes of their messages.
 type tailCache struct {
 	max int64 // bytes; 0: off
 
@@ -475,9 +494,10 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 		}
 		return mergePinned(sys, recent), nil
 	}
-	// Read twice what is asked, so that the next turns, asking as much,
-	// find the start of their selection inside the entry.
-	more := TailQuery{Tokens: 2 * q.Tokens, Turns: 2 * q.Turns}
+	// Read a little more than is asked (see fillSlack), so that this
+	// answer and the next turns', asking as much, find the start of their
+	// selection inside the entry.
+	more := TailQuery{Tokens: q.Tokens + fillSlack(q.Tokens), Turns: q.Turns + fillSlack(q.Turns)}
 	msgs, err := m.store.Tail(ctx, key, more)
 	if err != nil {
 		return nil, err
