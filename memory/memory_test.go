@@ -133,3 +133,39 @@ func TestIndexCatchesUp(t *testing.T) {
 		t.Errorf("after one more append: Postings(banana) = %v, want [%d]; %d seqs of appl, want %d", got[0], seq, len(got[1]), writers*perWriter)
 	}
 }
+
+// BenchmarkDeleteUser erases a user whose conversations hold 100 messages
+// each, at 100 and at 1,000 conversations; ns/message should stay flat
+// from one size to the other (it grew with the number of conversations
+// when each conversation's removal went over the user's whole index).
+func BenchmarkDeleteUser(b *testing.B) {
+	ctx := context.Background()
+	user := chatmem.Key{Tenant: "bench", ID: "u-1"}
+	const perConv = 100
+	for _, convs := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("conversations=%d", convs), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				b.StopTimer()
+				s := memory.New()
+				for c := range convs {
+					key := chatmem.Key{Tenant: user.Tenant, ID: fmt.Sprintf("c-%04d", c)}
+					msgs := make([]chatmem.Message, perConv)
+					for i := range msgs {
+						msgs[i] = chatmem.Message{Role: chatmem.RoleUser, Tokens: 12,
+							Content: fmt.Sprintf("order SE-%d left the warehouse in Malmo and ships today (%d)", c, i)}
+					}
+					if _, err := s.Append(ctx, key, msgs, chatmem.AppendOptions{User: user.ID}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				n, err := s.DeleteUser(ctx, user)
+				if err != nil || n != convs {
+					b.Fatalf("DeleteUser = %d, %v, want %d", n, err, convs)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*convs*perConv), "ns/message")
+		})
+	}
+}

@@ -257,8 +257,14 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if tn == nil || tn.users[user.ID] == nil {
 		return 0, nil
 	}
+	u := tn.users[user.ID]
+	// The whole index goes with the user: dropping it here, before the
+	// conversations, spares each removal its pass over the index's lists,
+	// which hold every conversation's entries (quadratic in the user's
+	// conversations otherwise).
+	u.index = userIndex{}
 	n := 0
-	for _, id := range slices.Clone(tn.users[user.ID].convs) {
+	for _, id := range slices.Clone(u.convs) {
 		if c := tn.convs[id]; c != nil && c.meta.User == user.ID {
 			s.remove(chatmem.Key{Tenant: user.Tenant, ID: id})
 			n++

@@ -68,7 +68,10 @@ func (tn *tenant) indexForUser(user, conv string, msgs []chatmem.Message, terms 
 }
 
 // unindexForUser drops conversation conv's entries from user u's index.
-// The caller holds the write lock.
+// The caller holds the write lock. Its cost is the length of the lists of
+// conv's terms, which span all the user's conversations: fine for one
+// conversation, quadratic for all of them, so DeleteUser drops the whole
+// index first instead.
 func (u *userRecord) unindexForUser(conv string) {
 	for t := range u.index.terms[conv] {
 		list := slices.DeleteFunc(u.index.postings[t], func(e userEntry) bool { return e.conv == conv })

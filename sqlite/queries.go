@@ -219,6 +219,6 @@ var (
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,
 		selectUserPage, selectUserFacts, selectUserFactHistory,
-		selectUserPostings, selectUserEntries, selectUserMessagesAt, // usersearch.go
+		selectUserPostings, selectUserEntries, selectUserConversations, selectUserMessagesAt, // usersearch.go
 	}
 )

@@ -165,6 +165,12 @@ func dsn(abs string, opts Options, readOnly bool) string {
 		// lock. The driver's busy handler gives up when the context ends.
 		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 		q.Set("_query_only", "1")
+		// Reads map the file (up to 1 GiB) instead of copying each page
+		// into the connection's own 2 MiB cache: a recall across a user's
+		// history seeks pages all over a large file, and those reads then
+		// cost what they cost on a small one while the OS keeps the file
+		// cached, shared by every read connection.
+		q.Add("_pragma", "mmap_size(1073741824)")
 	} else {
 		// No busy timeout: beginWrite waits for the write lock itself.
 		q.Add("_pragma", "busy_timeout(0)")

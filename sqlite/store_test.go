@@ -69,10 +69,11 @@ func TestQueryPlans(t *testing.T) {
 		selectMessagesAt: "SEARCH messages USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
 		// The user index: the same FTS5 read, then a seek per id and per
 		// hit; a millisecond's highest slot in one seek.
-		selectUserPostings:   "SCAN user_terms VIRTUAL TABLE INDEX 192:M1><",
-		selectUserEntries:    "SEARCH c USING INDEX conversations_num (num=?",
-		selectUserMessagesAt: "SEARCH m USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
-		selectUserSlot:       "SEARCH user_index USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+		selectUserPostings:      "SCAN user_terms VIRTUAL TABLE INDEX 192:M1><",
+		selectUserEntries:       "SEARCH u USING INTEGER PRIMARY KEY (rowid=?)",
+		selectUserConversations: "SEARCH c USING INDEX conversations_num (num=?",
+		selectUserMessagesAt:    "SEARCH m USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
+		selectUserSlot:          "SEARCH user_index USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
 	} {
 		if plan := explain(t, s.r.db, q); !strings.Contains(plan, index) {
 			t.Errorf("query %s: plan does not use %s:\n%s", oneLine(q), index, plan)
@@ -93,6 +94,10 @@ var allowedScans = map[string]bool{
 	"SCAN m LEFT-JOIN": true,
 	// The JSON array of seqs MessagesAt asks for.
 	"SCAN json_each VIRTUAL TABLE INDEX 1:": true,
+	// UserMessagesAt's JSON object of conversations, and each one's array
+	// of seqs.
+	"SCAN hc VIRTUAL TABLE INDEX 1:": true,
+	"SCAN hs VIRTUAL TABLE INDEX 1:": true,
 	// The backfill's partial index holds only the conversations still to
 	// index, and it takes the first.
 	"SCAN conversations USING INDEX conversations_unindexed": true,

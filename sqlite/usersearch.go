@@ -39,22 +39,30 @@ const (
 		WHERE user_terms MATCH ?1 AND rowid >= ?2 AND rowid < ?3 ORDER BY rowid DESC LIMIT ?4`
 
 	// selectUserEntries names the messages with the ids in the JSON array
-	// ?4 that belong to live (?3) conversations of tenant ?1 bound to user
-	// ?2: a seek in user_index and one in conversations_num per id.
-	selectUserEntries = `SELECT c.id, u.seq, u.at FROM json_each(?4)
-		CROSS JOIN user_index u ON u.id = json_each.value
-		CROSS JOIN conversations c ON c.num = u.conv
+	// ?1: a seek in user_index per id. Their conversations are checked
+	// apart (selectUserConversations), once per conversation.
+	selectUserEntries = `SELECT u.id, u.conv, u.seq, u.at FROM json_each(?1)
+		CROSS JOIN user_index u ON u.id = json_each.value`
+
+	// selectUserConversations returns the number and ID of each
+	// conversation with a number in the JSON array ?4 that is live (?3)
+	// and bound to user ?2 of tenant ?1: a seek in conversations_num per
+	// number.
+	selectUserConversations = `SELECT c.num, c.id FROM json_each(?4)
+		CROSS JOIN conversations c ON c.num = json_each.value
 		WHERE c.tenant = ?1 AND c.user_id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
 
-	// selectUserMessagesAt reads the messages named by the JSON array ?4
-	// of [conversation ID, seq] pairs that belong to live (?3)
-	// conversations of tenant ?1 bound to user ?2: a seek in the
-	// conversations' primary key and one in messages_seq per pair. (CROSS
-	// JOIN keeps SQLite's join order: the array first.)
+	// selectUserMessagesAt reads the messages named by the JSON object ?4,
+	// {conversation ID: [seq, ...]}, that belong to live (?3) conversations
+	// of tenant ?1 bound to user ?2: a seek in the conversations' primary
+	// key per conversation, checked once for all its seqs, and one in
+	// messages_seq per seq. (CROSS JOIN keeps SQLite's join order: the
+	// object first.)
 	selectUserMessagesAt = `SELECT c.id, m.seq, m.role, m.content, m.name, m.tool_calls, m.tool_call_id, m.tokens,
-		m.created_at, m.metadata FROM json_each(?4)
-		CROSS JOIN conversations c ON c.tenant = ?1 AND c.id = json_extract(json_each.value, '$[0]')
-		CROSS JOIN messages m ON m.tenant = ?1 AND m.conv_id = c.id AND m.seq = json_extract(json_each.value, '$[1]')
+		m.created_at, m.metadata FROM json_each(?4) AS hc
+		CROSS JOIN conversations c ON c.tenant = ?1 AND c.id = hc.key
+		CROSS JOIN json_each(hc.value) AS hs
+		CROSS JOIN messages m ON m.tenant = ?1 AND m.conv_id = c.id AND m.seq = hs.value
 		WHERE c.user_id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
 
 	// selectUserUnindexed finds a conversation with a user whose messages
@@ -168,8 +176,9 @@ type userEntry struct {
 // term it reads the newest ids of the user's token in user_terms (the
 // millisecond of the last one read in full, since the ids order a
 // millisecond's messages by their slot, not by date, conversation and
-// seq), then names them through user_index and checks their conversation
-// in one query, and reads on below if checks dropped some (conversations
+// seq), then names those not named yet for an earlier term through
+// user_index, checks the conversations not checked yet in one query, and
+// reads on below if checks dropped some (conversations
 // that expired and were not swept yet, or another user's sharing the
 // hash). So the cost follows len(terms) and limit, not the user's
 // history. It wraps chatmem.ErrInvalid for a bad user, a limit below 1 or
@@ -190,13 +199,14 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 	prefix := userPrefix(user.Tenant, user.ID)
 	out := make([][]chatmem.UserHit, len(terms))
 	err := s.read(ctx, func(t tx) error {
+		c := userCache{entries: make(map[int64]userEntry), convs: make(map[int64]string)} // for all terms
 		for i, term := range terms {
 			out[i] = []chatmem.UserHit{}
 			if !indexable(term) {
 				continue
 			}
 			match := `"` + strings.ReplaceAll(prefix+term, `"`, `""`) + `"`
-			entries, err := userPostings(t, user, now, match, limit)
+			entries, err := userPostings(t, user, now, match, limit, c)
 			if err != nil {
 				return fmt.Errorf("user postings of %q: %w", term, err)
 			}
@@ -214,7 +224,7 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 
 // userPostings returns the newest entries of the user's token match, at
 // most limit, newest first.
-func userPostings(t tx, user chatmem.Key, now int64, match string, limit int) ([]userEntry, error) {
+func userPostings(t tx, user chatmem.Key, now int64, match string, limit int, c userCache) ([]userEntry, error) {
 	var found []userEntry
 	hi := int64(math.MaxInt64) // ids below hi are still to read
 	for len(found) < limit {
@@ -236,7 +246,7 @@ func userPostings(t tx, user chatmem.Key, now int64, match string, limit int) ([
 			}
 			ids = append(ids, rest...)
 		}
-		entries, err := userEntries(t, user, now, ids)
+		entries, err := userEntries(t, user, now, ids, c)
 		if err != nil {
 			return nil, err
 		}
@@ -277,32 +287,116 @@ func userIDs(t tx, match string, lo, hi int64, limit int) ([]int64, error) {
 	return ids, rows.Err()
 }
 
+// userCache holds what one UserPostings call has resolved so far, so that
+// an id in the lists of several terms is named once and a conversation
+// with many hits is checked once: entries by id (conv "" for a message
+// not in the user's live conversations) and conversation IDs by number
+// ("" for one that is not the user's or not live).
+type userCache struct {
+	entries map[int64]userEntry
+	convs   map[int64]string
+}
+
 // userEntries names the messages of ids that belong to the user's live
-// conversations.
-func userEntries(t tx, user chatmem.Key, now int64, ids []int64) ([]userEntry, error) {
-	list, err := json.Marshal(ids)
-	if err != nil {
-		return nil, err
+// conversations, reading only the ids not in c yet.
+func userEntries(t tx, user chatmem.Key, now int64, ids []int64, c userCache) ([]userEntry, error) {
+	var unread []int64
+	for _, id := range ids {
+		if _, ok := c.entries[id]; !ok {
+			unread = append(unread, id)
+		}
 	}
-	rows, err := t.query(selectUserEntries, user.Tenant, user.ID, now, string(list))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []userEntry
-	for rows.Next() {
-		var e userEntry
-		if err := rows.Scan(&e.conv, &e.seq, &e.at); err != nil {
+	if len(unread) > 0 {
+		if err := readUserEntries(t, user, now, unread, c); err != nil {
 			return nil, err
 		}
-		out = append(out, e)
 	}
-	return out, rows.Err()
+	out := make([]userEntry, 0, len(ids))
+	for _, id := range ids {
+		if e := c.entries[id]; e.conv != "" {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// readUserEntries names the messages of ids through user_index and checks
+// the conversations not in c yet, recording both in c.
+func readUserEntries(t tx, user chatmem.Key, now int64, ids []int64, c userCache) error {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	type raw struct{ id, conv, seq, at int64 }
+	var found []raw
+	var unknown []int64
+	err = func() error {
+		rows, err := t.query(selectUserEntries, string(list))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r raw
+			if err := rows.Scan(&r.id, &r.conv, &r.seq, &r.at); err != nil {
+				return err
+			}
+			if _, ok := c.convs[r.conv]; !ok && !slices.Contains(unknown, r.conv) {
+				unknown = append(unknown, r.conv)
+			}
+			found = append(found, r)
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		if err := checkUserConversations(t, user, now, unknown, c.convs); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		c.entries[id] = userEntry{} // not found unless below
+	}
+	for _, r := range found {
+		c.entries[r.id] = userEntry{conv: c.convs[r.conv], seq: r.seq, at: r.at}
+	}
+	return nil
+}
+
+// checkUserConversations records in convs the ID of each conversation of
+// nums that is live and the user's, and "" for the others.
+func checkUserConversations(t tx, user chatmem.Key, now int64, nums []int64, convs map[int64]string) error {
+	for _, n := range nums {
+		convs[n] = ""
+	}
+	list, err := json.Marshal(nums)
+	if err != nil {
+		return err
+	}
+	rows, err := t.query(selectUserConversations, user.Tenant, user.ID, now, string(list))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			n  int64
+			id string
+		)
+		if err := rows.Scan(&n, &id); err != nil {
+			return err
+		}
+		convs[n] = id
+	}
+	return rows.Err()
 }
 
 // UserMessagesAt returns the messages named by hits that belong to the
 // user's live conversations, ordered by conversation ID and seq, each once
-// (chatmem.UserSearcher): one query, a seek per hit. It wraps
+// (chatmem.UserSearcher): one query, a seek per conversation and one per
+// hit. It wraps
 // chatmem.ErrInvalid for a bad user. It is safe for concurrent use.
 func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []chatmem.UserHit) ([]chatmem.UserMessage, error) {
 	if err := validateUser(user); err != nil {
@@ -313,11 +407,11 @@ func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []cha
 		return cmp.Or(cmp.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Seq, b.Seq))
 	})
 	want = slices.Compact(want)
-	pairs := make([][2]any, len(want))
-	for i, h := range want {
-		pairs[i] = [2]any{h.Conversation, h.Seq}
+	seqs := make(map[string][]int64)
+	for _, h := range want {
+		seqs[h.Conversation] = append(seqs[h.Conversation], h.Seq)
 	}
-	list, err := json.Marshal(pairs)
+	list, err := json.Marshal(seqs)
 	if err != nil {
 		return nil, err
 	}
