@@ -269,6 +269,15 @@ if newExp ~= '0' then
     if k ~= terms then redis.call('PEXPIRE', k, ms) end
   end
   keepTerms(terms, ttl)
+elseif exp ~= '0' then
+  -- A conversation that expires, appended to without a new expiry: the
+  -- keys it had keep theirs, but one this append may have created (its
+  -- first system message, user message or idempotency key) takes the
+  -- conversation's, or it would outlive it.
+  local ms = string.format('%d', math.max(1, math.floor((tonumber(exp) - tonumber(now)) / 1e6)))
+  if #outSys > 0 then redis.call('PEXPIRE', sys, ms) end
+  if #outUsers > 0 then redis.call('PEXPIRE', users, ms) end
+  if ikey ~= '' then redis.call('PEXPIRE', idem, ms) end
 end
 -- meta as it is now, listed as HGETALL lists it, the fields parseMeta
 -- reads only, and gen for the user index (usersearch.go's metaGen): one

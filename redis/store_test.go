@@ -633,3 +633,32 @@ func TestTailBetweenSteps(t *testing.T) {
 		t.Errorf("readRunAtomic without gen = %d messages, %v; want 5", len(got), err)
 	}
 }
+
+// TestTTLReachesNewKeys: an append without a TTL to a conversation that
+// expires may create keys (its first system message, user message or
+// idempotency key); they take the conversation's expiry, so nothing of it
+// outlives its meta.
+func TestTTLReachesNewKeys(t *testing.T) {
+	ctx := t.Context()
+	s := newTestStore(t, dialer(t))
+	key := chatmem.Key{Tenant: "t", ID: "ttl"}
+	if _, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleAssistant, Content: "hello", Tokens: 1}},
+		chatmem.AppendOptions{TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, key, []chatmem.Message{
+		{Role: chatmem.RoleSystem, Content: "be brief", Tokens: 2},
+		{Role: chatmem.RoleUser, Content: "hi", Tokens: 1},
+	}, chatmem.AppendOptions{IdempotencyKey: "k1"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range s.keysAt(key, kMeta, kSys, kUsers, kIdem) {
+		ttl, err := s.client.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 || ttl > time.Hour {
+			t.Errorf("PTTL(%s) = %v, want the conversation's (within an hour)", k, ttl)
+		}
+	}
+}
