@@ -41,15 +41,33 @@ func ValidateID(id string) error {
 	if len(id) > MaxIDLen {
 		return fmt.Errorf("%w: id is %d characters, over %d", ErrInvalid, len(id), MaxIDLen)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if i == 0 && !alnum {
-			return fmt.Errorf("%w: id %q must start with a letter or digit", ErrInvalid, id)
-		}
-		if !alnum && c != '.' && c != '_' && c != ':' && c != '@' && c != '-' {
+	if idChars[id[0]] != idAlnum {
+		return fmt.Errorf("%w: id %q must start with a letter or digit", ErrInvalid, id)
+	}
+	for i := 1; i < len(id); i++ {
+		if c := id[i]; idChars[c] == 0 {
 			return fmt.Errorf("%w: id %q has character %q; allowed are letters, digits and . _ : @ -", ErrInvalid, id, c)
 		}
 	}
 	return nil
 }
+
+// idChars classes the bytes ValidateID accepts: idAlnum for letters and
+// digits, idPunct for . _ : @ -, 0 for the rest (every key is checked on
+// every call, so it is a table lookup a byte).
+var idChars = func() (t [256]uint8) {
+	for c := range 256 {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9':
+			t[c] = idAlnum
+		case c == '.' || c == '_' || c == ':' || c == '@' || c == '-':
+			t[c] = idPunct
+		}
+	}
+	return t
+}()
+
+const (
+	idAlnum = 1
+	idPunct = 2
+)

@@ -61,9 +61,13 @@ func TurnRole(i int) chatmem.Role {
 // tokenizer.Estimate). For each n in sizes, open is called once for a
 // fresh store (whose cleanup it registers), the conversation is filled
 // through the store directly in batches of 1,000 (counted by opts.Counter),
-// and two sub-benchmarks run:
+// and three sub-benchmarks run on it, in this order (the turns append to
+// the same conversation):
 //
-//	n=N       append one user message + read the context (the turn)
+//	n=N       append one user message + read the context (the turn):
+//	          Memory.Append, then Memory.Context
+//	Turn/n=N  the same turn as one Memory.Turn call (one store write
+//	          when Memory's tail cache holds the conversation)
 //	read/n=N  read the context alone, nothing appended in between
 //
 // A store's benchmark is then a few lines:
@@ -121,6 +125,25 @@ func BenchmarkTurn(b *testing.B, open func(b *testing.B) chatmem.Store, opts cha
 				}
 				if _, err := mem.Context(ctx, key, p, chatmem.ContextOptions{}); err != nil {
 					b.Fatal(err)
+				}
+			}
+			ReportCPU(b, cpu)
+		})
+		b.Run(fmt.Sprintf("Turn/n=%d", n), func(b *testing.B) {
+			setup(b)
+			b.ReportAllocs()
+			msg := []chatmem.Message{{Role: chatmem.RoleUser}}
+			texts, i := TurnContents(n, 1024), 0
+			cpu := CPUTime()
+			for b.Loop() {
+				msg[0].Content = texts[i%len(texts)]
+				i++
+				_, w, err := mem.Turn(ctx, key, msg, chatmem.AppendOptions{}, p, chatmem.ContextOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(w.Messages) == 0 {
+					b.Fatal("Turn returned no messages")
 				}
 			}
 			ReportCPU(b, cpu)
