@@ -9,7 +9,10 @@ import (
 // Context does, as the conversation stands right after the append: the
 // window holds the appended messages and every message stored before
 // them (so a message acknowledged to anyone before Turn was called, by
-// any process, is in it), and nothing appended after them. It is one
+// any process, is in it). When the tail cache serves it, nothing appended
+// after them is; when the window is read from the store (the second case
+// below, or after a conflict), a message another writer appended in the
+// meantime may be in it too, after these, as Context would show it. It is one
 // turn of a chatbot, the new user message and what to send the model,
 // in as few round trips to the store as it allows:
 //
