@@ -209,14 +209,44 @@ const backfillBatch = 1000
 // without indexing a message twice. Messages appended since the migration
 // were indexed by their appends.
 func (s *Store) backfill(ctx context.Context) error {
+	return s.runBackfill(ctx, backfillSteps{
+		what: "index the messages stored before the index",
+		pick: selectUnindexed, mark: setUnindexed,
+		index: func(t tx, key chatmem.Key, _ string, num int64, msgs []chatmem.Message, terms [][]string) error {
+			return indexMessages(t, num, msgs, terms)
+		},
+	})
+}
+
+// backfillSteps describes one of the index backfills (backfill,
+// backfillUsers): pick selects a conversation with messages left to index
+// (tenant, ID, the user if withUser, its number, and the seq below which
+// messages are left), index indexes a batch of them, and mark records the
+// start of the batch as the conversation's new end.
+type backfillSteps struct {
+	what       string
+	pick, mark string
+	withUser   bool
+	index      func(t tx, key chatmem.Key, user string, num int64, msgs []chatmem.Message, terms [][]string) error
+}
+
+// runBackfill runs b until pick finds nothing left, newest messages first,
+// backfillBatch messages per write transaction, each recording how far it
+// got.
+func (s *Store) runBackfill(ctx context.Context, b backfillSteps) error {
 	for {
 		done := false
 		err := s.write(ctx, func(t tx) error {
 			var (
 				key      chatmem.Key
+				user     string
 				num, end int64
 			)
-			err := t.row(selectUnindexed).Scan(&key.Tenant, &key.ID, &num, &end)
+			dest := []any{&key.Tenant, &key.ID, &num, &end}
+			if b.withUser {
+				dest = []any{&key.Tenant, &key.ID, &user, &num, &end}
+			}
+			err := t.row(b.pick).Scan(dest...)
 			if errors.Is(err, sql.ErrNoRows) {
 				done = true
 				return nil
@@ -233,14 +263,14 @@ func (s *Store) backfill(ctx context.Context) error {
 			for i, m := range msgs {
 				terms[i] = chatmem.IndexTerms(m)
 			}
-			if err := indexMessages(t, num, msgs, terms); err != nil {
+			if err := b.index(t, key, user, num, msgs, terms); err != nil {
 				return fmt.Errorf("conversation %s: %w", key, err)
 			}
-			_, err = t.exec(setUnindexed, key.Tenant, key.ID, start)
+			_, err = t.exec(b.mark, key.Tenant, key.ID, start)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("index the messages stored before the index: %w", err)
+			return fmt.Errorf("%s: %w", b.what, err)
 		}
 		if done {
 			return nil

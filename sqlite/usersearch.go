@@ -459,42 +459,11 @@ func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []cha
 // resumes where it stopped and processes opening the file at once share
 // the work.
 func (s *Store) backfillUsers(ctx context.Context) error {
-	for {
-		done := false
-		err := s.write(ctx, func(t tx) error {
-			var (
-				key      chatmem.Key
-				user     string
-				num, end int64
-			)
-			err := t.row(selectUserUnindexed).Scan(&key.Tenant, &key.ID, &user, &num, &end)
-			if errors.Is(err, sql.ErrNoRows) {
-				done = true
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			start := max(end-backfillBatch, 0)
-			msgs, err := queryMessages(t, selectRange, key.Tenant, key.ID, start, end-start)
-			if err != nil {
-				return err
-			}
-			terms := make([][]string, len(msgs))
-			for i, m := range msgs {
-				terms[i] = chatmem.IndexTerms(m)
-			}
-			if err := indexUserMessages(t, key.Tenant, user, num, msgs, terms); err != nil {
-				return fmt.Errorf("conversation %s: %w", key, err)
-			}
-			_, err = t.exec(setUserUnindexed, key.Tenant, key.ID, start)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("index for their users the messages stored before the user index: %w", err)
-		}
-		if done {
-			return nil
-		}
-	}
+	return s.runBackfill(ctx, backfillSteps{
+		what: "index for their users the messages stored before the user index",
+		pick: selectUserUnindexed, mark: setUserUnindexed, withUser: true,
+		index: func(t tx, key chatmem.Key, user string, num int64, msgs []chatmem.Message, terms [][]string) error {
+			return indexUserMessages(t, key.Tenant, user, num, msgs, terms)
+		},
+	})
 }
