@@ -83,35 +83,49 @@ func (m *Memory) extractHeld(ctx context.Context, fm FactMarker, j job, hold hol
 			through = msgs[len(msgs)-1].Seq
 		}
 		var found []Fact
-		var nf newFound
 		if hasUser(msgs) { // extractors read what users say
 			if found, err = m.findFacts(ctx, msgs); err != nil {
 				return err
 			}
 		}
-		if len(found) > 0 {
-			if nf, err = m.newFacts(ctx, j.key, created, found); err != nil {
-				return err
-			}
-			if err := m.setUserFacts(ctx, j.key, nf); err != nil {
-				return err
-			}
+		err = m.storeMarked(ctx, fm, j.key, created, found, mk.Seq, through)
+		if errors.Is(err, ErrConflict) {
+			continue // another process moved the mark and stored its facts: look again
 		}
-		err = fm.SetFactsThrough(ctx, j.key, created, nf.changed, mk.Seq, through)
-		switch {
-		case errors.Is(err, ErrConflict):
-			// Another process moved the mark: its facts are stored, and
-			// the values cached here may be stale. Look again.
-			m.facts.forget(j.key)
-			continue
-		case err != nil:
-			m.facts.forget(j.key)
+		if err != nil {
 			return err
 		}
-		if nf.now != nil {
-			m.facts.put(j.key, created, nf.now, m.now())
+	}
+}
+
+// storeMarked stores what the extractors found in the messages after the
+// mark prev through through, and moves the mark. The values compared and
+// the writes go under the fact locks (see extractFrom).
+func (m *Memory) storeMarked(ctx context.Context, fm FactMarker, key Key, created time.Time, found []Fact, prev, through int64) error {
+	var nf newFound
+	if len(found) > 0 {
+		user, unlock, err := m.lockFacts(ctx, key, created)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if nf, err = m.newFacts(ctx, key, created, user, found); err != nil {
+			return err
+		}
+		if err := m.setUserFacts(ctx, key, nf); err != nil {
+			return err
 		}
 	}
+	if err := fm.SetFactsThrough(ctx, key, created, nf.changed, prev, through); err != nil {
+		// On a conflict the values cached here may be stale, as they may
+		// be after any failed write.
+		m.facts.forget(key)
+		return err
+	}
+	if nf.now != nil {
+		m.facts.put(key, created, nf.now, m.now())
+	}
+	return nil
 }
 
 // carried returns the job's own messages from..to, if it carries them

@@ -131,6 +131,7 @@ type Memory struct {
 	worker      worker
 	summaries   summaryCache
 	facts       factCache
+	factLocks   factLocks
 	blocks      blockCounts
 	tails       tailCache
 }

@@ -63,6 +63,7 @@ func (m *Memory) SetUserFacts(ctx context.Context, user Key, facts []Fact) error
 		}
 		out[i] = f
 	}
+	defer m.factLocks.user.lock(user)()
 	return us.SetUserFacts(ctx, user, out)
 }
 

@@ -226,3 +226,60 @@ func TestWritesOfADeletedConversationDoNotReachItsSuccessor(t *testing.T) {
 		}
 	}
 }
+
+// slowFactWrites is a memory store whose extraction writes announce
+// themselves and then take a while, so that an application's SetFacts can
+// land between an extraction's read of the current values and its write.
+type slowFactWrites struct {
+	*memory.Store
+	writing chan struct{}
+}
+
+func (s slowFactWrites) SetFactsThrough(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact, prev, through int64) error {
+	if len(facts) > 0 {
+		close(s.writing)
+		time.Sleep(50 * time.Millisecond)
+	}
+	return s.Store.SetFactsThrough(ctx, key, created, facts, prev, through)
+}
+
+// Regression (CI, TestMCPStdio): an extraction that compared the values
+// before the application set the same fact wrote after it, and the fact
+// the app set came back "set by rules". The app's write and an
+// extraction's compare-and-write now take the conversation's fact lock.
+func TestAppFactSetDuringAnExtractionKeepsItsProvenance(t *testing.T) {
+	ctx := context.Background()
+	store := slowFactWrites{memory.New(), make(chan struct{})}
+	open := make(chan struct{})
+	close(open)
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{gateExtractor{open}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem.Start()
+	defer mem.Close()
+	key := chatmem.Key{Tenant: "t", ID: "x"}
+	if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "name Kavya"}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- mem.Flush(ctx) }()
+	select {
+	case <-store.writing: // the extraction has compared and is writing
+	case <-time.After(time.Minute):
+		t.Fatal("no extraction wrote facts within a minute")
+	}
+	if err := mem.SetFacts(ctx, key, []chatmem.Fact{{Key: "name", Value: "Kavya"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	facts, err := mem.Facts(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(facts) != 1 || facts[0].Value != "Kavya" || facts[0].SetBy != "app" {
+		t.Errorf("facts = %+v, want name=Kavya set by app", facts)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -434,7 +435,16 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 	if err != nil || len(found) == 0 {
 		return err
 	}
-	nf, err := m.newFacts(ctx, key, created, found)
+	// The values compared and the writes go under the fact locks, which
+	// the application's SetFacts and SetUserFacts take too: a fact the app
+	// sets while the extractors ran is seen here, never overwritten by an
+	// older statement of the same value (provenance stays "app").
+	user, unlock, err := m.lockFacts(ctx, key, created)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	nf, err := m.newFacts(ctx, key, created, user, found)
 	if err != nil {
 		return err
 	}
@@ -496,11 +506,7 @@ type newFound struct {
 // already has keeps its first provenance: skipping it saves a write on
 // most turns, and the values this Memory last saw save the read that
 // tells.
-func (m *Memory) newFacts(ctx context.Context, key Key, created time.Time, found []Fact) (newFound, error) {
-	user, err := m.userOf(ctx, key, created)
-	if err != nil {
-		return newFound{}, err
-	}
+func (m *Memory) newFacts(ctx context.Context, key Key, created time.Time, user string, found []Fact) (newFound, error) {
 	now, ok := m.facts.get(key, created, m.now())
 	if !ok {
 		current, err := m.visibleFacts(ctx, key, user)
@@ -875,6 +881,7 @@ func (m *Memory) SetFacts(ctx context.Context, key Key, facts []Fact) error {
 	if err := m.checkSources(ctx, key, out); err != nil {
 		return err
 	}
+	defer m.factLocks.conv.lock(key)()
 	m.facts.forget(key)
 	return fs.SetFacts(ctx, key, out)
 }
@@ -913,6 +920,43 @@ func (m *Memory) DeleteFact(ctx context.Context, key Key, name string) error {
 	}
 	m.facts.forget(key)
 	return fs.DeleteFact(ctx, key, name)
+}
+
+// factLocks serializes the application's fact writes with an
+// extraction's compare-and-write, in this process: conv for a
+// conversation's facts, user for a user's. Striped: a fixed array of
+// mutexes, a key hashed to one. An extraction takes its conversation's
+// then its user's; the application takes one: no cycle.
+type factLocks struct{ conv, user lockStripes }
+
+type lockStripes [64]sync.Mutex
+
+// lockFacts takes the fact locks of the conversation created at created
+// and of its user, if it has one (see userOf), and returns the user and
+// the unlock.
+func (m *Memory) lockFacts(ctx context.Context, key Key, created time.Time) (string, func(), error) {
+	unlockConv := m.factLocks.conv.lock(key)
+	user, err := m.userOf(ctx, key, created)
+	if err != nil || user == "" {
+		if err != nil {
+			unlockConv()
+			return "", nil, err
+		}
+		return "", unlockConv, nil
+	}
+	unlockUser := m.factLocks.user.lock(Key{Tenant: key.Tenant, ID: user})
+	return user, func() { unlockUser(); unlockConv() }, nil
+}
+
+// lock locks key's stripe and returns its unlock.
+func (l *lockStripes) lock(key Key) func() {
+	h := fnv.New32a()
+	h.Write([]byte(key.Tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(key.ID))
+	mu := &l[h.Sum32()%uint32(len(l))]
+	mu.Lock()
+	return mu.Unlock
 }
 
 // factCacheTTL is how long the fact values an extraction saw are trusted
