@@ -92,11 +92,15 @@ func BenchmarkTurn(b *testing.B, open func(b *testing.B) chatmem.Store, opts cha
 		)
 		// The store is opened and filled on the first sub-benchmark that
 		// runs for this n, so a -bench filter that skips both skips the fill.
+		parent := b
 		setup := func(b *testing.B) {
 			if mem != nil {
 				return
 			}
-			s := open(b)
+			// Opened on the parent: its cleanup (closing the store) runs
+			// after the three sub-benchmarks and every -count round, not
+			// after the first sub-benchmark, as it did.
+			s := open(parent)
 			key = chatmem.Key{Tenant: randomTenant(), ID: fmt.Sprintf("turn-%d", n)}
 			fillTurns(b, ctx, s, opts.Counter, key, n)
 			var err error
