@@ -66,6 +66,43 @@ type UserStore interface {
 	DeleteUser(ctx context.Context, user Key) (int, error)
 }
 
+// UserLister is implemented by stores that list a tenant's users apart
+// from their conversations, so that a user who holds facts but no live
+// conversation (all deleted, or facts set before any) is found: an export
+// or a migration walks it to miss nobody. Every store in this module
+// implements it.
+type UserLister interface {
+	// Users returns one page of the IDs of the tenant's users that have a
+	// fact or a live conversation bound to them, in byte order of ID,
+	// like Store.List: page.After is the previous page's Next, Limit
+	// 1..1000 (0 means 50; ErrInvalid outside). A user erased with
+	// DeleteUser is not listed, nor one left with neither facts nor live
+	// conversations; another tenant's users never are. Safe for
+	// concurrent use.
+	Users(ctx context.Context, tenant string, page PageRequest) (UserPage, error)
+}
+
+// UserPage is one page of a tenant's user IDs, in byte order. Next is the
+// cursor for the following page, empty on the last one.
+type UserPage struct {
+	Users []string
+	Next  string
+}
+
+// UserFactReplacer is implemented by stores that replace all of a user's
+// facts in one atomic step: an import with the replace policy uses it, so
+// that a failure halfway cannot leave the user without facts. Every store
+// in this module implements it.
+type UserFactReplacer interface {
+	// ReplaceUserFacts deletes every fact of the user with its history and
+	// records facts in order, as SetUserFacts does, in one atomic step:
+	// a reader sees the old facts or the new ones, never neither, and on
+	// error nothing changed. The user's conversations are left alone.
+	// facts are checked as SetUserFacts checks them (ErrInvalid); an empty
+	// list is ErrInvalid too (DeleteUser or DeleteUserFact erase).
+	ReplaceUserFacts(ctx context.Context, user Key, facts []Fact) error
+}
+
 // ValidateUser checks a user ID: the rules of ValidateID. It wraps
 // ErrInvalid.
 func ValidateUser(id string) error {

@@ -282,3 +282,100 @@ func (s *Store) dropTenantIfEmpty(name string) {
 		delete(s.tenants, name)
 	}
 }
+
+var (
+	_ chatmem.UserLister       = (*Store)(nil)
+	_ chatmem.UserFactReplacer = (*Store)(nil)
+)
+
+// Users returns one page of the IDs of the tenant's users with a fact or a
+// live conversation, in byte order; see chatmem.UserLister. It sorts the
+// tenant's user IDs, so its cost follows the tenant's users.
+func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.UserPage, error) {
+	if err := ctx.Err(); err != nil {
+		return chatmem.UserPage{}, err
+	}
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return chatmem.UserPage{}, fmt.Errorf("tenant: %w", err)
+	}
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 0 || limit > 1000:
+		return chatmem.UserPage{}, fmt.Errorf("%w: page limit %d is not within 1..1000", chatmem.ErrInvalid, limit)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := chatmem.UserPage{Users: []string{}}
+	tn := s.tenants[tenant]
+	if tn == nil {
+		return out, nil
+	}
+	now := time.Now()
+	for _, id := range slices.Sorted(maps.Keys(tn.users)) {
+		if id <= page.After || !tn.hasUser(id, now) {
+			continue
+		}
+		if len(out.Users) == limit {
+			out.Next = out.Users[limit-1]
+			break
+		}
+		out.Users = append(out.Users, id)
+	}
+	return out, nil
+}
+
+// hasUser reports whether user id has a fact or a live conversation.
+func (tn *tenant) hasUser(id string, now time.Time) bool {
+	u := tn.users[id]
+	if u == nil {
+		return false
+	}
+	if len(u.facts) > 0 {
+		return true
+	}
+	for _, conv := range u.convs {
+		if c := tn.convs[conv]; c != nil && !c.expired(now) && c.meta.User == id {
+			return true
+		}
+	}
+	return false
+}
+
+// ReplaceUserFacts replaces every fact of the user with facts, under the
+// write lock; see chatmem.UserFactReplacer.
+func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	if len(facts) == 0 {
+		return fmt.Errorf("%w: replace the facts of user %s with none", chatmem.ErrInvalid, user)
+	}
+	for i, f := range facts {
+		if err := f.Validate(); err != nil {
+			return fmt.Errorf("fact %d: %w", i, err)
+		}
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tn := s.tenants[user.Tenant]
+	if tn == nil {
+		tn = &tenant{convs: make(map[string]*conversation)}
+		s.tenants[user.Tenant] = tn
+	}
+	u := tn.user(user.ID)
+	u.facts = make(map[string][]chatmem.Fact)
+	for _, f := range facts {
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
+		u.facts[f.Key] = append(u.facts[f.Key], f)
+	}
+	return nil
+}

@@ -11,11 +11,15 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-var _ chatmem.UserStore = (*Store)(nil)
+var (
+	_ chatmem.UserStore        = (*Store)(nil)
+	_ chatmem.UserLister       = (*Store)(nil)
+	_ chatmem.UserFactReplacer = (*Store)(nil)
+)
 
 // userQueries are the statements of users (migrations/0005_users.sql).
 type userQueries struct {
-	page, lock, facts, history, retire, insert, deleteFact, eraseConversations, deleteFacts string
+	page, lock, facts, history, retire, insert, deleteFact, eraseConversations, deleteFacts, users string
 }
 
 func buildUserQueries(schema string) userQueries {
@@ -65,6 +69,19 @@ WHERE (c.tenant, c.id) IN (SELECT tenant, id FROM {s}.conversations
                            FOR UPDATE)
 RETURNING c.tenant, c.id, c.num`),
 		deleteFacts: q(`DELETE FROM {s}.user_facts WHERE tenant = $1 AND user_id = $2`),
+		// users lists the tenant's users after $2 with a fact or a
+		// conversation live at $3, $4 of them: the two ordered index
+		// walks (user_facts' primary key, conversations_user) merge
+		// (Merge Append, then Unique), so a page stops at its limit.
+		users: q(`
+SELECT DISTINCT u.user_id FROM (
+    (SELECT user_id FROM {s}.user_facts WHERE tenant = $1 AND user_id > $2 ORDER BY user_id)
+    UNION ALL
+    (SELECT user_id FROM {s}.conversations
+     WHERE tenant = $1 AND user_id > $2 AND (expires_at IS NULL OR expires_at > $3) ORDER BY user_id)
+) u
+ORDER BY u.user_id
+LIMIT $4`),
 	}
 }
 
@@ -162,7 +179,23 @@ func (s *Store) queryUserFacts(ctx context.Context, sql string, args ...any) ([]
 // does for a conversation, under an advisory lock on the user; see
 // chatmem.UserStore.
 func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
-	op := "postgres: set facts of user " + user.String()
+	return s.setUserFacts(ctx, "postgres: set facts of user "+user.String(), user, facts, false)
+}
+
+// ReplaceUserFacts deletes every fact of the user with its history and
+// records facts, in one transaction under the user's advisory lock; see
+// chatmem.UserFactReplacer.
+func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	op := "postgres: replace facts of user " + user.String()
+	if len(facts) == 0 {
+		return fmt.Errorf("%s: %w: no facts", op, chatmem.ErrInvalid)
+	}
+	return s.setUserFacts(ctx, op, user, facts, true)
+}
+
+// setUserFacts records facts as the user's; with replace it first deletes
+// every fact the user has, in the same transaction.
+func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, facts []chatmem.Fact, replace bool) error {
 	if err := validateUser(user); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -201,6 +234,11 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
 			return err
+		}
+		if replace {
+			if _, err := tx.Exec(ctx, s.uq.deleteFacts, user.Tenant, user.ID); err != nil {
+				return err
+			}
 		}
 		rows, err := tx.Query(ctx, s.uq.retire, user.Tenant, user.ID, distinct)
 		if err != nil {
@@ -276,4 +314,38 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 		return n, wrap(ctx, op, err)
 	}
 	return n, nil
+}
+
+// Users returns one page of the tenant's users with a fact or a live
+// conversation, in ID order (byte order: the columns are COLLATE "C");
+// see chatmem.UserLister.
+func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.UserPage, error) {
+	op := "postgres: users of " + tenant
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return chatmem.UserPage{}, fmt.Errorf("%s: tenant: %w", op, err)
+	}
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = 50
+	case limit < 0 || limit > 1000:
+		return chatmem.UserPage{}, fmt.Errorf("%s: %w: page limit %d, want 1 to 1000", op, chatmem.ErrInvalid, limit)
+	}
+	rows, err := s.pool.Query(ctx, s.uq.users, tenant, page.After, s.now(), limit+1)
+	if err != nil {
+		return chatmem.UserPage{}, wrap(ctx, op, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return chatmem.UserPage{}, wrap(ctx, op, err)
+	}
+	out := chatmem.UserPage{Users: ids}
+	if out.Users == nil {
+		out.Users = []string{}
+	}
+	if len(out.Users) > limit {
+		out.Users = out.Users[:limit]
+		out.Next = out.Users[limit-1]
+	}
+	return out, nil
 }

@@ -13,7 +13,11 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-var _ chatmem.UserStore = (*Store)(nil)
+var (
+	_ chatmem.UserStore        = (*Store)(nil)
+	_ chatmem.UserLister       = (*Store)(nil)
+	_ chatmem.UserFactReplacer = (*Store)(nil)
+)
 
 // A user's keys share the hash tag {<tenant>/<user>} after the part
 // "user:", so they live in one slot, on a Cluster too, and never clash
@@ -24,6 +28,19 @@ var _ chatmem.UserStore = (*Store)(nil)
 //	                                   conversations, score 0 (ZRANGE BYLEX)
 //	chatmem:user:{acme/u-42}:facts     hash: fact key -> current fact JSON
 //	chatmem:user:{acme/u-42}:facthist  hash: fact key -> JSON array of values
+//
+// A tenant's users are listed (Users) from one more key, beside the
+// tenant's index of conversations:
+//
+//	chatmem:tenant:acme:users          sorted set: the IDs of the tenant's
+//	                                   users, score 0 (ZRANGE BYLEX)
+//
+// It lies in another slot than the users' keys too, so it is written as
+// the user's convs index is: a user's ID is added before anything of the
+// user is written (SetUserFacts, ReplaceUserFacts, an append with a user),
+// so the set may name users with nothing left, never miss one that has
+// something. Users checks each candidate; DeleteUser removes the ID after
+// the user's keys are gone.
 //
 // A user's conversations lie in other slots than the user's keys, so no
 // script writes both. An append with a user adds the conversation's ID to
@@ -41,10 +58,26 @@ func (s *Store) userKeys(user chatmem.Key) []string {
 	return []string{base + "convs", base + "facts", base + "facthist"}
 }
 
-// indexUserConversation adds the conversation to its user's index.
+// usersKey returns the key of a tenant's sorted set of user IDs.
+func (s *Store) usersKey(tenant string) string {
+	return s.prefix + ":tenant:" + tenant + ":users"
+}
+
+// indexUserConversation adds the conversation to its user's index, and
+// the user to its tenant's, in one round trip.
 func (s *Store) indexUserConversation(ctx context.Context, key chatmem.Key, user string) error {
 	convs := s.userKeys(chatmem.Key{Tenant: key.Tenant, ID: user})[0]
-	return wrap(ctx, s.client.ZAdd(ctx, convs, goredis.Z{Member: key.ID}).Err())
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.ZAdd(ctx, convs, goredis.Z{Member: key.ID})
+		p.ZAdd(ctx, s.usersKey(key.Tenant), goredis.Z{Member: user})
+		return nil
+	})
+	return wrap(ctx, err)
+}
+
+// listUser adds the user to its tenant's set of users.
+func (s *Store) listUser(ctx context.Context, user chatmem.Key) error {
+	return wrap(ctx, s.client.ZAdd(ctx, s.usersKey(user.Tenant), goredis.Z{Member: user.ID}).Err())
 }
 
 // validateUser checks a user key.
@@ -183,11 +216,50 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 	if err := validateUser(user); err != nil {
 		return err
 	}
+	args, err := s.userFactArgs(facts)
+	if err != nil || len(args) == 0 {
+		return err
+	}
+	if err := s.listUser(ctx, user); err != nil {
+		return fmt.Errorf("redis: set facts of user %s: %w", user, err)
+	}
+	if _, err := s.run(ctx, setUserFactsScript, s.userKeys(user)[1:], args...); err != nil {
+		return fmt.Errorf("redis: set facts of user %s: %w", user, err)
+	}
+	return nil
+}
+
+// ReplaceUserFacts deletes every fact of the user with its history and
+// records facts, with one script on the user's slot; see
+// chatmem.UserFactReplacer.
+func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	if len(facts) == 0 {
+		return fmt.Errorf("%w: replace the facts of user %s with none", chatmem.ErrInvalid, user)
+	}
+	args, err := s.userFactArgs(facts)
+	if err != nil {
+		return err
+	}
+	if err := s.listUser(ctx, user); err != nil {
+		return fmt.Errorf("redis: replace facts of user %s: %w", user, err)
+	}
+	if _, err := s.run(ctx, replaceUserFactsScript, s.userKeys(user)[1:], args...); err != nil {
+		return fmt.Errorf("redis: replace facts of user %s: %w", user, err)
+	}
+	return nil
+}
+
+// userFactArgs checks facts and returns the scripts' arguments for them:
+// one pair per fact, its key and its JSON.
+func (s *Store) userFactArgs(facts []chatmem.Fact) ([]any, error) {
 	now := s.now()
 	args := make([]any, 0, 2*len(facts))
 	for i, f := range facts {
 		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
+			return nil, fmt.Errorf("fact %d: %w", i, err)
 		}
 		if f.CreatedAt.IsZero() {
 			f.CreatedAt = now
@@ -195,17 +267,11 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 		f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
 		b, err := json.Marshal(f)
 		if err != nil {
-			return fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
+			return nil, fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
 		}
 		args = append(args, f.Key, b)
 	}
-	if len(facts) == 0 {
-		return nil
-	}
-	if _, err := s.run(ctx, setUserFactsScript, s.userKeys(user)[1:], args...); err != nil {
-		return fmt.Errorf("redis: set facts of user %s: %w", user, err)
-	}
-	return nil
+	return args, nil
 }
 
 // DeleteUserFact removes the named user fact and its history; see
@@ -279,7 +345,108 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err := s.client.Del(ctx, keys...).Err(); err != nil {
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
 	}
+	if err := s.client.ZRem(ctx, s.usersKey(user.Tenant), user.ID).Err(); err != nil {
+		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
+	}
 	return deleted, nil
+}
+
+// Users returns one page of the tenant's users with a fact or a live
+// conversation, in ID order, from the tenant's set of users; see
+// chatmem.UserLister. A member with facts is listed at once; one without
+// is listed if a member of its convs index is a live conversation of the
+// user (read a batch at a time until one is). Members with nothing left
+// are skipped, and stay until DeleteUser: removing them here could race
+// with a write that has listed the user and not yet written.
+func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.UserPage, error) {
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return chatmem.UserPage{}, fmt.Errorf("tenant: %w", err)
+	}
+	limit := page.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 0 || limit > maxPage {
+		return chatmem.UserPage{}, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, page.Limit, maxPage)
+	}
+	index := s.usersKey(tenant)
+	after := page.After
+	users := []string{}
+	for len(users) <= limit {
+		lo := "-"
+		if after != "" {
+			lo = "(" + after
+		}
+		want := limit + 1 - len(users)
+		ids, err := s.client.ZRangeByLex(ctx, index, &goredis.ZRangeBy{Min: lo, Max: "+", Count: int64(want)}).Result()
+		if err != nil {
+			return chatmem.UserPage{}, fmt.Errorf("redis: users of %s: %w", tenant, wrap(ctx, err))
+		}
+		if len(ids) == 0 {
+			break
+		}
+		after = ids[len(ids)-1]
+		facts := make([]*goredis.IntCmd, len(ids))
+		_, err = s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i, id := range ids {
+				facts[i] = p.Exists(ctx, s.userKeys(chatmem.Key{Tenant: tenant, ID: id})[1])
+			}
+			return nil
+		})
+		if err != nil {
+			return chatmem.UserPage{}, fmt.Errorf("redis: users of %s: %w", tenant, wrap(ctx, err))
+		}
+		for i, id := range ids {
+			ok := facts[i].Val() > 0
+			if !ok {
+				if ok, err = s.hasLiveConversation(ctx, chatmem.Key{Tenant: tenant, ID: id}); err != nil {
+					return chatmem.UserPage{}, fmt.Errorf("redis: users of %s: %w", tenant, err)
+				}
+			}
+			if ok {
+				users = append(users, id)
+			}
+		}
+		if len(ids) < want {
+			break
+		}
+	}
+	var next string
+	if len(users) > limit {
+		users = users[:limit]
+		next = users[limit-1]
+	}
+	return chatmem.UserPage{Users: users, Next: next}, nil
+}
+
+// hasLiveConversation reports whether a member of the user's convs index
+// is a live conversation bound to the user, reading eraseBatch members at
+// a time until one is.
+func (s *Store) hasLiveConversation(ctx context.Context, user chatmem.Key) (bool, error) {
+	index := s.userKeys(user)[0]
+	lo := "-"
+	for {
+		ids, err := s.client.ZRangeByLex(ctx, index, &goredis.ZRangeBy{Min: lo, Max: "+", Count: eraseBatch}).Result()
+		if err != nil {
+			return false, wrap(ctx, err)
+		}
+		if len(ids) == 0 {
+			return false, nil
+		}
+		metas, err := s.metas(ctx, user.Tenant, ids)
+		if err != nil {
+			return false, err
+		}
+		for _, conv := range metas {
+			if s.live(conv) && conv.User == user.ID {
+				return true, nil
+			}
+		}
+		if len(ids) < eraseBatch {
+			return false, nil
+		}
+		lo = "(" + ids[len(ids)-1]
+	}
 }
 
 // setUserFactsScript records a user's facts in order: each becomes its
@@ -287,7 +454,16 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 //
 // KEYS: the user's facts, facthist. ARGV: one pair per fact, its key and
 // its JSON. It replies 0.
-var setUserFactsScript = newScript(`
+var setUserFactsScript = newScript(setUserFactsLua)
+
+// replaceUserFactsScript deletes a user's facts with their history, then
+// records facts as setUserFactsScript does, in one atomic step.
+//
+// KEYS and ARGV: setUserFactsScript's. It replies 0.
+var replaceUserFactsScript = newScript(`redis.call('DEL', KEYS[1], KEYS[2])
+` + setUserFactsLua)
+
+const setUserFactsLua = `
 local facts, hist = KEYS[1], KEYS[2]
 for i = 1, #ARGV, 2 do
   local name, fact = ARGV[i], ARGV[i + 1]
@@ -297,7 +473,7 @@ for i = 1, #ARGV, 2 do
   redis.call('HSET', hist, name, h)
 end
 return 0
-`)
+`
 
 // deleteUserConversationScript deletes a conversation, expired or not,
 // if it belongs to the user.

@@ -218,7 +218,7 @@ var (
 		selectSummary, selectFacts, selectFactHistory,
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,
-		selectUserPage, selectUserFacts, selectUserFactHistory,
+		selectUserPage, selectUserFacts, selectUserFactHistory, selectUsers,
 		selectUserPostings, selectUserEntries, selectUserConversations, selectUserMessagesAt, // usersearch.go
 	}
 )

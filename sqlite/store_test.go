@@ -65,6 +65,8 @@ func TestQueryPlans(t *testing.T) {
 		selectUserConversationIDs: "INDEX conversations_user (tenant=? AND user_id=?)",
 		selectUserFacts:           "INDEX user_facts_current (tenant=? AND user_id=?)",
 		selectUserFactHistory:     "PRIMARY KEY (tenant=? AND user_id=? AND key=?)",
+		// The tenant's users: both index walks start at the cursor.
+		selectUsers: "INDEX conversations_user (tenant=? AND user_id>?)",
 		// One seek per seq asked for.
 		selectMessagesAt: "SEARCH messages USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
 		// The user index: the same FTS5 read, then a seek per id and per

@@ -10,7 +10,11 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-var _ chatmem.UserStore = (*Store)(nil)
+var (
+	_ chatmem.UserStore        = (*Store)(nil)
+	_ chatmem.UserLister       = (*Store)(nil)
+	_ chatmem.UserFactReplacer = (*Store)(nil)
+)
 
 // Users (migrations/0005_users.sql): conversations.user_id binds a
 // conversation to a user, user_facts holds the users' facts.
@@ -54,6 +58,15 @@ const (
 	// optimizeTerms merges the lexical index into one segment, dropping
 	// the entries of deleted rows.
 	optimizeTerms = `INSERT INTO message_terms (message_terms) VALUES ('optimize')`
+
+	// selectUsers lists the tenant's (?1) users after ?2 that have a fact
+	// or a conversation live at ?3, ?4 of them: UNION merges the two
+	// ordered index walks and stops at the limit.
+	selectUsers = `SELECT user_id FROM user_facts WHERE tenant = ?1 AND user_id > ?2
+		UNION
+		SELECT user_id FROM conversations INDEXED BY conversations_user
+		WHERE tenant = ?1 AND user_id > ?2 AND ` + liveCond + `
+		ORDER BY 1 LIMIT ?4`
 
 	// deleteUserFacts deletes every fact of the user, history included.
 	deleteUserFacts = `DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2`
@@ -190,19 +203,86 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 			}
 			version[k] = v
 		}
-		for i, f := range facts {
-			version[f.Key]++
-			current := 0
-			if last[f.Key] == i {
-				current = 1
-			}
-			if _, err := t.exec(insertUserFact, user.Tenant, user.ID, f.Key, version[f.Key], current, f.Value, f.SourceSeq,
-				f.SetBy, f.Confidence, f.CreatedAt.UnixNano(), f.Conversation); err != nil {
-				return fmt.Errorf("insert user fact %d (%s): %w", i, f.Key, err)
-			}
-		}
-		return nil
+		return insertUserFacts(t, user, facts, last, version)
 	})
+}
+
+// insertUserFacts inserts facts as the user's, each key's versions after
+// version[key] (0: none yet); last[key] is the index of the key's last
+// fact, which becomes current.
+func insertUserFacts(t tx, user chatmem.Key, facts []chatmem.Fact, last map[string]int, version map[string]int64) error {
+	for i, f := range facts {
+		version[f.Key]++
+		current := 0
+		if last[f.Key] == i {
+			current = 1
+		}
+		if _, err := t.exec(insertUserFact, user.Tenant, user.ID, f.Key, version[f.Key], current, f.Value, f.SourceSeq,
+			f.SetBy, f.Confidence, f.CreatedAt.UnixNano(), f.Conversation); err != nil {
+			return fmt.Errorf("insert user fact %d (%s): %w", i, f.Key, err)
+		}
+	}
+	return nil
+}
+
+// ReplaceUserFacts deletes every fact of the user with its history and
+// records facts, in one IMMEDIATE transaction; see
+// chatmem.UserFactReplacer.
+func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	if len(facts) == 0 {
+		return fmt.Errorf("%w: replace the facts of user %s with none", chatmem.ErrInvalid, user)
+	}
+	facts, last, keys, err := factBatch(facts, s.now())
+	if err != nil {
+		return err
+	}
+	return s.write(ctx, func(t tx) error {
+		if _, err := t.exec(deleteUserFacts, user.Tenant, user.ID); err != nil {
+			return err
+		}
+		return insertUserFacts(t, user, facts, last, make(map[string]int64, len(keys)))
+	})
+}
+
+// Users returns one page of the tenant's users with a fact or a live
+// conversation, in ID order: a merge of user_facts' primary key and the
+// index conversations_user, which stops at the page's end; see
+// chatmem.UserLister.
+func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.UserPage, error) {
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return chatmem.UserPage{}, fmt.Errorf("tenant: %w", err)
+	}
+	limit := page.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultPageLimit
+	case limit < 0 || limit > MaxPageLimit:
+		return chatmem.UserPage{}, fmt.Errorf("%w: page limit %d is not within 1..%d", chatmem.ErrInvalid, page.Limit, MaxPageLimit)
+	}
+	rows, err := s.r.query(ctx, selectUsers, tenant, page.After, clampedNanos(s.now()), limit+1)
+	if err != nil {
+		return chatmem.UserPage{}, translate(ctx, err)
+	}
+	defer rows.Close()
+	p := chatmem.UserPage{Users: []string{}}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return chatmem.UserPage{}, translate(ctx, err)
+		}
+		p.Users = append(p.Users, id)
+	}
+	if err := rows.Err(); err != nil {
+		return chatmem.UserPage{}, translate(ctx, err)
+	}
+	if len(p.Users) > limit {
+		p.Users = p.Users[:limit]
+		p.Next = p.Users[limit-1]
+	}
+	return p, nil
 }
 
 // DeleteUserFact removes the named user fact and its history; see

@@ -25,7 +25,9 @@ var userTests = []subtest{
 	{"Delete", testDeleteUser},
 	{"DeleteResumes", testDeleteUserResumes},
 	{"EraseRaw", testEraseRaw},
-	{"Search", testUserSearch}, // chatmem.UserSearcher: usersearch.go
+	{"Search", testUserSearch},                                         // chatmem.UserSearcher: usersearch.go
+	{"Lister", optional[chatmem.UserLister](userListerTests)},          // userlist.go
+	{"ReplaceFacts", optional[chatmem.UserFactReplacer](replaceTests)}, // userlist.go
 }
 
 // userOf returns the key of user id in key's tenant.
