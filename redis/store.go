@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -44,6 +45,9 @@ type Store struct {
 	now    func() time.Time
 	log    *slog.Logger
 	hint   tailHint
+	// usersListed is set once the tenants' sets of users are known to
+	// name every user (users.go: listUsersOnce).
+	usersListed atomic.Bool
 }
 
 var (
@@ -1008,27 +1012,50 @@ func (s *Store) purgeTenant(ctx context.Context, tenant, cutoff string) (int, er
 // master of a cluster (or shard of a ring). The pattern cannot match another
 // prefix's keys, because prefixes contain no ':'.
 func (s *Store) tenants(ctx context.Context) ([]string, error) {
-	pattern := s.prefix + ":tenant:*:convs"
 	head, tail := s.prefix+":tenant:", ":convs"
 	seen := make(map[string]bool)
 	var out []string
-	scan := func(ctx context.Context, c goredis.Cmdable) error {
-		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
-		for iter.Next(ctx) {
-			t := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), head), tail)
+	err := s.scan(ctx, s.prefix+":tenant:*:convs", func(_ context.Context, keys []string) error {
+		for _, k := range keys {
+			t := strings.TrimSuffix(strings.TrimPrefix(k, head), tail)
 			if chatmem.ValidateID(t) == nil && !seen[t] {
 				seen[t] = true
 				out = append(out, t)
 			}
 		}
-		return iter.Err()
+		return nil
+	})
+	return out, err
+}
+
+// scan calls f with each batch of the keys matching pattern, found with
+// SCAN on every master of a cluster (or shard of a ring); the calls are
+// serialized.
+func (s *Store) scan(ctx context.Context, pattern string, f func(ctx context.Context, keys []string) error) error {
+	one := func(ctx context.Context, c goredis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				if err := f(ctx, keys); err != nil {
+					return err
+				}
+			}
+			if next == 0 {
+				return nil
+			}
+			cursor = next
+		}
 	}
 	var err error
-	var mu sync.Mutex // guards seen and out: the callbacks run in parallel
+	var mu sync.Mutex // serializes f: the callbacks run in parallel
 	locked := func(ctx context.Context, c *goredis.Client) error {
 		mu.Lock()
 		defer mu.Unlock()
-		return scan(ctx, c)
+		return one(ctx, c)
 	}
 	switch c := s.client.(type) {
 	case *goredis.ClusterClient:
@@ -1036,9 +1063,9 @@ func (s *Store) tenants(ctx context.Context) ([]string, error) {
 	case *goredis.Ring:
 		err = c.ForEachShard(ctx, locked)
 	default:
-		err = scan(ctx, c)
+		err = one(ctx, c)
 	}
-	return out, wrap(ctx, err)
+	return wrap(ctx, err)
 }
 
 // Ping reports whether Redis answers, wrapping chatmem.ErrUnavailable if not.

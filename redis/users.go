@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -40,7 +41,9 @@ var (
 // user is written (SetUserFacts, ReplaceUserFacts, an append with a user),
 // so the set may name users with nothing left, never miss one that has
 // something. Users checks each candidate; DeleteUser removes the ID after
-// the user's keys are gone.
+// the user's keys are gone. Data written before these sets existed is
+// listed by the first Users call (listUsersOnce: one SCAN for the users'
+// keys, then the key chatmem:users-listed marks it done).
 //
 // A user's conversations lie in other slots than the user's keys, so no
 // script writes both. An append with a user adds the conversation's ID to
@@ -369,6 +372,9 @@ func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageReque
 	if limit < 0 || limit > maxPage {
 		return chatmem.UserPage{}, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, page.Limit, maxPage)
 	}
+	if err := s.listUsersOnce(ctx); err != nil {
+		return chatmem.UserPage{}, fmt.Errorf("redis: users of %s: %w", tenant, err)
+	}
 	index := s.usersKey(tenant)
 	after := page.After
 	users := []string{}
@@ -417,6 +423,55 @@ func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageReque
 		next = users[limit-1]
 	}
 	return chatmem.UserPage{Users: users, Next: next}, nil
+}
+
+// usersListedKey marks a store whose tenants' sets of users name every
+// user: set by listUsersOnce.
+func (s *Store) usersListedKey() string { return s.prefix + ":users-listed" }
+
+// listUsersOnce fills the tenants' sets of users from the users' keys, once
+// per store: data written before the sets existed (chatmem before
+// UserLister) has users in no set. It finds them with one SCAN over the
+// keyspace for the users' facts and convs keys, adds each user to its
+// tenant's set, then sets usersListedKey; later calls, here or in any
+// process, read the key (or the process's flag) and do nothing. Users
+// written meanwhile add themselves, so a SCAN that misses them loses
+// nothing.
+func (s *Store) listUsersOnce(ctx context.Context) error {
+	if s.usersListed.Load() {
+		return nil
+	}
+	n, err := s.client.Exists(ctx, s.usersListedKey()).Result()
+	if err != nil {
+		return wrap(ctx, err)
+	}
+	if n == 0 {
+		head := s.prefix + ":user:{"
+		err := s.scan(ctx, head+"*}:*", func(ctx context.Context, keys []string) error {
+			_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for _, k := range keys {
+					// <prefix>:user:{<tenant>/<user>}:<part>: IDs hold no
+					// '{', '}' or '/'.
+					tag, _, ok := strings.Cut(strings.TrimPrefix(k, head), "}")
+					tenant, user, ok2 := strings.Cut(tag, "/")
+					if !ok || !ok2 || chatmem.ValidateID(tenant) != nil || chatmem.ValidateUser(user) != nil {
+						continue
+					}
+					p.ZAdd(ctx, s.usersKey(tenant), goredis.Z{Member: user})
+				}
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("list the users written before the users' sets: %w", err)
+		}
+		if err := s.client.Set(ctx, s.usersListedKey(), "1", 0).Err(); err != nil {
+			return wrap(ctx, err)
+		}
+	}
+	s.usersListed.Store(true)
+	return nil
 }
 
 // hasLiveConversation reports whether a member of the user's convs index
