@@ -163,6 +163,80 @@ func writeUserBefore(ctx context.Context, st chatmem.Store, conv chatmem.Convers
 	return writeJSONLine(w, rec)
 }
 
+// writeUser writes the user's record, if the user has facts.
+func writeUser(ctx context.Context, st chatmem.Store, user chatmem.Key, w io.Writer) error {
+	rec, ok, err := readUser(ctx, st, user)
+	if err != nil || !ok {
+		return err
+	}
+	return writeJSONLine(w, rec)
+}
+
+// WriteUsersWithoutConversations writes the record of each of the tenant's
+// users that has facts and no live conversation, ordered by user ID: the
+// users that writing each user's record with the user's first
+// conversation does not reach. Export ends with them, and so does the
+// last page of GET /v1/export. A store that does not list its users
+// (chatmem.UserLister) has none to add. progress, if set, is called after
+// each page of users.
+func WriteUsersWithoutConversations(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, progress func()) error {
+	if err := chatmem.ValidateID(tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if _, ok := st.(chatmem.UserStore); !ok {
+		return nil
+	}
+	n := 0
+	return eachUser(ctx, st, tenant, func(user chatmem.Key) error {
+		if n++; progress != nil && n%pageSize == 0 {
+			progress()
+		}
+		return writeLoneUser(ctx, st, user, w)
+	})
+}
+
+// writeLoneUser writes the user's record if the user has facts and no
+// live conversation.
+func writeLoneUser(ctx context.Context, st chatmem.Store, user chatmem.Key, w io.Writer) error {
+	us, ok := st.(chatmem.UserStore)
+	if !ok {
+		return nil
+	}
+	first, err := us.UserConversations(ctx, user, chatmem.PageRequest{Limit: 1})
+	if err != nil {
+		return fmt.Errorf("conversations of user %s: %w", user, err)
+	}
+	if len(first.Conversations) > 0 {
+		return nil
+	}
+	return writeUser(ctx, st, user, w)
+}
+
+// eachUser calls f for each of the tenant's users, ordered by ID, one page
+// at a time, if the store lists its users (chatmem.UserLister).
+func eachUser(ctx context.Context, st chatmem.Store, tenant string, f func(chatmem.Key) error) error {
+	ul, ok := st.(chatmem.UserLister)
+	if !ok {
+		return nil
+	}
+	after := ""
+	for {
+		page, err := ul.Users(ctx, tenant, chatmem.PageRequest{After: after, Limit: pageSize})
+		if err != nil {
+			return fmt.Errorf("list users of %s: %w", tenant, err)
+		}
+		for _, id := range page.Users {
+			if err := f(chatmem.Key{Tenant: tenant, ID: id}); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		after = page.Next
+	}
+}
+
 func writeJSONLine(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -198,11 +272,14 @@ type ExportOptions struct {
 }
 
 // Export writes the header and the tenant's conversations (or those of
-// opts.IDs) to w, each user's record before the first of the user's
+// opts.IDs) to w, each user's record before the first of the user's live
 // conversations (by ID; an export that leaves that conversation out leaves
-// the user's record out). A conversation that disappears while the export
-// runs is left out; one of opts.IDs that does not exist is
-// chatmem.ErrNotFound.
+// the user's record out). An export of the whole tenant then writes the
+// records of the users with facts and no live conversation
+// (WriteUsersWithoutConversations), so it misses no user of a store that
+// lists its users (chatmem.UserLister). A conversation that disappears
+// while the export runs is left out; one of opts.IDs that does not exist
+// is chatmem.ErrNotFound.
 func Export(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, opts ExportOptions) error {
 	if err := chatmem.ValidateID(tenant); err != nil {
 		return fmt.Errorf("tenant: %w", err)
@@ -241,7 +318,10 @@ func Export(ctx context.Context, st chatmem.Store, tenant string, w io.Writer, o
 		}
 		return nil
 	}
-	return eachConversation(ctx, st, tenant, func(c chatmem.Conversation) error { return one(c, true) })
+	if err := eachConversation(ctx, st, tenant, func(c chatmem.Conversation) error { return one(c, true) }); err != nil {
+		return err
+	}
+	return WriteUsersWithoutConversations(ctx, st, tenant, w, nil)
 }
 
 // eachConversation calls f for each of the tenant's conversations, ordered

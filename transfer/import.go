@@ -643,7 +643,9 @@ func checkUser(b []byte) (UserRecord, error) {
 // of the file, in one SetUserFacts, so a user is written whole or not at
 // all. A user whose facts the store holds exactly is unchanged; one with
 // other facts is a conflict, or under ConflictReplace has its facts
-// deleted and written again (its conversations are left as they are).
+// replaced by the file's (its conversations are left as they are): in one
+// atomic ReplaceUserFacts where the store has it
+// (chatmem.UserFactReplacer), else by deleting each fact and then writing.
 func (im *importer) user(ctx context.Context, line int, b []byte) (Result, error) {
 	res := Result{Line: line}
 	u, err := checkUser(b)
@@ -687,6 +689,16 @@ func (im *importer) user(ctx context.Context, line int, b []byte) (Result, error
 			res.Error = fmt.Sprintf("user %s exists with other facts", u.ID)
 			return res, nil
 		}
+		res.Status = StatusReplaced
+		if ur, ok := im.st.(chatmem.UserFactReplacer); ok {
+			if err := ur.ReplaceUserFacts(ctx, key, facts); err != nil {
+				return res, fmt.Errorf("replace user %s: %w", key, err)
+			}
+			return res, nil
+		}
+		// A store that cannot replace atomically: delete, then write. A
+		// failure in between leaves the user without the facts deleted
+		// (docs/export-format.md says so); a rerun writes the file's.
 		current, err := us.UserFacts(ctx, key)
 		if err != nil {
 			return res, fmt.Errorf("replace user %s: %w", key, err)
@@ -696,7 +708,6 @@ func (im *importer) user(ctx context.Context, line int, b []byte) (Result, error
 				return res, fmt.Errorf("replace user %s: %w", key, err)
 			}
 		}
-		res.Status = StatusReplaced
 	}
 	if err := us.SetUserFacts(ctx, key, facts); err != nil {
 		return res, fmt.Errorf("facts of user %s: %w", key, err)

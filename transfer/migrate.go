@@ -45,6 +45,9 @@ type MigrateReport struct {
 // one conversation at a time through the chatmem/v1 format (so in memory
 // that follows one page of messages and not the data's size), then
 // verifies every conversation by comparing its digests in both stores.
+// Each user's record goes with the user's first conversation; from a
+// source that lists its users (chatmem.UserLister), the users with facts
+// and no conversation left follow, and every user's record is verified.
 //
 // It is resumable: a migration that was killed is finished by running it
 // again, which leaves what was copied whole as it is (StatusUnchanged),
@@ -67,14 +70,7 @@ func Migrate(ctx context.Context, from, to chatmem.Store, tenant string, opts Mi
 			return rep, err
 		}
 	}
-	err := eachConversation(ctx, from, tenant, func(c chatmem.Conversation) error {
-		results, err := copyConversation(ctx, from, to, c, opts.OnConflict)
-		if errors.Is(err, chatmem.ErrNotFound) && !slices.ContainsFunc(results, func(r Result) bool { return r.User == "" }) {
-			return nil // deleted from the source since it was listed
-		}
-		if err != nil {
-			return err
-		}
+	record := func(results []Result) error {
 		for _, res := range results {
 			rep.add(res)
 			what := "conversation " + res.Conversation
@@ -88,6 +84,19 @@ func Migrate(ctx context.Context, from, to chatmem.Store, tenant string, opts Mi
 				return fmt.Errorf("%s could not be copied: %s", what, res.Error)
 			}
 		}
+		return nil
+	}
+	err := eachConversation(ctx, from, tenant, func(c chatmem.Conversation) error {
+		results, err := copyConversation(ctx, from, to, c, opts.OnConflict)
+		if errors.Is(err, chatmem.ErrNotFound) && !slices.ContainsFunc(results, func(r Result) bool { return r.User == "" }) {
+			return nil // deleted from the source since it was listed
+		}
+		if err != nil {
+			return err
+		}
+		if err := record(results); err != nil {
+			return err
+		}
 		p.Conversations++
 		p.Messages += c.LastSeq
 		if opts.Progress != nil {
@@ -98,6 +107,38 @@ func Migrate(ctx context.Context, from, to chatmem.Store, tenant string, opts Mi
 	if err != nil {
 		return rep, err
 	}
+	// The users with facts and no conversation left, whom the
+	// conversations did not bring.
+	im := &importer{st: to, tenant: tenant, opts: ImportOptions{OnConflict: onConflictOrSkip(opts.OnConflict)}}
+	err = eachUser(ctx, from, tenant, func(user chatmem.Key) error {
+		var line bytes.Buffer
+		if err := writeLoneUser(ctx, from, user, &line); err != nil || line.Len() == 0 {
+			return err
+		}
+		res, err := im.user(ctx, 0, bytes.TrimSuffix(line.Bytes(), []byte{'\n'}))
+		if err != nil {
+			return err
+		}
+		return record([]Result{res})
+	})
+	if err != nil {
+		return rep, err
+	}
+	// A source that lists its users has each verified, those with no
+	// conversation included; otherwise each with its first conversation.
+	_, listed := from.(chatmem.UserLister)
+	if listed {
+		err := eachUser(ctx, from, tenant, func(user chatmem.Key) error {
+			var want bytes.Buffer
+			if err := writeUser(ctx, from, user, &want); err != nil || want.Len() == 0 {
+				return err
+			}
+			return compareUser(ctx, to, user, want.Bytes(), &rep)
+		})
+		if err != nil {
+			return rep, err
+		}
+	}
 	err = eachConversation(ctx, from, tenant, func(c chatmem.Conversation) error {
 		want, err := Digest(ctx, from, c.Key)
 		if errors.Is(err, chatmem.ErrNotFound) {
@@ -106,8 +147,10 @@ func Migrate(ctx context.Context, from, to chatmem.Store, tenant string, opts Mi
 		if err != nil {
 			return err
 		}
-		if err := verifyUser(ctx, from, to, c, &rep); err != nil {
-			return err
+		if !listed {
+			if err := verifyUser(ctx, from, to, c, &rep); err != nil {
+				return err
+			}
 		}
 		got, err := Digest(ctx, to, c.Key)
 		switch {
@@ -134,7 +177,14 @@ func verifyUser(ctx context.Context, from, to chatmem.Store, conv chatmem.Conver
 	if err := writeUserBefore(ctx, from, conv, &want); err != nil || want.Len() == 0 {
 		return err
 	}
-	got, ok, err := readUser(ctx, to, chatmem.Key{Tenant: conv.Key.Tenant, ID: conv.User})
+	return compareUser(ctx, to, chatmem.Key{Tenant: conv.Key.Tenant, ID: conv.User}, want.Bytes(), rep)
+}
+
+// compareUser compares the user's record in the target with want, the
+// source's record line: a user whose facts differ is mismatched ("user
+// ID"), one the target lacks missing.
+func compareUser(ctx context.Context, to chatmem.Store, user chatmem.Key, want []byte, rep *MigrateReport) error {
+	got, ok, err := readUser(ctx, to, user)
 	if err != nil {
 		return err
 	}
@@ -144,9 +194,9 @@ func verifyUser(ctx context.Context, from, to chatmem.Store, conv chatmem.Conver
 	}
 	switch {
 	case !ok:
-		rep.Missing = append(rep.Missing, "user "+conv.User)
-	case !bytes.Equal(line.Bytes(), want.Bytes()):
-		rep.Mismatched = append(rep.Mismatched, "user "+conv.User)
+		rep.Missing = append(rep.Missing, "user "+user.ID)
+	case !bytes.Equal(line.Bytes(), want):
+		rep.Mismatched = append(rep.Mismatched, "user "+user.ID)
 	}
 	return nil
 }
