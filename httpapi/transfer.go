@@ -65,8 +65,9 @@ func (s *Server) exportConversation(c *call) error {
 }
 
 // exportTenant streams one page of the tenant's conversations as
-// chatmem/v1 NDJSON; the X-Chatmem-Next header (and a Link with
-// rel="next") gives the after= of the next page.
+// chatmem/v1 NDJSON, the last page followed by the records of the users
+// with facts and no live conversation; the X-Chatmem-Next header (and a
+// Link with rel="next") gives the after= of the next page.
 func (s *Server) exportTenant(c *call) error {
 	q, err := query(c.r, "after", "limit")
 	if err != nil {
@@ -97,6 +98,11 @@ func (s *Server) exportTenant(c *call) error {
 	}
 	bw := startNDJSON(c.w)
 	err = transfer.Export(c.r.Context(), st, c.tenant, bw, transfer.ExportOptions{IDs: ids, Progress: func(int64, int64) { extendDeadlines(c.w) }})
+	if err == nil && page.Next == "" {
+		// The last page brings the users no conversation brought: those
+		// with facts and no live conversation.
+		err = transfer.WriteUsersWithoutConversations(c.r.Context(), st, c.tenant, bw, func() { extendDeadlines(c.w) })
+	}
 	s.endStream(c, bw, err)
 	return nil
 }

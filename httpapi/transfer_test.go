@@ -32,6 +32,12 @@ func TestTransfer(t *testing.T) {
 			must(t, "patch facts", err)
 			_, err = globex.Append(ctx, "globex-only", seed.History()[:1], ClientAppendOptions{})
 			must(t, "append", err)
+			// Users whose facts were set with no conversation: the export's
+			// last page brings acme's, and never globex's.
+			_, err = acme.PutUserFacts(ctx, "u-solo", []FactInput{{Key: "language", Value: "ta"}})
+			must(t, "put user facts", err)
+			_, err = globex.PutUserFacts(ctx, "u-globex", []FactInput{{Key: "language", Value: "de"}})
+			must(t, "put user facts", err)
 
 			var want bytes.Buffer
 			must(t, "transfer.Export", transfer.Export(ctx, store, "acme", &want, transfer.ExportOptions{}))
@@ -60,6 +66,9 @@ func TestTransfer(t *testing.T) {
 			if pages != 3 || got.String() != want.String() {
 				t.Fatalf("%d pages, export:\n%s\nwant (3 pages):\n%s", pages, got.String(), want.String())
 			}
+			if lines := strings.SplitAfter(got.String(), "\n"); !strings.HasPrefix(lines[len(lines)-2], `{"type":"user","id":"u-solo","facts":[{"key":"language","value":"ta",`) {
+				t.Fatalf("the export lacks the user with facts and no conversation:\n%s", got.String())
+			}
 			if strings.Contains(got.String(), "globex") || strings.Contains(got.String(), `"acme"`) {
 				t.Fatalf("the export names a tenant or holds another tenant's data:\n%s", got.String())
 			}
@@ -74,17 +83,26 @@ func TestTransfer(t *testing.T) {
 			// globex imports acme's file: its own conversations, the same bytes.
 			results, totals, err := globex.Import(ctx, bytes.NewReader(want.Bytes()), "")
 			must(t, "Import", err)
-			if totals.Created != 5 || len(results) != 5 || results[0].Status != transfer.StatusCreated {
-				t.Fatalf("import: %+v, %+v; want 5 created", totals, results)
+			if totals.Created != 6 || totals.Users != 1 || len(results) != 6 || results[0].Status != transfer.StatusCreated {
+				t.Fatalf("import: %+v, %+v; want 5 conversations and u-solo created", totals, results)
+			}
+			if facts, err := globex.UserFacts(ctx, "u-solo", false); err != nil || len(facts) != 1 || facts[0].Value != "ta" {
+				t.Fatalf("globex's u-solo after the import: %+v, %v; want language ta", facts, err)
 			}
 			var back bytes.Buffer
 			must(t, "transfer.Export", transfer.Export(ctx, store, "globex", &back, transfer.ExportOptions{IDs: []string{"kavya-0", "kavya-1", "kavya-2", "kavya-3", "kavya-4"}}))
-			if back.String() != want.String() {
-				t.Fatalf("globex's copy:\n%s\nwant\n%s", back.String(), want.String())
+			must(t, "WriteUsersWithoutConversations", transfer.WriteUsersWithoutConversations(ctx, store, "globex", &back, nil))
+			// globex's copy: acme's conversations, then its users with no
+			// conversation: its own u-globex and the imported u-solo.
+			lines := strings.SplitAfter(want.String(), "\n")
+			convs, solo := strings.Join(lines[:len(lines)-2], ""), lines[len(lines)-2]
+			if !strings.HasPrefix(back.String(), convs) || !strings.HasSuffix(back.String(), solo) ||
+				!strings.Contains(back.String(), `{"type":"user","id":"u-globex",`) {
+				t.Fatalf("globex's copy:\n%s\nwant acme's conversations, u-globex, then\n%s", back.String(), solo)
 			}
 			_, totals, err = globex.Import(ctx, bytes.NewReader(want.Bytes()), transfer.ConflictFail)
-			if err != nil || totals.Unchanged != 5 {
-				t.Fatalf("second import: %+v, %v; want 5 unchanged", totals, err)
+			if err != nil || totals.Unchanged != 6 {
+				t.Fatalf("second import: %+v, %v; want 6 unchanged", totals, err)
 			}
 
 			// A malformed line refuses its conversation only.
