@@ -133,6 +133,13 @@
 // meanwhile (and a re-add if it was), so a concurrent Append never leaves a
 // live conversation unlisted.
 //
+// Users (chatmem.UserLister) are listed the same way from
+// chatmem:tenant:<tenant>:users, the tenant's user IDs at score 0. Its
+// member is added before the user's facts or a conversation bound to the
+// user are written, so it never misses a user with something left; Users
+// skips members with neither facts nor a live conversation, and only
+// DeleteUser removes one (users.go says why).
+//
 // # Expiry
 //
 // An append with a TTL records expires_at and sets PEXPIRE on all of the

@@ -9,7 +9,8 @@
 // conversation, by its conversation record, its messages in sequence
 // order, its summary (if any) and its facts with their history; a user's
 // record (the user's facts with their history) stands before the first of
-// the user's conversations. The tenant
+// the user's conversations, and the records of users with facts and no
+// live conversation come last, ordered by user ID. The tenant
 // is never in the file: it comes from the caller. Every time is written in
 // UTC with microsecond precision (what every store keeps), so an export
 // from one store, imported into another and exported again, is the same
@@ -87,7 +88,8 @@ type FactRecord struct {
 // UserRecord is a user's facts, every value each has had: ordered by key,
 // and each key's values oldest first (the last is the current one). It
 // stands alone on its line, before the first of the user's conversations
-// (by ID); the binding of conversations to the user is in their records.
+// (by ID), or after every conversation for a user with none left; the
+// binding of conversations to the user is in their records.
 type UserRecord struct {
 	Type  string           `json:"type"`
 	ID    string           `json:"id"`

@@ -192,7 +192,9 @@ func (r *replaceOnly) UserFactHistory(ctx context.Context, user chatmem.Key, nam
 	return r.us().UserFactHistory(ctx, user, name)
 }
 
-func (r *replaceOnly) SetUserFacts(context.Context, chatmem.Key, []chatmem.Fact) error { return errRefused }
+func (r *replaceOnly) SetUserFacts(context.Context, chatmem.Key, []chatmem.Fact) error {
+	return errRefused
+}
 
 func (r *replaceOnly) DeleteUserFact(context.Context, chatmem.Key, string) error { return errRefused }
 
