@@ -448,16 +448,43 @@ func (s *Store) listUsersOnce(ctx context.Context) error {
 	if n == 0 {
 		head := s.prefix + ":user:{"
 		err := s.scan(ctx, head+"*}:*", func(ctx context.Context, keys []string) error {
+			var users []chatmem.Key
+			for _, k := range keys {
+				// <prefix>:user:{<tenant>/<user>}:<part>: IDs hold no
+				// '{', '}' or '/'.
+				tag, _, ok := strings.Cut(strings.TrimPrefix(k, head), "}")
+				tenant, user, ok2 := strings.Cut(tag, "/")
+				if ok && ok2 && chatmem.ValidateID(tenant) == nil && chatmem.ValidateUser(user) == nil {
+					users = append(users, chatmem.Key{Tenant: tenant, ID: user})
+				}
+			}
+			if _, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for _, u := range users {
+					p.ZAdd(ctx, s.usersKey(u.Tenant), goredis.Z{Member: u.ID})
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			// A DeleteUser that ran between the SCAN and the ZADD (its
+			// keys gone, its ID removed) would leave the ID behind, a
+			// trace of an erased user: an ID whose keys are gone now is
+			// removed again. DeleteUser removes the ID after the keys, so
+			// one running after this check removes it itself.
+			exists := make([]*goredis.IntCmd, len(users))
+			if _, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for i, u := range users {
+					exists[i] = p.Exists(ctx, s.userKeys(u)...)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
 			_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for _, k := range keys {
-					// <prefix>:user:{<tenant>/<user>}:<part>: IDs hold no
-					// '{', '}' or '/'.
-					tag, _, ok := strings.Cut(strings.TrimPrefix(k, head), "}")
-					tenant, user, ok2 := strings.Cut(tag, "/")
-					if !ok || !ok2 || chatmem.ValidateID(tenant) != nil || chatmem.ValidateUser(user) != nil {
-						continue
+				for i, u := range users {
+					if exists[i].Val() == 0 {
+						p.ZRem(ctx, s.usersKey(u.Tenant), u.ID)
 					}
-					p.ZAdd(ctx, s.usersKey(tenant), goredis.Z{Member: user})
 				}
 				return nil
 			})
