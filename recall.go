@@ -287,6 +287,10 @@ func (r recaller) pack(ctx context.Context, query string, ranked []scored, bySeq
 	slices.SortStableFunc(ranked, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
 
 	p := packer{r: r, bySeq: bySeq, before: before, left: budget, chosen: make(map[int64]int), markers: make(map[string]int)}
+	p.rank = make([]int64, len(ranked))
+	for i, c := range ranked {
+		p.rank[i] = c.seq
+	}
 	// Packing charges a full marker to a message whose predecessor is not
 	// chosen yet; once the result settles the markers, what they saved is
 	// packed again, a few times at most.
@@ -386,6 +390,9 @@ type packer struct {
 	// ones again and again.
 	markers map[string]int
 	buf     []byte // the marker being priced
+	// rank holds the candidates' sequence numbers, best first: when room
+	// is needed, the worst chosen go first (evict).
+	rank []int64
 }
 
 // unitOf returns the sequence numbers of the unit holding seq (a message,
@@ -504,7 +511,7 @@ func (p *packer) startWithUser(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if c <= p.left {
+			if c <= p.left || p.evict(c, first) {
 				p.chosen[first-1] = c
 				p.left -= c
 				return nil
@@ -513,6 +520,28 @@ func (p *packer) startWithUser(ctx context.Context) error {
 		p.dropFirstRun()
 	}
 	return nil
+}
+
+// evict unchooses the worst-ranked chosen units that hold no message at or
+// before keep, until need tokens are left or no such unit is; it reports
+// whether need tokens are left.
+func (p *packer) evict(need int, keep int64) bool {
+	for i := len(p.rank) - 1; i >= 0 && p.left < need; i-- {
+		if _, ok := p.chosen[p.rank[i]]; !ok {
+			continue
+		}
+		lo, hi, _ := p.unitOf(p.rank[i])
+		if lo <= keep {
+			continue
+		}
+		for s := lo; s <= hi; s++ {
+			if c, ok := p.chosen[s]; ok {
+				p.left += c
+				delete(p.chosen, s)
+			}
+		}
+	}
+	return p.left >= need
 }
 
 // dropFirstRun unchooses the earliest recalled message and those after it
@@ -548,12 +577,15 @@ func (p *packer) settle(ctx context.Context, budget int) (int, error) {
 			costs[i] = c
 			used += c
 		}
+		for i, s := range seqs {
+			p.chosen[s] = costs[i]
+		}
+		p.left = budget - used
 		if used <= budget {
-			for i, s := range seqs {
-				p.chosen[s] = costs[i]
-			}
-			p.left = budget - used
 			return used, nil
+		}
+		if p.evict(0, seqs[0]) {
+			continue
 		}
 		p.dropFirstRun()
 		for len(p.chosen) > 0 && p.bySeq[slices.Min(slices.Collect(maps.Keys(p.chosen)))].Role != RoleUser {

@@ -320,3 +320,46 @@ func TestRecallEmbeddings(t *testing.T) {
 		t.Error("test bug: the lexical ranking alone found the automobile")
 	}
 }
+
+// TestRecallKeepsBestAnswer recalls the best-matching turn when it is an
+// answer whose question (the user message before it, which the window must
+// start with) only fits once worse-ranked turns make room: the worst go,
+// not the best.
+func TestRecallKeepsBestAnswer(t *testing.T) {
+	mem := newMemory(t)
+	key := chatmem.Key{Tenant: "t", ID: "best-answer"}
+	ctx := t.Context()
+	msgs := []chatmem.Message{
+		{Role: chatmem.RoleUser, Content: strings.Repeat("could you look something up for me please, ", 18)},
+		{Role: chatmem.RoleAssistant, Content: "Your blue kettle order number is SE-10423."},
+	}
+	// Weaker matches, enough to fill the budget.
+	for i, m := range filler(300, 3) {
+		if i%10 == 5 {
+			m.Content = fmt.Sprintf("the kettle order for office %d is late", i)
+		}
+		msgs = append(msgs, m)
+	}
+	if _, err := mem.Append(ctx, key, msgs, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	question := chatmem.Message{Role: chatmem.RoleUser, Content: "What was my blue kettle's order number?"}
+	p := chatmem.Policy{Kind: chatmem.PolicyRecall, Budget: 512}
+	w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{Pending: []chatmem.Message{question}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecallWindow(t, w, p)
+	seqs := make(map[int64]bool)
+	for _, m := range recalled(w) {
+		seqs[m.Seq] = true
+	}
+	if !seqs[1] || !seqs[2] {
+		t.Errorf("want the answer (2) recalled with its question (1):\n%s", dump(w))
+	}
+	// Worse-ranked turns were recalled too (the budget was full before
+	// the question was added): without them the test tests nothing.
+	if len(seqs) < 8 {
+		t.Errorf("test bug: only %d messages recalled:\n%s", len(seqs), dump(w))
+	}
+}
