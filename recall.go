@@ -444,8 +444,11 @@ func (p *packer) add(ctx context.Context, seq int64) error {
 	cost := make([]int, 0, hi-lo+1)
 	total := 0
 	for s := lo; s <= hi; s++ {
-		_, prev := p.chosen[s-1]
-		c, err := p.cost(ctx, s, prev || s > lo)
+		prev := int64(0)
+		if _, ok := p.chosen[s-1]; ok || s > lo {
+			prev = s - 1
+		}
+		c, err := p.cost(ctx, s, prev)
 		if err != nil {
 			return err
 		}
@@ -463,17 +466,31 @@ func (p *packer) add(ctx context.Context, seq int64) error {
 }
 
 // marker returns the marker of message seq: "[#seq time] ", or "[#seq] "
-// when the message follows a recalled message of the same minute (after
-// says whether the one before it is recalled).
-func (p *packer) marker(seq int64, after bool) []byte {
+// when prev, the message recalled just before it (0 for none), is of the
+// same minute and conversation, adjacent or not: the markers are read in
+// order, so a time left out is the one before it.
+func (p *packer) marker(seq, prev int64) []byte {
 	m := p.bySeq[seq]
-	prev, ok := p.bySeq[seq-1]
+	pm, ok := p.bySeq[prev]
 	mark := appendMarker
 	if p.r.mark != nil {
 		mark = p.r.mark
 	}
-	p.buf = mark(p.buf[:0], seq, m.CreatedAt, !(after && ok && sameMinute(prev.CreatedAt, m.CreatedAt)))
+	// The numbers of two conversations (recall across a user's) differ
+	// above userSeqBits: a marker names its conversation when the one
+	// before it is of another.
+	short := prev != 0 && ok && prev>>userSeqBits == seq>>userSeqBits && sameMinute(pm.CreatedAt, m.CreatedAt)
+	p.buf = mark(p.buf[:0], seq, m.CreatedAt, !short)
 	return p.buf
+}
+
+// prevOf returns the message recalled before seqs[i] (seqs: the chosen,
+// in order), or 0 for none.
+func (p *packer) prevOf(seqs []int64, i int) int64 {
+	if i == 0 {
+		return 0
+	}
+	return seqs[i-1]
 }
 
 func sameMinute(a, b time.Time) bool {
@@ -481,8 +498,8 @@ func sameMinute(a, b time.Time) bool {
 }
 
 // cost is what message seq costs recalled: its tokens and its marker's.
-func (p *packer) cost(ctx context.Context, seq int64, after bool) (int, error) {
-	marker := p.marker(seq, after)
+func (p *packer) cost(ctx context.Context, seq, prev int64) (int, error) {
+	marker := p.marker(seq, prev)
 	n, ok := p.markers[string(marker)] // no allocation for the lookup
 	if !ok {
 		n = len(marker) // one token per byte at most
@@ -507,7 +524,7 @@ func (p *packer) startWithUser(ctx context.Context) error {
 			return nil
 		}
 		if prev, ok := p.bySeq[first-1]; ok && prev.Role == RoleUser {
-			c, err := p.cost(ctx, first-1, false)
+			c, err := p.cost(ctx, first-1, 0)
 			if err != nil {
 				return err
 			}
@@ -569,8 +586,7 @@ func (p *packer) settle(ctx context.Context, budget int) (int, error) {
 		costs := make([]int, len(seqs))
 		used := 0
 		for i, s := range seqs {
-			_, after := p.chosen[s-1]
-			c, err := p.cost(ctx, s, after)
+			c, err := p.cost(ctx, s, p.prevOf(seqs, i))
 			if err != nil {
 				return 0, err
 			}
@@ -600,9 +616,8 @@ func (p *packer) result() []Message {
 	seqs := slices.Sorted(maps.Keys(p.chosen))
 	out := make([]Message, len(seqs))
 	for i, s := range seqs {
-		_, after := p.chosen[s-1]
 		m := p.bySeq[s].Clone()
-		m.Content = string(p.marker(s, after)) + m.Content
+		m.Content = string(p.marker(s, p.prevOf(seqs, i))) + m.Content
 		m.Tokens = p.chosen[s]
 		if m.Metadata == nil {
 			m.Metadata = make(map[string]string, 1)

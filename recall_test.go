@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/memory"
@@ -361,5 +362,68 @@ func TestRecallKeepsBestAnswer(t *testing.T) {
 	// the question was added): without them the test tests nothing.
 	if len(seqs) < 8 {
 		t.Errorf("test bug: only %d messages recalled:\n%s", len(seqs), dump(w))
+	}
+}
+
+// TestRecallMarkers writes a recalled message's time only when it is not
+// the minute of the recalled message before it, adjacent or not.
+func TestRecallMarkers(t *testing.T) {
+	mem := newMemory(t)
+	key := chatmem.Key{Tenant: "t", ID: "markers"}
+	ctx := t.Context()
+	day1 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	day2 := day1.Add(24 * time.Hour)
+	msgs := filler(4, 4)
+	msgs = append(msgs, chatmem.Message{Role: chatmem.RoleUser, Content: "My kettle order is SE-10423."})
+	msgs = append(msgs, filler(41, 5)...)
+	msgs = append(msgs, chatmem.Message{Role: chatmem.RoleUser, Content: "The kettle lid came cracked."})
+	msgs = append(msgs, filler(100, 6)...)
+	for i := range msgs {
+		msgs[i].CreatedAt = day1
+	}
+	later := filler(50, 7)
+	later = append(later, chatmem.Message{Role: chatmem.RoleUser, Content: "A new kettle lid is on its way."})
+	later = append(later, filler(100, 8)...)
+	for i := range later {
+		later[i].CreatedAt = day2
+	}
+	if _, err := mem.Append(ctx, key, append(msgs, later...), chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	question := chatmem.Message{Role: chatmem.RoleUser, Content: "Which kettle order had the cracked lid?"}
+	p := chatmem.Policy{Kind: chatmem.PolicyRecall, Budget: 300}
+	w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{Pending: []chatmem.Message{question}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRecallWindow(t, w, p)
+	rec := recalled(w)
+	gaps := 0
+	for i, m := range rec {
+		sm := markerRE.FindStringSubmatch(m.Content)
+		if sm == nil {
+			t.Fatalf("recalled %q has no marker", m.Content)
+		}
+		short := i > 0 && rec[i-1].CreatedAt.Equal(m.CreatedAt)
+		if short != (sm[2] == "") {
+			t.Errorf("message %d marked %q after %d: want the time only when the minute changes:\n%s", m.Seq, sm[0], rec[max(i-1, 0)].Seq, dump(w))
+		}
+		if short && rec[i-1].Seq != m.Seq-1 {
+			gaps++
+		}
+	}
+	want := map[string]bool{"SE-10423": false, "came cracked": false, "on its way": false}
+	for _, m := range rec {
+		for s := range want {
+			want[s] = want[s] || strings.Contains(m.Content, s)
+		}
+	}
+	for s, ok := range want {
+		if !ok {
+			t.Errorf("test bug: %q not recalled:\n%s", s, dump(w))
+		}
+	}
+	if gaps == 0 {
+		t.Errorf("test bug: no short marker after a gap:\n%s", dump(w))
 	}
 }
