@@ -515,8 +515,9 @@ func (p *packer) cost(ctx context.Context, seq, prev int64) (int, error) {
 }
 
 // startWithUser makes the earliest recalled message a user message: it adds
-// the user message just before the earliest run if it fits, and drops the
-// earliest run otherwise, until the first is a user message.
+// the user message just before the earliest run if it fits, once the
+// worst-ranked messages after that run made room for it if need be (evict),
+// and drops the earliest run otherwise, until the first is a user message.
 func (p *packer) startWithUser(ctx context.Context) error {
 	for len(p.chosen) > 0 {
 		first := slices.Min(slices.Collect(maps.Keys(p.chosen)))
@@ -578,8 +579,9 @@ func (p *packer) dropFirstRun() {
 // settle prices the chosen messages with their final markers, now that
 // their neighbours are known, and records those prices in p.chosen. A
 // message whose short marker became a full one (its predecessor dropped)
-// may push the total over budget, in which case the earliest runs are
-// dropped. It returns the tokens of what is chosen, at most budget.
+// may push the total over budget, in which case the worst-ranked messages
+// after the earliest are dropped (evict), or the earliest runs when only
+// they are left. It returns the tokens of what is chosen, at most budget.
 func (p *packer) settle(ctx context.Context, budget int) (int, error) {
 	for {
 		seqs := slices.Sorted(maps.Keys(p.chosen))
