@@ -51,11 +51,123 @@ type storedRecord struct {
 	Metadata   map[string]string  `json:"metadata,omitempty"`
 }
 
-func encodeRecord(m chatmem.Message) ([]byte, error) {
+// encodeRecord writes m as encoding/json writes its storedRecord, byte for
+// byte (TestEncodeRecord, FuzzEncodeRecord): every append encodes its
+// messages, and the reflection of json.Marshal cost a Redis turn more
+// than the rest of its work on the client. The nested values (tool calls,
+// metadata) go to encoding/json, and so does a record whose time is not
+// in UTC (Append stores UTC) or outside RFC 3339's years.
+func encodeRecord(m chatmem.Message) ([]byte, error) { return encodeRecordAt(0, m) }
+
+// encodeRecordAt is encodeRecord with "seq":seq in front when seq > 0, as
+// the append script would put it: the record as stored, for an append
+// that knows the seq its message gets.
+func encodeRecordAt(seq int64, m chatmem.Message) ([]byte, error) {
+	b := make([]byte, 0, 80+len(m.Content)+len(m.Name)+len(m.ToolCallID))
+	b = append(b, '{')
+	if seq > 0 {
+		b = append(strconv.AppendInt(append(b, `"seq":`...), seq, 10), ',')
+	}
+	if _, offset := m.CreatedAt.Zone(); offset != 0 || m.CreatedAt.Year() < 0 || m.CreatedAt.Year() > 9999 {
+		// RFC 3339's limits, or an error.
+		r, err := jsonRecord(m)
+		if err != nil {
+			return nil, err
+		}
+		return append(b, r[1:]...), nil
+	}
+	b = append(b, `"role":`...)
+	b = appendJSONString(b, string(m.Role))
+	if m.Content != "" {
+		b = appendJSONString(append(b, `,"content":`...), m.Content)
+	}
+	if m.Name != "" {
+		b = appendJSONString(append(b, `,"name":`...), m.Name)
+	}
+	if len(m.ToolCalls) > 0 {
+		calls, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"tool_calls":`...), calls...)
+	}
+	if m.ToolCallID != "" {
+		b = appendJSONString(append(b, `,"tool_call_id":`...), m.ToolCallID)
+	}
+	b = strconv.AppendInt(append(b, `,"tokens":`...), int64(m.Tokens), 10)
+	if !m.CreatedAt.IsZero() {
+		b = append(b, `,"created_at":"`...)
+		b = append(m.CreatedAt.AppendFormat(b, time.RFC3339Nano), '"')
+	}
+	if len(m.Metadata) > 0 {
+		meta, err := json.Marshal(m.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"metadata":`...), meta...)
+	}
+	return append(b, '}'), nil
+}
+
+// jsonRecord is encodeRecord by encoding/json.
+func jsonRecord(m chatmem.Message) ([]byte, error) {
 	return json.Marshal(storedRecord{
 		Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls,
 		ToolCallID: m.ToolCallID, Tokens: m.Tokens, CreatedAt: m.CreatedAt, Metadata: m.Metadata,
 	})
+}
+
+// appendJSONString appends s quoted as encoding/json quotes a string (with
+// its default HTML escaping): ", \ and the control characters escaped
+// (\b \f \n \r \t by name, the others as \u00XX), < > & as \u003c
+// \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, and each byte of
+// invalid UTF-8 as \ufffd.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(append(b, s[start:]...), '"')
 }
 
 // decodeRecord decodes one stored message.

@@ -93,3 +93,58 @@ func FuzzScanRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeRecord checks that encodeRecord writes what encoding/json
+// writes for the record.
+func TestEncodeRecord(t *testing.T) {
+	cases := append([]chatmem.Message{
+		{Role: chatmem.RoleUser, Content: "\x7f\b\f\x1f<>&\u2029 \xe2\x80 \xed\xa0\x80", Name: "a\"b", ToolCallID: "\\",
+			CreatedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
+		{Role: chatmem.RoleUser, Content: "x", CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Role: chatmem.RoleUser, Content: "x", CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.FixedZone("", 0))},
+		{Role: chatmem.RoleUser, Content: "x", CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600))},
+		{Role: "", Tokens: -3},
+	}, codecCases...)
+	for i, m := range cases {
+		checkEncodeRecord(t, i, m)
+	}
+}
+
+func checkEncodeRecord(t *testing.T, i int, m chatmem.Message) {
+	t.Helper()
+	got, err := encodeRecord(m)
+	want, werr := jsonRecord(m)
+	if (err == nil) != (werr == nil) || string(got) != string(want) {
+		t.Errorf("case %d: encodeRecord = %s, %v; encoding/json = %s, %v", i, got, err, want, werr)
+	}
+}
+
+// FuzzEncodeRecord checks encodeRecord against encoding/json on any text.
+func FuzzEncodeRecord(f *testing.F) {
+	for _, m := range codecCases {
+		f.Add(m.Content, m.Name, int64(m.Tokens), m.CreatedAt.UnixNano())
+	}
+	f.Fuzz(func(t *testing.T, content, name string, tokens, nanos int64) {
+		checkEncodeRecord(t, 0, chatmem.Message{Role: chatmem.RoleUser, Content: content, Name: name, ToolCallID: content,
+			Tokens: int(tokens), CreatedAt: time.Unix(0, nanos).UTC()})
+	})
+}
+
+// TestEncodeRecordAt checks that a record encoded with its seq is the one
+// the append script makes of the record without it.
+func TestEncodeRecordAt(t *testing.T) {
+	for i, m := range append(codecCases, chatmem.Message{Role: chatmem.RoleUser, Content: "x",
+		CreatedAt: time.Date(2025, 1, 1, 0, 0, 0, 0, time.FixedZone("", 3600))}) {
+		b, err := encodeRecord(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := encodeRecordAt(12345, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := withSeq(b, "12345"); string(at) != want {
+			t.Errorf("case %d: encodeRecordAt = %s, want %s", i, at, want)
+		}
+	}
+}
