@@ -142,8 +142,11 @@ end
 // append creates the conversation), expected tokenizer (empty: none), the
 // request's fingerprint (empty: none), user (empty: none; recorded as
 // meta's user if the append creates the conversation, else it must be
-// meta's), then per message: its JSON object without seq, its tokens, and
-// its kind ('s' system, 'u' user, 'o' other).
+// meta's), then per message: its JSON object, its tokens, and its kind
+// ('s' system, 'u' user, 'o' other). The object starts with its seq when
+// an expected last seq is given (the append then lands with the seqs
+// that follow it, or not at all), and the script puts it in front
+// otherwise.
 //
 // The script does not index the messages for search: that is
 // indexScript's, from the watermark meta keeps (see indexMark), which the
@@ -153,17 +156,18 @@ end
 // append that sets one gives the term keys at least as long (keepTerms).
 //
 // It replies {0, last_seq} on a failed ExpectedLastSeq check, {5, user} on
-// a user other than the live conversation's, {3,
-// tokenizer} on a failed ExpectedTokenizer check (tokenizer is the live
-// conversation's, empty if none is recorded; a conversation the append
-// creates, an expired one included, matches), {1, first_seq, meta...} after
-// appending, {2, first_seq, meta..., messages} when the idempotency key
-// was applied before (messages are the original ones), and {4, 0} when it
-// was applied with another fingerprint (both set). The idem hash holds
+// a user other than the live conversation's, {3, tokenizer} on a failed
+// ExpectedTokenizer check (tokenizer is the live conversation's, empty if
+// none is recorded; a conversation the append creates, an expired one
+// included, matches), {1, first_seq, meta fields...} after appending (the
+// fields as appendMeta lists them), {2, first_seq, meta, messages} when
+// the idempotency key was applied before (meta as HGETALL lists it;
+// messages are the original ones), and {4, 0} when it was applied with
+// another fingerprint (both set). The idem hash holds
 // "first:last:fingerprint" ("first:last" for keys stored before
-// fingerprints were, which match any). Nothing of a live
-// conversation is written on a failed check or a replay (an expired one's
-// keys are deleted first, whatever follows).
+// fingerprints were, which match any). Nothing of a live conversation is
+// written on a failed check or a replay (an expired one's keys are
+// deleted first, whatever follows).
 var appendScript = newScript(luaPrelude + `
 local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10]
 local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
@@ -171,7 +175,7 @@ local fingerprint = ARGV[8]
 local user = ARGV[9]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
-  'ixseq', 'indexed', 'backfilled', 'created_at', 'gen')
+  'ixseq', 'created_at', 'gen')
 local last = tonumber(m[1])
 local exp = m[2]
 if last and expired(exp, now) then
@@ -218,11 +222,12 @@ local tokens, systemTokens, turns = 0, 0, 0
 local convTokenizer, convUser, created, convGen = tokenizer, user, now, gen
 if last then
   tokens, systemTokens, turns = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
-  convTokenizer, convUser, created, convGen = m[6] or '', m[7] or '', m[11] or '', m[12] or ''
+  convTokenizer, convUser, created, convGen = m[6] or '', m[7] or '', m[9] or '', m[10] or ''
   if not m[8] then
     -- Stored by a version that kept no watermark: start it where that
     -- version's index stands, before this append's messages.
-    redis.call('HSET', meta, 'ixseq', indexMark(last, m[8], m[9], m[10]))
+    local old = redis.call('HMGET', meta, 'indexed', 'backfilled')
+    redis.call('HSET', meta, 'ixseq', indexMark(last, m[8], old[1], old[2]))
     redis.call('HDEL', meta, 'indexed', 'backfilled')
   end
 else
@@ -236,7 +241,8 @@ local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
 for i = 10, #ARGV, 3 do
   last = last + 1
   -- Stored messages carry their seq, so each list entry reads on its own.
-  local msg = '{"seq":' .. last .. ',' .. string.sub(ARGV[i], 2)
+  local msg = ARGV[i]
+  if expected < 0 then msg = '{"seq":' .. last .. ',' .. string.sub(msg, 2) end
   local n, kind = tonumber(ARGV[i + 1]), ARGV[i + 2]
   if kind == 's' then
     systemTokens = systemTokens + n
@@ -253,8 +259,8 @@ for i = 10, #ARGV, 3 do
 end
 pushAll(msgs, outMsgs)
 pushAll(cum, outCum)
-pushAll(users, outUsers)
-pushAll(sys, outSys)
+if #outUsers > 0 then pushAll(users, outUsers) end
+if #outSys > 0 then pushAll(sys, outSys) end
 if ikey ~= '' then
   redis.call('HSET', idem, ikey, first .. ':' .. last .. ':' .. fingerprint)
 end
@@ -279,13 +285,10 @@ elseif exp ~= '0' then
   if #outUsers > 0 then redis.call('PEXPIRE', users, ms) end
   if ikey ~= '' then redis.call('PEXPIRE', idem, ms) end
 end
--- meta as it is now, listed as HGETALL lists it, the fields parseMeta
--- reads only, and gen for the user index (usersearch.go's metaGen): one
--- redis.call fewer, as each costs the server more than the work it does.
--- Numbers go as integers.
-return {1, first, {'tokenizer', convTokenizer, 'user', convUser, 'last_seq', last, 'tokens', tokens,
-  'system_tokens', systemTokens, 'turns', turns, 'created_at', created, 'updated_at', now, 'expires_at', exp,
-  'gen', convGen}}
+-- meta as it is now, the fields parseMeta reads and gen (for the user
+-- index), by position (see appendMeta): no HGETALL, and no field names
+-- for Lua to make strings of. Numbers go as integers.
+return {1, first, convTokenizer, convUser, last, tokens, systemTokens, turns, created, now, exp, convGen}
 `)
 
 // tailScript finds the newest messages selected by a TailQuery; the caller

@@ -341,7 +341,11 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		// reads return (Memory.Turn keeps it in its tail cache).
 		m.CreatedAt = m.CreatedAt.UTC()
 		stored[i] = m
-		b, err := encodeRecord(m)
+		seq := int64(0) // the script puts it in front
+		if expected >= 0 {
+			seq = expected + 1 + int64(i)
+		}
+		b, err := encodeRecordAt(seq, m)
 		if err != nil {
 			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: %v", i, chatmem.ErrInvalid, err)
 		}
@@ -389,7 +393,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		for i, m := range res.Messages {
 			terms[i] = chatmem.IndexTerms(m)
 		}
-		if err := s.indexForUser(context.WithoutCancel(ctx), key, u, metaGen(reply), res.Messages, terms); err != nil {
+		if err := s.indexForUser(context.WithoutCancel(ctx), key, u, metaGen(key, reply), res.Messages, terms); err != nil {
 			s.log.ErrorContext(ctx, "redis: index for the user after append", "key", key.String(), "user", u, "err", err)
 		}
 	}
@@ -425,24 +429,63 @@ func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chat
 		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
 	}
 	first, _ := r[1].(int64)
-	conv, err := parseMeta(key, r[2])
-	if err != nil {
-		return chatmem.AppendResult{}, err
-	}
-	res := chatmem.AppendResult{Conversation: conv}
 	if status == 2 {
-		res.Replayed = true
-		if len(r) < 4 {
-			return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
+		conv, err := parseMeta(key, r[2])
+		if err != nil || len(r) < 4 {
+			return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v (%v)", reply, err)
 		}
+		res := chatmem.AppendResult{Conversation: conv, Replayed: true}
 		res.Messages, err = decodeMessages(r[3])
 		return res, err
 	}
+	conv, _, err := appendMeta(key, r[2:])
+	if err != nil {
+		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v (%v)", reply, err)
+	}
+	res := chatmem.AppendResult{Conversation: conv}
 	for i := range stored {
 		stored[i].Seq = first + int64(i)
 	}
 	res.Messages = stored
 	return res, nil
+}
+
+// appendMeta parses the meta fields of the append script's reply after
+// it appended, by position: tokenizer, user, last_seq, tokens,
+// system_tokens, turns (integers), created_at, updated_at, expires_at
+// (Unix nanoseconds in decimal, "0" for none) and gen. It returns the
+// conversation they describe and gen.
+func appendMeta(key chatmem.Key, f []any) (chatmem.Conversation, string, error) {
+	if len(f) != 10 {
+		return chatmem.Conversation{}, "", fmt.Errorf("%d meta fields, want 10", len(f))
+	}
+	conv := chatmem.Conversation{Key: key}
+	var ok [10]bool
+	conv.Tokenizer, ok[0] = f[0].(string)
+	conv.User, ok[1] = f[1].(string)
+	conv.LastSeq, ok[2] = f[2].(int64)
+	conv.Tokens, ok[3] = f[3].(int64)
+	conv.SystemTokens, ok[4] = f[4].(int64)
+	conv.Turns, ok[5] = f[5].(int64)
+	times := [3]*time.Time{&conv.CreatedAt, &conv.UpdatedAt, &conv.ExpiresAt}
+	for i, t := range times {
+		var s string
+		if s, ok[6+i] = f[6+i].(string); ok[6+i] && s != "0" && s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return chatmem.Conversation{}, "", fmt.Errorf("meta time %q: %w", s, err)
+			}
+			*t = time.Unix(0, n).UTC()
+		}
+	}
+	gen, ok9 := f[9].(string)
+	ok[9] = ok9
+	for i, good := range ok {
+		if !good {
+			return chatmem.Conversation{}, "", fmt.Errorf("meta field %d is %T", i, f[i])
+		}
+	}
+	return conv, gen, nil
 }
 
 // parseMeta turns a meta hash, as HGETALL's flat field-value list inside a

@@ -195,20 +195,15 @@ func (s *Store) indexForUser(ctx context.Context, key chatmem.Key, user, gen str
 // has reached them.
 const maxCatchUp = 1000
 
-// metaGen returns the gen field of the meta in the append script's reply.
-func metaGen(reply any) string {
+// metaGen returns the gen field of the meta in the append script's reply
+// after it appended.
+func metaGen(key chatmem.Key, reply any) string {
 	r, _ := reply.([]any)
 	if len(r) < 3 {
 		return ""
 	}
-	fields, _ := r[2].([]any)
-	for i := 0; i+1 < len(fields); i += 2 {
-		if k, _ := fields[i].(string); k == "gen" {
-			v, _ := fields[i+1].(string)
-			return v
-		}
-	}
-	return ""
+	_, gen, _ := appendMeta(key, r[2:])
+	return gen
 }
 
 // userEntry is one member of a term's set, parsed.
