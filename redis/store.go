@@ -230,14 +230,32 @@ var keySuffixes = [numKeys]string{"meta", "msgs", "cum", "users", "sys", "idem",
 
 // convKeys returns every key of a conversation, in the order of the k*
 // constants.
+// It is on every append's path, so the keys are slices of one string.
 func (s *Store) convKeys(key chatmem.Key) []string {
 	base := s.prefix + ":{" + key.Tenant + "/" + key.ID + "}:"
+	var b strings.Builder
+	b.Grow(numKeys*len(base) + keySuffixBytes)
+	for _, suffix := range keySuffixes {
+		b.WriteString(base)
+		b.WriteString(suffix)
+	}
+	all := b.String()
 	keys := make([]string, numKeys)
 	for i, suffix := range keySuffixes {
-		keys[i] = base + suffix
+		n := len(base) + len(suffix)
+		keys[i], all = all[:n], all[n:]
 	}
 	return keys
 }
+
+// keySuffixBytes is the length of keySuffixes' strings together.
+var keySuffixBytes = func() int {
+	n := 0
+	for _, suffix := range keySuffixes {
+		n += len(suffix)
+	}
+	return n
+}()
 
 // keysAt returns the conversation's keys at the positions given.
 func (s *Store) keysAt(key chatmem.Key, at ...int) []string {
