@@ -107,12 +107,31 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	// Pinged in a pipeline: the connection it makes stays in the pool for
 	// the pipelines a turn sends (a plain command's would not serve them
 	// here), so the first turn does not wait for a dial and handshake.
-	if _, err := client.Pipelined(ctx, func(p goredis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+	// The scripts of a turn are loaded in the same round trip, so that a
+	// process's first turn after Redis restarted (or flushed its scripts)
+	// does not pay a NOSCRIPT reply and a resend for each. Their errors
+	// (an ACL that forbids SCRIPT, say) are left to the NOSCRIPT fallback.
+	// A cluster client would load them on one node only: not there.
+	var ping *goredis.StatusCmd
+	_, _ = client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		ping = p.Ping(ctx)
+		if _, cluster := client.(*goredis.ClusterClient); !cluster {
+			for _, sc := range turnScripts {
+				p.ScriptLoad(ctx, sc.src)
+			}
+		}
+		return nil
+	})
+	if err := ping.Err(); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("redis: ping: %w", unavailable(ctx, err))
 	}
 	return s, nil
 }
+
+// turnScripts are the scripts of Memory.Turn and Memory.Context, which
+// Open loads.
+var turnScripts = []script{appendScript, tailScript, sinceScript}
 
 // dial builds the client an Open URL names and returns the prefix option it
 // carried.
