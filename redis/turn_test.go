@@ -3,6 +3,10 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -89,5 +93,97 @@ func redisFloor(b *testing.B, s *Store, n int) storetest.TurnFloor {
 			err = fmt.Errorf("floor read %d records, want 64", len(last.Val()))
 		}
 		return err
+	}
+}
+
+// TestTurnRoundTrips counts what Memory.Turn sends to Redis: a steady
+// turn (the tail cache holds the conversation) is one round trip, the
+// append script with the tenant's index behind it; a new process's first
+// turn (a store from Open) is two, the append and the tail read, with no
+// dial (Open made the connection) and no NOSCRIPT resend.
+func TestTurnRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	s := newTestStore(t, dialer(t))
+	key := chatmem.Key{Tenant: "t", ID: "round-trips"}
+	opts := chatmem.Options{Counter: tokenizer.Estimate{}}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: storetest.TurnBudget}
+	turn := func(mem *chatmem.Memory, i int) {
+		t.Helper()
+		msg := []chatmem.Message{{Role: chatmem.RoleUser, Content: storetest.TurnContent(i)}}
+		if _, w, err := mem.Turn(ctx, key, msg, chatmem.AppendOptions{}, p, chatmem.ContextOptions{}); err != nil || len(w.Messages) == 0 {
+			t.Fatalf("Turn: %d messages, %v", len(w.Messages), err)
+		}
+	}
+	mem, err := chatmem.New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		turn(mem, i)
+	}
+	h := &tripCounter{}
+	s.client.AddHook(h)
+	turn(mem, 200)
+	if want := []string{"evalsha zadd"}; !slices.Equal(h.trips, want) {
+		t.Errorf("steady turn: round trips %q, want %q", h.trips, want)
+	}
+
+	s2, err := Open(ctx, testenv.RedisURL(), Options{Prefix: s.Prefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	h2 := &tripCounter{}
+	s2.client.AddHook(h2)
+	mem2, err := chatmem.New(s2, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn(mem2, 201)
+	if want := []string{"evalsha zadd", "evalsha lrange hmget"}; !slices.Equal(h2.trips, want) {
+		t.Errorf("first turn of a new store: round trips %q, want %q", h2.trips, want)
+	}
+	h2.trips = nil
+	turn(mem2, 202)
+	if want := []string{"evalsha zadd"}; !slices.Equal(h2.trips, want) {
+		t.Errorf("second turn of a new store: round trips %q, want %q", h2.trips, want)
+	}
+}
+
+// tripCounter records each round trip a client makes: a dial, or the
+// names of the commands sent together.
+type tripCounter struct {
+	mu    sync.Mutex
+	trips []string
+}
+
+func (h *tripCounter) add(s string) {
+	h.mu.Lock()
+	h.trips = append(h.trips, s)
+	h.mu.Unlock()
+}
+
+func (h *tripCounter) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.add("dial")
+		return next(ctx, network, addr)
+	}
+}
+
+func (h *tripCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.add(cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+
+func (h *tripCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		names := make([]string, len(cmds))
+		for i, c := range cmds {
+			names[i] = c.Name()
+		}
+		h.add(strings.Join(names, " "))
+		return next(ctx, cmds)
 	}
 }
