@@ -44,10 +44,14 @@
 // not index the messages for search (see Search below), so that it costs
 // the server a handful of commands: Memory.Turn's steady turn is this one
 // script, with the ZADD of the tenant's index pipelined behind it, in one
-// round trip. The client never resends it on its own (go-redis retries
-// other commands after network errors), so a lost reply cannot make an
-// append land twice; a retry with an IdempotencyKey is the safe way to
-// repeat one.
+// round trip; an append with ExpectedLastSeq (Turn's) sends its records
+// with their seqs in front, since it lands with those or not at all, so
+// the script only pushes them. Open loads the scripts of a turn in the
+// round trip of its ping, so a process's first turn does not meet a
+// NOSCRIPT reply after Redis restarted. The client never resends the
+// append script on its own (go-redis retries other commands after network
+// errors), so a lost reply cannot make an append land twice; a retry with
+// an IdempotencyKey is the safe way to repeat one.
 //
 // Tail reads the messages with a plain LRANGE, never through Lua, which on
 // Redis 7.0 would cost the server several times the LRANGE itself. A script
