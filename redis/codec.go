@@ -263,15 +263,25 @@ func scanRecord(s string) (m chatmem.Message, ok bool) {
 		case "tool_call_id":
 			m.ToolCallID, ok = sc.string()
 		case "created_at":
-			// The very parser encoding/json would use, on the quoted text.
 			start := sc.i
-			if _, ok = sc.plainString(); ok {
-				ok = m.CreatedAt.UnmarshalJSON([]byte(s[start:sc.i])) == nil
+			var text string
+			if text, ok = sc.plainString(); ok {
+				if m.CreatedAt, ok = parseUTC(text); !ok {
+					// The very parser encoding/json would use, on the
+					// quoted text.
+					ok = m.CreatedAt.UnmarshalJSON([]byte(s[start:sc.i])) == nil
+				}
 			}
 		case "tool_calls":
-			ok = sc.nested(&m.ToolCalls)
+			// Decoded into a variable of their own: a pointer into m
+			// would move every record's m to the heap.
+			calls := m.ToolCalls // as encoding/json, on a repeated key
+			ok = sc.nested(&calls)
+			m.ToolCalls = calls
 		case "metadata":
-			ok = sc.nested(&m.Metadata)
+			meta := m.Metadata
+			ok = sc.nested(&meta)
+			m.Metadata = meta
 		default:
 			return m, false
 		}
@@ -338,6 +348,15 @@ func (sc *scanner) plainString() (string, bool) {
 	return "", false
 }
 
+// plainByte marks the bytes a JSON string holds as they are: all but ",
+// \\ and the control characters.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // string reads a JSON string, decoding its escapes. It refuses invalid
 // UTF-8, which encoding/json would replace rather than keep.
 func (sc *scanner) string() (string, bool) {
@@ -345,21 +364,71 @@ func (sc *scanner) string() (string, bool) {
 		return "", false
 	}
 	start := sc.i
+	var high byte // the bits of every byte: >= 0x80 if any is not ASCII
 	for sc.i < len(sc.s) {
 		c := sc.s[sc.i]
+		if plainByte[c] {
+			high |= c
+			sc.i++
+			continue
+		}
 		switch {
 		case c == '"':
 			out := sc.s[start:sc.i]
 			sc.i++
-			return out, utf8.ValidString(out)
+			return out, high < utf8.RuneSelf || utf8.ValidString(out)
 		case c == '\\':
 			return sc.escaped(start)
-		case c < 0x20:
-			return "", false
 		}
-		sc.i++
+		return "", false // a control character
 	}
 	return "", false
+}
+
+// parseUTC parses a time as encodeRecord writes one in UTC
+// (2006-01-02T15:04:05.999999999Z), reporting false for anything else,
+// which time's own parser then reads or refuses.
+func parseUTC(s string) (time.Time, bool) {
+	if len(s) < len("2006-01-02T15:04:05Z") || s[4] != '-' || s[7] != '-' || s[10] != 'T' ||
+		s[13] != ':' || s[16] != ':' || s[len(s)-1] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(part string) (int, bool) {
+		n := 0
+		for i := 0; i < len(part); i++ {
+			if part[i] < '0' || part[i] > '9' {
+				return 0, false
+			}
+			n = n*10 + int(part[i]-'0')
+		}
+		return n, true
+	}
+	year, ok1 := num(s[0:4])
+	month, ok2 := num(s[5:7])
+	day, ok3 := num(s[8:10])
+	hour, ok4 := num(s[11:13])
+	minute, ok5 := num(s[14:16])
+	sec, ok6 := num(s[17:19])
+	nsec := 0
+	ok7 := true
+	if frac := s[19 : len(s)-1]; frac != "" {
+		// A dot and 1 to 9 digits.
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Time{}, false
+		}
+		nsec, ok7 = num(frac[1:])
+		for range 10 - len(frac) {
+			nsec *= 10
+		}
+	}
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Month() != time.Month(month) || t.Day() != day {
+		return time.Time{}, false // out of range: normalized by time.Date
+	}
+	return t, true
 }
 
 // escaped finishes a string that has escapes; sc.i is at the first

@@ -148,3 +148,26 @@ func TestEncodeRecordAt(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseUTC checks that whatever parseUTC accepts, time's JSON parser
+// reads as the same time.
+func FuzzParseUTC(f *testing.F) {
+	for _, s := range []string{"2025-01-02T03:04:05.678901Z", "2024-02-29T23:59:59Z", "2023-02-29T00:00:00Z",
+		"0000-01-01T00:00:00.1Z", "2025-13-01T00:00:00Z", "2025-01-01T24:00:00Z", "2025-01-01T00:00:60Z",
+		"2025-01-01T00:00:00.Z", "2025-01-01T00:00:00.1234567890Z", "2025-01-01T00:00:00+01:00", "2025-00-10T00:00:00Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseUTC(s)
+		if !ok {
+			return
+		}
+		var want time.Time
+		if err := want.UnmarshalJSON([]byte(`"` + s + `"`)); err != nil {
+			t.Fatalf("parseUTC accepted %q, time refuses it: %v", s, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: parseUTC = %v, time = %v", s, got, want)
+		}
+	})
+}
