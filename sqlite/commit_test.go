@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/storetest"
@@ -119,4 +122,129 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 		})
 		return s
 	}, 1, 32)
+}
+
+// appendReq builds the write Append submits for one user message, for a
+// test to run a group of its choice with runGroup.
+func appendReq(t *testing.T, s *Store, key chatmem.Key, text string, opts chatmem.AppendOptions, res *chatmem.AppendResult) *writeReq {
+	t.Helper()
+	now := s.now()
+	m := chatmem.Message{Role: chatmem.RoleUser, Content: text, Tokens: 1, CreatedAt: now}
+	row, err := encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := appendWrite(key, opts, now, time.Time{}, []chatmem.Message{m}, []messageRow{row}, [][]string{chatmem.IndexTerms(m)}, res)
+	return &writeReq{ctx: t.Context(), fn: fn, done: make(chan error, 1), appends: true}
+}
+
+// runGroupOf runs group as the committer would, and returns each write's
+// error.
+func runGroupOf(s *Store, group ...*writeReq) []error {
+	s.runGroup(group)
+	errs := make([]error, len(group))
+	for i, req := range group {
+		errs[i] = <-req.done
+	}
+	return errs
+}
+
+// checkMessages fails t unless each conversation holds these messages.
+func checkMessages(t *testing.T, s *Store, want map[chatmem.Key][]string) {
+	t.Helper()
+	for key, want := range want {
+		msgs, err := s.Range(t.Context(), key, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for i, m := range msgs {
+			if m.Seq != int64(i+1) {
+				t.Fatalf("%s: message %d has seq %d", key.ID, i, m.Seq)
+			}
+			got = append(got, m.Content)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s holds %q, want %q", key.ID, got, want)
+		}
+	}
+}
+
+// TestGroupCommitFailedWrite: in a group of appends, which run without a
+// savepoint each, an append that restarts an expired conversation first
+// has the group's index rows written; an append refused before it writes
+// (If-Match) fails alone; one that fails after it wrote (a new
+// conversation when conversation numbers are exhausted: refused after the
+// counter's update) fails alone too, and leaves nothing: the group runs
+// again, each append in its savepoint, and the others commit in one
+// transaction.
+func TestGroupCommitFailedWrite(t *testing.T) {
+	s, groups := openCounting(t)
+	ctx := t.Context()
+	a, b, c := chatmem.Key{Tenant: "t", ID: "a"}, chatmem.Key{Tenant: "t", ID: "b"}, chatmem.Key{Tenant: "t", ID: "c"}
+	one := []chatmem.Message{{Role: chatmem.RoleUser, Content: "first", Tokens: 1}}
+	for _, key := range []chatmem.Key{a, b} {
+		if _, err := s.Append(ctx, key, one, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// c expired an hour ago.
+	if _, err := s.Append(ctx, c, one, chatmem.AppendOptions{Now: s.now().Add(-2 * time.Hour), TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+
+	res := make([]chatmem.AppendResult, 3)
+	errs := runGroupOf(s,
+		appendReq(t, s, a, "alpha second", chatmem.AppendOptions{}, &res[0]),
+		appendReq(t, s, c, "gamma again", chatmem.AppendOptions{}, &res[1]),
+		appendReq(t, s, b, "beta second", chatmem.AppendOptions{}, &res[2]))
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Messages[0].Seq != 2 || res[1].Messages[0].Seq != 1 || res[2].Messages[0].Seq != 2 {
+		t.Fatalf("results: seqs %d, %d, %d; want 2, 1, 2", res[0].Messages[0].Seq, res[1].Messages[0].Seq, res[2].Messages[0].Seq)
+	}
+	// The index holds the group's appends: a's, left for the end of the
+	// group, written before c's restart deleted c's old rows.
+	for key, term := range map[chatmem.Key]string{a: "alpha", b: "beta", c: "gamma"} {
+		postings, err := s.Postings(ctx, key, []string{term}, 100, 10)
+		if err != nil || len(postings) != 1 || len(postings[0]) != 1 {
+			t.Fatalf("postings of %q in %s: %v, %v; want one", term, key.ID, postings, err)
+		}
+	}
+
+	if _, err := s.w.db.ExecContext(ctx, "UPDATE counters SET value = ?1 WHERE name = 'conversation'", maxConversationNum); err != nil {
+		t.Fatal(err)
+	}
+	stale := int64(5)
+	before := groups.Load()
+	errs = runGroupOf(s,
+		appendReq(t, s, a, "alpha third", chatmem.AppendOptions{}, &res[0]),
+		appendReq(t, s, chatmem.Key{Tenant: "t", ID: "new"}, "refused", chatmem.AppendOptions{}, &res[1]),
+		appendReq(t, s, b, "refused", chatmem.AppendOptions{ExpectedLastSeq: &stale}, &res[2]),
+		appendReq(t, s, b, "beta third", chatmem.AppendOptions{}, &res[2]))
+	if errs[0] != nil || errs[3] != nil {
+		t.Fatalf("appends that should succeed: %v, %v", errs[0], errs[3])
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "exhausted") {
+		t.Fatalf("append to a new conversation with numbers exhausted: %v, want it refused", errs[1])
+	}
+	if !errors.Is(errs[2], chatmem.ErrConflict) {
+		t.Fatalf("append with a stale If-Match: %v, want ErrConflict", errs[2])
+	}
+	if n := groups.Load() - before; n != 1 {
+		t.Fatalf("%d transactions committed, want 1", n)
+	}
+	checkMessages(t, s, map[chatmem.Key][]string{
+		a: {"first", "alpha second", "alpha third"}, b: {"first", "beta second", "beta third"}, c: {"gamma again"}})
+	if res[0].Messages[0].Seq != 3 || res[2].Messages[0].Seq != 3 {
+		t.Fatalf("results: seqs %d, %d; want 3, 3", res[0].Messages[0].Seq, res[2].Messages[0].Seq)
+	}
+	if _, err := s.Conversation(ctx, chatmem.Key{Tenant: "t", ID: "new"}); !errors.Is(err, chatmem.ErrNotFound) {
+		t.Fatalf("the refused conversation: %v, want ErrNotFound", err)
+	}
+	var counter int64
+	if err := s.r.db.QueryRowContext(ctx, "SELECT value FROM counters WHERE name = 'conversation'").Scan(&counter); err != nil || counter != maxConversationNum {
+		t.Fatalf("conversation counter %d, %v: want %d, the refused append's update undone", counter, err, maxConversationNum)
+	}
 }

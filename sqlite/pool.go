@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // pool is a connection pool with the statements prepared on it. SQLite
@@ -78,14 +79,31 @@ type tx struct {
 	// the append leaves to the end of its group (see tx.index); nil
 	// elsewhere.
 	later *[]indexRow
+	// stmts, when set, caches the pool's statements bound to tx (the
+	// committer's, for the group's writes); nil binds them anew each run.
+	stmts map[string]*sql.Stmt
+	// wrote, when set, is set once a statement that may write ran (any but
+	// a SELECT): the committer runs an append without a savepoint, and
+	// must know whether a failed one left anything to undo.
+	wrote *bool
 }
 
 func (t tx) stmt(query string) (*sql.Stmt, error) {
+	if t.wrote != nil && !strings.HasPrefix(query, "SELECT") {
+		*t.wrote = true
+	}
+	if st, ok := t.stmts[query]; ok {
+		return st, nil
+	}
 	st, err := t.p.prepared(query)
 	if err != nil {
 		return nil, err
 	}
-	return t.tx.StmtContext(t.ctx, st), nil
+	st = t.tx.StmtContext(t.ctx, st)
+	if t.stmts != nil {
+		t.stmts[query] = st
+	}
+	return st, nil
 }
 
 func (t tx) exec(query string, args ...any) (sql.Result, error) {

@@ -17,8 +17,7 @@ const messageCols = `seq, role, content, name, tool_calls, tool_call_id, tokens,
 
 // Conversations.
 const (
-	// selectConversation reads a conversation whether or not it expired
-	// (Append deletes an expired one).
+	// selectConversation reads a conversation whether or not it expired.
 	selectConversation = `SELECT ` + conversationCols + ` FROM conversations WHERE tenant = ?1 AND id = ?2`
 
 	// selectLiveConversation reads a conversation not expired at ?3.
@@ -28,15 +27,22 @@ const (
 	selectPage = `SELECT ` + conversationCols + ` FROM conversations
 		WHERE tenant = ?1 AND id > ?2 AND ` + liveCond + ` ORDER BY id LIMIT ?4`
 
-	// upsertConversation creates a conversation or stores its new totals;
-	// the tokenizer, creation time, user (?11) and number (?12) stay those
-	// of the first append. It returns the number.
-	upsertConversation = `INSERT INTO conversations (` + conversationCols + `, num)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-		ON CONFLICT (tenant, id) DO UPDATE SET
-			last_seq = excluded.last_seq, tokens = excluded.tokens, system_tokens = excluded.system_tokens,
-			turns = excluded.turns, updated_at = excluded.updated_at, expires_at = excluded.expires_at
-		RETURNING num`
+	// selectAppendConversation reads what an append needs of a
+	// conversation, expired or not: conversationCols, then its number.
+	selectAppendConversation = `SELECT ` + conversationCols + `, num FROM conversations WHERE tenant = ?1 AND id = ?2`
+
+	// insertConversation creates a conversation with number ?12.
+	insertConversation = `INSERT INTO conversations (` + conversationCols + `, num)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)`
+
+	// updateConversation stores an existing conversation's new totals; its
+	// tokenizer, creation time, user and number stay those of its first
+	// append. A plain UPDATE, not an upsert returning the number: the
+	// append read the row (and the number) already, and the committer runs
+	// this once per append, one after the other.
+	updateConversation = `UPDATE conversations SET last_seq = ?3, tokens = ?4, system_tokens = ?5, turns = ?6,
+		updated_at = ?7, expires_at = ?8
+		WHERE tenant = ?1 AND id = ?2`
 
 	// nextConversationNum hands out the number of a new conversation.
 	nextConversationNum = `UPDATE counters SET value = value + 1 WHERE name = 'conversation' RETURNING value`
@@ -202,7 +208,7 @@ const (
 // read pool.
 var (
 	writeStatements = []string{
-		selectConversation, selectLiveConversation, upsertConversation, deleteConversation, deleteLiveConversation,
+		selectAppendConversation, selectLiveConversation, insertConversation, updateConversation, deleteConversation, deleteLiveConversation,
 		sweepExpired, purgeInactive, purgeInactiveTenant,
 		insertMessage, selectRange, selectIdempotencyKey, insertIdempotencyKey,
 		selectSummaryCovers, upsertSummary,

@@ -7,8 +7,8 @@
 // transaction, which takes the write lock before it reads anything, so
 // concurrent appenders queue for the lock instead of failing half-way with
 // SQLITE_BUSY. In one process the writes that wait at the same time share
-// one transaction and one fsync (group commit, commit.go), each in a
-// savepoint of its own; across processes each group waits for the lock for
+// one transaction and one fsync (group commit, commit.go), a write that
+// fails undone alone; across processes each group waits for the lock for
 // up to Options.BusyTimeout. Reads run
 // on a separate pool of read-only connections, each read one snapshot.
 //
@@ -38,6 +38,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -202,7 +203,7 @@ func (s *Store) setup(ctx context.Context) error {
 	if err := migrate(ctx, s.beginWrite); err != nil {
 		return err
 	}
-	if err := s.w.prepare(ctx, writeStatements...); err != nil {
+	if err := s.w.prepare(ctx, slices.Concat(writeStatements, savepointStatements)...); err != nil {
 		return err
 	}
 	if err := s.r.prepare(ctx, readStatements...); err != nil {

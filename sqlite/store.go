@@ -236,8 +236,21 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 
 	var res chatmem.AppendResult
-	err := s.writeAppend(ctx, func(t tx) error {
-		conv, found, err := currentConversation(t, key, now)
+	if err := s.writeAppend(ctx, appendWrite(key, opts, now, expires, out, rows, terms, &res)); err != nil {
+		return chatmem.AppendResult{}, err
+	}
+	return res, nil
+}
+
+// appendWrite returns Append's write: out (with rows and terms, their
+// columns and index terms) at the end of the conversation, its result in
+// *res. The write may run more than once (the committer runs a group
+// again when one of its appends failed after writing, see runAppends):
+// each run starts from what it reads, and sets *res only on success.
+func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.Time, out []chatmem.Message,
+	rows []messageRow, terms [][]string, res *chatmem.AppendResult) func(tx) error {
+	return func(t tx) error {
+		conv, num, found, err := currentConversation(t, key, now)
 		if err != nil {
 			return err
 		}
@@ -254,7 +267,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 				if err != nil {
 					return err
 				}
-				res = chatmem.AppendResult{Messages: orig, Conversation: conv, Replayed: true}
+				*res = chatmem.AppendResult{Messages: orig, Conversation: conv, Replayed: true}
 				return nil
 			case !errors.Is(err, sql.ErrNoRows):
 				return err
@@ -269,7 +282,6 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		if u := opts.User; found && u != "" && conv.User != u {
 			return userConflict(key, conv.User, u)
 		}
-		var num int64 // for an existing conversation, upsertConversation returns it
 		if !found {
 			conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, User: opts.User, CreatedAt: now}
 			if err := t.row(nextConversationNum).Scan(&num); err != nil {
@@ -303,7 +315,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 			conv.ExpiresAt = expires
 		}
 		// The conversation row first: the messages reference it.
-		if num, err = putConversation(t, conv, num); err != nil {
+		if err := putConversation(t, conv, num, found); err != nil {
 			return err
 		}
 		for i, m := range out {
@@ -326,58 +338,58 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 				return err
 			}
 		}
-		res = chatmem.AppendResult{Messages: out, Conversation: conv}
+		*res = chatmem.AppendResult{Messages: out, Conversation: conv}
 		return nil
-	})
-	if err != nil {
-		return chatmem.AppendResult{}, err
 	}
-	return res, nil
 }
 
-// currentConversation reads the conversation row for an append. An expired
-// conversation is deleted (with its messages, keys, summary and facts) and
-// reported as not found, so that the append starts it afresh.
-func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversation, bool, error) {
-	c, err := scanConversation(t.row(selectConversation, key.Tenant, key.ID))
+// currentConversation reads the conversation row for an append, and its
+// number. An expired conversation is deleted (with its messages, keys,
+// summary and facts) and reported as not found, so that the append starts
+// it afresh.
+func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversation, int64, bool, error) {
+	var r conversationRow
+	var num sql.NullInt64
+	err := t.row(selectAppendConversation, key.Tenant, key.ID).Scan(append(r.dest(), &num)...)
+	c := r.conversation()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return chatmem.Conversation{}, false, nil
+		return chatmem.Conversation{}, 0, false, nil
 	case err != nil:
-		return chatmem.Conversation{}, false, err
+		return chatmem.Conversation{}, 0, false, err
 	case !c.ExpiresAt.IsZero() && !c.ExpiresAt.After(now):
 		if err := t.indexFirst(); err != nil {
-			return chatmem.Conversation{}, false, err
+			return chatmem.Conversation{}, 0, false, err
 		}
 		if _, err := t.exec(deleteConversation, key.Tenant, key.ID); err != nil {
-			return chatmem.Conversation{}, false, err
+			return chatmem.Conversation{}, 0, false, err
 		}
-		return chatmem.Conversation{}, false, nil
+		return chatmem.Conversation{}, 0, false, nil
+	case !num.Valid:
+		return chatmem.Conversation{}, 0, false, fmt.Errorf("sqlite: conversation %s has no number", key)
 	}
-	return c, true, nil
+	return c, num.Int64, true, nil
 }
 
-// putConversation stores c, with number num if it is new, and returns its
-// number.
-func putConversation(t tx, c chatmem.Conversation, num int64) (int64, error) {
+// putConversation stores c: its new totals if it exists (found), else the
+// new conversation with number num.
+func putConversation(t tx, c chatmem.Conversation, num int64, found bool) error {
 	var expires sql.NullInt64
 	if !c.ExpiresAt.IsZero() {
 		expires = sql.NullInt64{Int64: c.ExpiresAt.UnixNano(), Valid: true}
+	}
+	if found {
+		_, err := t.exec(updateConversation, c.Key.Tenant, c.Key.ID, c.LastSeq, c.Tokens, c.SystemTokens, c.Turns,
+			c.UpdatedAt.UnixNano(), expires)
+		return err
 	}
 	var user sql.NullString
 	if c.User != "" {
 		user = sql.NullString{String: c.User, Valid: true}
 	}
-	var stored sql.NullInt64
-	err := t.row(upsertConversation, c.Key.Tenant, c.Key.ID, c.Tokenizer, c.LastSeq, c.Tokens, c.SystemTokens,
-		c.Turns, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), expires, user, num).Scan(&stored)
-	if err != nil {
-		return 0, err
-	}
-	if !stored.Valid {
-		return 0, fmt.Errorf("sqlite: conversation %s has no number", c.Key)
-	}
-	return stored.Int64, nil
+	_, err := t.exec(insertConversation, c.Key.Tenant, c.Key.ID, c.Tokenizer, c.LastSeq, c.Tokens, c.SystemTokens,
+		c.Turns, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), expires, user, num)
+	return err
 }
 
 // messageRow holds the columns of a message row that are not Message
