@@ -19,8 +19,8 @@ import (
 // idempotency key already applied (or refuses it with
 // chatmem.ErrIdempotencyKeyReused if its fingerprint differs), checks ExpectedLastSeq and
 // ExpectedTokenizer (a mismatch returns an error wrapping
-// chatmem.ErrConflict and writes nothing), and writes the batch and its
-// postings (the search index, see Postings) with one statement.
+// chatmem.ErrConflict and writes nothing), and writes the batch with one
+// statement. It does not index the messages for search: see IndexPending.
 // ExpectedTokenizer is checked against the tokenizer the locking statement
 // returns, so no other append or Recount can change it before the write; a
 // conversation the append creates, or starts afresh after it expired,
@@ -180,13 +180,12 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 
 	if _, err := tx.Exec(ctx, s.q.insertMessages, key.Tenant, key.ID,
 		b.seq, b.role, b.content, b.name, b.toolCalls, b.toolCallID,
-		b.tokens, b.cum, b.turn, b.createdAt, b.metadata, b.terms, b.termSeq, num,
-		conv.User, b.termAt); err != nil { // the user index: usersearch.go
+		b.tokens, b.cum, b.turn, b.createdAt, b.metadata); err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
 	if _, err := tx.Exec(ctx, s.q.updateConversation, key.Tenant, key.ID, conv.Tokenizer,
 		conv.LastSeq, conv.Tokens, conv.SystemTokens, conv.Turns,
-		conv.CreatedAt, conv.UpdatedAt, expiresAt, conv.User); err != nil {
+		conv.CreatedAt, conv.UpdatedAt, expiresAt, conv.User, first-1); err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
 	if keyHash != nil {
@@ -214,8 +213,7 @@ func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, o
 	var convExpires *time.Time
 	err := s.pool.QueryRow(ctx, s.q.appendExisting, key.Tenant, key.ID, opts.ExpectedLastSeq, now, expires,
 		opts.ExpectedTokenizer, opts.User, added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
-		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata,
-		b.terms, b.termSeq, b.termAt).Scan(
+		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata).Scan(
 		&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
 		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User)
 	if errors.Is(err, pgx.ErrNoRows) {

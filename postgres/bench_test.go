@@ -305,6 +305,16 @@ func fillText(tb testing.TB, s chatmem.Store, key chatmem.Key, n int, z *zipfTex
 		}
 		done += len(msgs)
 	}
+	indexPending(tb, s, key)
+}
+
+// indexPending indexes the conversation's messages for search, as
+// Memory's worker would have by then: appends do not (see IndexPending).
+func indexPending(tb testing.TB, s chatmem.Store, key chatmem.Key) {
+	tb.Helper()
+	if err := s.(chatmem.IndexCatcher).IndexPending(context.Background(), key); err != nil {
+		tb.Fatalf("index %s: %v", key, err)
+	}
 }
 
 // benchQueries are the vocabulary ranks BenchmarkPostings searches for.

@@ -37,8 +37,14 @@
 //
 // Search (chatmem.Searcher): message_terms holds one row per posting,
 // (conv, term, seq), for the terms chatmem.IndexTerms gives each non-system
-// message, written by the statement that stores the messages and deleted
-// with the conversation; conv is conversations.num, a number each
+// message, deleted with the conversation. The append does not write them,
+// so that a turn writes only its messages and the conversation's row:
+// conversations.terms_seq is the index's watermark, and IndexPending
+// (chatmem.IndexCatcher, which Memory's worker calls every few messages)
+// writes the postings of the messages past it and moves it on in one
+// statement; Postings and UserPostings index what is left past it before
+// they answer, so a message is found from the moment its append returned,
+// and a crash only delays the indexing. conv is conversations.num, a number each
 // conversation row gets, so that the conversation's key is not repeated in
 // every posting. Its primary key orders a term's postings by seq, so
 // Postings reads the newest ones before a seq with a backward index scan

@@ -12,6 +12,7 @@ type queries struct {
 	lockConversation, updateConversation, conversation, conversationSince, list string
 
 	insertMessages, appendExisting, replayMessages string
+	indexRead, indexWrite                          string
 	tail, rangeAfter, system                       string
 	postings, messagesAt                           string
 
@@ -38,10 +39,16 @@ ON CONFLICT (tenant, id) DO UPDATE SET last_seq = c.last_seq
 RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at, c.num,
           COALESCE(c.user_id, '')`),
 
+		// updateConversation writes the row's totals after an append in
+		// Append's transaction; $12 is the last seq before the append (0
+		// when it started the conversation, or started it afresh after it
+		// expired: the index's watermark, terms_seq, then goes back to 0
+		// with the postings deleteContents deleted).
 		updateConversation: q(`
 UPDATE {s}.conversations
 SET tokenizer = $3, last_seq = $4, tokens = $5, system_tokens = $6, turns = $7,
-    created_at = $8, updated_at = $9, expires_at = $10, user_id = NULLIF($11, '')
+    created_at = $8, updated_at = $9, expires_at = $10, user_id = NULLIF($11, ''),
+    terms_seq = LEAST(terms_seq, $12)
 WHERE tenant = $1 AND id = $2`),
 
 		conversation: q(`
@@ -77,16 +84,10 @@ WHERE tenant = $1 AND id > $2 AND (expires_at IS NULL OR expires_at > $3)
 ORDER BY id
 LIMIT $4`),
 
-		// One statement for the whole batch, messages and their postings
-		// ($14[i], $15[i], of conversation number $16): the arrays are
-		// unnested into rows. Empty strings stand for NULL JSON (JSON text
-		// is never empty). A conversation with a user ($17, '' for none)
-		// gives its postings the user's hash and the messages' dates
-		// ($18[i]): the user index (usersearch.go).
+		// One statement for the whole batch: the arrays are unnested into
+		// rows. Empty strings stand for NULL JSON (JSON text is never
+		// empty). The postings are not written here: see indexWrite.
 		insertMessages: q(`
-WITH p AS (INSERT INTO {s}.message_terms (conv, term, seq, usr, at)
-           SELECT $16, u.term, u.seq, ` + userHash("$1", "$17") + `, CASE WHEN $17 <> '' THEN u.at END
-           FROM unnest($14::text[], $15::bigint[], $18::timestamptz[]) AS u (term, seq, at))
 INSERT INTO {s}.messages
     (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
 SELECT $1, $2, u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb, u.tool_call_id,
@@ -101,11 +102,9 @@ FROM unnest($3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::text[], $8::t
 		// Memory.Turn's, conditional on the last seq ($3, NULL: any). It
 		// moves the conversation's row on if the row is live at $4, at
 		// last seq $3, under tokenizer $6 (empty: any) and of user $7
-		// (empty: any), and stores the batch and its postings as
-		// insertMessages does (with the user index's hash and dates, $25,
-		// when the row has a user: usersearch.go). The batch is numbered
-		// from 0 (seq, cum and turn, $12, $16, $17, and the postings'
-		// seqs, $24): the row's
+		// (empty: any), and stores the batch as insertMessages does (the
+		// postings are written later: see indexWrite). The batch is
+		// numbered from 0 (seq, cum and turn, $12, $16, $17): the row's
 		// values before the append are added here. The UPDATE takes the
 		// row's lock, which serializes it with every other append; a row
 		// changed meanwhile is checked again when the lock is granted, and
@@ -123,12 +122,7 @@ WITH c AS (
       AND (c.expires_at IS NULL OR c.expires_at > $4)
       AND ($6 = '' OR c.tokenizer = $6) AND ($7 = '' OR c.user_id = $7)
     RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at,
-              COALESCE(c.user_id, '') AS user_id, c.num
-), p AS (
-    INSERT INTO {s}.message_terms (conv, term, seq, usr, at)
-    SELECT c.num, u.term, c.last_seq - $11 + u.seq, ` + userHash("$1", "c.user_id") + `,
-           CASE WHEN c.user_id <> '' THEN u.at END
-    FROM c, unnest($23::text[], $24::bigint[], $25::timestamptz[]) AS u (term, seq, at)
+              COALESCE(c.user_id, '') AS user_id
 ), m AS (
     INSERT INTO {s}.messages
         (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
@@ -139,6 +133,42 @@ WITH c AS (
          AS u (seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
 )
 SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id FROM c`),
+
+		// indexRead reads what IndexPending indexes next, in one snapshot:
+		// the live conversation's row (its generation, created_at; its
+		// user; its index's watermark, terms_seq; its last seq) and up to
+		// $4 of its messages past the watermark, as conversationSince
+		// does (one row with NULL message columns when there are none).
+		indexRead: q(`
+SELECT c.created_at, COALESCE(c.user_id, ''), c.terms_seq, c.last_seq, ` + messageColumns + `
+FROM {s}.conversations c
+LEFT JOIN LATERAL (SELECT ` + messageColumns + `
+                   FROM {s}.messages m
+                   WHERE m.tenant = c.tenant AND m.conv_id = c.id AND m.seq > c.terms_seq
+                   ORDER BY m.seq
+                   LIMIT $4) m ON true
+WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3)`),
+
+		// indexWrite stores the postings ($5[i], $6[i]; the messages'
+		// dates $7[i] for the user index, usersearch.go) of the messages
+		// up to seq $4 of the conversation created at $3, and moves its
+		// watermark there, in one statement under the row's lock: if the
+		// conversation was deleted or started afresh since indexRead (its
+		// messages are others), it writes nothing and returns no row.
+		// Postings written twice (two processes indexing at once) are
+		// written once.
+		indexWrite: q(`
+WITH c AS (
+    UPDATE {s}.conversations c SET terms_seq = GREATEST(c.terms_seq, $4)
+    WHERE c.tenant = $1 AND c.id = $2 AND c.created_at = $3
+    RETURNING c.num, COALESCE(c.user_id, '') AS user_id
+), p AS (
+    INSERT INTO {s}.message_terms (conv, term, seq, usr, at)
+    SELECT c.num, u.term, u.seq, ` + userHash("$1", "c.user_id") + `, CASE WHEN c.user_id <> '' THEN u.at END
+    FROM c, unnest($5::text[], $6::bigint[], $7::timestamptz[]) AS u (term, seq, at)
+    ON CONFLICT DO NOTHING
+)
+SELECT num FROM c`),
 
 		replayMessages: q(`
 SELECT ` + messageColumns + `
@@ -194,10 +224,11 @@ ORDER BY m.seq`),
 		// postings reads, for each term $4[i], the newest $6 postings
 		// before seq $5: per term, one backward range scan of
 		// message_terms_pkey that stops after $6 entries. The rows are
-		// (i, seq), with one (i, NULL) for a term with none; a missing or
-		// expired conversation returns no row at all.
+		// (i, seq, the index's watermark, the last seq), with one (i,
+		// NULL, ...) for a term with none; a missing or expired
+		// conversation returns no row at all.
 		postings: q(`
-SELECT t.ord, p.seq
+SELECT t.ord, p.seq, c.terms_seq, c.last_seq
 FROM {s}.conversations c
 CROSS JOIN unnest($4::text[]) WITH ORDINALITY AS t (term, ord)
 LEFT JOIN LATERAL (SELECT x.seq FROM {s}.message_terms x

@@ -21,20 +21,10 @@ type batch struct {
 	role, name, toolCalls, toolCallID, metadata []string
 	content                                     [][]byte
 	createdAt                                   []time.Time
-
-	// The postings: message termMsg[i] (an index into msgs) is indexed
-	// under terms[i]; termSeq[i] is its seq, filled in by number.
-	terms   []string
-	termMsg []int
-	termSeq []int64
-	// termAt[i] is message termMsg[i]'s CreatedAt, for the user index
-	// (usersearch.go).
-	termAt []time.Time
 }
 
-// encodeBatch checks that msgs can be stored as they are and encodes them,
-// with their index terms (computed here, before the transaction, so the
-// conversation's lock is not held while the analyzer runs). Sequence
+// encodeBatch checks that msgs can be stored as they are and encodes them
+// (their index terms are not: IndexPending computes them). Sequence
 // numbers and running totals are filled in by number, once the
 // conversation's row is locked. A message that PostgreSQL cannot hold wraps
 // chatmem.ErrInvalid.
@@ -78,19 +68,8 @@ func encodeBatch(msgs []chatmem.Message, now time.Time) (*batch, error) {
 			}
 			b.metadata[i] = string(j)
 		}
-		b.addTerms(i, chatmem.IndexTerms(m))
 	}
-	b.termSeq = make([]int64, len(b.terms))
 	return b, nil
-}
-
-// addTerms adds the postings of message i, indexed under terms.
-func (b *batch) addTerms(i int, terms []string) {
-	for _, t := range terms {
-		b.terms = append(b.terms, t)
-		b.termMsg = append(b.termMsg, i)
-		b.termAt = append(b.termAt, b.createdAt[i])
-	}
 }
 
 // storable reports what the columns cannot hold: an unknown role (the
@@ -160,9 +139,6 @@ func (b *batch) number(conv *chatmem.Conversation) []chatmem.Message {
 			conv.Tokens += int64(m.Tokens)
 		}
 		b.seq[i], b.cum[i], b.turn[i] = m.Seq, conv.Tokens, conv.Turns
-	}
-	for i, m := range b.termMsg {
-		b.termSeq[i] = b.seq[m]
 	}
 	return b.msgs
 }

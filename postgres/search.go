@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/chatmem/chatmem"
@@ -17,7 +18,10 @@ var _ chatmem.Searcher = (*Store)(nil)
 // messages indexed under it with Seq < before, newest first, at most limit
 // of them (see chatmem.Searcher). It is one statement: for each term, a
 // backward range scan of message_terms' primary key that stops after limit
-// entries, so its cost follows len(terms) and limit, not the history. It
+// entries, so its cost follows len(terms) and limit, not the history. The
+// statement also returns the index's watermark: when messages before
+// before are past it (the worker has not indexed them yet), Postings
+// indexes them first (IndexPending) and reads again. It
 // wraps chatmem.ErrInvalid for a bad key, limit < 1 or an empty term, and
 // chatmem.ErrNotFound if the conversation does not exist or has expired.
 // It is safe for concurrent use.
@@ -47,18 +51,44 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 		return [][]int64{}, nil
 	}
 
+	// What must be indexed: the messages before before, as far as the
+	// conversation reached at the first read. Appends made since need not
+	// be waited for.
+	need := int64(-1)
+	for range 3 {
+		out, mark, last, err := s.postings(ctx, key, send, before, limit)
+		if err != nil {
+			return nil, wrap(ctx, op, err)
+		}
+		if need < 0 {
+			need = min(last, before-1)
+		}
+		if mark >= need {
+			return out, nil
+		}
+		if err := s.IndexPending(ctx, key); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	return nil, fmt.Errorf("%s: the search index is still behind after catching up", op)
+}
+
+// postings runs the postings statement, and returns with its answer the
+// index's watermark and the conversation's last seq, of the same
+// snapshot. A missing conversation is pgx.ErrNoRows.
+func (s *Store) postings(ctx context.Context, key chatmem.Key, send []string, before int64, limit int) (_ [][]int64, mark, last int64, _ error) {
 	rows, err := s.pool.Query(ctx, s.q.postings, key.Tenant, key.ID, s.now(), send, before, limit)
 	if err != nil {
-		return nil, wrap(ctx, op, err)
+		return nil, 0, 0, err
 	}
 	defer rows.Close()
-	out := make([][]int64, len(terms))
+	out := make([][]int64, len(send))
 	found := false
 	var ord int64
 	var seq pgtype.Int8 // not *int64: no allocation per row
 	for rows.Next() {
-		if err := rows.Scan(&ord, &seq); err != nil {
-			return nil, wrap(ctx, op, err)
+		if err := rows.Scan(&ord, &seq, &mark, &last); err != nil {
+			return nil, 0, 0, err
 		}
 		found = true // the conversation is live: every term has a row
 		if seq.Valid {
@@ -66,10 +96,10 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap(ctx, op, err)
+		return nil, 0, 0, err
 	}
 	if !found {
-		return nil, fmt.Errorf("%s: %w", op, chatmem.ErrNotFound)
+		return nil, 0, 0, pgx.ErrNoRows
 	}
 	// Each term's rows come from its own LIMITed scan, newest first; SQL
 	// does not promise the join keeps that order, so make sure (sorting
@@ -79,7 +109,7 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 			slices.SortFunc(p, descending)
 		}
 	}
-	return out, nil
+	return out, mark, last, nil
 }
 
 func descending(a, b int64) int { return cmp.Compare(b, a) }

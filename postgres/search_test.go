@@ -121,6 +121,12 @@ func TestBackfill(t *testing.T) {
 	}
 	other := chatmem.Key{Tenant: "bf2", ID: "big"}
 	fillText(t, s, other, 30, z)
+	// Appends do not index (see IndexPending): the worker would have.
+	for _, key := range []chatmem.Key{big, small, other} {
+		if err := s.IndexPending(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
 	indexed := postingRows(t, admin, schema)
 	if len(indexed) < 2500 {
 		t.Fatalf("message_terms has %d rows after the appends, want more", len(indexed))
@@ -234,9 +240,24 @@ func TestPostingsRemoved(t *testing.T) {
 		return n
 	}
 	long := time.Now().Add(-48 * time.Hour)
+	// then sees the store as it was at long, so that the conversations
+	// expired since can be indexed as they would have been then.
+	then, err := postgres.Open(ctx, testenv.PostgresURL(), postgres.Options{Schema: schema, Now: func() time.Time { return long }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer then.Close()
 	add := func(key chatmem.Key, text string, opts chatmem.AppendOptions) {
 		t.Helper()
 		if _, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: text, Tokens: 3}}, opts); err != nil {
+			t.Fatal(err)
+		}
+		// Appends do not index (see IndexPending): the worker would have.
+		indexer := s
+		if !opts.Now.IsZero() {
+			indexer = then
+		}
+		if err := indexer.IndexPending(ctx, key); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,7 +27,7 @@ func userHash(tenant, user string) string {
 // userSearchQueries are the statements of the user index
 // (migrations/0009_user_terms.sql).
 type userSearchQueries struct {
-	postings, messagesAt string
+	postings, messagesAt, behind string
 }
 
 func buildUserSearchQueries(schema string) userSearchQueries {
@@ -68,6 +69,13 @@ LEFT JOIN LATERAL (
           OFFSET $5::bigint - 1 LIMIT 1), '-infinity')
     ORDER BY x.at DESC, x.conv DESC, x.seq DESC) p ON true`),
 
+		// behind lists the user's ($1, $2) live ($3) conversations whose
+		// search index is behind their last message (see IndexPending),
+		// from the partial index on the user's conversations.
+		behind: q(`
+SELECT id FROM {s}.conversations
+WHERE tenant = $1 AND user_id = $2 AND (expires_at IS NULL OR expires_at > $3) AND terms_seq < last_seq`),
+
 		// messagesAt reads the messages ($3[i], $4[i]) of the user's ($1,
 		// $2) live ($5) conversations, probing the conversations' and the
 		// messages' primary keys once per hit.
@@ -89,9 +97,10 @@ JOIN {s}.messages m ON m.tenant = $1 AND m.conv_id = h.conv AND m.seq = h.seq`),
 // entries (plus those of the last one's date, and the postings of another
 // user sharing the hash, or of conversations expired and not yet swept,
 // which they pass over), so its cost follows len(terms) and limit, not the
-// user's history. It wraps
-// chatmem.ErrInvalid for a bad user, limit < 1 or an empty term. It is
-// safe for concurrent use.
+// user's history. Before it, the index of any of the user's conversations
+// that the worker has not caught up is brought up to date (indexUser). It
+// wraps chatmem.ErrInvalid for a bad user, limit < 1 or an empty term. It
+// is safe for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	op := "postgres: user postings of " + user.String()
 	if err := validateUser(user); err != nil {
@@ -115,6 +124,9 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 	}
 	if len(terms) == 0 {
 		return out, nil
+	}
+	if err := s.indexUser(ctx, user); err != nil {
+		return nil, wrap(ctx, op, err)
 	}
 	rows, err := s.pool.Query(ctx, s.sq.postings, user.Tenant, user.ID, send, s.now(), limit)
 	if err != nil {
@@ -221,4 +233,26 @@ func newestHits(hits []chatmem.UserHit, dates []time.Time, limit int) []chatmem.
 // compareHits orders hits by conversation ID, then seq.
 func compareHits(a, b chatmem.UserHit) int {
 	return cmp.Or(cmp.Compare(a.Conversation, b.Conversation), cmp.Compare(a.Seq, b.Seq))
+}
+
+// indexUser brings the search index of every live conversation of the
+// user up to its last message (IndexPending), so that UserPostings finds
+// every message appended before it was called: one statement when none
+// is behind, which the worker's IndexPending calls keep the usual case.
+func (s *Store) indexUser(ctx context.Context, user chatmem.Key) error {
+	rows, err := s.pool.Query(ctx, s.sq.behind, user.Tenant, user.ID, s.now())
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		err := s.IndexPending(ctx, chatmem.Key{Tenant: user.Tenant, ID: id})
+		if err != nil && !errors.Is(err, chatmem.ErrNotFound) { // gone since: nothing to find
+			return err
+		}
+	}
+	return nil
 }

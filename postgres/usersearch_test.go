@@ -35,6 +35,9 @@ func fillUser(tb testing.TB, s chatmem.Store, user chatmem.Key, convs, n int, z 
 		}
 		done += batch
 	}
+	for c := range convs {
+		indexPending(tb, s, chatmem.Key{Tenant: user.Tenant, ID: fmt.Sprintf("%s-c-%d", user.ID, c)})
+	}
 }
 
 // TestUserPostingsPlan checks that UserPostings reads each term with a
@@ -164,5 +167,6 @@ func fillUserDated(tb testing.TB, s chatmem.Store, user chatmem.Key, convs, n in
 			}
 			done += len(msgs)
 		}
+		indexPending(tb, s, key)
 	}
 }

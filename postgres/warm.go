@@ -2,53 +2,84 @@ package postgres
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/chatmem/chatmem"
 )
 
 // hotStatements are the statements of a turn (Memory.Turn, Append and
 // Context), which each connection prepares before its first use of them:
 // pgx prepares a statement on a connection the first time it runs there,
 // a round trip each, and the server loads the tables' and indexes'
-// descriptions into the new backend's caches as it plans them. Done when
-// the connection is made, that is off the first turn.
+// descriptions into the new backend's caches as it plans and runs them.
+// Done when the connection is made, that is off the first turn.
 func (s *Store) hotStatements() []string {
 	return []string{s.q.appendExisting, s.q.conversation, s.q.conversationSince, s.q.tail, s.q.system, s.q.rangeAfter}
 }
 
+// warmRuns is how many times prepare runs each hot statement: PostgreSQL
+// plans a prepared statement afresh for each of its first five runs
+// (plan_cache_mode auto) before it settles on a generic plan, so a
+// connection whose statements ran fewer times plans them again on its
+// first turns, which a steady turn does not.
+const warmRuns = 6
+
 // prepare prepares the hot statements on conn, under their SQL as names,
-// which pgx's Query then uses as they are, and runs each once for a
-// conversation that cannot exist (an empty key, which ValidateID refuses),
-// so that the backend also loads what planning them reads (the indexes,
-// the statistics): that write finds no row and writes nothing. A failure
-// is not an error of the connection (what it did not do is done on first
-// use instead), so prepare reports none.
+// which pgx's Query then uses as they are, and runs each warmRuns times,
+// for real, on a conversation of its own in a transaction that it rolls
+// back: the append stores a message, the reads read it,
+// so that the backend loads everything a turn touches (the tables'
+// indexes, which an insert opens only when it inserts a row; the
+// statistics; the functions and types) and has its generic plans, all
+// before the connection serves a request. The conversation's key has an
+// empty tenant, which no caller's key has (chatmem.ValidateID), and the
+// backend's process ID, so connections warming at once do not wait for
+// each other; rolled back, it is never seen and nothing of it is kept
+// but a number of the conversations' sequence. It costs three round
+// trips (begin, one batch, rollback). A failure is not an error of the
+// connection (what it did not do is done on first use instead), so
+// prepare reports none.
 func (s *Store) prepare(ctx context.Context, conn *pgx.Conn) {
 	for _, sql := range s.hotStatements() {
 		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
 			return
 		}
 	}
-	now := s.now()
-	var none []string
-	runs := [][]any{
-		{s.q.appendExisting, "", "", nil, now, nil, "", "", 0, 0, 0, 0,
-			[]int64{}, none, [][]byte{}, none, []int64{}, []int64{}, none, none, []int64{}, []time.Time{}, none, none, []int64{}},
-		{s.q.conversation, "", "", now},
-		{s.q.conversationSince, "", "", now, 0, 1},
-		{s.q.tail, "", "", now, 4000, 0},
-		{s.q.system, "", "", now},
-		{s.q.rangeAfter, "", "", now, 0, 1},
+	now := dbTime(s.now())
+	key := chatmem.Key{Tenant: "", ID: "warm-" + strconv.FormatUint(uint64(conn.PgConn().PID()), 10)}
+	b, err := encodeBatch([]chatmem.Message{{Role: chatmem.RoleUser, Content: "warming up the statements of a turn", Tokens: 9}}, now)
+	if err != nil {
+		return
 	}
-	for _, r := range runs {
-		rows, err := conn.Query(ctx, r[0].(string), r[1:]...)
-		if err != nil {
-			return
-		}
-		rows.Close()
+	// Numbered from 0, as appendExisting numbers its batches: every run
+	// appends the same message after the last.
+	var added chatmem.Conversation
+	b.number(&added)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return
 	}
+	defer tx.Rollback(ctx)
+	batch := &pgx.Batch{}
+	batch.Queue(strings.ReplaceAll(`INSERT INTO {s}.conversations (tenant, id, created_at, updated_at) VALUES ($1, $2, $3, $3)`,
+		"{s}", pgx.Identifier{s.schema}.Sanitize()), key.Tenant, key.ID, now)
+	for range warmRuns {
+		batch.Queue(s.q.appendExisting, key.Tenant, key.ID, nil, now, nil, "", "",
+			added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
+			b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata)
+		// A budget of fewer tokens than the conversation holds, and a
+		// number of turns, so that the tail probes both of its indexes.
+		batch.Queue(s.q.tail, key.Tenant, key.ID, now, 10, 1)
+		batch.Queue(s.q.conversation, key.Tenant, key.ID, now)
+		batch.Queue(s.q.conversationSince, key.Tenant, key.ID, now, 0, 2)
+		batch.Queue(s.q.system, key.Tenant, key.ID, now)
+		batch.Queue(s.q.rangeAfter, key.Tenant, key.ID, now, 0, 2)
+	}
+	tx.SendBatch(ctx, batch).Close()
 }
 
 // warm prepares the hot statements on one of the pool's connections (the
