@@ -55,7 +55,6 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 	}
 	var (
 		created  time.Time
-		user     string
 		mark, hi int64
 		r        nullMessageRow
 		found    bool
@@ -63,8 +62,9 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 		seqs     []int64
 		ats      []time.Time
 		last     int64
+		read     int // messages
 	)
-	dest := append([]any{&created, &user, &mark, &hi}, r.dest()...)
+	dest := append([]any{&created, &mark, &hi}, r.dest()...)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
@@ -79,7 +79,7 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 		if !ok {
 			continue
 		}
-		last = m.Seq
+		last, read = m.Seq, read+1
 		for _, t := range chatmem.IndexTerms(m) {
 			if storableText("term", t) != nil {
 				continue // text cannot hold it; Postings never asks for it
@@ -105,5 +105,7 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 	if err != nil {
 		return false, err
 	}
-	return last >= hi, nil
+	// A short batch was the last (so a gap in the seqs, which appends do
+	// not leave, could not keep IndexPending going round).
+	return last >= hi || read < indexBatch, nil
 }

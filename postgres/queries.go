@@ -136,11 +136,11 @@ SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at
 
 		// indexRead reads what IndexPending indexes next, in one snapshot:
 		// the live conversation's row (its generation, created_at; its
-		// user; its index's watermark, terms_seq; its last seq) and up to
+		// index's watermark, terms_seq; its last seq) and up to
 		// $4 of its messages past the watermark, as conversationSince
 		// does (one row with NULL message columns when there are none).
 		indexRead: q(`
-SELECT c.created_at, COALESCE(c.user_id, ''), c.terms_seq, c.last_seq, ` + messageColumns + `
+SELECT c.created_at, c.terms_seq, c.last_seq, ` + messageColumns + `
 FROM {s}.conversations c
 LEFT JOIN LATERAL (SELECT ` + messageColumns + `
                    FROM {s}.messages m
