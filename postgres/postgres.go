@@ -275,7 +275,8 @@ func unavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &connectErr), errors.As(err, &netErr),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, pgconn.ErrConnClosed): // a connection the driver closed after a failure
 		return true
 	case errors.As(err, &pgErr):
 		// Class 08: connection exception; 57P01-57P03: the server is

@@ -40,20 +40,20 @@ const warmRuns = 6
 // backend's process ID, so connections warming at once do not wait for
 // each other; rolled back, it is never seen and nothing of it is kept
 // but a number of the conversations' sequence. It costs three round
-// trips (begin, one batch, rollback). A failure is not an error of the
-// connection (what it did not do is done on first use instead), so
-// prepare reports none.
-func (s *Store) prepare(ctx context.Context, conn *pgx.Conn) {
+// trips (begin, one batch, rollback). It returns the first error; what
+// it did not do is done on first use instead, so an error matters only if
+// it closed the connection (see afterConnect).
+func (s *Store) prepare(ctx context.Context, conn *pgx.Conn) error {
 	for _, sql := range s.hotStatements() {
 		if _, err := conn.Prepare(ctx, sql, sql); err != nil {
-			return
+			return err
 		}
 	}
 	now := dbTime(s.now())
 	key := chatmem.Key{Tenant: "", ID: "warm-" + strconv.FormatUint(uint64(conn.PgConn().PID()), 10)}
 	b, err := encodeBatch([]chatmem.Message{{Role: chatmem.RoleUser, Content: "warming up the statements of a turn", Tokens: 9}}, now)
 	if err != nil {
-		return
+		return err
 	}
 	// Numbered from 0, as appendExisting numbers its batches: every run
 	// appends the same message after the last.
@@ -61,7 +61,7 @@ func (s *Store) prepare(ctx context.Context, conn *pgx.Conn) {
 	b.number(&added)
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return
+		return err
 	}
 	defer tx.Rollback(ctx)
 	batch := &pgx.Batch{}
@@ -79,29 +79,35 @@ func (s *Store) prepare(ctx context.Context, conn *pgx.Conn) {
 		batch.Queue(s.q.system, key.Tenant, key.ID, now)
 		batch.Queue(s.q.rangeAfter, key.Tenant, key.ID, now, 0, 2)
 	}
-	tx.SendBatch(ctx, batch).Close()
+	return tx.SendBatch(ctx, batch).Close()
 }
 
 // warm prepares the hot statements on one of the pool's connections (the
 // one the migrations used, which the first turn then gets), after the
-// schema exists.
+// schema exists. A connection prepare leaves closed is dropped by
+// Release.
 func (s *Store) warm(ctx context.Context) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return
 	}
 	defer conn.Release()
-	s.prepare(ctx, conn.Conn())
+	_ = s.prepare(ctx, conn.Conn())
 }
 
 // warmer is the pool's AfterConnect for the pools Open makes: once the
 // store is ready (its schema migrated), every new connection prepares the
-// hot statements.
+// hot statements. A connection that the server or the network closed
+// meanwhile is refused with the error that closed it (so the pool does not
+// hand it out, and the caller sees chatmem.ErrUnavailable); any other
+// failure leaves it as it is.
 type warmer struct{ store atomic.Pointer[Store] }
 
 func (w *warmer) afterConnect(ctx context.Context, conn *pgx.Conn) error {
 	if s := w.store.Load(); s != nil {
-		s.prepare(ctx, conn)
+		if err := s.prepare(ctx, conn); err != nil && conn.IsClosed() {
+			return err
+		}
 	}
 	return nil
 }
