@@ -64,6 +64,7 @@ func (m *Memory) SetUserFacts(ctx context.Context, user Key, facts []Fact) error
 		out[i] = f
 	}
 	defer m.factLocks.user.lock(user)()
+	m.facts.forgetAll()
 	return us.SetUserFacts(ctx, user, out)
 }
 
@@ -74,6 +75,8 @@ func (m *Memory) DeleteUserFact(ctx context.Context, user Key, name string) erro
 	if err != nil {
 		return err
 	}
+	defer m.factLocks.user.lock(user)()
+	m.facts.forgetAll()
 	return us.DeleteUserFact(ctx, user, name)
 }
 

@@ -541,11 +541,14 @@ func (p *packer) startWithUser(ctx context.Context) error {
 }
 
 // evict unchooses the worst-ranked chosen units that hold no message at or
-// before keep, until need tokens are left or no such unit is; it reports
-// whether need tokens are left.
+// before keep, until need tokens are left, and reports whether they are.
+// When they cannot be, it changes nothing (the caller drops the earliest
+// run instead, and what evict would have dropped stays chosen).
 func (p *packer) evict(need int, keep int64) bool {
-	for i := len(p.rank) - 1; i >= 0 && p.left < need; i-- {
-		if _, ok := p.chosen[p.rank[i]]; !ok {
+	var drop []int64
+	left, gone := p.left, map[int64]bool{}
+	for i := len(p.rank) - 1; i >= 0 && left < need; i-- {
+		if _, ok := p.chosen[p.rank[i]]; !ok || gone[p.rank[i]] {
 			continue
 		}
 		lo, hi, _ := p.unitOf(p.rank[i])
@@ -553,13 +556,21 @@ func (p *packer) evict(need int, keep int64) bool {
 			continue
 		}
 		for s := lo; s <= hi; s++ {
-			if c, ok := p.chosen[s]; ok {
-				p.left += c
-				delete(p.chosen, s)
+			if c, ok := p.chosen[s]; ok && !gone[s] {
+				left += c
+				gone[s] = true
+				drop = append(drop, s)
 			}
 		}
 	}
-	return p.left >= need
+	if left < need {
+		return false
+	}
+	for _, s := range drop {
+		delete(p.chosen, s)
+	}
+	p.left = left
+	return true
 }
 
 // dropFirstRun unchooses the earliest recalled message and those after it

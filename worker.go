@@ -1011,3 +1011,11 @@ func (c *factCache) forget(key Key) {
 	defer c.mu.Unlock()
 	delete(c.entries, key)
 }
+
+// forgetAll drops every entry: a user's facts changed, and the entries of
+// the user's conversations hold them (it is only a shortcut).
+func (c *factCache) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries, c.bytes = nil, 0
+}

@@ -55,6 +55,7 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 	}
 	var (
 		created  time.Time
+		conv     int64 // the row's num
 		mark, hi int64
 		r        nullMessageRow
 		found    bool
@@ -64,7 +65,7 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 		last     int64
 		read     int // messages
 	)
-	dest := append([]any{&created, &mark, &hi}, r.dest()...)
+	dest := append([]any{&conv, &created, &mark, &hi}, r.dest()...)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
@@ -98,7 +99,7 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 		return true, nil // nothing past the watermark
 	}
 	var num int64
-	err = s.pool.QueryRow(ctx, s.q.indexWrite, key.Tenant, key.ID, created, last, terms, seqs, ats).Scan(&num)
+	err = s.pool.QueryRow(ctx, s.q.indexWrite, key.Tenant, key.ID, created, last, terms, seqs, ats, conv).Scan(&num)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return true, nil // deleted or started afresh since the read
 	}

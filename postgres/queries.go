@@ -117,7 +117,8 @@ FROM unnest($3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::text[], $8::t
 WITH c AS (
     UPDATE {s}.conversations c
     SET last_seq = c.last_seq + $11, tokens = c.tokens + $8, system_tokens = c.system_tokens + $9,
-        turns = c.turns + $10, updated_at = $4, expires_at = COALESCE($5, c.expires_at)
+        turns = c.turns + $10, updated_at = $4, expires_at = COALESCE($5, c.expires_at),
+        terms_seq = LEAST(c.terms_seq, c.last_seq)
     WHERE c.tenant = $1 AND c.id = $2 AND ($3::bigint IS NULL OR c.last_seq = $3)
       AND (c.expires_at IS NULL OR c.expires_at > $4)
       AND ($6 = '' OR c.tokenizer = $6) AND ($7 = '' OR c.user_id = $7)
@@ -135,12 +136,12 @@ WITH c AS (
 SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id FROM c`),
 
 		// indexRead reads what IndexPending indexes next, in one snapshot:
-		// the live conversation's row (its generation, created_at; its
+		// the live conversation's row (its generation, num and created_at; its
 		// index's watermark, terms_seq; its last seq) and up to
 		// $4 of its messages past the watermark, as conversationSince
 		// does (one row with NULL message columns when there are none).
 		indexRead: q(`
-SELECT c.created_at, c.terms_seq, c.last_seq, ` + messageColumns + `
+SELECT c.num, c.created_at, c.terms_seq, c.last_seq, ` + messageColumns + `
 FROM {s}.conversations c
 LEFT JOIN LATERAL (SELECT ` + messageColumns + `
                    FROM {s}.messages m
@@ -151,16 +152,18 @@ WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3
 
 		// indexWrite stores the postings ($5[i], $6[i]; the messages'
 		// dates $7[i] for the user index, usersearch.go) of the messages
-		// up to seq $4 of the conversation created at $3, and moves its
-		// watermark there, in one statement under the row's lock: if the
-		// conversation was deleted or started afresh since indexRead (its
-		// messages are others), it writes nothing and returns no row.
+		// up to seq $4 of the conversation numbered $8 and created at $3,
+		// and moves its watermark there, in one statement under the row's
+		// lock: if the conversation was deleted or started afresh since
+		// indexRead (its messages are others; a conversation deleted and
+		// imported again keeps its created_at but gets a new number), it
+		// writes nothing and returns no row.
 		// Postings written twice (two processes indexing at once) are
 		// written once.
 		indexWrite: q(`
 WITH c AS (
     UPDATE {s}.conversations c SET terms_seq = GREATEST(c.terms_seq, $4)
-    WHERE c.tenant = $1 AND c.id = $2 AND c.created_at = $3
+    WHERE c.tenant = $1 AND c.id = $2 AND c.created_at = $3 AND c.num = $8
     RETURNING c.num, COALESCE(c.user_id, '') AS user_id
 ), p AS (
     INSERT INTO {s}.message_terms (conv, term, seq, usr, at)

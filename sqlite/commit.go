@@ -369,7 +369,7 @@ func (g *groupTx) runEach(group []*writeReq, results []error) (ran int, err erro
 // the whole group would not do: it keeps a copy of every page the group
 // changes, more than its journal holds in memory.) It relies on what an
 // append refuses (If-Match, idempotency, tenant rules) being refused
-// before it writes anything, which tx.wrote tells: such a failure is that
+// before it writes anything, which tx.wrote tells: such a refusal is that
 // append's result, and the group goes on. An append that fails after it
 // wrote (which takes a broken database or a full disk) would leave its
 // first statements behind: runAppends returns redo, and the group is
@@ -397,13 +397,30 @@ func (g *groupTx) runAppends(group []*writeReq, results []error) (ran int, redo 
 		case err == nil:
 			ran++
 			g.later = append(g.later, left...)
-		case !wrote:
+		case !wrote && refused(err):
 			results[i] = translate(g.ctx, err)
 		default:
+			// It wrote, or failed some other way before it did (an I/O
+			// error in a read may have rolled the whole transaction back,
+			// and the next appends would then run on their own): run the
+			// group again, each append in a savepoint, which tells.
 			return 0, true, nil
 		}
 	}
 	return ran, false, nil
+}
+
+// refused reports whether err is an append's refusal of its own input or
+// conditions (If-Match, idempotency, tenant and user rules, sizes), which
+// it makes before it writes, rather than a failure of the database.
+func refused(err error) bool {
+	for _, e := range []error{chatmem.ErrInvalid, chatmem.ErrTooLarge, chatmem.ErrNotFound, chatmem.ErrConflict,
+		chatmem.ErrIdempotencyKeyReused, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // The statements of a write's savepoint, prepared on the write pool.
