@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/jsonstr"
 	"github.com/chatmem/chatmem/memory"
 )
 
@@ -27,7 +28,7 @@ func TestProxyBodySplice(t *testing.T) {
 	prefix := "{\n  \"temperature\" : 0.25,\"z_vendor\":{\"b\":[1, 2]},\n  \"messages\" :  "
 	suffix := " ,\n  \"model\":\"gpt-4o-mini\" , \"a\":\"\\u00e9\"\n}\n"
 	for i, content := range []string{"hi", "and <now> & \"then\"?"} {
-		msgs := `[{"role":"user","content":` + string(appendJSONString(nil, content)) + `}]`
+		msgs := `[{"role":"user","content":` + string(jsonstr.Append(nil, content)) + `}]`
 		status, _, resp := env.post(t, map[string]string{"X-Chatmem-Conversation": "s1"}, prefix+msgs+suffix)
 		if status != 200 {
 			t.Fatalf("turn %d: %d %s", i+1, status, resp)

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"unicode/utf8"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/jsonstr"
 )
 
 // chatRequest is what the chat proxy reads of a request body: where its
@@ -95,71 +95,16 @@ func appendOpenAIMessage(b []byte, m chatmem.Message) ([]byte, error) {
 		return append(b, j...), err
 	}
 	b = append(b, `{"role":`...)
-	b = appendJSONString(b, string(m.Role))
+	b = jsonstr.Append(b, string(m.Role))
 	b = append(b, `,"content":`...)
-	b = appendJSONString(b, m.Content)
+	b = jsonstr.Append(b, m.Content)
 	if m.Name != "" {
 		b = append(b, `,"name":`...)
-		b = appendJSONString(b, m.Name)
+		b = jsonstr.Append(b, m.Name)
 	}
 	if m.ToolCallID != "" {
 		b = append(b, `,"tool_call_id":`...)
-		b = appendJSONString(b, m.ToolCallID)
+		b = jsonstr.Append(b, m.ToolCallID)
 	}
 	return append(b, '}'), nil
-}
-
-// appendJSONString appends s as a JSON string, escaped as encoding/json
-// escapes it: HTML-safe, invalid UTF-8 as U+FFFD, U+2028 and U+2029
-// escaped.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/jsonstr"
 )
 
 // Messages are stored as JSON objects (readable with redis-cli), written by
@@ -77,12 +78,12 @@ func encodeRecordAt(seq int64, m chatmem.Message) ([]byte, error) {
 		return append(b, r[1:]...), nil
 	}
 	b = append(b, `"role":`...)
-	b = appendJSONString(b, string(m.Role))
+	b = jsonstr.Append(b, string(m.Role))
 	if m.Content != "" {
-		b = appendJSONString(append(b, `,"content":`...), m.Content)
+		b = jsonstr.Append(append(b, `,"content":`...), m.Content)
 	}
 	if m.Name != "" {
-		b = appendJSONString(append(b, `,"name":`...), m.Name)
+		b = jsonstr.Append(append(b, `,"name":`...), m.Name)
 	}
 	if len(m.ToolCalls) > 0 {
 		calls, err := json.Marshal(m.ToolCalls)
@@ -92,7 +93,7 @@ func encodeRecordAt(seq int64, m chatmem.Message) ([]byte, error) {
 		b = append(append(b, `,"tool_calls":`...), calls...)
 	}
 	if m.ToolCallID != "" {
-		b = appendJSONString(append(b, `,"tool_call_id":`...), m.ToolCallID)
+		b = jsonstr.Append(append(b, `,"tool_call_id":`...), m.ToolCallID)
 	}
 	b = strconv.AppendInt(append(b, `,"tokens":`...), int64(m.Tokens), 10)
 	if !m.CreatedAt.IsZero() {
@@ -115,59 +116,6 @@ func jsonRecord(m chatmem.Message) ([]byte, error) {
 		Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls,
 		ToolCallID: m.ToolCallID, Tokens: m.Tokens, CreatedAt: m.CreatedAt, Metadata: m.Metadata,
 	})
-}
-
-// appendJSONString appends s quoted as encoding/json quotes a string (with
-// its default HTML escaping): ", \ and the control characters escaped
-// (\b \f \n \r \t by name, the others as \u00XX), < > & as \u003c
-// \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, and each byte of
-// invalid UTF-8 as \ufffd.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(append(b, s[start:]...), '"')
 }
 
 // decodeRecord decodes one stored message.
