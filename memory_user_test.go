@@ -269,3 +269,36 @@ func TestDeleteUserForgetsCache(t *testing.T) {
 		t.Errorf("Context after erasure = %+v, want only the new message", w.Messages)
 	}
 }
+
+// A user fact the application sets is seen by the next extraction of any
+// of the user's conversations, though the values the last extraction saw
+// are cached: a user restating the old value after it supersedes the
+// app's, it is not taken for a value already stored.
+func TestExtractionSeesUserFactsTheAppSet(t *testing.T) {
+	ctx := t.Context()
+	mem, err := chatmem.New(memory.New(), chatmem.Options{
+		Counter:    tokenizer.Estimate{},
+		Extractors: []chatmem.Extractor{keyValueExtractor{}},
+		Sync:       true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := chatmem.Key{Tenant: "t", ID: "u1"}
+	a := chatmem.Key{Tenant: "t", ID: "a"}
+	say := func(text string) {
+		t.Helper()
+		if _, err := mem.Append(ctx, a, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, chatmem.AppendOptions{User: "u1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	say("name=Kavya")
+	if err := mem.SetUserFacts(ctx, user, []chatmem.Fact{{Key: "name", Value: "K. Rao"}}); err != nil {
+		t.Fatal(err)
+	}
+	say("name=Kavya")
+	facts, err := mem.UserFacts(ctx, user)
+	if err != nil || len(facts) != 1 || facts[0].Value != "Kavya" || facts[0].SetBy != "kv" || facts[0].SourceSeq != 2 {
+		t.Errorf("UserFacts = %+v, %v; want name=Kavya from message 2, superseding the app's", facts, err)
+	}
+}
