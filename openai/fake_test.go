@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/chatmem/chatmem/internal/llm/llmtest"
 )
 
 // fakeOpenAI is an httptest server that speaks the wire format of the
@@ -49,11 +51,11 @@ type fakeReply struct {
 
 // chatRequest is the request body as the API defines it.
 type chatRequest struct {
-	Model               string        `json:"model"`
-	Messages            []chatMessage `json:"messages"`
-	Temperature         *float64      `json:"temperature"`
-	MaxCompletionTokens *int          `json:"max_completion_tokens"`
-	MaxTokens           *int          `json:"max_tokens"`
+	Model               string                `json:"model"`
+	Messages            []llmtest.ChatMessage `json:"messages"`
+	Temperature         *float64              `json:"temperature"`
+	MaxCompletionTokens *int                  `json:"max_completion_tokens"`
+	MaxTokens           *int                  `json:"max_tokens"`
 	ResponseFormat      *struct {
 		Type       string `json:"type"`
 		JSONSchema *struct {
@@ -65,31 +67,6 @@ type chatRequest struct {
 	} `json:"response_format"`
 }
 
-type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// text returns the message's content, a string or text parts joined.
-func (m chatMessage) text() string {
-	var s string
-	if json.Unmarshal(m.Content, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(m.Content, &parts) != nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-	}
-	return b.String()
-}
-
 // system and user return the text of the request's only system and user
 // messages.
 func (r chatRequest) system() string { return r.only("system") }
@@ -99,7 +76,7 @@ func (r chatRequest) only(role string) string {
 	var found []string
 	for _, m := range r.Messages {
 		if m.Role == role {
-			found = append(found, m.text())
+			found = append(found, m.Text())
 		}
 	}
 	if len(found) != 1 {
