@@ -62,26 +62,7 @@ func BenchmarkPostings(b *testing.B) {
 	}
 	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
 	vocab := benchVocabulary(5000)
-	// mixed: ranks 1, 4, 21, 151, 1001 and 4001, from a word in nine
-	// messages of ten to one in a few hundredths of a percent: the 1,000
-	// messages have fewer than 256 postings of most, the 1,000,000 of
-	// none. frequent: the six most frequent words, with about 256
-	// postings in both, so both calls return about 6 × 256 and differ in the
-	// length of the history alone.
-	termsOf := func(ranks ...int) []string {
-		var terms []string
-		for _, rank := range ranks {
-			terms = append(terms, chatmem.Terms(vocab[rank])...)
-		}
-		return terms
-	}
-	sets := []struct {
-		name  string
-		terms []string
-	}{
-		{"mixed", termsOf(0, 3, 20, 150, 1000, 4000)},
-		{"frequent", termsOf(0, 1, 2, 3, 4, 5)},
-	}
+	sets := benchTermSets(vocab)
 	keys := make([]chatmem.Key, len(sizes))
 	for i, n := range sizes {
 		keys[i] = chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("postings-%d", n)}
@@ -216,4 +197,30 @@ func BenchmarkAppendTurn(b *testing.B) {
 	if cpu := cpuTime() - cpu; cpu > 0 {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
+}
+
+// benchTermSets returns the queries of the postings benchmarks over vocab.
+// mixed: ranks 1, 4, 21, 151, 1001 and 4001, from a word in nine messages
+// of ten to one in a few hundredths of a percent: the 1,000 messages have
+// fewer than 256 postings of most, the 1,000,000 of none. frequent: the
+// six most frequent words, with about 256 postings in both, so both calls
+// return about 6 × 256 and differ in the length of the history alone.
+func benchTermSets(vocab []string) []benchTermSet {
+	termsOf := func(ranks ...int) []string {
+		var terms []string
+		for _, rank := range ranks {
+			terms = append(terms, chatmem.Terms(vocab[rank])...)
+		}
+		return terms
+	}
+	return []benchTermSet{
+		{"mixed", termsOf(0, 3, 20, 150, 1000, 4000)},
+		{"frequent", termsOf(0, 1, 2, 3, 4, 5)},
+	}
+}
+
+// benchTermSet is one query of the postings benchmarks.
+type benchTermSet struct {
+	name  string
+	terms []string
 }

@@ -26,20 +26,7 @@ func BenchmarkUserPostings(b *testing.B) {
 	}
 	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
 	vocab := benchVocabulary(5000)
-	termsOf := func(ranks ...int) []string {
-		var terms []string
-		for _, rank := range ranks {
-			terms = append(terms, chatmem.Terms(vocab[rank])...)
-		}
-		return terms
-	}
-	sets := []struct {
-		name  string
-		terms []string
-	}{
-		{"mixed", termsOf(0, 3, 20, 150, 1000, 4000)},
-		{"frequent", termsOf(0, 1, 2, 3, 4, 5)},
-	}
+	sets := benchTermSets(vocab)
 	users := make([]chatmem.Key, len(sizes))
 	for i, sz := range sizes {
 		users[i] = chatmem.Key{Tenant: "bench", ID: fmt.Sprintf("user-%d", sz.messages)}
