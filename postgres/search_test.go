@@ -33,15 +33,7 @@ func TestPostingsPlan(t *testing.T) {
 	key := chatmem.Key{Tenant: "plan", ID: "big"}
 	fillText(t, s, key, 20000, z)
 	fillText(t, s, chatmem.Key{Tenant: "plan", ID: "small"}, 100, z)
-	pool := testenv.PostgresAdmin(t)
-	if _, err := pool.Exec(t.Context(), "ANALYZE "+schema+".messages, "+schema+".message_terms, "+schema+".conversations"); err != nil {
-		t.Fatal(err)
-	}
-	var quoted []string
-	for _, r := range []int{0, 5, 50, 500, 4000} {
-		quoted = append(quoted, "'"+z.term(r)+"'")
-	}
-	terms := "ARRAY[" + strings.Join(quoted, ", ") + "]"
+	pool, terms := analyzeForPlans(t, schema, z)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		plan := explain(t, pool, postgres.PostingsSQL(schema), fmt.Sprintf("'plan', 'big', now(), %s, 15000, 256", terms), mode)
 		if testing.Verbose() {
@@ -297,4 +289,19 @@ func TestPostingsRemoved(t *testing.T) {
 	if err != nil || len(got) != 4 || len(got[1]) != 0 || len(got[2]) != 0 || !slices.Equal(got[3], []int64{1}) {
 		t.Errorf("Postings(terms with NUL and invalid UTF-8) = %v, %v; want [[1] [] [] [1]], nil", got, err)
 	}
+}
+
+// analyzeForPlans gives the schema's tables their statistics (as
+// autovacuum would) and returns the admin pool and the plan tests' query:
+// an SQL array of z's terms of ranks 1, 6, 51, 501 and 4001.
+func analyzeForPlans(t *testing.T, schema string, z *zipfText) (*pgxpool.Pool, string) {
+	pool := testenv.PostgresAdmin(t)
+	if _, err := pool.Exec(t.Context(), "ANALYZE "+schema+".messages, "+schema+".message_terms, "+schema+".conversations"); err != nil {
+		t.Fatal(err)
+	}
+	var quoted []string
+	for _, r := range []int{0, 5, 50, 500, 4000} {
+		quoted = append(quoted, "'"+z.term(r)+"'")
+	}
+	return pool, "ARRAY[" + strings.Join(quoted, ", ") + "]"
 }

@@ -59,15 +59,7 @@ func TestUserPostingsPlan(t *testing.T) {
 	for i := range 300 {
 		fillUser(t, s, chatmem.Key{Tenant: "plan", ID: fmt.Sprintf("v%d", i)}, 1, 1, z)
 	}
-	pool := testenv.PostgresAdmin(t)
-	if _, err := pool.Exec(t.Context(), "ANALYZE "+schema+".messages, "+schema+".message_terms, "+schema+".conversations"); err != nil {
-		t.Fatal(err)
-	}
-	var quoted []string
-	for _, r := range []int{0, 5, 50, 500, 4000} {
-		quoted = append(quoted, "'"+z.term(r)+"'")
-	}
-	terms := "ARRAY[" + strings.Join(quoted, ", ") + "]"
+	pool, terms := analyzeForPlans(t, schema, z)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		plan := explain(t, pool, postgres.UserPostingsSQL(schema), fmt.Sprintf("'plan', 'u', %s, now(), 256", terms), mode)
 		if testing.Verbose() {
