@@ -183,24 +183,37 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 	if err := validateUser(user); err != nil {
 		return err
 	}
+	if err := validateFacts(facts); err != nil || len(facts) == 0 {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.putUserFacts(user, facts, false)
+	return nil
+}
+
+// validateFacts checks each of facts.
+func validateFacts(facts []chatmem.Fact) error {
 	for i, f := range facts {
 		if err := f.Validate(); err != nil {
 			return fmt.Errorf("fact %d: %w", i, err)
 		}
 	}
-	if len(facts) == 0 {
-		return nil
-	}
+	return nil
+}
+
+// putUserFacts records facts, valid, as the user's, after the facts it has
+// or (replace) instead of them. A zero CreatedAt is set to now. The caller
+// holds s.mu for writing.
+func (s *Store) putUserFacts(user chatmem.Key, facts []chatmem.Fact, replace bool) {
 	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	tn := s.tenants[user.Tenant]
 	if tn == nil {
 		tn = &tenant{convs: make(map[string]*conversation)}
 		s.tenants[user.Tenant] = tn
 	}
 	u := tn.user(user.ID)
-	if u.facts == nil {
+	if u.facts == nil || replace {
 		u.facts = make(map[string][]chatmem.Fact)
 	}
 	for _, f := range facts {
@@ -210,7 +223,6 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 		f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
 		u.facts[f.Key] = append(u.facts[f.Key], f)
 	}
-	return nil
 }
 
 // DeleteUserFact removes the named user fact and its history; see
@@ -355,27 +367,11 @@ func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []
 	if len(facts) == 0 {
 		return fmt.Errorf("%w: replace the facts of user %s with none", chatmem.ErrInvalid, user)
 	}
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
-		}
+	if err := validateFacts(facts); err != nil {
+		return err
 	}
-	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tn := s.tenants[user.Tenant]
-	if tn == nil {
-		tn = &tenant{convs: make(map[string]*conversation)}
-		s.tenants[user.Tenant] = tn
-	}
-	u := tn.user(user.ID)
-	u.facts = make(map[string][]chatmem.Fact)
-	for _, f := range facts {
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
-		u.facts[f.Key] = append(u.facts[f.Key], f)
-	}
+	s.putUserFacts(user, facts, true)
 	return nil
 }
