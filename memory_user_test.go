@@ -160,22 +160,9 @@ func TestFactHistoryValidity(t *testing.T) {
 // with the conversation otherwise; a restated value is not written again.
 func TestExtractedUserFacts(t *testing.T) {
 	ctx := t.Context()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
-		Counter:    tokenizer.Estimate{},
-		Extractors: []chatmem.Extractor{keyValueExtractor{}},
-		Sync:       true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, say := newKeyValueMemory(t)
 	user := chatmem.Key{Tenant: "t", ID: "u1"}
 	a := chatmem.Key{Tenant: "t", ID: "a"}
-	say := func(key chatmem.Key, u, text string) {
-		t.Helper()
-		if _, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, chatmem.AppendOptions{User: u}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	say(a, "u1", "name=Kavya order_id=A-1")
 	say(a, "u1", "name=Kavya")
 	facts, err := mem.UserFacts(ctx, user)
@@ -203,6 +190,26 @@ func TestExtractedUserFacts(t *testing.T) {
 	}
 	if facts, _ := mem.UserFacts(ctx, user); len(facts) != 2 {
 		t.Errorf("UserFacts after b and c = %+v, want name and language", facts)
+	}
+}
+
+// newKeyValueMemory returns a Memory over the memory store that extracts
+// key=value facts in the append (Sync), and say, which appends a user
+// message to a conversation of user u ("": none).
+func newKeyValueMemory(t *testing.T) (*chatmem.Memory, func(key chatmem.Key, u, text string)) {
+	mem, err := chatmem.New(memory.New(), chatmem.Options{
+		Counter:    tokenizer.Estimate{},
+		Extractors: []chatmem.Extractor{keyValueExtractor{}},
+		Sync:       true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem, func(key chatmem.Key, u, text string) {
+		t.Helper()
+		if _, err := mem.Append(t.Context(), key, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, chatmem.AppendOptions{User: u}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -276,27 +283,14 @@ func TestDeleteUserForgetsCache(t *testing.T) {
 // app's, it is not taken for a value already stored.
 func TestExtractionSeesUserFactsTheAppSet(t *testing.T) {
 	ctx := t.Context()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
-		Counter:    tokenizer.Estimate{},
-		Extractors: []chatmem.Extractor{keyValueExtractor{}},
-		Sync:       true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mem, say := newKeyValueMemory(t)
 	user := chatmem.Key{Tenant: "t", ID: "u1"}
 	a := chatmem.Key{Tenant: "t", ID: "a"}
-	say := func(text string) {
-		t.Helper()
-		if _, err := mem.Append(ctx, a, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, chatmem.AppendOptions{User: "u1"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	say("name=Kavya")
+	say(a, "u1", "name=Kavya")
 	if err := mem.SetUserFacts(ctx, user, []chatmem.Fact{{Key: "name", Value: "K. Rao"}}); err != nil {
 		t.Fatal(err)
 	}
-	say("name=Kavya")
+	say(a, "u1", "name=Kavya")
 	facts, err := mem.UserFacts(ctx, user)
 	if err != nil || len(facts) != 1 || facts[0].Value != "Kavya" || facts[0].SetBy != "kv" || facts[0].SourceSeq != 2 {
 		t.Errorf("UserFacts = %+v, %v; want name=Kavya from message 2, superseding the app's", facts, err)
