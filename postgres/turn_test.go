@@ -36,29 +36,14 @@ func BenchmarkTurn(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
 		storetest.BenchmarkTurn(b, func(b *testing.B) chatmem.Store { return open(b, newSchema(b)) }, opts, sizes)
 	})
-	for _, n := range sizes {
-		s := open(b, newSchema(b))
-		floor := sqlFloor(b, s, n)
-		b.Run(fmt.Sprintf("floor/n=%d", n), func(b *testing.B) {
-			texts, i := storetest.TurnContents(n, 1024), 0
-			for b.Loop() {
-				if err := floor(b.Context(), i, texts[i%len(texts)]); err != nil {
-					b.Fatal(err)
-				}
-				i++
+	storetest.BenchmarkTurnVsFloor(b, sizes, opts, func(b *testing.B) *postgres.Store { return open(b, newSchema(b)) }, sqlFloor,
+		func(b *testing.B, s *postgres.Store) chatmem.Store {
+			s2, err := postgres.Open(b.Context(), testenv.PostgresURL(), postgres.Options{Schema: s.Schema()})
+			if err != nil {
+				b.Fatal(err)
 			}
+			return s2
 		})
-		b.Run(fmt.Sprintf("vs-floor/n=%d", n), func(b *testing.B) {
-			reopen := func(b *testing.B) chatmem.Store {
-				s2, err := postgres.Open(b.Context(), testenv.PostgresURL(), postgres.Options{Schema: s.Schema()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				return s2
-			}
-			storetest.BenchmarkTurnFloor(b, s, reopen, opts, n, floor)
-		})
-	}
 }
 
 // sqlFloor makes a table of messages in s's schema, keyed by conversation

@@ -33,30 +33,15 @@ func BenchmarkTurn(b *testing.B) {
 	b.Run("memory", func(b *testing.B) {
 		storetest.BenchmarkTurn(b, func(b *testing.B) chatmem.Store { return newTestStore(b, dial) }, opts, sizes)
 	})
-	for _, n := range sizes {
-		s := newTestStore(b, dial)
-		floor := redisFloor(b, s, n)
-		b.Run(fmt.Sprintf("floor/n=%d", n), func(b *testing.B) {
-			texts, i := storetest.TurnContents(n, 1024), 0
-			for b.Loop() {
-				if err := floor(b.Context(), i, texts[i%len(texts)]); err != nil {
-					b.Fatal(err)
-				}
-				i++
+	// Another process opens the store as cmd/chatmem does.
+	storetest.BenchmarkTurnVsFloor(b, sizes, opts, func(b *testing.B) *Store { return newTestStore(b, dial) }, redisFloor,
+		func(b *testing.B, s *Store) chatmem.Store {
+			s2, err := Open(b.Context(), testenv.RedisURL(), Options{Prefix: s.Prefix()})
+			if err != nil {
+				b.Fatal(err)
 			}
+			return s2
 		})
-		b.Run(fmt.Sprintf("vs-floor/n=%d", n), func(b *testing.B) {
-			// Another process opens the store as cmd/chatmem does.
-			reopen := func(b *testing.B) chatmem.Store {
-				s2, err := Open(b.Context(), testenv.RedisURL(), Options{Prefix: s.Prefix()})
-				if err != nil {
-					b.Fatal(err)
-				}
-				return s2
-			}
-			storetest.BenchmarkTurnFloor(b, s, reopen, opts, n, floor)
-		})
-	}
 }
 
 // redisFloor fills a list with n message records of the benchmark's

@@ -16,6 +16,7 @@ import (
 // BenchmarkTurn is issue 18's turn on SQLite against its floor, and a new
 // process's first turn against a steady one:
 //
+//	floor/n=N    the floor alone
 //	vs-floor/n=N storetest.BenchmarkTurnFloor: Memory.Turn, Append +
 //	             Context and the floor alternating in one loop, and every
 //	             25th iteration a first turn through a store opened again
@@ -33,21 +34,17 @@ func BenchmarkTurn(b *testing.B) {
 		sizes = sizes[:1]
 	}
 	opts := chatmem.Options{Counter: tokenizer.Estimate{}}
-	for _, n := range sizes {
-		b.Run(fmt.Sprintf("vs-floor/n=%d", n), func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "chatmem.db")
-			s := open(b, path)
-			floor := sqlFloor(b, filepath.Join(b.TempDir(), "floor.db"), n)
-			reopen := func(b *testing.B) chatmem.Store {
-				s2, err := Open(b.Context(), path, Options{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				return s2
+	storetest.BenchmarkTurnVsFloor(b, sizes, opts, func(b *testing.B) *Store { return open(b, filepath.Join(b.TempDir(), "chatmem.db")) },
+		func(b *testing.B, _ *Store, n int) storetest.TurnFloor {
+			return sqlFloor(b, filepath.Join(b.TempDir(), "floor.db"), n)
+		},
+		func(b *testing.B, s *Store) chatmem.Store {
+			s2, err := Open(b.Context(), s.path, Options{})
+			if err != nil {
+				b.Fatal(err)
 			}
-			storetest.BenchmarkTurnFloor(b, s, reopen, opts, n, floor)
+			return s2
 		})
-	}
 }
 
 // sqlFloor makes a table of messages in a database of its own at path,

@@ -111,3 +111,28 @@ func BenchmarkTurnFloor(b *testing.B, s chatmem.Store, reopen func(b *testing.B)
 		b.ReportMetric(median(firsts)/mt, "first/turn")
 	}
 }
+
+// BenchmarkTurnVsFloor is a store's issue-18 benchmark against its raw
+// floor: for each n in sizes, on a store open returns (one per n, whose
+// cleanup open registers), floor/n=N times the floor alone (newFloor's, on
+// that store's backend) and vs-floor/n=N runs BenchmarkTurnFloor, with
+// reopen opening the same store again as another process would.
+func BenchmarkTurnVsFloor[S chatmem.Store](b *testing.B, sizes []int, opts chatmem.Options, open func(b *testing.B) S,
+	newFloor func(b *testing.B, s S, n int) TurnFloor, reopen func(b *testing.B, s S) chatmem.Store) {
+	for _, n := range sizes {
+		s := open(b)
+		floor := newFloor(b, s, n)
+		b.Run(fmt.Sprintf("floor/n=%d", n), func(b *testing.B) {
+			texts, i := TurnContents(n, 1024), 0
+			for b.Loop() {
+				if err := floor(b.Context(), i, texts[i%len(texts)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("vs-floor/n=%d", n), func(b *testing.B) {
+			BenchmarkTurnFloor(b, s, func(b *testing.B) chatmem.Store { return reopen(b, s) }, opts, n, floor)
+		})
+	}
+}
