@@ -33,16 +33,9 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 	if limit < 1 {
 		return nil, fmt.Errorf("%s: %w: limit %d, want at least 1", op, chatmem.ErrInvalid, limit)
 	}
-	// A term that text cannot hold (NUL, invalid UTF-8) was never indexed:
-	// it is not sent, and has no postings.
-	send := make([]string, len(terms))
-	for i, t := range terms {
-		if t == "" {
-			return nil, fmt.Errorf("%s: %w: term %d is empty", op, chatmem.ErrInvalid, i)
-		}
-		if storableText("term", t) == nil {
-			send[i] = t
-		}
+	send, err := termsToSend(terms)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if len(terms) == 0 {
 		if err := s.live(ctx, op, key); err != nil {
@@ -129,4 +122,21 @@ func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) (
 		return s.none(ctx, op, key)
 	}
 	return s.read(ctx, op, key, s.q.messagesAt, key.Tenant, key.ID, s.now(), seqs)
+}
+
+// termsToSend returns the query's terms as Postings and UserPostings send
+// them: a term that text cannot hold (NUL, invalid UTF-8) was never
+// indexed, so it is sent as "" and has no postings. An empty term wraps
+// chatmem.ErrInvalid.
+func termsToSend(terms []string) ([]string, error) {
+	send := make([]string, len(terms))
+	for i, t := range terms {
+		if t == "" {
+			return nil, fmt.Errorf("%w: term %d is empty", chatmem.ErrInvalid, i)
+		}
+		if storableText("term", t) == nil {
+			send[i] = t
+		}
+	}
+	return send, nil
 }

@@ -109,14 +109,9 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 	if limit < 1 {
 		return nil, fmt.Errorf("%s: %w: limit %d, want at least 1", op, chatmem.ErrInvalid, limit)
 	}
-	send := make([]string, len(terms))
-	for i, t := range terms {
-		if t == "" {
-			return nil, fmt.Errorf("%s: %w: term %d is empty", op, chatmem.ErrInvalid, i)
-		}
-		if storableText("term", t) == nil { // as in Postings
-			send[i] = t
-		}
+	send, err := termsToSend(terms)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	out := make([][]chatmem.UserHit, len(terms))
 	for i := range out {

@@ -29,17 +29,7 @@ func termPrefix(num int64) string {
 // indexText returns what message_terms holds for a message with terms: the
 // terms with the conversation's prefix, separated by spaces.
 func indexText(num int64, terms []string) string {
-	p := termPrefix(num)
-	var b strings.Builder
-	b.Grow(len(terms) * (len(p) + 8))
-	for i, t := range terms {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(p)
-		b.WriteString(t)
-	}
-	return b.String()
+	return prefixed(termPrefix(num), terms)
 }
 
 // indexable reports whether term can be in the index: chatmem.IndexTerms
