@@ -299,7 +299,7 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 			retry = true
 		}
 	}
-	res, err := m.appendCounted(ctx, key, prior, msgs, counter, opts)
+	res, _, err := m.appendCounted(ctx, key, prior, msgs, counter, opts, nil)
 	if err != nil {
 		conflict := errors.Is(err, ErrConflict)
 		if conflict && checked && !retry {
@@ -348,7 +348,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 		return AppendResult{}, false, nil
 	}
 	opts.Tokenizer, opts.ExpectedTokenizer = counter.Name(), counter.Name()
-	res, err := m.appendCounted(ctx, key, nil, msgs, counter, opts)
+	res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, opts, nil)
 	if errors.Is(err, ErrConflict) {
 		m.tails.drop(key) // kept under another tokenizer: the entry is stale
 		return AppendResult{}, false, nil
@@ -358,10 +358,13 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 
 // appendCounted checks msgs (each checked by Append already) against prior
 // (the conversation's trailing messages they may answer), counts them
-// with counter and stores them.
-func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Message, counter Counter, opts AppendOptions) (AppendResult, error) {
+// with counter and stores them. With tail set, a TailAppender store also
+// reads the conversation's system messages and Tail(*tail) in the append's
+// round trip, returned unless the append was a replay (nil then, and
+// always from other stores).
+func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Message, counter Counter, opts AppendOptions, tail *TailQuery) (AppendResult, *TailRead, error) {
 	if err := validateHistory(prior, msgs, m.limits, false); err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, nil, err
 	}
 	counted := make([]Message, len(msgs))
 	for i, msg := range msgs {
@@ -369,7 +372,7 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 		msg.Seq = 0
 		var err error
 		if msg.Tokens, err = counter.Count(ctx, msg); err != nil {
-			return AppendResult{}, fmt.Errorf("count message %d: %w", i, err)
+			return AppendResult{}, nil, fmt.Errorf("count message %d: %w", i, err)
 		}
 		if msg.CreatedAt.IsZero() {
 			msg.CreatedAt = opts.Now
@@ -381,14 +384,24 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 		}
 		counted[i] = msg
 	}
-	res, err := m.store.Append(ctx, key, counted, opts)
+	var res AppendResult
+	var read *TailRead
+	var err error
+	if ta, ok := m.store.(TailAppender); ok && tail != nil {
+		var r TailRead
+		if res, r, err = ta.AppendTail(ctx, key, counted, opts, *tail); err == nil && !res.Replayed {
+			read = &r
+		}
+	} else {
+		res, err = m.store.Append(ctx, key, counted, opts)
+	}
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("append to %s: %w", key, err)
+		return AppendResult{}, nil, fmt.Errorf("append to %s: %w", key, err)
 	}
 	if !res.Replayed && len(res.Messages) > 0 {
 		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Messages)
 	}
-	return res, nil
+	return res, read, nil
 }
 
 // trailingUnit reads enough of the conversation's end to hold its trailing

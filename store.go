@@ -262,6 +262,37 @@ type SinceReader interface {
 	ConversationSince(ctx context.Context, key Key, after int64, limit int) (Conversation, []Message, error)
 }
 
+// TailAppender is implemented by stores that read a conversation's newest
+// messages in the round trip (and the transaction) of an append. Memory.Turn
+// uses it when its tail cache does not hold the conversation (a process's
+// first turn on it, or a new conversation): the append and the window's
+// read are then one round trip to the store, where they were two or three
+// (the append, the system messages, the tail), and the window comes from
+// what it returned. Memory finds it by a type assertion; every store in
+// this module implements it.
+type TailAppender interface {
+	// AppendTail is Append, followed, in the same transaction (or script),
+	// by reads of the conversation as that append left it: its system
+	// messages and Tail(q). Nothing appended after msgs is in them, and
+	// everything stored before them is. When the append is a replay
+	// (AppendResult.Replayed), nothing is read and the TailRead is empty.
+	// Its errors are Append's, and a q with neither Tokens nor Turns
+	// positive wraps ErrInvalid; nothing is written when an error is
+	// returned. It is safe for concurrent use.
+	AppendTail(ctx context.Context, key Key, msgs []Message, opts AppendOptions, q TailQuery) (AppendResult, TailRead, error)
+}
+
+// TailRead is what AppendTail read after its append.
+type TailRead struct {
+	// System holds the conversation's system messages, oldest first (none
+	// if it has none), as Store.System returns them.
+	System []Message
+	// Recent holds the newest messages selected by the query, oldest
+	// first, as Store.Tail returns them: its last message is the
+	// append's last.
+	Recent []Message
+}
+
 // Searcher is implemented by stores that index their messages for
 // PolicyRecall. A store indexes each non-system message under
 // IndexTerms(m), either in the same transaction as the append that stores

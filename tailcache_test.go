@@ -34,6 +34,18 @@ func (s sinceCounter) ConversationSince(ctx context.Context, key chatmem.Key, af
 	return s.Store.(chatmem.SinceReader).ConversationSince(ctx, key, after, limit)
 }
 
+// tailAppendCounter is a sinceCounter that passes the store's
+// TailAppender through, counting its calls.
+type tailAppendCounter struct {
+	sinceCounter
+	appendTails *atomic.Int64
+}
+
+func (s tailAppendCounter) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
+	s.appendTails.Add(1)
+	return s.Store.(chatmem.TailAppender).AppendTail(ctx, key, msgs, opts, q)
+}
+
 func (s *readCounter) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
 	s.tails.Add(1)
 	return s.Store.Tail(ctx, key, q)

@@ -24,12 +24,19 @@ import (
 //     A turn is then one store write. If another writer got in between
 //     (the condition fails with ErrConflict), Turn appends as Append
 //     does and reads the context as Context does.
-//   - Otherwise (a process's first turn on the conversation), the
-//     messages are counted with the counter a new conversation would get
-//     and the append checks that the conversation is kept under it
-//     (ExpectedTokenizer), instead of reading it first; the window is
-//     read after the append, for the conversation its result describes,
-//     with no second read of its metadata.
+//   - Otherwise (a process's first turn on the conversation, or a new
+//     conversation), the messages are counted with the counter a new
+//     conversation would get and the append checks that the conversation
+//     is kept under it (ExpectedTokenizer), instead of reading it first.
+//     When the store is a TailAppender and the window comes from the
+//     tail (a budget, turns, summary or recall policy under the
+//     conversation's own counts), the append reads the conversation's
+//     system messages and the newest messages the policy can use in its
+//     own round trip, and they fill the tail cache: the turn is one round
+//     trip (plus a summary-buffer policy's summary and recall's search).
+//     Otherwise the window is read after the append, for the
+//     conversation its result describes, with no second read of its
+//     metadata.
 //
 // opts and copts are Append's and Context's. A policy that fails
 // Policy.Validate, and what Append refuses, return an error before
@@ -42,7 +49,7 @@ func (m *Memory) Turn(ctx context.Context, key Key, msgs []Message, opts AppendO
 	if err := m.checkAppend(key, msgs, &opts); err != nil {
 		return AppendResult{}, Window{}, err
 	}
-	res, landed, err := m.turnAppend(ctx, key, msgs, opts)
+	res, landed, err := m.turnAppend(ctx, key, msgs, opts, p, copts)
 	if err != nil {
 		return AppendResult{}, Window{}, err
 	}
@@ -62,9 +69,11 @@ func (m *Memory) Turn(ctx context.Context, key Key, msgs []Message, opts AppendO
 // turnAppend makes Turn's append without reading the conversation first:
 // conditional on the tail cache's last message when it has the
 // conversation (which it then extends with the appended messages), else
-// on the tokenizer alone. landed false (with no error) means it did not
-// try, or a condition it added failed, and Append's way is next.
-func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (_ AppendResult, landed bool, _ error) {
+// on the tokenizer alone, reading the tail p needs with the append when
+// the store can (which then fills the cache). landed false (with no error)
+// means it did not try, or a condition it added failed, and Append's way
+// is next.
+func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts AppendOptions, p Policy, copts ContextOptions) (_ AppendResult, landed bool, _ error) {
 	if needsPrior(msgs) || opts.ExpectedTokenizer != "" {
 		return AppendResult{}, false, nil
 	}
@@ -81,10 +90,13 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	}
 	try := opts
 	try.Tokenizer, try.ExpectedTokenizer = counter.Name(), counter.Name()
+	var tail *TailQuery
 	if conditional {
 		try.ExpectedLastSeq = &last
+	} else if q, ok := m.prefetchQuery(p, copts, counter); ok {
+		tail = &q
 	}
-	res, err := m.appendCounted(ctx, key, nil, msgs, counter, try)
+	res, read, err := m.appendCounted(ctx, key, nil, msgs, counter, try, tail)
 	switch {
 	case errors.Is(err, ErrConflict):
 		// Appended to meanwhile, or kept under another tokenizer: Append
@@ -97,5 +109,40 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	if conditional && !res.Replayed {
 		m.tails.appended(key, last, res.Conversation, res.Messages)
 	}
+	if read != nil {
+		// put checks that the reads match the append's totals.
+		m.tails.put(key, res.Conversation, read.System, read.Recent, *tail)
+	}
 	return res, true, nil
+}
+
+// prefetchQuery is the tail Turn's append reads when the tail cache does
+// not hold the conversation (see TailAppender): what tail asks under p
+// before the conversation's system tokens and copts' reserved messages
+// are known (they only make it ask less), with fillSlack's room, as
+// cachedTail reads to fill an entry. ok is false when the window is not
+// read from the tail under the conversation's counts (PolicyAll, a
+// recount to another tokenizer, the cache off), or the budget leaves
+// nothing to read.
+func (m *Memory) prefetchQuery(p Policy, copts ContextOptions, counter Counter) (_ TailQuery, ok bool) {
+	if m.tails.max == 0 || p.Kind == PolicyAll || (copts.Tokenizer != "" && copts.Tokenizer != counter.Name()) {
+		return TailQuery{}, false
+	}
+	q := TailQuery{Turns: p.Turns}
+	if p.Budget > 0 {
+		if o, ok := counter.(RequestOverhead); ok {
+			p.Overhead = o.RequestOverhead()
+		}
+		q.Tokens = p.Budget - p.Overhead
+		if p.recalls() {
+			q.Tokens = min(q.Tokens, p.recentBudget())
+		}
+		if q.Tokens <= 0 {
+			return TailQuery{}, false
+		}
+	}
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return TailQuery{}, false
+	}
+	return TailQuery{Tokens: q.Tokens + fillSlack(q.Tokens), Turns: q.Turns + fillSlack(q.Turns)}, true
 }

@@ -118,6 +118,78 @@ func TestTurn(t *testing.T) {
 	}
 }
 
+// TestTurnAppendTail: on a TailAppender store, a process's first turn on a
+// conversation (and on a new one) reads its window with the append, in one
+// call, and the window is Context's; the next turns are served by the tail
+// cache it filled.
+func TestTurnAppendTail(t *testing.T) {
+	ctx := t.Context()
+	store := &readCounter{Store: memory.New()}
+	var appendTails atomic.Int64
+	counted := tailAppendCounter{sinceCounter{store}, &appendTails}
+	other := newCachedMemory(t, store.Store, 0)
+	plain := newCachedMemory(t, store.Store, -1)
+	key := chatmem.Key{Tenant: "acme", ID: "turn-appendtail"}
+	mustAppend(t, other, key, chatmem.Message{Role: chatmem.RoleSystem, Content: "Be brief."})
+	for i := range 50 {
+		mustAppend(t, other, key,
+			chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("why ", 10))},
+			chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("answer %d: %s", i, strings.Repeat("because ", 20))})
+	}
+	const nothing = "tail 0, range 0, system 0, conversation 0, conversation since 0"
+	for _, tc := range []struct {
+		name string
+		key  chatmem.Key
+		p    chatmem.Policy
+	}{
+		{"budget", key, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}},
+		{"turns", key, chatmem.Policy{Kind: chatmem.PolicyLastTurns, Turns: 3}},
+		{"new conversation", chatmem.Key{Tenant: "acme", ID: "turn-appendtail-new"}, chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}},
+	} {
+		mem := newCachedMemory(t, counted, 0) // a new process
+		for i := range 3 {
+			store.reset()
+			appendTails.Store(0)
+			msg := chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("%s turn %d", tc.name, i)}
+			res, w, err := mem.Turn(ctx, tc.key, []chatmem.Message{msg}, chatmem.AppendOptions{}, tc.p, chatmem.ContextOptions{})
+			if err != nil {
+				t.Fatalf("%s: Turn %d: %v", tc.name, i, err)
+			}
+			if r := store.reads(); r != nothing {
+				t.Errorf("%s: Turn %d read %s; want nothing but the append", tc.name, i, r)
+			}
+			want := int64(0)
+			if i == 0 {
+				want = 1 // the first turn only
+			}
+			if appendTails.Load() != want {
+				t.Errorf("%s: Turn %d made %d AppendTail calls, want %d", tc.name, i, appendTails.Load(), want)
+			}
+			if got := w.Messages[len(w.Messages)-1]; got.Seq != res.Conversation.LastSeq {
+				t.Errorf("%s: Turn %d's window ends with seq %d, want %d", tc.name, i, got.Seq, res.Conversation.LastSeq)
+			}
+			ctxw, err := plain.Context(ctx, tc.key, tc.p, chatmem.ContextOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(wallClock(w), wallClock(ctxw)) {
+				t.Errorf("%s: Turn %d: window\n%+v\nwant Context's\n%+v", tc.name, i, w, ctxw)
+			}
+		}
+	}
+
+	// PolicyAll reads the whole conversation as Context does: no tail with
+	// the append.
+	mem := newCachedMemory(t, counted, 0)
+	appendTails.Store(0)
+	if _, _, err := mem.Turn(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "all"}}, chatmem.AppendOptions{}, chatmem.Policy{Kind: chatmem.PolicyAll}, chatmem.ContextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if appendTails.Load() != 0 {
+		t.Errorf("a turn under PolicyAll made %d AppendTail calls, want 0", appendTails.Load())
+	}
+}
+
 // TestTurnOtherTokenizer: a process's first turn on a conversation kept
 // under another tokenizer than the default counts with the
 // conversation's.

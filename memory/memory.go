@@ -170,18 +170,47 @@ func notFound(key chatmem.Key) error {
 // ExpectedTokenizer are checked, so the retry of an append that succeeded
 // is a replay, not a conflict.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	res, _, err := s.appendTail(ctx, key, msgs, opts, nil)
+	return res, err
+}
+
+// AppendTail is Append, then System and Tail(q) of the conversation as it
+// left it, under the same lock; see chatmem.TailAppender.
+func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%w: a tail query selects nothing without Tokens or Turns", chatmem.ErrInvalid)
+	}
+	return s.appendTail(ctx, key, msgs, opts, &q)
+}
+
+// appendTail is Append, and with q set AppendTail.
+func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q *chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
+	res, c, err := s.append(ctx, key, msgs, opts)
+	if err != nil || q == nil || res.Replayed {
+		if c != nil {
+			s.mu.Unlock()
+		}
+		return res, chatmem.TailRead{}, err
+	}
+	defer s.mu.Unlock()
+	return res, chatmem.TailRead{System: c.systemMessages(), Recent: c.tail(*q)}, nil
+}
+
+// append is Append's work. The write lock is held on return when c is not
+// nil (the caller releases it), and not held when err is.
+func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (_ chatmem.AppendResult, c *conversation, _ error) {
 	if err := ctx.Err(); err != nil {
-		return chatmem.AppendResult{}, err
+		return chatmem.AppendResult{}, nil, err
 	}
 	if err := key.Validate(); err != nil {
-		return chatmem.AppendResult{}, err
+		return chatmem.AppendResult{}, nil, err
 	}
 	if len(msgs) == 0 {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
+		return chatmem.AppendResult{}, nil, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
 	}
 	if opts.User != "" {
 		if err := chatmem.ValidateUser(opts.User); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("user: %w", err)
+			return chatmem.AppendResult{}, nil, fmt.Errorf("user: %w", err)
 		}
 	}
 	now := opts.Now
@@ -190,26 +219,32 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 	for i, m := range msgs {
 		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+			return chatmem.AppendResult{}, nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		if len(m.Content) > maxContent {
-			return chatmem.AppendResult{}, fmt.Errorf("%w: message %d: content of %d bytes", chatmem.ErrTooLarge, i, len(m.Content))
+			return chatmem.AppendResult{}, nil, fmt.Errorf("%w: message %d: content of %d bytes", chatmem.ErrTooLarge, i, len(m.Content))
 		}
 	}
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := s.lookup(key, time.Now())
+	unlock := true // on an error
+	defer func() {
+		if unlock {
+			s.mu.Unlock()
+		}
+	}()
+	c = s.lookup(key, time.Now())
 	if c != nil && opts.IdempotencyKey != "" {
 		if a, ok := c.idem[opts.IdempotencyKey]; ok {
 			if err := chatmem.CheckFingerprint(key, opts, a.fingerprint); err != nil {
-				return chatmem.AppendResult{}, err
+				return chatmem.AppendResult{}, nil, err
 			}
+			unlock = false
 			return chatmem.AppendResult{
 				Messages:     c.msgs.slice(int(a.first-1), int(a.first-1)+a.count),
 				Conversation: c.meta,
 				Replayed:     true,
-			}, nil
+			}, c, nil
 		}
 	}
 	var last int64
@@ -217,13 +252,13 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		last = c.meta.LastSeq
 	}
 	if opts.ExpectedLastSeq != nil && *opts.ExpectedLastSeq != last {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, *opts.ExpectedLastSeq)
+		return chatmem.AppendResult{}, nil, fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, *opts.ExpectedLastSeq)
 	}
 	if e := opts.ExpectedTokenizer; c != nil && e != "" && c.meta.Tokenizer != e {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, c.meta.Tokenizer, e)
+		return chatmem.AppendResult{}, nil, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, c.meta.Tokenizer, e)
 	}
 	if u := opts.User; c != nil && u != "" && c.meta.User != u {
-		return chatmem.AppendResult{}, userConflict(key, c.meta.User, u)
+		return chatmem.AppendResult{}, nil, userConflict(key, c.meta.User, u)
 	}
 	if c == nil {
 		c = s.create(key, opts.Tokenizer, now)
@@ -254,7 +289,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if opts.IdempotencyKey != "" {
 		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(msgs), fingerprint: opts.Fingerprint}
 	}
-	return chatmem.AppendResult{Messages: added, Conversation: c.meta}, nil
+	unlock = false
+	return chatmem.AppendResult{Messages: added, Conversation: c.meta}, c, nil
 }
 
 // create makes an empty conversation at key, replacing an expired one. The
@@ -403,8 +439,13 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 		return nil, err
 	}
 	defer s.mu.RUnlock()
+	return c.tail(q), nil
+}
+
+// tail is Tail's selection. The caller holds the lock.
+func (c *conversation) tail(q chatmem.TailQuery) []chatmem.Message {
 	if q.Tokens <= 0 && q.Turns <= 0 {
-		return nil, nil
+		return nil
 	}
 	n := c.msgs.len()
 	start := 0
@@ -420,7 +461,7 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 		nth := c.meta.Turns - int64(q.Turns) + 1
 		start = max(start, sort.Search(n, func(i int) bool { return c.users[i] >= nth }))
 	}
-	return c.msgs.slice(start, n), nil
+	return c.msgs.slice(start, n)
 }
 
 // Range returns up to limit messages with Seq > after, oldest first; see
@@ -471,11 +512,16 @@ func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message,
 		return nil, err
 	}
 	defer s.mu.RUnlock()
+	return c.systemMessages(), nil
+}
+
+// systemMessages is System's answer. The caller holds the lock.
+func (c *conversation) systemMessages() []chatmem.Message {
 	out := make([]chatmem.Message, len(c.system))
 	for i, j := range c.system {
 		out[i] = c.msgs.at(j)
 	}
-	return out, nil
+	return out
 }
 
 // Sweep deletes the conversations that expired by now and returns how many

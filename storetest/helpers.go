@@ -81,6 +81,16 @@ func mustRange(t *testing.T, s chatmem.Store, key chatmem.Key, after int64, limi
 	return msgs
 }
 
+// mustSystem calls System, failing the test on an error.
+func mustSystem(t *testing.T, s chatmem.Store, key chatmem.Key) []chatmem.Message {
+	t.Helper()
+	msgs, err := s.System(t.Context(), key)
+	if err != nil {
+		t.Fatalf("System(%s): %v", key, err)
+	}
+	return msgs
+}
+
 // mustTail reads key's tail and fails the test on an error.
 func mustTail(t *testing.T, s chatmem.Store, key chatmem.Key, q chatmem.TailQuery) []chatmem.Message {
 	t.Helper()

@@ -84,6 +84,7 @@ var tests = []subtest{
 	{"System", testSystem},
 	{"Range", testRange},
 	{"ConversationSince", optional[chatmem.SinceReader](sinceTests)},
+	{"AppendTail", optional[chatmem.TailAppender](appendTailTests)},
 	{"Content", testContent},
 	{"CreatedAtRange", testCreatedAtRange},
 	{"ContextCanceled", testContextCanceled},
