@@ -134,7 +134,7 @@ func appendReq(t *testing.T, s *Store, key chatmem.Key, text string, opts chatme
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn := appendWrite(key, opts, now, time.Time{}, []chatmem.Message{m}, []messageRow{row}, [][]string{chatmem.IndexTerms(m)}, res)
+	fn := appendWrite(key, opts, now, time.Time{}, []chatmem.Message{m}, []messageRow{row}, [][]string{chatmem.IndexTerms(m)}, res, nil)
 	return &writeReq{ctx: t.Context(), fn: fn, done: make(chan error, 1), appends: true}
 }
 
