@@ -128,13 +128,20 @@ func BenchmarkAppendConcurrent(b *testing.B) {
 // test to run a group of its choice with runGroup.
 func appendReq(t *testing.T, s *Store, key chatmem.Key, text string, opts chatmem.AppendOptions, res *chatmem.AppendResult) *writeReq {
 	t.Helper()
+	return appendTailReq(t, s, key, text, opts, res, nil)
+}
+
+// appendTailReq is appendReq for AppendTail's write, which reads into
+// tail (nil: Append's).
+func appendTailReq(t *testing.T, s *Store, key chatmem.Key, text string, opts chatmem.AppendOptions, res *chatmem.AppendResult, tail *tailRead) *writeReq {
+	t.Helper()
 	now := s.now()
 	m := chatmem.Message{Role: chatmem.RoleUser, Content: text, Tokens: 1, CreatedAt: now}
 	row, err := encode(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn := appendWrite(key, opts, now, time.Time{}, []chatmem.Message{m}, []messageRow{row}, [][]string{chatmem.IndexTerms(m)}, res)
+	fn := appendWrite(key, opts, now, time.Time{}, []chatmem.Message{m}, []messageRow{row}, [][]string{chatmem.IndexTerms(m)}, res, tail)
 	return &writeReq{ctx: t.Context(), fn: fn, done: make(chan error, 1), appends: true}
 }
 
@@ -246,5 +253,57 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 	var counter int64
 	if err := s.r.db.QueryRowContext(ctx, "SELECT value FROM counters WHERE name = 'conversation'").Scan(&counter); err != nil || counter != maxConversationNum {
 		t.Fatalf("conversation counter %d, %v: want %d, the refused append's update undone", counter, err, maxConversationNum)
+	}
+}
+
+// TestGroupCommitAppendTail: AppendTail's reads, made in its group's
+// transaction after its own statements, hold what the group wrote before
+// them and nothing written after them, also when the group runs again
+// (an append failing after it wrote): each run reads afresh.
+func TestGroupCommitAppendTail(t *testing.T) {
+	s, groups := openCounting(t)
+	ctx := t.Context()
+	a, b := chatmem.Key{Tenant: "t", ID: "a"}, chatmem.Key{Tenant: "t", ID: "b"}
+	for _, key := range []chatmem.Key{a, b} {
+		if _, err := s.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleSystem, Content: "system", Tokens: 1}}, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.w.db.ExecContext(ctx, "UPDATE counters SET value = ?1 WHERE name = 'conversation'", maxConversationNum); err != nil {
+		t.Fatal(err)
+	}
+	res := make([]chatmem.AppendResult, 5)
+	tails := []*tailRead{{q: chatmem.TailQuery{Tokens: 100}}, {q: chatmem.TailQuery{Turns: 5}}}
+	before := groups.Load()
+	errs := runGroupOf(s,
+		appendReq(t, s, b, "beta before", chatmem.AppendOptions{}, &res[0]),
+		appendTailReq(t, s, a, "alpha", chatmem.AppendOptions{}, &res[1], tails[0]),
+		appendReq(t, s, chatmem.Key{Tenant: "t", ID: "new"}, "refused", chatmem.AppendOptions{}, &res[2]),
+		appendTailReq(t, s, b, "beta", chatmem.AppendOptions{}, &res[3], tails[1]),
+		appendReq(t, s, a, "alpha after", chatmem.AppendOptions{}, &res[4]))
+	if errs[0] != nil || errs[1] != nil || errs[3] != nil || errs[4] != nil {
+		t.Fatalf("appends that should succeed: %v", errs)
+	}
+	if errs[2] == nil || !strings.Contains(errs[2].Error(), "exhausted") {
+		t.Fatalf("append to a new conversation with numbers exhausted: %v, want it refused", errs[2])
+	}
+	if n := groups.Load() - before; n != 1 {
+		t.Fatalf("%d transactions committed, want 1", n)
+	}
+	contents := func(msgs []chatmem.Message) []string {
+		var out []string
+		for _, m := range msgs {
+			out = append(out, m.Content)
+		}
+		return out
+	}
+	for i, want := range [][]string{{"system", "alpha"}, {"system", "beta before", "beta"}} {
+		read := tails[i].read
+		if got := contents(read.System); !slices.Equal(got, []string{"system"}) {
+			t.Errorf("AppendTail %d read system messages %q, want [system]", i, got)
+		}
+		if got := contents(read.Recent); !slices.Equal(got, want) {
+			t.Errorf("AppendTail %d read the tail %q, want %q", i, got, want)
+		}
 	}
 }

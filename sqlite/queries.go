@@ -211,6 +211,7 @@ var (
 		selectAppendConversation, selectLiveConversation, insertConversation, updateConversation, deleteConversation, deleteLiveConversation,
 		sweepExpired, purgeInactive, purgeInactiveTenant,
 		insertMessage, selectRange, selectIdempotencyKey, insertIdempotencyKey,
+		selectSystem, selectBudgetStart, selectTurnStart, // AppendTail's reads
 		selectSummaryCovers, upsertSummary,
 		retireFact, insertFact, deleteFact,
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,

@@ -15,11 +15,10 @@ import (
 // Tail returns the newest messages selected by q, oldest first: the longest
 // run of newest messages whose non-system tokens fit q.Tokens, the messages
 // from the q.Turns-th newest user message on, or the shorter of the two. It
-// reads in one snapshot the conversation row, the first seq of the run (an
-// index seek per bound) and the run itself (an index range), so its cost
-// follows the size of the result, not the length of the conversation. It
-// returns chatmem.ErrNotFound for a conversation that does not exist or has
-// expired, and wraps chatmem.ErrInvalid for a bad key.
+// reads in one snapshot the conversation row and what tailMessages reads,
+// so its cost follows the size of the result, not the length of the
+// conversation. It returns chatmem.ErrNotFound for a conversation that does
+// not exist or has expired, and wraps chatmem.ErrInvalid for a bad key.
 func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -31,39 +30,48 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 		if err != nil {
 			return err
 		}
-		if q.Tokens <= 0 && q.Turns <= 0 {
-			out = []chatmem.Message{}
-			return nil
-		}
-		start := int64(1)
-		if q.Tokens > 0 && conv.Tokens > int64(q.Tokens) {
-			err := t.row(selectBudgetStart, key.Tenant, key.ID, conv.Tokens-int64(q.Tokens)).Scan(&start)
-			if errors.Is(err, sql.ErrNoRows) {
-				out = []chatmem.Message{} // the newest message alone is over the budget
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if turn := conv.Turns - int64(q.Turns) + 1; q.Turns > 0 && turn >= 1 {
-			var seq int64
-			err := t.row(selectTurnStart, key.Tenant, key.ID, turn).Scan(&seq)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("sqlite: conversation %s has %d turns but no user message starts turn %d", key, conv.Turns, turn)
-			}
-			if err != nil {
-				return err
-			}
-			start = max(start, seq)
-		}
-		out, err = queryMessages(t, selectRange, key.Tenant, key.ID, start-1, -1)
+		out, err = tailMessages(t, conv, q)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// tailMessages reads in t the newest messages of conv selected by q, as
+// Tail returns them; conv is the conversation's row as t sees it (its
+// totals place the run). It reads the first seq of the run (an index seek
+// per bound) and the run itself (an index range). Tail calls it in a read
+// transaction, AppendTail in the append's write transaction, after the
+// append.
+func tailMessages(t tx, conv chatmem.Conversation, q chatmem.TailQuery) ([]chatmem.Message, error) {
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return []chatmem.Message{}, nil
+	}
+	key := conv.Key
+	start := int64(1)
+	if q.Tokens > 0 && conv.Tokens > int64(q.Tokens) {
+		err := t.row(selectBudgetStart, key.Tenant, key.ID, conv.Tokens-int64(q.Tokens)).Scan(&start)
+		if errors.Is(err, sql.ErrNoRows) {
+			return []chatmem.Message{}, nil // the newest message alone is over the budget
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if turn := conv.Turns - int64(q.Turns) + 1; q.Turns > 0 && turn >= 1 {
+		var seq int64
+		err := t.row(selectTurnStart, key.Tenant, key.ID, turn).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("sqlite: conversation %s has %d turns but no user message starts turn %d", key, conv.Turns, turn)
+		}
+		if err != nil {
+			return nil, err
+		}
+		start = max(start, seq)
+	}
+	return queryMessages(t, selectRange, key.Tenant, key.ID, start-1, -1)
 }
 
 // Range returns up to limit messages with Seq > after, oldest first (limit

@@ -55,6 +55,7 @@ var (
 	_ chatmem.SummaryStore = (*Store)(nil)
 	_ chatmem.FactStore    = (*Store)(nil)
 	_ chatmem.Searcher     = (*Store)(nil)
+	_ chatmem.TailAppender = (*Store)(nil)
 )
 
 // Options configure a Store. The zero value means the defaults.
@@ -77,7 +78,7 @@ const DefaultBusyTimeout = 10 * time.Second
 
 // Store is a chatmem.Store over one SQLite file. It implements
 // chatmem.Sweeper, chatmem.Purger, chatmem.SummaryStore,
-// chatmem.FactStore and chatmem.Searcher too. It is safe for concurrent use by many goroutines
+// chatmem.FactStore, chatmem.Searcher and chatmem.TailAppender too. It is safe for concurrent use by many goroutines
 // and processes.
 type Store struct {
 	path string

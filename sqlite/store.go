@@ -181,6 +181,39 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 // outside chatmem.MinTime..MaxTime or an append time outside 1678..2262.
 // Nothing is written when it returns an error.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	return s.appendTail(ctx, key, msgs, opts, nil)
+}
+
+// AppendTail is Append, followed in its transaction by reads of the
+// conversation as the append left it: its system messages (System's
+// statement) and Tail(q) (tailMessages, as Tail reads it); see
+// chatmem.TailAppender. The reads run in the committer's group, after the
+// append's statements, so they see every write committed or grouped
+// before it and none after it, and are answered after the COMMIT like the
+// append. A replay reads nothing and returns an empty TailRead. A q with
+// neither Tokens nor Turns positive wraps chatmem.ErrInvalid, before
+// anything is written.
+func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%w: a tail query selects nothing without Tokens or Turns", chatmem.ErrInvalid)
+	}
+	tail := &tailRead{q: q}
+	res, err := s.appendTail(ctx, key, msgs, opts, tail)
+	if err != nil {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, err
+	}
+	return res, tail.read, nil
+}
+
+// tailRead is what AppendTail asks its append's write to read (q), and
+// what it read.
+type tailRead struct {
+	q    chatmem.TailQuery
+	read chatmem.TailRead
+}
+
+// appendTail is Append, and AppendTail when tail is set.
+func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, tail *tailRead) (chatmem.AppendResult, error) {
 	if err := key.Validate(); err != nil {
 		return chatmem.AppendResult{}, err
 	}
@@ -236,7 +269,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 
 	var res chatmem.AppendResult
-	if err := s.writeAppend(ctx, appendWrite(key, opts, now, expires, out, rows, terms, &res)); err != nil {
+	if err := s.writeAppend(ctx, appendWrite(key, opts, now, expires, out, rows, terms, &res, tail)); err != nil {
 		return chatmem.AppendResult{}, err
 	}
 	return res, nil
@@ -244,12 +277,18 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 
 // appendWrite returns Append's write: out (with rows and terms, their
 // columns and index terms) at the end of the conversation, its result in
-// *res. The write may run more than once (the committer runs a group
-// again when one of its appends failed after writing, see runAppends):
-// each run starts from what it reads, and sets *res only on success.
+// *res; with tail set (AppendTail), unless the append is a replay, it then
+// reads the conversation's system messages and tail into tail.read. The
+// write may run more than once (the committer runs a group again when one
+// of its appends failed after writing, see runAppends): each run starts
+// from what it reads, and sets *res only on success (tail.read at its
+// end, left empty by a replay or a failure).
 func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.Time, out []chatmem.Message,
-	rows []messageRow, terms [][]string, res *chatmem.AppendResult) func(tx) error {
+	rows []messageRow, terms [][]string, res *chatmem.AppendResult, tail *tailRead) func(tx) error {
 	return func(t tx) error {
+		if tail != nil {
+			tail.read = chatmem.TailRead{} // a replay's, and no run's before
+		}
 		conv, num, found, err := currentConversation(t, key, now)
 		if err != nil {
 			return err
@@ -337,6 +376,18 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 			if _, err := t.exec(insertIdempotencyKey, key.Tenant, key.ID, opts.IdempotencyKey, first, len(out), opts.Fingerprint); err != nil {
 				return err
 			}
+		}
+		if tail != nil {
+			// The reads see this append's rows (and those of its group's
+			// writes before it), uncommitted: the transaction's own.
+			var read chatmem.TailRead
+			if read.System, err = queryMessages(t, selectSystem, key.Tenant, key.ID); err != nil {
+				return fmt.Errorf("read the system messages: %w", err)
+			}
+			if read.Recent, err = tailMessages(t, conv, tail.q); err != nil {
+				return fmt.Errorf("read the tail: %w", err)
+			}
+			tail.read = read
 		}
 		*res = chatmem.AppendResult{Messages: out, Conversation: conv}
 		return nil

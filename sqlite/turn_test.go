@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,5 +106,69 @@ func sqlFloor(b *testing.B, path string, n int) storetest.TurnFloor {
 			return fmt.Errorf("floor read %d rows, want 64", got)
 		}
 		return tx.Commit()
+	}
+}
+
+// TestFirstTurnOneTransaction checks that a new process's first turn on an
+// existing conversation (a store opened again, a new Memory) is one write
+// transaction and reads nothing through the read pool: AppendTail reads
+// the system messages and the tail in the append's transaction. The read
+// pool is closed before the turn, so any read through it would fail it;
+// the window must be the one Context reads afterwards.
+func TestFirstTurnOneTransaction(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "chatmem.db")
+	s := open(t, path)
+	opts := chatmem.Options{Counter: tokenizer.Estimate{}}
+	filler, err := chatmem.New(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := chatmem.Key{Tenant: "acme", ID: "first-turn"}
+	if _, err := filler.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleSystem, Content: "Be brief."}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if _, err := filler.Append(ctx, key, []chatmem.Message{
+			{Role: chatmem.RoleUser, Content: fmt.Sprintf("question %d: %s", i, strings.Repeat("why ", 10))},
+			{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("answer %d: %s", i, strings.Repeat("because ", 20))},
+		}, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s2 := open(t, path)
+	mem, err := chatmem.New(s2, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.r.db.Close(); err != nil { // Close closes it again, which returns nil
+		t.Fatal(err)
+	}
+	groups := s2.commit.groups.Load()
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}
+	msg := chatmem.Message{Role: chatmem.RoleUser, Content: "the first turn of this process"}
+	res, w, err := mem.Turn(ctx, key, []chatmem.Message{msg}, chatmem.AppendOptions{}, p, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatalf("first Turn with the read pool closed: %v", err)
+	}
+	if n := s2.commit.groups.Load() - groups; n != 1 {
+		t.Errorf("first Turn committed %d transactions, want 1", n)
+	}
+	if got := w.Messages[len(w.Messages)-1]; got.Seq != res.Conversation.LastSeq {
+		t.Errorf("first Turn's window ends with seq %d, want %d", got.Seq, res.Conversation.LastSeq)
+	}
+	if len(w.Messages) == 0 || w.Messages[0].Role != chatmem.RoleSystem {
+		t.Errorf("first Turn's window does not start with the system message: %+v", w.Messages)
+	}
+	want, err := filler.Context(ctx, key, p, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(w.Messages, want.Messages, func(a, b chatmem.Message) bool {
+		return a.Seq == b.Seq && a.Content == b.Content && a.Tokens == b.Tokens
+	}) || w.Tokens != want.Tokens || w.Dropped != want.Dropped {
+		t.Errorf("first Turn's window: %d messages, %d tokens, %d dropped; Context reads %d, %d, %d",
+			len(w.Messages), w.Tokens, w.Dropped, len(want.Messages), want.Tokens, want.Dropped)
 	}
 }
