@@ -53,6 +53,17 @@
 // errors), so a lost reply cannot make an append land twice; a retry with
 // an IdempotencyKey is the safe way to repeat one.
 //
+// AppendTail (chatmem.TailAppender, Memory.Turn's first turn on a
+// conversation) is the same script with a tail query: after appending, it
+// finds the tail as Tail's script does (the two share tailStart) and
+// replies the system messages and the tail's messages too, so the append
+// and both reads are one round trip, in the append's snapshot. Unlike
+// Tail, it passes the messages through Lua: on Redis 7.0 that costs the
+// server about a microsecond per message of a few hundred bytes, some
+// fifteen times what an LRANGE of them costs, but it is paid once per
+// conversation and process (it fills Memory's tail cache), and a
+// process's first turn has no hint yet to guess an LRANGE with.
+//
 // Tail reads the messages with a plain LRANGE, never through Lua, which on
 // Redis 7.0 would cost the server several times the LRANGE itself. A script
 // checks the conversation and finds where the run starts on the cum list:
