@@ -55,14 +55,16 @@
 //
 // AppendTail (chatmem.TailAppender, Memory.Turn's first turn on a
 // conversation) is the same script with a tail query: after appending, it
-// finds the tail as Tail's script does (the two share tailStart) and
-// replies the system messages and the tail's messages too, so the append
-// and both reads are one round trip, in the append's snapshot. Unlike
-// Tail, it passes the messages through Lua: on Redis 7.0 that costs the
+// reads the system messages and finds the tail as Tail's script does (the
+// two share tailStart), and the tail's messages are read as Tail reads
+// them (below), by an LRANGE and a re-read of meta pipelined behind it:
+// the append and both reads are one round trip when the guess holds the
+// tail. A store that has learned no rates yet guesses with cold ones
+// (messages of 32 tokens, turns of 4 messages), so that a process's first
+// turn is one round trip too; a query too long to guess has the script
+// read the messages itself, through Lua, which on Redis 7.0 costs the
 // server about a microsecond per message of a few hundred bytes, some
-// fifteen times what an LRANGE of them costs, but it is paid once per
-// conversation and process (it fills Memory's tail cache), and a
-// process's first turn has no hint yet to guess an LRANGE with.
+// fifteen times what an LRANGE of them costs.
 //
 // Tail reads the messages with a plain LRANGE, never through Lua, which on
 // Redis 7.0 would cost the server several times the LRANGE itself. A script

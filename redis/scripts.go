@@ -203,7 +203,9 @@ end
 // request's fingerprint (empty: none), user (empty: none; recorded as
 // meta's user if the append creates the conversation, else it must be
 // meta's), the tail query's tokens and turns (both 0: none, as for
-// Append), then per message: its JSON object, its tokens, and its kind
+// Append) and whether to read the tail's messages ('1') or only find
+// where they start ('0': the client reads them behind the script, see
+// Store.AppendTail), then per message: its JSON object, its tokens, and its kind
 // ('s' system, 'u' user, 'o' other). The object starts with its seq when
 // an expected last seq is given (the append then lands with the seqs
 // that follow it, or not at all), and the script puts it in front
@@ -222,8 +224,8 @@ end
 // none is recorded; a conversation the append creates, an expired one
 // included, matches), {1, first_seq, meta fields...} after appending (the
 // fields as appendMeta lists them; with a tail query, followed by the
-// system messages, the first seq of the tail and its messages, read as
-// the append left the conversation: see Store.AppendTail), {2,
+// system messages, the first seq of the tail and, if asked, its messages,
+// read as the append left the conversation: see Store.AppendTail), {2,
 // first_seq, meta, messages} when
 // the idempotency key was applied before (meta as HGETALL lists it;
 // messages are the original ones), and {4, 0} when it was applied with
@@ -237,7 +239,7 @@ local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS
 local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local fingerprint = ARGV[8]
 local user = ARGV[9]
-local tailTokens, tailTurns = tonumber(ARGV[10]), tonumber(ARGV[11])
+local tailTokens, tailTurns, tailRead = tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
   'ixseq', 'created_at', 'gen')
@@ -303,7 +305,7 @@ end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
-for i = 12, #ARGV, 3 do
+for i = 13, #ARGV, 3 do
   last = last + 1
   -- Stored messages carry their seq, so each list entry reads on its own.
   local msg = ARGV[i]
@@ -356,12 +358,12 @@ end
 local reply = {1, first, convTokenizer, convUser, last, tokens, systemTokens, turns, created, now, exp, convGen}
 if tailTokens > 0 or tailTurns > 0 then
   -- AppendTail: the reads of System and Tail, in the append's snapshot.
-  -- The messages pass through Lua here, which Tail avoids (see
-  -- tailScript), so that the reads cost no second round trip.
   local start = tailStart(cum, users, last, tokens, tailTokens, tailTurns)
   reply[13] = redis.call('LRANGE', sys, 0, -1)
   reply[14] = start
-  reply[15] = redis.call('LRANGE', msgs, start - 1, last - 1)
+  if tailRead == '1' then
+    reply[15] = redis.call('LRANGE', msgs, start - 1, last - 1)
+  end
 end
 return reply
 `)
