@@ -53,6 +53,19 @@
 // errors), so a lost reply cannot make an append land twice; a retry with
 // an IdempotencyKey is the safe way to repeat one.
 //
+// AppendTail (chatmem.TailAppender, Memory.Turn's first turn on a
+// conversation) is the same script with a tail query: after appending, it
+// reads the system messages and finds the tail as Tail's script does (the
+// two share tailStart), and the tail's messages are read as Tail reads
+// them (below), by an LRANGE and a re-read of meta pipelined behind it:
+// the append and both reads are one round trip when the guess holds the
+// tail. A store that has learned no rates yet guesses with cold ones
+// (messages of 32 tokens, turns of 4 messages), so that a process's first
+// turn is one round trip too; a query too long to guess has the script
+// read the messages itself, through Lua, which on Redis 7.0 costs the
+// server about a microsecond per message of a few hundred bytes, some
+// fifteen times what an LRANGE of them costs.
+//
 // Tail reads the messages with a plain LRANGE, never through Lua, which on
 // Redis 7.0 would cost the server several times the LRANGE itself. A script
 // checks the conversation and finds where the run starts on the cum list:

@@ -28,17 +28,48 @@ const (
 	maxGuess = 1000
 )
 
+// coldPerToken and coldPerTurn are the rates guessCold assumes before
+// any were learned: messages of 32 tokens, and turns of 4 messages (a
+// question, a tool call, its result and an answer). Chats' messages are
+// longer on average, so the guess reads more than the run holds, which
+// costs less than the second round trip of a guess that falls short.
+const (
+	coldPerToken = 1.0 / 32
+	coldPerTurn  = 4
+)
+
 // guess returns how many of the newest messages to read for q, or 0 for
 // none (no estimate, or one over maxGuess).
 func (h *tailHint) guess(q chatmem.TailQuery) int64 {
+	return estimate(q, math.Float64frombits(h.perToken.Load()), math.Float64frombits(h.perTurn.Load()))
+}
+
+// guessCold is guess, with the cold rates for the rates not learned yet:
+// for AppendTail, whose alternative to a guess is to pass the messages
+// through Lua (see Store.AppendTail), not a second round trip.
+func (h *tailHint) guessCold(q chatmem.TailQuery) int64 {
+	perToken, perTurn := math.Float64frombits(h.perToken.Load()), math.Float64frombits(h.perTurn.Load())
+	if perToken == 0 {
+		perToken = coldPerToken
+	}
+	if perTurn == 0 {
+		perTurn = coldPerTurn
+	}
+	return estimate(q, perToken, perTurn)
+}
+
+// estimate returns how many of the newest messages q selects at the rates
+// given (0: unknown), with a margin, or 0 for no estimate or one over
+// maxGuess.
+func estimate(q chatmem.TailQuery, perToken, perTurn float64) int64 {
 	// The run is the shorter of the two a query sets, so either estimate
 	// bounds it.
 	est := math.Inf(1)
-	if r := math.Float64frombits(h.perToken.Load()); q.Tokens > 0 && r > 0 {
-		est = float64(q.Tokens) * r
+	if q.Tokens > 0 && perToken > 0 {
+		est = float64(q.Tokens) * perToken
 	}
-	if r := math.Float64frombits(h.perTurn.Load()); q.Turns > 0 && r > 0 {
-		est = min(est, float64(q.Turns)*r)
+	if q.Turns > 0 && perTurn > 0 {
+		est = min(est, float64(q.Turns)*perTurn)
 	}
 	n := math.Ceil(est*guessMargin) + guessSlack
 	if n > maxGuess {

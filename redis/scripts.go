@@ -134,6 +134,66 @@ local function pushAll(key, t)
 end
 `
 
+// luaTail defines tailStart, which the tail script and the append script
+// (for AppendTail) share: where the newest messages a TailQuery selects
+// begin. See tailScript for how it searches.
+const luaTail = `
+-- tailStart returns the seq at which the newest messages selected by want
+-- tokens and turns user messages begin (last + 1 if they select none), for
+-- a conversation whose last seq is last and whose non-system messages
+-- hold total tokens; cum and users are its lists. want or turns is
+-- positive.
+local function tailStart(cum, users, last, total, want, turns)
+  local start = 1
+  local target = total - want
+  if want > 0 and target > 0 then
+    -- at(j) is cum[j], read from the tail; cum[0] is 0.
+    local function at(j)
+      if j == 0 then return 0 end
+      return tonumber(redis.call('LINDEX', cum, j - 1 - last))
+    end
+    -- Invariant: cum[lo] < target <= cum[hi], so the boundary is in lo+1..hi.
+    local lo, hi = 0, last
+    local guess = last - math.ceil(want * last / total) -- 0 <= guess < last
+    if guess > 0 then
+      local step = 1
+      if at(guess) >= target then
+        hi = guess
+        while hi - step > lo do
+          local p = hi - step
+          if at(p) < target then lo = p; break end
+          hi, step = p, step * 2
+        end
+      else
+        lo = guess
+        while lo + step < hi do
+          local p = lo + step
+          if at(p) >= target then hi = p; break end
+          lo, step = p, step * 2
+        end
+      end
+    end
+    while hi - lo > 1 do
+      if hi - lo <= 33 then
+        local vals = redis.call('LRANGE', cum, lo - last, hi - 2 - last) -- cum[lo+1..hi-1]
+        for i = 1, #vals do
+          if tonumber(vals[i]) >= target then hi = lo + i; break end
+        end
+        break
+      end
+      local mid = math.floor((lo + hi) / 2)
+      if at(mid) >= target then hi = mid else lo = mid end
+    end
+    start = hi + 1
+  end
+  if turns > 0 then
+    local s = redis.call('LINDEX', users, -turns)
+    if s then start = math.max(start, tonumber(s)) end
+  end
+  return start
+end
+`
+
 // appendScript appends a batch of messages.
 //
 // KEYS: all of the conversation's. ARGV: now, expires_at ('0': this append
@@ -142,7 +202,10 @@ end
 // append creates the conversation), expected tokenizer (empty: none), the
 // request's fingerprint (empty: none), user (empty: none; recorded as
 // meta's user if the append creates the conversation, else it must be
-// meta's), then per message: its JSON object, its tokens, and its kind
+// meta's), the tail query's tokens and turns (both 0: none, as for
+// Append) and whether to read the tail's messages ('1') or only find
+// where they start ('0': the client reads them behind the script, see
+// Store.AppendTail), then per message: its JSON object, its tokens, and its kind
 // ('s' system, 'u' user, 'o' other). The object starts with its seq when
 // an expected last seq is given (the append then lands with the seqs
 // that follow it, or not at all), and the script puts it in front
@@ -160,7 +223,10 @@ end
 // ExpectedTokenizer check (tokenizer is the live conversation's, empty if
 // none is recorded; a conversation the append creates, an expired one
 // included, matches), {1, first_seq, meta fields...} after appending (the
-// fields as appendMeta lists them), {2, first_seq, meta, messages} when
+// fields as appendMeta lists them; with a tail query, followed by the
+// system messages, the first seq of the tail and, if asked, its messages,
+// read as the append left the conversation: see Store.AppendTail), {2,
+// first_seq, meta, messages} when
 // the idempotency key was applied before (meta as HGETALL lists it;
 // messages are the original ones), and {4, 0} when it was applied with
 // another fingerprint (both set). The idem hash holds
@@ -168,11 +234,12 @@ end
 // fingerprints were, which match any). Nothing of a live conversation is
 // written on a failed check or a replay (an expired one's keys are
 // deleted first, whatever follows).
-var appendScript = newScript(luaPrelude + `
+var appendScript = newScript(luaPrelude + luaTail + `
 local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10]
 local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local fingerprint = ARGV[8]
 local user = ARGV[9]
+local tailTokens, tailTurns, tailRead = tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
   'ixseq', 'created_at', 'gen')
@@ -238,7 +305,7 @@ end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
-for i = 10, #ARGV, 3 do
+for i = 13, #ARGV, 3 do
   last = last + 1
   -- Stored messages carry their seq, so each list entry reads on its own.
   local msg = ARGV[i]
@@ -288,7 +355,17 @@ end
 -- meta as it is now, the fields parseMeta reads and gen (for the user
 -- index), by position (see appendMeta): no HGETALL, and no field names
 -- for Lua to make strings of. Numbers go as integers.
-return {1, first, convTokenizer, convUser, last, tokens, systemTokens, turns, created, now, exp, convGen}
+local reply = {1, first, convTokenizer, convUser, last, tokens, systemTokens, turns, created, now, exp, convGen}
+if tailTokens > 0 or tailTurns > 0 then
+  -- AppendTail: the reads of System and Tail, in the append's snapshot.
+  local start = tailStart(cum, users, last, tokens, tailTokens, tailTurns)
+  reply[13] = redis.call('LRANGE', sys, 0, -1)
+  reply[14] = start
+  if tailRead == '1' then
+    reply[15] = redis.call('LRANGE', msgs, start - 1, last - 1)
+  end
+end
+return reply
 `)
 
 // tailScript finds the newest messages selected by a TailQuery; the caller
@@ -312,7 +389,7 @@ return {1, first, convTokenizer, convUser, last, tokens, systemTokens, turns, cr
 // list and lies within the run or as far again before it as the
 // prediction erred, so the cost follows the size of the run, not the
 // length of the conversation.
-var tailScript = newScript(luaPrelude + `
+var tailScript = newScript(luaPrelude + luaTail + `
 local meta, cum, users = KEYS[1], KEYS[2], KEYS[3]
 local now, want, turns = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'gen')
@@ -321,54 +398,7 @@ if not last or expired(m[2], now) then return {-1} end
 local gen = m[4] or ''
 if want <= 0 and turns <= 0 then return {last + 1, last, gen} end
 
-local start = 1
-local total = tonumber(m[3])
-local target = total - want
-if want > 0 and target > 0 then
-  -- at(j) is cum[j], read from the tail; cum[0] is 0.
-  local function at(j)
-    if j == 0 then return 0 end
-    return tonumber(redis.call('LINDEX', cum, j - 1 - last))
-  end
-  -- Invariant: cum[lo] < target <= cum[hi], so the boundary is in lo+1..hi.
-  local lo, hi = 0, last
-  local guess = last - math.ceil(want * last / total) -- 0 <= guess < last
-  if guess > 0 then
-    local step = 1
-    if at(guess) >= target then
-      hi = guess
-      while hi - step > lo do
-        local p = hi - step
-        if at(p) < target then lo = p; break end
-        hi, step = p, step * 2
-      end
-    else
-      lo = guess
-      while lo + step < hi do
-        local p = lo + step
-        if at(p) >= target then hi = p; break end
-        lo, step = p, step * 2
-      end
-    end
-  end
-  while hi - lo > 1 do
-    if hi - lo <= 33 then
-      local vals = redis.call('LRANGE', cum, lo - last, hi - 2 - last) -- cum[lo+1..hi-1]
-      for i = 1, #vals do
-        if tonumber(vals[i]) >= target then hi = lo + i; break end
-      end
-      break
-    end
-    local mid = math.floor((lo + hi) / 2)
-    if at(mid) >= target then hi = mid else lo = mid end
-  end
-  start = hi + 1
-end
-if turns > 0 then
-  local s = redis.call('LINDEX', users, -turns)
-  if s then start = math.max(start, tonumber(s)) end
-end
-return {start, last, gen}
+return {tailStart(cum, users, last, tonumber(m[3]), want, turns), last, gen}
 `)
 
 // tailReadScript reads a run tailScript found, if the conversation is still

@@ -56,6 +56,7 @@ var (
 	_ chatmem.Searcher     = (*Store)(nil)
 	_ chatmem.IndexCatcher = (*Store)(nil)
 	_ chatmem.SinceReader  = (*Store)(nil)
+	_ chatmem.TailAppender = (*Store)(nil)
 )
 
 // New returns a Store over client, which may be a *goredis.Client, a
@@ -316,18 +317,51 @@ var maxTime = time.Unix(0, 1<<63-1)
 // creates, or starts afresh after it expired, matches). A failed check
 // writes nothing and returns an error wrapping chatmem.ErrConflict.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	res, _, err := s.appendTail(ctx, key, msgs, opts, nil)
+	return res, err
+}
+
+// AppendTail is Append, with the reads of System and Tail(q) in its round
+// trip (see chatmem.TailAppender). The append script reads the system
+// messages and finds the tail as Tail's script does (tailStart), in the
+// append's snapshot. The tail's messages are read as Tail reads them:
+// by an LRANGE of the newest messages pipelined behind the script, as
+// many as the store's hint guesses (or, before it learned anything, the
+// cold rates: see tailHint.guessCold), with a re-read of meta's gen, and,
+// when the guess falls short, by a second round trip; the messages are
+// the run the script found, as of its snapshot, for the reasons Tail
+// gives. Only when no guess can be made (a query for more than maxGuess
+// messages) does the script read them itself, passing them through Lua,
+// which costs the server many times the LRANGE.
+//
+// If the conversation is deleted (or expires) between the script and the
+// read of its tail, the append it made is deleted with it and AppendTail
+// returns chatmem.ErrNotFound; a network failure on that read wraps
+// chatmem.ErrUnavailable, as a failure after the script was sent does.
+func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%w: a tail query selects nothing without Tokens or Turns", chatmem.ErrInvalid)
+	}
+	return s.appendTail(ctx, key, msgs, opts, &q)
+}
+
+// appendTail is Append, and with q set AppendTail.
+func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q *chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
+	fail := func(err error) (chatmem.AppendResult, chatmem.TailRead, error) {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, err
+	}
 	if err := key.Validate(); err != nil {
-		return chatmem.AppendResult{}, err
+		return fail(err)
 	}
 	if len(msgs) == 0 {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
+		return fail(fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid))
 	}
 	if opts.TTL < 0 {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: negative TTL %v", chatmem.ErrInvalid, opts.TTL)
+		return fail(fmt.Errorf("%w: negative TTL %v", chatmem.ErrInvalid, opts.TTL))
 	}
 	if opts.User != "" {
 		if err := chatmem.ValidateUser(opts.User); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("user: %w", err)
+			return fail(fmt.Errorf("user: %w", err))
 		}
 	}
 	now := opts.Now
@@ -345,12 +379,12 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	expected := int64(-1)
 	if opts.ExpectedLastSeq != nil {
 		if *opts.ExpectedLastSeq < 0 {
-			return chatmem.AppendResult{}, fmt.Errorf("%w: negative expected last seq %d", chatmem.ErrInvalid, *opts.ExpectedLastSeq)
+			return fail(fmt.Errorf("%w: negative expected last seq %d", chatmem.ErrInvalid, *opts.ExpectedLastSeq))
 		}
 		expected = *opts.ExpectedLastSeq
 	}
 
-	args := make([]any, 0, 9+3*len(msgs))
+	args := make([]any, 0, 12+3*len(msgs))
 	// The generation token tells this conversation from one created under
 	// the same key after it is deleted (see Tail); only the append that
 	// creates the conversation records it.
@@ -359,16 +393,30 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		gen = rand.Text() // else the script cannot create the conversation
 	}
 	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, gen, opts.ExpectedTokenizer, opts.Fingerprint, opts.User)
+	// With a guess, the tail's messages are read behind the script, as
+	// Tail reads them (see AppendTail); without one, by the script.
+	var guess int64
+	if q != nil {
+		guess = s.hint.guessCold(*q)
+		inScript := 0
+		if guess == 0 {
+			inScript = 1
+		}
+		args = append(args, tailArgs(*q)...)
+		args = append(args, inScript)
+	} else {
+		args = append(args, 0, 0, 0)
+	}
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
 		if !m.Role.Valid() {
-			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: unknown role %q", i, chatmem.ErrInvalid, m.Role)
+			return fail(fmt.Errorf("message %d: %w: unknown role %q", i, chatmem.ErrInvalid, m.Role))
 		}
 		if m.Tokens < 0 {
-			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: negative token count %d", i, chatmem.ErrInvalid, m.Tokens)
+			return fail(fmt.Errorf("message %d: %w: negative token count %d", i, chatmem.ErrInvalid, m.Tokens))
 		}
 		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
+			return fail(fmt.Errorf("message %d: %w", i, err))
 		}
 		m = m.Clone()
 		if m.CreatedAt.IsZero() {
@@ -384,7 +432,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		}
 		b, err := encodeRecordAt(seq, m)
 		if err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: %v", i, chatmem.ErrInvalid, err)
+			return fail(fmt.Errorf("message %d: %w: %v", i, chatmem.ErrInvalid, err))
 		}
 		kind := "o"
 		switch m.Role {
@@ -398,7 +446,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 
 	if opts.User != "" {
 		if err := s.indexUserConversation(ctx, key, opts.User); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
+			return fail(fmt.Errorf("redis: append to %s: %w", key, err))
 		}
 	}
 	// The tenant's index lives in another slot, so it is written beside
@@ -407,20 +455,42 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	// script appended (a pipeline cannot wait for the script's answer);
 	// a member without a live conversation is what List tolerates and
 	// removes anyway.
-	index := goredis.NewIntCmd(ctx, "zadd", s.indexKey(key.Tenant), 0, key.ID)
-	reply, err := s.runOnce(ctx, appendScript, s.convKeys(key), args, index)
-	if err != nil {
-		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
+	keys := s.convKeys(key)
+	after := []goredis.Cmder{goredis.NewIntCmd(ctx, "zadd", s.indexKey(key.Tenant), 0, key.ID)}
+	var items *goredis.StringSliceCmd
+	var check *goredis.SliceCmd
+	if guess > 0 {
+		items = goredis.NewStringSliceCmd(ctx, "lrange", keys[kMsgs], -guess, -1)
+		check = goredis.NewSliceCmd(ctx, "hmget", keys[kMeta], "last_seq", "gen") // after the LRANGE
+		after = append(after, items, check)
 	}
-	res, err := parseAppend(key, reply, stored, opts)
+	reply, err := s.runOnce(ctx, appendScript, keys, args, after...)
 	if err != nil {
-		return chatmem.AppendResult{}, fmt.Errorf("redis: append to %s: %w", key, err)
+		return fail(fmt.Errorf("redis: append to %s: %w", key, err))
+	}
+	res, read, run, err := parseAppend(key, reply, stored, opts)
+	if err != nil {
+		return fail(fmt.Errorf("redis: append to %s: %w", key, err))
+	}
+	if run != nil {
+		// The script found the tail; the LRANGE behind it should hold it.
+		msgs, ok, err := s.guessedRun(key, *run, items, check)
+		if !ok {
+			msgs, err = s.readRun(ctx, key, *run)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("redis: append to %s: read the tail after the append: %w", key, err))
+		}
+		read.Recent = msgs
 	}
 	s.hint.seed(res.Conversation)
+	if read.Recent != nil {
+		s.hint.learn(read.Recent)
+	}
 	// The append is stored by now, so a failure of the index is logged
 	// rather than returned (a caller would retry and append twice); the
 	// next append indexes the conversation again.
-	if err := index.Err(); err != nil {
+	if err := after[0].Err(); err != nil {
 		s.log.ErrorContext(ctx, "redis: index conversation after append", "key", key.String(), "err", err)
 	}
 	// The user's index across conversations, in the user's slot: the same
@@ -434,70 +504,111 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 			s.log.ErrorContext(ctx, "redis: index for the user after append", "key", key.String(), "user", u, "err", err)
 		}
 	}
-	return res, nil
+	return res, read, nil
 }
 
-// parseAppend turns the append script's reply into a result; stored are
-// the messages the append sent, which become the result's if they were
+// parseAppend turns the append script's reply into a result and, when
+// the script read them (AppendTail), the system messages and tail; stored
+// are the messages the append sent, which become the result's if they were
 // stored, and opts are its options.
-func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, chatmem.TailRead, *tailRun, error) {
+	var none chatmem.TailRead
 	r, ok := reply.([]any)
 	if !ok || len(r) < 2 {
-		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("unexpected script reply %v", reply)
 	}
 	status, _ := r[0].(int64)
 	if status == 0 {
 		last, _ := r[1].(int64)
-		return chatmem.AppendResult{}, fmt.Errorf("%w: last seq is %d", chatmem.ErrConflict, last)
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: last seq is %d", chatmem.ErrConflict, last)
 	}
 	if status == 5 {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s belongs to another user or to none", chatmem.ErrConflict, key)
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: conversation %s belongs to another user or to none", chatmem.ErrConflict, key)
 	}
 	if status == 3 {
 		tok, _ := r[1].(string)
-		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q",
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q",
 			chatmem.ErrConflict, key, tok, opts.ExpectedTokenizer)
 	}
 	if status == 4 {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: key %q was applied to conversation %s with other messages",
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: key %q was applied to conversation %s with other messages",
 			chatmem.ErrIdempotencyKeyReused, opts.IdempotencyKey, key)
 	}
 	if len(r) < 3 {
-		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v", reply)
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("unexpected script reply %v", reply)
 	}
 	first, _ := r[1].(int64)
 	if status == 2 {
 		conv, err := parseMeta(key, r[2])
 		if err != nil || len(r) < 4 {
-			return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v (%v)", reply, err)
+			return chatmem.AppendResult{}, none, nil, fmt.Errorf("unexpected script reply %v (%v)", reply, err)
 		}
 		res := chatmem.AppendResult{Conversation: conv, Replayed: true}
 		res.Messages, err = decodeMessages(r[3])
-		return res, err
+		return res, none, nil, err
 	}
-	conv, _, err := appendMeta(key, r[2:])
+	conv, gen, err := appendMeta(key, r[2:])
 	if err != nil {
-		return chatmem.AppendResult{}, fmt.Errorf("unexpected script reply %v (%v)", reply, err)
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("unexpected script reply %v (%v)", reply, err)
 	}
 	res := chatmem.AppendResult{Conversation: conv}
 	for i := range stored {
 		stored[i].Seq = first + int64(i)
 	}
 	res.Messages = stored
-	return res, nil
+	read, run, err := parseTailRead(conv, gen, r[2+appendMetaFields:])
+	if err != nil {
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("unexpected script reply %v (%v)", reply, err)
+	}
+	return res, read, run, nil
+}
+
+// parseTailRead parses the reads that follow the meta fields in the append
+// script's reply when it had a tail query: the system messages, the first
+// seq of the tail and, if the script read them, its messages, which end at
+// conv's last seq. When it did not, it returns the tail's run (of the
+// conversation whose gen is gen) for the caller to read. It returns an
+// empty TailRead for a reply without reads.
+func parseTailRead(conv chatmem.Conversation, gen string, f []any) (chatmem.TailRead, *tailRun, error) {
+	if len(f) == 0 {
+		return chatmem.TailRead{}, nil, nil
+	}
+	if len(f) != 2 && len(f) != 3 {
+		return chatmem.TailRead{}, nil, fmt.Errorf("%d tail read fields, want 2 or 3", len(f))
+	}
+	system, err := decodeMessages(f[0])
+	if err != nil {
+		return chatmem.TailRead{}, nil, err
+	}
+	run := tailRun{last: conv.LastSeq, gen: gen}
+	run.first, _ = f[1].(int64)
+	if len(f) == 2 {
+		return chatmem.TailRead{System: system}, &run, nil
+	}
+	recent, err := decodeMessages(f[2])
+	if err != nil {
+		return chatmem.TailRead{}, nil, err
+	}
+	// The tail is first..LastSeq, read by list index, which holds seq
+	// index+1 for as long as the conversation lives.
+	if n := int64(len(recent)); n != max(run.last-run.first+1, 0) || n > 0 && (recent[0].Seq != run.first || recent[n-1].Seq != run.last) {
+		return chatmem.TailRead{}, nil, fmt.Errorf("tail of %d messages from seq %d, want %d..%d", n, run.first, run.first, run.last)
+	}
+	return chatmem.TailRead{System: system, Recent: recent}, nil, nil
 }
 
 // appendMeta parses the meta fields of the append script's reply after
 // it appended, by position: tokenizer, user, last_seq, tokens,
 // system_tokens, turns (integers), created_at, updated_at, expires_at
-// (Unix nanoseconds in decimal, "0" for none) and gen. It returns the
+// (Unix nanoseconds in decimal, "0" for none) and gen, which may be
+// followed by other fields (an AppendTail's reads). It returns the
 // conversation they describe and gen.
 func appendMeta(key chatmem.Key, f []any) (chatmem.Conversation, string, error) {
-	if len(f) != 10 {
-		return chatmem.Conversation{}, "", fmt.Errorf("%d meta fields, want 10", len(f))
+	if len(f) < appendMetaFields {
+		return chatmem.Conversation{}, "", fmt.Errorf("%d meta fields, want %d", len(f), appendMetaFields)
 	}
 	conv := chatmem.Conversation{Key: key}
-	var ok [10]bool
+	var ok [appendMetaFields]bool
 	conv.Tokenizer, ok[0] = f[0].(string)
 	conv.User, ok[1] = f[1].(string)
 	conv.LastSeq, ok[2] = f[2].(int64)
@@ -524,6 +635,9 @@ func appendMeta(key chatmem.Key, f []any) (chatmem.Conversation, string, error) 
 	}
 	return conv, gen, nil
 }
+
+// appendMetaFields is the number of meta fields in the append script's reply.
+const appendMetaFields = 10
 
 // parseMeta turns a meta hash, as HGETALL's flat field-value list inside a
 // script reply (values strings or integers) or as a map, into a
@@ -789,7 +903,7 @@ func (s *Store) tailGuessed(ctx context.Context, key chatmem.Key, q chatmem.Tail
 	var items *goredis.StringSliceCmd
 	var check *goredis.SliceCmd
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		script = p.EvalSha(ctx, tailScript.Hash(), []string{keys[0], keys[2], keys[3]}, tailArgs(s.now(), q)...)
+		script = p.EvalSha(ctx, tailScript.Hash(), []string{keys[0], keys[2], keys[3]}, tailScriptArgs(s.now(), q)...)
 		items = p.LRange(ctx, keys[1], -guess, -1)
 		check = p.HMGet(ctx, keys[0], "last_seq", "gen") // after the LRANGE
 		return nil
@@ -804,22 +918,39 @@ func (s *Store) tailGuessed(ctx context.Context, key chatmem.Key, q chatmem.Tail
 	if err != nil {
 		return nil, nil, err
 	}
+	msgs, ok, err := s.guessedRun(key, run, items, check)
+	if !ok {
+		return nil, &run, nil
+	}
+	return msgs, nil, err
+}
+
+// guessedRun returns the messages of run from items, an LRANGE of the
+// newest messages sent right behind the script that found run (nil: none
+// was), if it
+// holds all of them and check (an HMGET of meta's last_seq and gen, sent
+// after the LRANGE) shows the conversation the script saw (see Tail).
+// Else it reports false, and readRun is the way to read them.
+func (s *Store) guessedRun(key chatmem.Key, run tailRun, items *goredis.StringSliceCmd, check *goredis.SliceCmd) ([]chatmem.Message, bool, error) {
 	if run.first > run.last {
-		return []chatmem.Message{}, nil, nil
+		return []chatmem.Message{}, true, nil
+	}
+	if items == nil || items.Err() != nil || check.Err() != nil {
+		return nil, false, nil
 	}
 	list, meta := items.Val(), check.Val()
 	if len(meta) != 2 || meta[0] == nil {
-		return nil, &run, nil
+		return nil, false, nil
 	}
 	if gen, _ := meta[1].(string); gen != run.gen {
-		return nil, &run, nil
+		return nil, false, nil
 	}
 	part, ok := runIn(run, list)
 	if !ok {
-		return nil, &run, nil // the guess fell short
+		return nil, false, nil // the guess fell short
 	}
 	msgs, err := s.decodeRun(key, run, part)
-	return msgs, nil, err
+	return msgs, true, err
 }
 
 // runIn returns the part of list, some of the newest stored messages of a
@@ -838,12 +969,18 @@ func runIn(run tailRun, list []string) ([]string, bool) {
 	return list[run.first-base : run.last-base+1], true
 }
 
-// tailArgs are the tail script's ARGV.
-func tailArgs(now time.Time, q chatmem.TailQuery) []any {
+// tailArgs are the ARGV that give a script a TailQuery: its tokens and
+// turns, each at least 0.
+func tailArgs(q chatmem.TailQuery) []any {
 	// Lua prints numbers past 14 digits in exponent form, which LINDEX
 	// would refuse; no conversation has 2^40 turns.
 	turns := min(max(int64(q.Turns), 0), 1<<40)
-	return []any{nanos(now), max(q.Tokens, 0), turns}
+	return []any{max(q.Tokens, 0), turns}
+}
+
+// tailScriptArgs are the tail script's ARGV: now, then q's.
+func tailScriptArgs(now time.Time, q chatmem.TailQuery) []any {
+	return append([]any{nanos(now)}, tailArgs(q)...)
 }
 
 // tailRun is what the tail script found: the run first..last (empty if
@@ -855,7 +992,7 @@ type tailRun struct {
 
 // findTail runs the tail script.
 func (s *Store) findTail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) (tailRun, error) {
-	reply, err := s.run(ctx, tailScript, s.keysAt(key, kMeta, kCum, kUsers), tailArgs(s.now(), q)...)
+	reply, err := s.run(ctx, tailScript, s.keysAt(key, kMeta, kCum, kUsers), tailScriptArgs(s.now(), q)...)
 	if err != nil {
 		return tailRun{}, fmt.Errorf("redis: tail of %s: %w", key, err)
 	}

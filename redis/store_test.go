@@ -662,3 +662,63 @@ func TestTTLReachesNewKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendTailPaths checks AppendTail's three ways to read the tail
+// against Tail: the LRANGE pipelined behind the script, at a guess that
+// holds the tail and at one that falls short (a second round trip), and
+// the script's own read, when the query is too long to guess.
+func TestAppendTailPaths(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := context.Background()
+	key := chatmem.Key{Tenant: "t", ID: "appendtail-paths"}
+	msgs := make([]chatmem.Message, 3000)
+	for i := range msgs {
+		role := chatmem.RoleUser
+		if i%2 == 1 {
+			role = chatmem.RoleAssistant
+		}
+		if i == 1 {
+			role = chatmem.RoleSystem
+		}
+		msgs[i] = chatmem.Message{Role: role, Content: fmt.Sprintf("m%d", i+1), Tokens: 1 + i%7}
+	}
+	if _, err := s.Append(ctx, key, msgs, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := &tripCounter{}
+	s.client.AddHook(h)
+	for _, c := range []struct {
+		name     string
+		perToken float64 // the hint's rate (0: none)
+		q        chatmem.TailQuery
+		trips    []string
+	}{
+		{"guessed", 1, chatmem.TailQuery{Tokens: 200}, []string{"evalsha zadd lrange hmget"}},
+		{"short", 0.001, chatmem.TailQuery{Tokens: 200}, []string{"evalsha zadd lrange hmget", "lrange hmget"}},
+		{"in the script", 0, chatmem.TailQuery{Turns: 600}, []string{"evalsha zadd"}},
+	} {
+		s.hint.perToken.Store(math.Float64bits(c.perToken))
+		s.hint.perTurn.Store(0)
+		batch := []chatmem.Message{{Role: chatmem.RoleUser, Content: c.name, Tokens: 3}}
+		h.trips = nil
+		res, read, err := s.AppendTail(ctx, key, batch, chatmem.AppendOptions{}, c.q)
+		if err != nil {
+			t.Fatalf("%s: AppendTail: %v", c.name, err)
+		}
+		if !slices.Equal(h.trips, c.trips) {
+			t.Errorf("%s: round trips %q, want %q", c.name, h.trips, c.trips)
+		}
+		tail, err := s.Tail(ctx, key, c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(read.Recent) == 0 || !slices.EqualFunc(read.Recent, tail, func(a, b chatmem.Message) bool {
+			return a.Seq == b.Seq && a.Content == b.Content && a.Tokens == b.Tokens && a.Role == b.Role
+		}) || read.Recent[len(read.Recent)-1].Seq != res.Conversation.LastSeq {
+			t.Errorf("%s: AppendTail read %d messages (%v..), Tail %d", c.name, len(read.Recent), read.Recent[:min(1, len(read.Recent))], len(tail))
+		}
+		if len(read.System) != 1 || read.System[0].Seq != 2 {
+			t.Errorf("%s: AppendTail read system messages %v, want seq 2", c.name, read.System)
+		}
+	}
+}
