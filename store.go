@@ -278,7 +278,10 @@ type TailAppender interface {
 	// (AppendResult.Replayed), nothing is read and the TailRead is empty.
 	// Its errors are Append's, and a q with neither Tokens nor Turns
 	// positive wraps ErrInvalid; nothing is written when an error is
-	// returned. It is safe for concurrent use.
+	// returned. A store that cannot finish the reads once the append
+	// landed returns the append's result with an empty TailRead, not an
+	// error (the caller then reads as it would have without them). It is
+	// safe for concurrent use.
 	AppendTail(ctx context.Context, key Key, msgs []Message, opts AppendOptions, q TailQuery) (AppendResult, TailRead, error)
 }
 

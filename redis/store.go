@@ -335,9 +335,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 // which costs the server many times the LRANGE.
 //
 // If the conversation is deleted (or expires) between the script and the
-// read of its tail, the append it made is deleted with it and AppendTail
-// returns chatmem.ErrNotFound; a network failure on that read wraps
-// chatmem.ErrUnavailable, as a failure after the script was sent does.
+// read of its tail, or that read fails, the append's result is returned
+// with an empty TailRead, as the interface asks of an append that landed.
 func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
 	if q.Tokens <= 0 && q.Turns <= 0 {
 		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%w: a tail query selects nothing without Tokens or Turns", chatmem.ErrInvalid)
@@ -479,9 +478,13 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 			msgs, err = s.readRun(ctx, key, *run)
 		}
 		if err != nil {
-			return fail(fmt.Errorf("redis: append to %s: read the tail after the append: %w", key, err))
+			// The append landed: its result stands, without the reads
+			// (the caller reads as it would have without them).
+			s.log.WarnContext(ctx, "redis: read the tail after the append", "key", key.String(), "err", err)
+			read = chatmem.TailRead{}
+		} else {
+			read.Recent = msgs
 		}
-		read.Recent = msgs
 	}
 	s.hint.seed(res.Conversation)
 	if read.Recent != nil {
