@@ -121,6 +121,7 @@ var (
 	_ chatmem.Purger       = (*Store)(nil)
 	_ chatmem.SummaryStore = (*Store)(nil)
 	_ chatmem.FactStore    = (*Store)(nil)
+	_ chatmem.TailAppender = (*Store)(nil)
 )
 
 // Open connects to the database at url (a postgres:// URL or a key=value
