@@ -38,16 +38,44 @@ import (
 // passes them does the transaction above run, to create the conversation
 // or to tell which check failed.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	res, _, err := s.appendTail(ctx, key, msgs, opts, nil)
+	return res, err
+}
+
+// AppendTail is Append followed, in its transaction, by System and Tail(q)
+// of the conversation as the append left it (see chatmem.TailAppender).
+// The common append, appendExisting's statement, and the two reads are
+// sent as one batch: one pipeline, so one round trip, and one implicit
+// transaction, which holds the conversation's row lock from the append's
+// UPDATE to the commit at the end of the batch, so no other append can
+// land between the append and the reads. Each read takes its own snapshot
+// (READ COMMITTED) after the append, so it sees the append and everything
+// committed before it. An append that takes Append's transaction instead
+// (to create the conversation, to start an expired one afresh, or with an
+// idempotency key) sends the reads as one batch in that transaction, before
+// it commits: one more round trip; a replay reads nothing. The reads see
+// the conversation at the append's time (AppendOptions.Now, or the
+// store's clock), at which the append found it live.
+func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
+	if q.Tokens <= 0 && q.Turns <= 0 {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("postgres: append to %s: %w: a tail query selects nothing without Tokens or Turns",
+			key, chatmem.ErrInvalid)
+	}
+	return s.appendTail(ctx, key, msgs, opts, &q)
+}
+
+// appendTail is Append, and with q set AppendTail.
+func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q *chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
 	op := "postgres: append to " + key.String()
 	if err := key.Validate(); err != nil {
-		return chatmem.AppendResult{}, fmt.Errorf("%s: %w", op, err)
+		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%s: %w", op, err)
 	}
 	if len(msgs) == 0 {
-		return chatmem.AppendResult{}, fmt.Errorf("%s: %w: no messages to append", op, chatmem.ErrInvalid)
+		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%s: %w: no messages to append", op, chatmem.ErrInvalid)
 	}
 	if opts.User != "" {
 		if err := chatmem.ValidateUser(opts.User); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("%s: user: %w", op, err)
+			return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%s: user: %w", op, err)
 		}
 	}
 	now := opts.Now
@@ -57,7 +85,7 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	now = dbTime(now)
 	batch, err := encodeBatch(msgs, now)
 	if err != nil {
-		return chatmem.AppendResult{}, fmt.Errorf("%s: %w", op, err)
+		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%s: %w", op, err)
 	}
 
 	if e := opts.ExpectedLastSeq; opts.IdempotencyKey == "" && (e == nil || *e > 0) {
@@ -65,30 +93,75 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		// statement. If a check fails, or the conversation does not
 		// exist, it writes nothing, and the transaction below finds out
 		// why (or creates the conversation).
-		res, ok, err := s.appendExisting(ctx, key, batch, opts, now)
+		res, read, ok, err := s.appendExisting(ctx, key, batch, opts, now, q)
 		if err != nil {
-			return chatmem.AppendResult{}, wrap(ctx, op, err)
+			return chatmem.AppendResult{}, chatmem.TailRead{}, wrap(ctx, op, err)
 		}
 		if ok {
-			return res, nil
+			return res, read, nil
 		}
 	}
 
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return chatmem.AppendResult{}, wrap(ctx, op, err)
+		return chatmem.AppendResult{}, chatmem.TailRead{}, wrap(ctx, op, err)
 	}
 	defer tx.Rollback(ctx) // after Commit, a no-op
 	res, write, err := s.append(ctx, tx, key, batch, opts, now)
 	if err != nil {
-		return chatmem.AppendResult{}, wrap(ctx, op, err)
+		return chatmem.AppendResult{}, chatmem.TailRead{}, wrap(ctx, op, err)
 	}
-	if write {
-		if err := tx.Commit(ctx); err != nil {
-			return chatmem.AppendResult{}, wrap(ctx, op, err)
+	if !write {
+		return res, chatmem.TailRead{}, nil // a replay: nothing to commit, nothing read
+	}
+	var read chatmem.TailRead
+	if q != nil {
+		b := &pgx.Batch{}
+		s.queueTailRead(b, key, now, *q)
+		br := tx.SendBatch(ctx, b)
+		read, err = tailRead(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return chatmem.AppendResult{}, chatmem.TailRead{}, wrap(ctx, op, err)
 		}
 	}
-	return res, nil
+	if err := tx.Commit(ctx); err != nil {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, wrap(ctx, op, err)
+	}
+	return res, read, nil
+}
+
+// queueTailRead queues AppendTail's reads on b: the system messages and
+// Tail(q) of the conversation as it is at now, with the statements System
+// and Tail run.
+func (s *Store) queueTailRead(b *pgx.Batch, key chatmem.Key, now time.Time, q chatmem.TailQuery) {
+	b.Queue(s.q.system, systemArgs(key, now)...)
+	b.Queue(s.q.tail, tailArgs(key, now, q)...)
+}
+
+// tailRead reads the results of queueTailRead's statements from br, the
+// next ones it has. The conversation exists (an append to it just
+// returned), so a read that returns nothing is an empty one, as System and
+// Tail return it.
+func tailRead(br pgx.BatchResults) (chatmem.TailRead, error) {
+	var read chatmem.TailRead
+	for _, into := range []*[]chatmem.Message{&read.System, &read.Recent} {
+		rows, err := br.Query()
+		if err != nil {
+			return chatmem.TailRead{}, err
+		}
+		msgs, err := scanMessages(rows)
+		if err != nil {
+			return chatmem.TailRead{}, err
+		}
+		if msgs == nil {
+			msgs = []chatmem.Message{}
+		}
+		*into = msgs
+	}
+	return read, nil
 }
 
 // append does Append's work inside tx. write reports whether tx holds
@@ -199,8 +272,10 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 // appendExisting appends to a live conversation with the one statement
 // appendExisting (no idempotency key; ExpectedLastSeq, if set, above 0),
 // and reports whether the conversation was there and its checks held; if
-// not, it wrote nothing.
-func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, opts chatmem.AppendOptions, now time.Time) (chatmem.AppendResult, bool, error) {
+// not, it wrote nothing. With q set, the statement and AppendTail's reads
+// (queueTailRead) are one batch, in one implicit transaction (see
+// AppendTail), and read holds what the reads returned.
+func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, opts chatmem.AppendOptions, now time.Time, q *chatmem.TailQuery) (_ chatmem.AppendResult, read chatmem.TailRead, ok bool, _ error) {
 	// Number the batch from 0: the statement adds the row's values.
 	var added chatmem.Conversation
 	stored := b.number(&added)
@@ -211,16 +286,34 @@ func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, o
 	}
 	conv := chatmem.Conversation{Key: key}
 	var convExpires *time.Time
-	err := s.pool.QueryRow(ctx, s.q.appendExisting, key.Tenant, key.ID, opts.ExpectedLastSeq, now, expires,
+	args := []any{key.Tenant, key.ID, opts.ExpectedLastSeq, now, expires,
 		opts.ExpectedTokenizer, opts.User, added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
-		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata).Scan(
-		&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
-		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User)
+		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata}
+	dest := []any{&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
+		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User}
+	var err error
+	if q == nil {
+		err = s.pool.QueryRow(ctx, s.q.appendExisting, args...).Scan(dest...)
+	} else {
+		pb := &pgx.Batch{}
+		pb.Queue(s.q.appendExisting, args...)
+		s.queueTailRead(pb, key, now, *q)
+		br := s.pool.SendBatch(ctx, pb)
+		if err = br.QueryRow().Scan(dest...); err == nil {
+			read, err = tailRead(br)
+		}
+		// Close reads on to the end of the batch, where the implicit
+		// transaction commits: until it returns without an error, the
+		// append is not known to have committed.
+		if cerr := br.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
+			err = cerr
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return chatmem.AppendResult{}, false, nil
+		return chatmem.AppendResult{}, chatmem.TailRead{}, false, nil
 	}
 	if err != nil {
-		return chatmem.AppendResult{}, false, err
+		return chatmem.AppendResult{}, chatmem.TailRead{}, false, err
 	}
 	if convExpires != nil {
 		conv.ExpiresAt = *convExpires
@@ -229,5 +322,5 @@ func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, o
 	for i := range stored {
 		stored[i].Seq = first + int64(i) + 1
 	}
-	return chatmem.AppendResult{Messages: stored, Conversation: utcConversation(conv)}, true, nil
+	return chatmem.AppendResult{Messages: stored, Conversation: utcConversation(conv)}, read, true, nil
 }

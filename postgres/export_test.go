@@ -20,3 +20,13 @@ func MessagesAtSQL(schema string) string { return buildQueries(schema).messagesA
 // ConversationSinceSQL returns the ConversationSince statement over
 // schema, for EXPLAIN in tests.
 func ConversationSinceSQL(schema string) string { return buildQueries(schema).conversationSince }
+
+// StatementNames names the statements of a turn over schema, by their SQL,
+// for tests that trace what a store sends.
+func StatementNames(schema string) map[string]string {
+	q := buildQueries(schema)
+	return map[string]string{
+		q.appendExisting: "appendExisting", q.system: "system", q.tail: "tail", q.conversation: "conversation",
+		q.conversationSince: "conversationSince", q.rangeAfter: "rangeAfter", q.lockConversation: "lockConversation",
+	}
+}

@@ -27,7 +27,10 @@
 // row (taken by an upsert, so creating and appending are one atomic step;
 // an append to a live conversation without an idempotency key, the common
 // one, takes it with the UPDATE of a single statement that also writes the
-// messages, so it costs one round trip and one commit):
+// messages, so it costs one round trip and one commit; AppendTail, a
+// process's first turn on a conversation, sends that statement and the
+// reads of the conversation's system messages and tail as one batch, one
+// round trip and one implicit transaction, still under the row's lock):
 // concurrent appenders, in any number of processes, never share a sequence
 // number, and a batch is written in one transaction or not at all. The row
 // lock is held until the commit's WAL flush, so one conversation takes as
@@ -121,6 +124,7 @@ var (
 	_ chatmem.Purger       = (*Store)(nil)
 	_ chatmem.SummaryStore = (*Store)(nil)
 	_ chatmem.FactStore    = (*Store)(nil)
+	_ chatmem.TailAppender = (*Store)(nil)
 )
 
 // Open connects to the database at url (a postgres:// URL or a key=value

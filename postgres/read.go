@@ -93,7 +93,13 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 	if q.Tokens <= 0 && q.Turns <= 0 {
 		return s.none(ctx, op, key)
 	}
-	return s.read(ctx, op, key, s.q.tail, key.Tenant, key.ID, s.now(), max(q.Tokens, 0), max(q.Turns, 0))
+	return s.read(ctx, op, key, s.q.tail, tailArgs(key, s.now(), q)...)
+}
+
+// tailArgs are the tail query's parameters: the window q of the
+// conversation as it is at now.
+func tailArgs(key chatmem.Key, now time.Time, q chatmem.TailQuery) []any {
+	return []any{key.Tenant, key.ID, now, max(q.Tokens, 0), max(q.Turns, 0)}
 }
 
 // Range returns up to limit messages with Seq > after, oldest first
@@ -181,7 +187,13 @@ func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message,
 	if err := key.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return s.read(ctx, op, key, s.q.system, key.Tenant, key.ID, s.now())
+	return s.read(ctx, op, key, s.q.system, systemArgs(key, s.now())...)
+}
+
+// systemArgs are the system query's parameters: the conversation as it is
+// at now.
+func systemArgs(key chatmem.Key, now time.Time) []any {
+	return []any{key.Tenant, key.ID, now}
 }
 
 // read runs a message query that returns nothing for a missing or expired

@@ -12,7 +12,8 @@ import (
 )
 
 // hotStatements are the statements of a turn (Memory.Turn, Append and
-// Context), which each connection prepares before its first use of them:
+// Context; a first turn's AppendTail is appendExisting, system and tail in
+// one batch), which each connection prepares before its first use of them:
 // pgx prepares a statement on a connection the first time it runs there,
 // a round trip each, and the server loads the tables' and indexes'
 // descriptions into the new backend's caches as it plans and runs them.
