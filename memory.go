@@ -361,7 +361,8 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 // with counter and stores them. With tail set, a TailAppender store also
 // reads the conversation's system messages and Tail(*tail) in the append's
 // round trip, returned unless the append was a replay (nil then, and
-// always from other stores).
+// always from other stores). A store that could not read them returns an
+// empty TailRead, which Turn does not fill the tail cache from.
 func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Message, counter Counter, opts AppendOptions, tail *TailQuery) (AppendResult, *TailRead, error) {
 	if err := validateHistory(prior, msgs, m.limits, false); err != nil {
 		return AppendResult{}, nil, err

@@ -2,6 +2,7 @@ package chatmem
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -101,6 +102,16 @@ type TailQuery struct {
 	// Turns, if positive, selects the messages from the Turns-th newest user
 	// message onwards (all messages if there are fewer user messages).
 	Turns int
+}
+
+// CheckSelects returns nil if q can select something (Tokens or Turns is
+// positive), else an error wrapping ErrInvalid: AppendTail's check of its
+// query, the same on every store.
+func (q TailQuery) CheckSelects() error {
+	if q.Tokens > 0 || q.Turns > 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: a tail query selects nothing without Tokens or Turns", ErrInvalid)
 }
 
 // PageRequest asks for one page of a listing ordered by conversation ID.
@@ -276,8 +287,9 @@ type TailAppender interface {
 	// messages and Tail(q). Nothing appended after msgs is in them, and
 	// everything stored before them is. When the append is a replay
 	// (AppendResult.Replayed), nothing is read and the TailRead is empty.
-	// Its errors are Append's, and a q with neither Tokens nor Turns
-	// positive wraps ErrInvalid; nothing is written when an error is
+	// Its errors are Append's (a store may also fail the reads, before
+	// the append commits), and a q that selects nothing is refused with
+	// q.CheckSelects's error; nothing is written when an error is
 	// returned. A store that cannot finish the reads once the append
 	// landed returns the append's result with an empty TailRead, not an
 	// error (the caller then reads as it would have without them). It is
@@ -291,8 +303,8 @@ type TailRead struct {
 	// if it has none), as Store.System returns them.
 	System []Message
 	// Recent holds the newest messages selected by the query, oldest
-	// first, as Store.Tail returns them: its last message is the
-	// append's last.
+	// first, as Store.Tail returns them: its last message, if the query
+	// selected any, is the append's last.
 	Recent []Message
 }
 

@@ -27,6 +27,12 @@ func fillSlack(n int) int {
 	return max(1, n/4)
 }
 
+// withSlack is q with fillSlack's room on each of its limits: the query
+// that fills a cache entry able to answer q and the next turns'.
+func withSlack(q TailQuery) TailQuery {
+	return TailQuery{Tokens: q.Tokens + fillSlack(q.Tokens), Turns: q.Turns + fillSlack(q.Turns)}
+}
+
 // maxCatchUp bounds how many messages appended since a conversation's
 // tail was cached are read to bring it up to date; further behind (another
 // process wrote a lot), the tail is read anew, one bounded read as ever.
@@ -497,8 +503,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 	// Read a little more than is asked (see fillSlack), so that this
 	// answer and the next turns', asking as much, find the start of their
 	// selection inside the entry.
-	more := TailQuery{Tokens: q.Tokens + fillSlack(q.Tokens), Turns: q.Turns + fillSlack(q.Turns)}
-	msgs, err := m.store.Tail(ctx, key, more)
+	msgs, err := m.store.Tail(ctx, key, withSlack(q))
 	if err != nil {
 		return nil, err
 	}

@@ -9,10 +9,11 @@ import (
 // Context does, as the conversation stands right after the append: the
 // window holds the appended messages and every message stored before
 // them (so a message acknowledged to anyone before Turn was called, by
-// any process, is in it). When the tail cache serves it, nothing appended
-// after them is; when the window is read from the store (the second case
-// below, or after a conflict), a message another writer appended in the
-// meantime may be in it too, after these, as Context would show it. It is one
+// any process, is in it). When the tail cache or the append's own reads
+// serve it, nothing appended after them is; when the window is read from
+// the store after the append (the second case below without a
+// TailAppender, or after a conflict), a message another writer appended in
+// the meantime may be in it too, after these, as Context would show it. It is one
 // turn of a chatbot, the new user message and what to send the model,
 // in as few round trips to the store as it allows:
 //
@@ -90,11 +91,14 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	}
 	try := opts
 	try.Tokenizer, try.ExpectedTokenizer = counter.Name(), counter.Name()
-	var tail *TailQuery
+	var tail *TailQuery // read with the append, with room for the next turns
+	var fill TailQuery  // what the entry filled from it must answer
 	if conditional {
 		try.ExpectedLastSeq = &last
 	} else if q, ok := m.prefetchQuery(p, copts, counter); ok {
-		tail = &q
+		fill = q
+		more := withSlack(q)
+		tail = &more
 	}
 	res, read, err := m.appendCounted(ctx, key, nil, msgs, counter, try, tail)
 	switch {
@@ -109,21 +113,27 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	if conditional && !res.Replayed {
 		m.tails.appended(key, last, res.Conversation, res.Messages)
 	}
-	if read != nil {
-		// put checks that the reads match the append's totals.
-		m.tails.put(key, res.Conversation, read.System, read.Recent, *tail)
+	if read != nil && len(read.Recent) > 0 {
+		// put checks that the reads match the append's totals. (Nothing
+		// read, the store could not, or the budget is below the new
+		// message: context reads as it would have.)
+		m.tails.put(key, res.Conversation, read.System, read.Recent, fill)
 	}
 	return res, true, nil
 }
 
-// prefetchQuery is the tail Turn's append reads when the tail cache does
-// not hold the conversation (see TailAppender): what tail asks under p
-// before the conversation's system tokens and copts' reserved messages
-// are known (they only make it ask less), with fillSlack's room, as
-// cachedTail reads to fill an entry. ok is false when the window is not
-// read from the tail under the conversation's counts (PolicyAll, a
-// recount to another tokenizer, the cache off), or the budget leaves
-// nothing to read.
+// prefetchQuery is the tail Turn's append reads (with fillSlack's room, as
+// cachedTail reads to fill an entry) when the tail cache does not hold
+// the conversation (see TailAppender): what tail asks under p before the
+// conversation's system tokens and copts' reserved messages are known
+// (they only make it ask less). A recall policy's tail is its recent
+// part, which tail asks for only when the conversation outgrew the budget
+// (else it takes all of it): the prefetch bets on that, the case where
+// recall matters; on a conversation between the two, the entry falls
+// short and the window is read again, as without the prefetch. ok is
+// false when the window is not read from the tail under the
+// conversation's counts (PolicyAll, a recount to another tokenizer, the
+// cache off), or the budget leaves nothing to read.
 func (m *Memory) prefetchQuery(p Policy, copts ContextOptions, counter Counter) (_ TailQuery, ok bool) {
 	if m.tails.max == 0 || p.Kind == PolicyAll || (copts.Tokenizer != "" && copts.Tokenizer != counter.Name()) {
 		return TailQuery{}, false
@@ -141,8 +151,5 @@ func (m *Memory) prefetchQuery(p Policy, copts ContextOptions, counter Counter) 
 			return TailQuery{}, false
 		}
 	}
-	if q.Tokens <= 0 && q.Turns <= 0 {
-		return TailQuery{}, false
-	}
-	return TailQuery{Tokens: q.Tokens + fillSlack(q.Tokens), Turns: q.Turns + fillSlack(q.Turns)}, true
+	return q, q.CheckSelects() == nil
 }

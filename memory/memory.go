@@ -31,6 +31,7 @@ var (
 	_ chatmem.FactStore    = (*Store)(nil)
 	_ chatmem.Searcher     = (*Store)(nil)
 	_ chatmem.UserStore    = (*Store)(nil)
+	_ chatmem.TailAppender = (*Store)(nil)
 )
 
 // Store is an in-process chatmem.Store. It is safe for concurrent use; every
@@ -177,8 +178,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 // AppendTail is Append, then System and Tail(q) of the conversation as it
 // left it, under the same lock; see chatmem.TailAppender.
 func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
-	if q.Tokens <= 0 && q.Turns <= 0 {
-		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%w: a tail query selects nothing without Tokens or Turns", chatmem.ErrInvalid)
+	if err := q.CheckSelects(); err != nil {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, err
 	}
 	return s.appendTail(ctx, key, msgs, opts, &q)
 }

@@ -57,9 +57,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 // the conversation at the append's time (AppendOptions.Now, or the
 // store's clock), at which the append found it live.
 func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
-	if q.Tokens <= 0 && q.Turns <= 0 {
-		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("postgres: append to %s: %w: a tail query selects nothing without Tokens or Turns",
-			key, chatmem.ErrInvalid)
+	if err := q.CheckSelects(); err != nil {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("postgres: append to %s: %w", key, err)
 	}
 	return s.appendTail(ctx, key, msgs, opts, &q)
 }

@@ -338,8 +338,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 // read of its tail, or that read fails, the append's result is returned
 // with an empty TailRead, as the interface asks of an append that landed.
 func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
-	if q.Tokens <= 0 && q.Turns <= 0 {
-		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%w: a tail query selects nothing without Tokens or Turns", chatmem.ErrInvalid)
+	if err := q.CheckSelects(); err != nil {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, err
 	}
 	return s.appendTail(ctx, key, msgs, opts, &q)
 }
@@ -468,6 +468,10 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 		return fail(fmt.Errorf("redis: append to %s: %w", key, err))
 	}
 	res, read, run, err := parseAppend(key, reply, stored, opts)
+	if bad := (errTailRead{}); errors.As(err, &bad) {
+		s.log.WarnContext(ctx, "redis: read the tail after the append", "key", key.String(), "err", err)
+		read, run, err = chatmem.TailRead{}, nil, nil
+	}
 	if err != nil {
 		return fail(fmt.Errorf("redis: append to %s: %w", key, err))
 	}
@@ -561,9 +565,19 @@ func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chat
 	res.Messages = stored
 	read, run, err := parseTailRead(conv, gen, r[2+appendMetaFields:])
 	if err != nil {
-		return chatmem.AppendResult{}, none, nil, fmt.Errorf("unexpected script reply %v (%v)", reply, err)
+		// The append landed: its result stands, without the reads (see
+		// chatmem.TailAppender), and the caller logs why.
+		return res, none, nil, errTailRead{err}
 	}
 	return res, read, run, nil
+}
+
+// errTailRead is parseAppend's error when the append landed and only the
+// reads after it could not be parsed.
+type errTailRead struct{ err error }
+
+func (e errTailRead) Error() string {
+	return "unexpected tail read in the script's reply: " + e.err.Error()
 }
 
 // parseTailRead parses the reads that follow the meta fields in the append
@@ -584,7 +598,10 @@ func parseTailRead(conv chatmem.Conversation, gen string, f []any) (chatmem.Tail
 		return chatmem.TailRead{}, nil, err
 	}
 	run := tailRun{last: conv.LastSeq, gen: gen}
-	run.first, _ = f[1].(int64)
+	var ok bool
+	if run.first, ok = f[1].(int64); !ok || run.first < 1 {
+		return chatmem.TailRead{}, nil, fmt.Errorf("tail's first seq %v", f[1])
+	}
 	if len(f) == 2 {
 		return chatmem.TailRead{System: system}, &run, nil
 	}

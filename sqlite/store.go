@@ -194,8 +194,8 @@ func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 // neither Tokens nor Turns positive wraps chatmem.ErrInvalid, before
 // anything is written.
 func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
-	if q.Tokens <= 0 && q.Turns <= 0 {
-		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%w: a tail query selects nothing without Tokens or Turns", chatmem.ErrInvalid)
+	if err := q.CheckSelects(); err != nil {
+		return chatmem.AppendResult{}, chatmem.TailRead{}, err
 	}
 	tail := &tailRead{q: q}
 	res, err := s.appendTail(ctx, key, msgs, opts, tail)
