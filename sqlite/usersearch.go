@@ -248,17 +248,24 @@ func (s *Store) userPostings(t tx, user chatmem.Key, now int64, match string, li
 	hi := int64(math.MaxInt64) // ids below hi are still to read
 	for len(found) < limit {
 		need := limit - len(found)
-		ids, err := userIDs(t, match, 0, hi, need)
+		// One id past need tells whether the last one's millisecond
+		// goes on below it.
+		ids, err := userIDs(t, match, 0, hi, need+1)
 		if err != nil || len(ids) == 0 {
 			return sortEntries(found, limit), err
 		}
-		// All of the ids below hi were read unless need of them were:
-		// then read the rest of the last one's millisecond, so that all
-		// of [lo, hi) is read and sorted.
-		more := len(ids) == need
+		// All of the ids below hi were read unless more than need of
+		// them were: then read the rest of the need-th one's
+		// millisecond, if the one past it is of that millisecond, so
+		// that all of [lo, hi) is read and sorted.
+		more := len(ids) > need
+		var past int64
+		if more {
+			ids, past = ids[:need], ids[need]
+		}
 		last := ids[len(ids)-1]
 		lo := last &^ (userSlots - 1)
-		if more {
+		if more && past >= lo {
 			rest, err := userIDs(t, match, lo, last, -1)
 			if err != nil {
 				return nil, err
