@@ -225,6 +225,6 @@ var (
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,
 		selectUserPage, selectUserFacts, selectUserFactHistory, selectUsers,
-		selectUserPostings, selectUserMilliInOrder, selectUserEntries, selectUserIdents, selectExpiredNums, selectUserConversations, selectUserMessagesAt, // usersearch.go
+		selectUserPostings, selectUserEntries, selectUserIdents, selectExpiredNums, selectUserConversations, selectUserMessagesAt, // usersearch.go
 	}
 )

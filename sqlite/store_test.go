@@ -75,7 +75,6 @@ func TestQueryPlans(t *testing.T) {
 		selectUserEntries:       "SEARCH u USING INTEGER PRIMARY KEY (rowid=?)",
 		selectUserConversations: "SEARCH c USING INDEX conversations_num (num=?",
 		selectUserIdents:        "SEARCH c USING INDEX conversations_num (num=?",
-		selectUserMilliInOrder:  "SEARCH user_index USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
 		selectExpiredNums:       "SEARCH conversations USING INDEX conversations_expires (expires_at>? AND expires_at<?)",
 		selectUserMessagesAt:    "SEARCH m USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
 		selectUserSlot:          "SEARCH user_index USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
@@ -97,9 +96,6 @@ var allowedScans = map[string]bool{
 	// selectUserPostings reads that scan's rowids (at most its LIMIT) back
 	// from the subquery to join them into one row.
 	"SCAN (subquery-1)": true,
-	// selectUserMilliInOrder's window over one millisecond's rows of
-	// user_index (a range of its primary key), read once.
-	"SCAN (subquery-3)": true,
 	// selectConversationSince's messages: the subquery's range, at most
 	// its LIMIT rows, materialized and then read once.
 	"SCAN m LEFT-JOIN": true,

@@ -49,14 +49,6 @@ const (
 	selectUserEntries = `SELECT ifnull(group_concat(u.id || ',' || u.conv || ',' || u.seq || ',' || u.at), '')
 		FROM json_each(?1) CROSS JOIN user_index u ON u.id = json_each.value`
 
-	// selectUserMilliInOrder tells whether the rows of user_index in
-	// [?1, ?2) (the rest of one millisecond) are of one conversation and
-	// one date, their seqs rising with their ids: then the order of their
-	// ids is the order UserPostings returns them in. A range of the
-	// primary key.
-	selectUserMilliInOrder = `SELECT ifnull(min(conv) = max(conv) AND min(at) = max(at) AND ifnull(min(d), 1) > 0, 0)
-		FROM (SELECT conv, at, seq - lag(seq) OVER (ORDER BY id) AS d FROM user_index WHERE id >= ?1 AND id < ?2)`
-
 	// selectUserIdents names each conversation with a number in the JSON
 	// array ?1 that has a user: its tenant, user and ID, which never
 	// change for a number (numbers are never reused), so that the store
@@ -273,24 +265,12 @@ func (s *Store) userPostings(t tx, user chatmem.Key, now int64, match string, li
 		}
 		last := ids[len(ids)-1]
 		lo := last &^ (userSlots - 1)
-		next := lo // the next read's hi
 		if more && past >= lo {
-			// A millisecond of one append's messages (a batch shares its
-			// date) is in order already: the ids below last come after
-			// it, so reading on from last is enough.
-			inOrder, err := c.milliInOrder(t, lo)
+			rest, err := userIDs(t, match, lo, last, -1)
 			if err != nil {
 				return nil, err
 			}
-			if inOrder {
-				next = last
-			} else {
-				rest, err := userIDs(t, match, lo, last, -1)
-				if err != nil {
-					return nil, err
-				}
-				ids = append(ids, rest...)
-			}
+			ids = append(ids, rest...)
 		}
 		entries, err := s.userEntries(t, user, now, ids, c)
 		if err != nil {
@@ -300,7 +280,7 @@ func (s *Store) userPostings(t tx, user chatmem.Key, now int64, match string, li
 		if !more {
 			break
 		}
-		hi = next
+		hi = lo
 	}
 	return sortEntries(found, limit), nil
 }
@@ -362,26 +342,6 @@ type userCache struct {
 	entries map[int64]userEntry
 	convs   map[int64]string
 	expired *expiredNums
-	// inOrder holds selectUserMilliInOrder's answers by millisecond
-	// (its first id): the terms' lists often end in the same one.
-	inOrder map[int64]bool
-}
-
-// milliInOrder answers selectUserMilliInOrder for the millisecond of ids
-// from lo, once per UserPostings call.
-func (c *userCache) milliInOrder(t tx, lo int64) (bool, error) {
-	if ok, found := c.inOrder[lo]; found {
-		return ok, nil
-	}
-	var ok bool
-	if err := t.row(selectUserMilliInOrder, lo, lo+userSlots).Scan(&ok); err != nil {
-		return false, err
-	}
-	if c.inOrder == nil {
-		c.inOrder = make(map[int64]bool)
-	}
-	c.inOrder[lo] = ok
-	return ok, nil
 }
 
 // expiredNums is the list of selectExpiredNums: the numbers of the
