@@ -40,7 +40,7 @@ const userSeqMask = 1<<userSeqBits - 1
 // recall's (passageScores, with passages within a conversation, and pack's
 // speaker boost and length normalization), over the user's postings: its
 // cost follows the query's
-// terms and recallPostings, not the user's history. The number of messages
+// terms and recallUserPostings, not the user's history. The number of messages
 // that BM25 weighs a term against is the larger of the distinct messages
 // found and current's messages before the window, the user's total being
 // unknown without a read of their history. The vector search of recall
@@ -50,7 +50,7 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 	if budget <= 0 || len(terms) == 0 {
 		return nil, 0, nil
 	}
-	postings, err := us.UserPostings(ctx, user, terms, recallPostings)
+	postings, err := us.UserPostings(ctx, user, terms, recallUserPostings)
 	if err != nil {
 		return nil, 0, err
 	}

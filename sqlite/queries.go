@@ -226,6 +226,6 @@ var (
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,
 		selectUserPage, selectUserFacts, selectUserFactHistory, selectUsers,
-		selectUserPostings, selectUserEntries, selectUserConversations, selectUserMessagesAt, // usersearch.go
+		selectUserPostings, selectUserEntries, selectUserIdents, selectExpiredNums, selectUserConversations, selectUserMessagesAt, // usersearch.go
 	}
 )

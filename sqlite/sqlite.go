@@ -93,6 +93,9 @@ type Store struct {
 	busyTimeout time.Duration
 	// commit runs the writes, in groups (commit.go).
 	commit *committer
+	// userIdents keeps the identities of the conversations UserPostings
+	// has seen (usersearch.go).
+	userIdents userIdents
 
 	closeOnce sync.Once
 	closeErr  error

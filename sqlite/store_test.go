@@ -74,6 +74,8 @@ func TestQueryPlans(t *testing.T) {
 		selectUserPostings:      "SCAN user_terms VIRTUAL TABLE INDEX 192:M1><",
 		selectUserEntries:       "SEARCH u USING INTEGER PRIMARY KEY (rowid=?)",
 		selectUserConversations: "SEARCH c USING INDEX conversations_num (num=?",
+		selectUserIdents:        "SEARCH c USING INDEX conversations_num (num=?",
+		selectExpiredNums:       "SEARCH conversations USING INDEX conversations_expires (expires_at>? AND expires_at<?)",
 		selectUserMessagesAt:    "SEARCH m USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
 		selectUserSlot:          "SEARCH user_index USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
 	} {
@@ -91,6 +93,9 @@ var allowedScans = map[string]bool{
 	// per sqlite's fts5_main.c): a seek in one doclist and at most LIMIT rowids.
 	"SCAN message_terms VIRTUAL TABLE INDEX 192:M1><": true,
 	"SCAN user_terms VIRTUAL TABLE INDEX 192:M1><":    true, // the same, in the user index
+	// selectUserPostings reads that scan's rowids (at most its LIMIT) back
+	// from the subquery to join them into one row.
+	"SCAN (subquery-1)": true,
 	// selectConversationSince's messages: the subquery's range, at most
 	// its LIMIT rows, materialized and then read once.
 	"SCAN m LEFT-JOIN": true,

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/chatmem/chatmem"
 )
@@ -34,20 +36,37 @@ const (
 	insertUserTerms = `INSERT INTO user_terms (rowid, terms) VALUES (?1, ?2)`
 
 	// selectUserPostings is selectPostings on user_terms: the newest ids,
-	// at most ?4, in [?2, ?3) of the rows holding the token ?1.
-	selectUserPostings = `SELECT rowid FROM user_terms
-		WHERE user_terms MATCH ?1 AND rowid >= ?2 AND rowid < ?3 ORDER BY rowid DESC LIMIT ?4`
+	// at most ?4, in [?2, ?3) of the rows holding the token ?1, as one
+	// row of decimal ids separated by commas (see userIDs).
+	selectUserPostings = `SELECT ifnull(group_concat(rowid), '') FROM (SELECT rowid FROM user_terms
+		WHERE user_terms MATCH ?1 AND rowid >= ?2 AND rowid < ?3 ORDER BY rowid DESC LIMIT ?4)`
 
 	// selectUserEntries names the messages with the ids in the JSON array
-	// ?1: a seek in user_index per id. Their conversations are checked
-	// apart (selectUserConversations), once per conversation.
-	selectUserEntries = `SELECT u.id, u.conv, u.seq, u.at FROM json_each(?1)
-		CROSS JOIN user_index u ON u.id = json_each.value`
+	// ?1: a seek in user_index per id, as one row of "id,conv,seq,at"
+	// groups separated by commas (see readUserEntries). Their
+	// conversations are checked apart (checkUserConversations), once per
+	// conversation.
+	selectUserEntries = `SELECT ifnull(group_concat(u.id || ',' || u.conv || ',' || u.seq || ',' || u.at), '')
+		FROM json_each(?1) CROSS JOIN user_index u ON u.id = json_each.value`
+
+	// selectUserIdents names each conversation with a number in the JSON
+	// array ?1 that has a user: its tenant, user and ID, which never
+	// change for a number (numbers are never reused), so that the store
+	// keeps them (userIdents). A seek in conversations_num per number.
+	selectUserIdents = `SELECT c.num, c.tenant, c.user_id, c.id FROM json_each(?1)
+		CROSS JOIN conversations c ON c.num = json_each.value WHERE c.user_id IS NOT NULL`
+
+	// selectExpiredNums lists the numbers, tenants and users of
+	// conversations expired at ?1 and not swept yet, at most ?2: a range
+	// of conversations_expires, which the sweeper keeps short.
+	selectExpiredNums = `SELECT num, tenant, ifnull(user_id, '') FROM conversations
+		WHERE expires_at IS NOT NULL AND expires_at <= ?1 LIMIT ?2`
 
 	// selectUserConversations returns the number and ID of each
 	// conversation with a number in the JSON array ?4 that is live (?3)
 	// and bound to user ?2 of tenant ?1: a seek in conversations_num per
-	// number.
+	// number. checkUserConversations falls back on it when too many
+	// conversations are expired and not swept yet to list them.
 	selectUserConversations = `SELECT c.num, c.id FROM json_each(?4)
 		CROSS JOIN conversations c ON c.num = json_each.value
 		WHERE c.tenant = ?1 AND c.user_id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
@@ -199,14 +218,14 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 	prefix := userPrefix(user.Tenant, user.ID)
 	out := make([][]chatmem.UserHit, len(terms))
 	err := s.read(ctx, func(t tx) error {
-		c := userCache{entries: make(map[int64]userEntry), convs: make(map[int64]string)} // for all terms
+		c := &userCache{entries: make(map[int64]userEntry), convs: make(map[int64]string)} // for all terms
 		for i, term := range terms {
 			out[i] = []chatmem.UserHit{}
 			if !indexable(term) {
 				continue
 			}
 			match := `"` + strings.ReplaceAll(prefix+term, `"`, `""`) + `"`
-			entries, err := userPostings(t, user, now, match, limit, c)
+			entries, err := s.userPostings(t, user, now, match, limit, c)
 			if err != nil {
 				return fmt.Errorf("user postings of %q: %w", term, err)
 			}
@@ -224,29 +243,36 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 
 // userPostings returns the newest entries of the user's token match, at
 // most limit, newest first.
-func userPostings(t tx, user chatmem.Key, now int64, match string, limit int, c userCache) ([]userEntry, error) {
+func (s *Store) userPostings(t tx, user chatmem.Key, now int64, match string, limit int, c *userCache) ([]userEntry, error) {
 	var found []userEntry
 	hi := int64(math.MaxInt64) // ids below hi are still to read
 	for len(found) < limit {
 		need := limit - len(found)
-		ids, err := userIDs(t, match, 0, hi, need)
+		// One id past need tells whether the last one's millisecond
+		// goes on below it.
+		ids, err := userIDs(t, match, 0, hi, need+1)
 		if err != nil || len(ids) == 0 {
 			return sortEntries(found, limit), err
 		}
-		// All of the ids below hi were read unless need of them were:
-		// then read the rest of the last one's millisecond, so that all
-		// of [lo, hi) is read and sorted.
-		more := len(ids) == need
+		// All of the ids below hi were read unless more than need of
+		// them were: then read the rest of the need-th one's
+		// millisecond, if the one past it is of that millisecond, so
+		// that all of [lo, hi) is read and sorted.
+		more := len(ids) > need
+		var past int64
+		if more {
+			ids, past = ids[:need], ids[need]
+		}
 		last := ids[len(ids)-1]
 		lo := last &^ (userSlots - 1)
-		if more {
+		if more && past >= lo {
 			rest, err := userIDs(t, match, lo, last, -1)
 			if err != nil {
 				return nil, err
 			}
 			ids = append(ids, rest...)
 		}
-		entries, err := userEntries(t, user, now, ids, c)
+		entries, err := s.userEntries(t, user, now, ids, c)
 		if err != nil {
 			return nil, err
 		}
@@ -269,37 +295,113 @@ func sortEntries(entries []userEntry, limit int) []userEntry {
 }
 
 // userIDs reads the ids in [lo, hi) of the rows holding match, newest
-// first, at most limit (-1: all).
+// first, at most limit (-1: all). They come as one row, a list the store
+// parses: a row per id cost the driver more than reading the doclist.
 func userIDs(t tx, match string, lo, hi int64, limit int) ([]int64, error) {
-	rows, err := t.query(selectUserPostings, match, lo, hi, limit)
+	var list string
+	if err := t.row(selectUserPostings, match, lo, hi, limit).Scan(&list); err != nil {
+		return nil, err
+	}
+	ids, err := parseInts(list, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+	// group_concat follows the subquery's order in practice; the order
+	// asked for is not left to that.
+	slices.SortFunc(ids, func(a, b int64) int { return cmp.Compare(b, a) })
+	return ids, nil
+}
+
+// parseInts appends to dst the decimal integers of list, separated by
+// commas ("" holds none).
+func parseInts(list string, dst []int64) ([]int64, error) {
+	for list != "" {
+		field := list
+		if i := strings.IndexByte(list, ','); i >= 0 {
+			field, list = list[:i], list[i+1:]
+		} else {
+			list = ""
 		}
-		ids = append(ids, id)
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: bad integer %q in a list", field)
+		}
+		dst = append(dst, n)
 	}
-	return ids, rows.Err()
+	return dst, nil
 }
 
 // userCache holds what one UserPostings call has resolved so far, so that
 // an id in the lists of several terms is named once and a conversation
 // with many hits is checked once: entries by id (conv "" for a message
-// not in the user's live conversations) and conversation IDs by number
-// ("" for one that is not the user's or not live).
+// not in the user's live conversations), conversation IDs by number (""
+// for one that is not the user's or not live), and the conversations
+// expired and not swept yet (read once, when first needed; see
+// checkUserConversations).
 type userCache struct {
 	entries map[int64]userEntry
 	convs   map[int64]string
+	expired *expiredNums
+}
+
+// expiredNums is the list of selectExpiredNums: the numbers of the
+// conversations expired and not swept yet, or, when there were more than
+// maxExpiredNums (the sweeper is behind), none and !listed.
+type expiredNums struct {
+	nums   map[int64]bool
+	listed bool
+}
+
+// maxExpiredNums bounds the expired conversations UserPostings lists. Past
+// it, each conversation is checked in SQL.
+const maxExpiredNums = 1024
+
+// userIdent is what a conversation's number names, for ever.
+type userIdent struct{ tenant, user, id string }
+
+// userIdents keeps the conversations' identities that UserPostings has
+// read (see selectUserIdents): a user's turns find the same conversations
+// again and again, and once known, checking one of them is a map lookup
+// plus the one list of expired conversations, not a seek. A number names
+// the same conversation as long as it exists; whether it still does needs
+// no check, since its user_index rows go with it in the same transaction.
+// Safe for concurrent use; it forgets everything when it holds
+// maxUserIdents.
+type userIdents struct {
+	mu sync.Mutex
+	m  map[int64]userIdent
+}
+
+const maxUserIdents = 1 << 16
+
+func (u *userIdents) get(nums []int64) (known map[int64]userIdent, unknown []int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	known = make(map[int64]userIdent, len(nums))
+	for _, n := range nums {
+		if id, ok := u.m[n]; ok {
+			known[n] = id
+		} else {
+			unknown = append(unknown, n)
+		}
+	}
+	return known, unknown
+}
+
+func (u *userIdents) put(idents map[int64]userIdent) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil || len(u.m)+len(idents) > maxUserIdents {
+		u.m = make(map[int64]userIdent, len(idents))
+	}
+	for n, id := range idents {
+		u.m[n] = id
+	}
 }
 
 // userEntries names the messages of ids that belong to the user's live
 // conversations, reading only the ids not in c yet.
-func userEntries(t tx, user chatmem.Key, now int64, ids []int64, c userCache) ([]userEntry, error) {
+func (s *Store) userEntries(t tx, user chatmem.Key, now int64, ids []int64, c *userCache) ([]userEntry, error) {
 	var unread []int64
 	for _, id := range ids {
 		if _, ok := c.entries[id]; !ok {
@@ -307,7 +409,7 @@ func userEntries(t tx, user chatmem.Key, now int64, ids []int64, c userCache) ([
 		}
 	}
 	if len(unread) > 0 {
-		if err := readUserEntries(t, user, now, unread, c); err != nil {
+		if err := s.readUserEntries(t, user, now, unread, c); err != nil {
 			return nil, err
 		}
 	}
@@ -322,60 +424,145 @@ func userEntries(t tx, user chatmem.Key, now int64, ids []int64, c userCache) ([
 
 // readUserEntries names the messages of ids through user_index and checks
 // the conversations not in c yet, recording both in c.
-func readUserEntries(t tx, user chatmem.Key, now int64, ids []int64, c userCache) error {
-	list, err := json.Marshal(ids)
+func (s *Store) readUserEntries(t tx, user chatmem.Key, now int64, ids []int64, c *userCache) error {
+	var list string
+	if err := t.row(selectUserEntries, jsonInts(ids)).Scan(&list); err != nil {
+		return err
+	}
+	fields, err := parseInts(list, make([]int64, 0, 4*len(ids)))
 	if err != nil {
 		return err
 	}
-	type raw struct{ id, conv, seq, at int64 }
-	var found []raw
+	if len(fields)%4 != 0 {
+		return fmt.Errorf("sqlite: user index entries of %d fields", len(fields))
+	}
 	var unknown []int64
-	err = func() error {
-		rows, err := t.query(selectUserEntries, string(list))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r raw
-			if err := rows.Scan(&r.id, &r.conv, &r.seq, &r.at); err != nil {
-				return err
+	for i := 0; i < len(fields); i += 4 {
+		if conv := fields[i+1]; !slices.Contains(unknown, conv) {
+			if _, ok := c.convs[conv]; !ok {
+				unknown = append(unknown, conv)
 			}
-			if _, ok := c.convs[r.conv]; !ok && !slices.Contains(unknown, r.conv) {
-				unknown = append(unknown, r.conv)
-			}
-			found = append(found, r)
 		}
-		return rows.Err()
-	}()
-	if err != nil {
-		return err
 	}
 	if len(unknown) > 0 {
-		if err := checkUserConversations(t, user, now, unknown, c.convs); err != nil {
+		if err := s.checkUserConversations(t, user, now, unknown, c); err != nil {
 			return err
 		}
 	}
 	for _, id := range ids {
 		c.entries[id] = userEntry{} // not found unless below
 	}
-	for _, r := range found {
-		c.entries[r.id] = userEntry{conv: c.convs[r.conv], seq: r.seq, at: r.at}
+	for i := 0; i < len(fields); i += 4 {
+		c.entries[fields[i]] = userEntry{conv: c.convs[fields[i+1]], seq: fields[i+2], at: fields[i+3]}
 	}
 	return nil
 }
 
-// checkUserConversations records in convs the ID of each conversation of
-// nums that is live and the user's, and "" for the others.
-func checkUserConversations(t tx, user chatmem.Key, now int64, nums []int64, convs map[int64]string) error {
+// jsonInts returns ints as a JSON array.
+func jsonInts(ints []int64) string {
+	b := make([]byte, 0, 2+len(ints)*20)
+	b = append(b, '[')
+	for i, n := range ints {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return string(append(b, ']'))
+}
+
+// checkUserConversations records in c.convs the ID of each conversation of
+// nums that is live and the user's, and "" for the others. A conversation
+// is the user's if its identity (userIdents, read once for the store) says
+// so, and live unless it is among the expired ones: so the cost follows
+// the conversations not seen before and those expired and not swept yet,
+// not the conversations checked. With more of the latter than
+// maxExpiredNums, each conversation is checked in SQL instead.
+func (s *Store) checkUserConversations(t tx, user chatmem.Key, now int64, nums []int64, c *userCache) error {
 	for _, n := range nums {
-		convs[n] = ""
+		c.convs[n] = ""
 	}
-	list, err := json.Marshal(nums)
+	if c.expired == nil {
+		e, err := readExpiredNums(t, user, now)
+		if err != nil {
+			return err
+		}
+		c.expired = &e
+	}
+	if !c.expired.listed {
+		return checkUserConversationsSQL(t, user, now, nums, c.convs)
+	}
+	known, unknown := s.userIdents.get(nums)
+	if len(unknown) > 0 {
+		read, err := readUserIdents(t, unknown)
+		if err != nil {
+			return err
+		}
+		s.userIdents.put(read)
+		maps.Copy(known, read)
+	}
+	for n, id := range known {
+		if id.tenant == user.Tenant && id.user == user.ID && !c.expired.nums[n] {
+			c.convs[n] = id.id
+		}
+	}
+	return nil
+}
+
+// readExpiredNums lists the user's conversations expired at now and not
+// swept yet (see expiredNums).
+func readExpiredNums(t tx, user chatmem.Key, now int64) (expiredNums, error) {
+	rows, err := t.query(selectExpiredNums, now, maxExpiredNums+1)
 	if err != nil {
-		return err
+		return expiredNums{}, err
 	}
-	rows, err := t.query(selectUserConversations, user.Tenant, user.ID, now, string(list))
+	defer rows.Close()
+	e := expiredNums{nums: make(map[int64]bool), listed: true}
+	count := 0
+	for rows.Next() {
+		var (
+			n              int64
+			tenant, userID string
+		)
+		if err := rows.Scan(&n, &tenant, &userID); err != nil {
+			return expiredNums{}, err
+		}
+		if count++; count > maxExpiredNums {
+			return expiredNums{}, rows.Err()
+		}
+		if tenant == user.Tenant && userID == user.ID {
+			e.nums[n] = true
+		}
+	}
+	return e, rows.Err()
+}
+
+// readUserIdents reads the identities of the conversations of nums that
+// have a user (selectUserIdents).
+func readUserIdents(t tx, nums []int64) (map[int64]userIdent, error) {
+	rows, err := t.query(selectUserIdents, jsonInts(nums))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int64]userIdent, len(nums))
+	for rows.Next() {
+		var (
+			n  int64
+			id userIdent
+		)
+		if err := rows.Scan(&n, &id.tenant, &id.user, &id.id); err != nil {
+			return nil, err
+		}
+		out[n] = id
+	}
+	return out, rows.Err()
+}
+
+// checkUserConversationsSQL records in convs the ID of each conversation
+// of nums that is live and the user's, checked in SQL.
+func checkUserConversationsSQL(t tx, user chatmem.Key, now int64, nums []int64, convs map[int64]string) error {
+	rows, err := t.query(selectUserConversations, user.Tenant, user.ID, now, jsonInts(nums))
 	if err != nil {
 		return err
 	}
