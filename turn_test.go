@@ -165,6 +165,9 @@ func TestTurnAppendTail(t *testing.T) {
 			if appendTails.Load() != want {
 				t.Errorf("%s: Turn %d made %d AppendTail calls, want %d", tc.name, i, appendTails.Load(), want)
 			}
+			if len(w.Messages) == 0 {
+				t.Fatalf("%s: Turn %d's window is empty", tc.name, i)
+			}
 			if got := w.Messages[len(w.Messages)-1]; got.Seq != res.Conversation.LastSeq {
 				t.Errorf("%s: Turn %d's window ends with seq %d, want %d", tc.name, i, got.Seq, res.Conversation.LastSeq)
 			}

@@ -8,10 +8,11 @@ import (
 )
 
 // tailHint guesses how many of the newest messages a TailQuery selects,
-// so that Tail can read them in the round trip of its script (see
-// Store.Tail). It learns two rates from the runs Tail returned, on any
-// conversation of the store: messages per token (non-system tokens) and
-// messages per user message. A guess too large costs the reading of the
+// so that Tail and AppendTail can read them in the round trip of their
+// script (see Store.Tail). It learns two rates from the runs they
+// returned, on any conversation of the store: messages per token
+// (non-system tokens) and messages per user message (before it learned
+// any, AppendTail guesses with the cold rates, guessCold). A guess too large costs the reading of the
 // surplus; one too small, a second round trip; a wrong guess never changes
 // what Tail returns.
 type tailHint struct {

@@ -259,7 +259,7 @@ func TestGroupCommitFailedWrite(t *testing.T) {
 // TestGroupCommitAppendTail: AppendTail's reads, made in its group's
 // transaction after its own statements, hold what the group wrote before
 // them and nothing written after them, also when the group runs again
-// (an append failing after it wrote): each run reads afresh.
+// (an append failing after it wrote).
 func TestGroupCommitAppendTail(t *testing.T) {
 	s, groups := openCounting(t)
 	ctx := t.Context()

@@ -155,10 +155,13 @@ func TestFirstTurnOneTransaction(t *testing.T) {
 	if n := s2.commit.groups.Load() - groups; n != 1 {
 		t.Errorf("first Turn committed %d transactions, want 1", n)
 	}
+	if len(w.Messages) == 0 {
+		t.Fatal("first Turn's window is empty")
+	}
 	if got := w.Messages[len(w.Messages)-1]; got.Seq != res.Conversation.LastSeq {
 		t.Errorf("first Turn's window ends with seq %d, want %d", got.Seq, res.Conversation.LastSeq)
 	}
-	if len(w.Messages) == 0 || w.Messages[0].Role != chatmem.RoleSystem {
+	if w.Messages[0].Role != chatmem.RoleSystem {
 		t.Errorf("first Turn's window does not start with the system message: %+v", w.Messages)
 	}
 	want, err := filler.Context(ctx, key, p, chatmem.ContextOptions{})

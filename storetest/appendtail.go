@@ -117,45 +117,59 @@ func testAppendTailRefusals(t *testing.T, h Harness) {
 }
 
 // testAppendTailSnapshot races AppendTails on one conversation: each one's
-// tail must end with its own messages (nothing appended after them, nothing
-// before them missing), and every append lands, densely numbered.
+// tail must be the conversation's tail as its append left it (its own
+// messages last, nothing appended after them, nothing before them
+// missing), and every append lands, densely numbered.
 func testAppendTailSnapshot(t *testing.T, h Harness) {
 	s := h.New(t)
 	key := randomKey("appendtail-race")
 	mustAppend(t, s, key, []chatmem.Message{msg(chatmem.RoleSystem, "Be brief.", 3)}, chatmem.AppendOptions{Tokenizer: "estimate"})
-	const writers, each = 4, 10
+	const writers, each, turns = 4, 10, 3
+	type seen struct {
+		what   string
+		last   int64
+		recent []chatmem.Message
+		system []int64
+	}
+	var mu sync.Mutex
+	var all []seen
 	var wg sync.WaitGroup
-	errs := make(chan error, writers*each)
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
-				batch := []chatmem.Message{
-					msg(chatmem.RoleUser, fmt.Sprintf("writer %d, turn %d", w, i), 5),
-					msg(chatmem.RoleAssistant, fmt.Sprintf("answer %d/%d", w, i), 7),
-				}
-				res, read, err := as[chatmem.TailAppender](t, s).AppendTail(t.Context(), key, batch, chatmem.AppendOptions{}, chatmem.TailQuery{Turns: 3})
+				what := fmt.Sprintf("writer %d, turn %d", w, i)
+				batch := []chatmem.Message{msg(chatmem.RoleUser, what, 5), msg(chatmem.RoleAssistant, "answer to "+what, 7)}
+				res, read, err := as[chatmem.TailAppender](t, s).AppendTail(t.Context(), key, batch, chatmem.AppendOptions{}, chatmem.TailQuery{Turns: turns})
 				if err != nil {
-					errs <- err
+					t.Errorf("%s: AppendTail: %v", what, err)
 					continue
 				}
-				last := res.Conversation.LastSeq
-				n := len(read.Recent)
-				switch {
-				case n < 2 || read.Recent[n-1].Seq != last || read.Recent[n-2].Content != batch[0].Content || read.Recent[n-1].Content != batch[1].Content:
-					errs <- fmt.Errorf("writer %d turn %d: tail %v does not end with its own messages (LastSeq %d)", w, i, seqs(read.Recent), last)
-				case read.Recent[n-1].Seq-read.Recent[0].Seq != int64(n-1):
-					errs <- fmt.Errorf("writer %d turn %d: tail %v has gaps", w, i, seqs(read.Recent))
-				case len(read.System) != 1 || read.System[0].Seq != 1:
-					errs <- fmt.Errorf("writer %d turn %d: system messages %v, want [1]", w, i, seqs(read.System))
-				}
+				mu.Lock()
+				all = append(all, seen{what, res.Conversation.LastSeq, read.Recent, seqs(read.System)})
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+	stored := mustRange(t, s, key, 0, 0)
+	wantSeqs(t, "the conversation after the race", stored, span(1, 1+2*writers*each)...)
+	for _, a := range all {
+		// Tail(Turns) as of a.last: from the turns-th newest user message
+		// of the messages up to it.
+		upTo := stored[:a.last]
+		start, users := len(upTo), 0
+		for start > 0 && users < turns {
+			start--
+			if upTo[start].Role == chatmem.RoleUser {
+				users++
+			}
+		}
+		wantMessages(t, a.what+": AppendTail's tail", a.recent, upTo[start:])
+		if len(a.recent) > 0 && a.recent[len(a.recent)-1].Content != "answer to "+a.what {
+			t.Errorf("%s: the tail ends with %q, not its own messages", a.what, a.recent[len(a.recent)-1].Content)
+		}
+		if len(a.system) != 1 || a.system[0] != 1 {
+			t.Errorf("%s: system messages %v, want [1]", a.what, a.system)
+		}
 	}
-	all := mustRange(t, s, key, 0, 0)
-	wantSeqs(t, "the conversation after the race", all, span(1, 1+2*writers*each)...)
 }
