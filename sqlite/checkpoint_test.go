@@ -13,8 +13,9 @@ import (
 // connection, the checkpointer copies the WAL into the database file, and
 // the committer's own checkpoints make the WAL start over, so that a
 // steady flow of appends leaves it bounded: here, with checkpoints every
-// 50 pages and a restart past 200, the appends write about 40 times 200
-// pages and the WAL never holds more than a few times 200.
+// 50 pages and a restart past 200, the appends write about 30 times 200
+// pages and the WAL holds at most 10 times 200 (about 300 pages when this
+// test was written; without the committer's checkpoints, 6,800).
 func TestCheckpointer(t *testing.T) {
 	s, groups := openCounting(t)
 	s.ckpt.every, s.ckpt.restartAt = 50, 200
@@ -47,8 +48,8 @@ func TestCheckpointer(t *testing.T) {
 	if s.ckpt.passes.Load() == 0 {
 		t.Fatal("the checkpointer never ran")
 	}
-	if most > 4*200 {
-		t.Fatalf("the WAL grew to %d frames, want at most 800", most)
+	if most > 10*200 {
+		t.Fatalf("the WAL grew to %d frames, want at most 2,000", most)
 	}
 	t.Logf("1,000 appends in %d groups, %d checkpoints; the WAL held at most %d frames", groups.Load(), s.ckpt.passes.Load(), most)
 }
