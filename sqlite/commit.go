@@ -167,6 +167,7 @@ func (s *Store) commitLoop() {
 		}
 		s.runGroup(group)
 		clear(group)
+		s.restartWAL()
 	}
 }
 
@@ -270,6 +271,7 @@ func (s *Store) runTx(ctx context.Context, group []*writeReq, results []error, f
 	if err := t.Commit(); err != nil {
 		return false, err
 	}
+	s.ckpt.wrote(c)
 	s.commit.groups.Add(1)
 	return false, nil
 }

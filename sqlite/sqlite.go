@@ -96,6 +96,8 @@ type Store struct {
 	// userIdents keeps the identities of the conversations UserPostings
 	// has seen (usersearch.go).
 	userIdents userIdents
+	// ckpt checkpoints the WAL beside the committer (checkpoint.go).
+	ckpt *checkpointer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -142,7 +144,16 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	r.SetMaxOpenConns(opts.MaxReaders)
 	r.SetMaxIdleConns(opts.MaxReaders)
+	ckpt, err := sql.Open("sqlite", dsn(abs, opts, false))
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	ckpt.SetMaxOpenConns(1)
+	ckpt.SetMaxIdleConns(1)
 	s := &Store{path: abs, w: &pool{db: w}, r: &pool{db: r}, now: opts.Now, busyTimeout: opts.BusyTimeout}
+	s.startCheckpointer(ckpt)
 	s.startCommitter()
 
 	if err := s.setup(ctx); err != nil {
@@ -180,6 +191,9 @@ func dsn(abs string, opts Options, readOnly bool) string {
 		// No busy timeout: beginWrite waits for the write lock itself.
 		q.Add("_pragma", "busy_timeout(0)")
 		q.Set("_txlock", "immediate")
+		// No automatic checkpoint after a commit: the checkpointer runs
+		// them beside the committer (checkpoint.go).
+		q.Add("_pragma", "wal_autocheckpoint(0)")
 	}
 	q.Add("_pragma", "foreign_keys(1)")
 	// Deleted content is overwritten, not left in free pages: erasing a
@@ -232,12 +246,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes both connection pools. Further calls return the first
-// call's result.
+// Close ends the committer and the checkpointer and closes the
+// connections (the last one closed checkpoints what is left in the WAL).
+// Further calls return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stopCommitter()
-		s.closeErr = errors.Join(s.r.close(), s.w.close())
+		s.closeErr = errors.Join(s.stopCheckpointer(), s.r.close(), s.w.close())
 	})
 	return s.closeErr
 }
