@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"sync/atomic"
 
 	sqlitedriver "modernc.org/sqlite"
@@ -23,8 +24,10 @@ import (
 // a PASSIVE checkpoint, which copies every page no reader still needs and
 // waits for nobody. (Pages written on the write connection outside the
 // committer, by the migrations at Open, are counted with the next
-// commit's. DeleteUser's TRUNCATE checkpoint, users.go, retries while a
-// checkpoint runs.)
+// commit's.) One checkpoint runs at a time in a process (checkpointer.mu):
+// SQLite does not wait for the checkpoint lock, so a checkpoint started
+// while another runs would return at once, having copied nothing, and the
+// committer's (below) and DeleteUser's TRUNCATE (users.go) must not.
 //
 // That alone would not bound the WAL under a steady load: SQLite starts
 // the WAL over only when a write transaction begins with every page
@@ -63,6 +66,9 @@ type checkpointer struct {
 	cancel           context.CancelFunc
 	// restart asks the committer to checkpoint between two groups.
 	restart atomic.Bool
+	// mu is held by every checkpoint of the store, which then waits for
+	// the one running instead of failing busy.
+	mu sync.Mutex
 	// pages counts the pages written to the WAL since the last kick; the
 	// committer's alone.
 	pages   int
@@ -93,8 +99,12 @@ func (k *checkpointer) loop(ctx context.Context) {
 			return
 		case <-k.kick:
 		}
-		var busy, log, copied int
-		err := k.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
+		if k.restart.Load() {
+			continue // the committer's checkpoint is due: it copies these too
+		}
+		k.mu.Lock()
+		_, log, err := checkpoint(ctx, k.db, "PASSIVE")
+		k.mu.Unlock()
 		if ctx.Err() != nil {
 			return
 		}
@@ -103,6 +113,14 @@ func (k *checkpointer) loop(ctx context.Context) {
 			k.restart.Store(true)
 		}
 	}
+}
+
+// checkpoint runs PRAGMA wal_checkpoint(mode) on db and returns whether it
+// was kept from finishing (busy) and the WAL's length in frames.
+func checkpoint(ctx context.Context, db *sql.DB, mode string) (busy bool, log int, err error) {
+	var b, copied int
+	err = db.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&b, &log, &copied)
+	return b != 0, log, err
 }
 
 // wrote counts the pages the commit that just ended on c wrote to the
@@ -129,12 +147,16 @@ func (k *checkpointer) wrote(c *sql.Conn) {
 }
 
 // restartWAL runs the committer's own checkpoint if the checkpointer asked
-// for it. It runs between two groups, on the write connection. Its errors
-// are not the writers': the WAL stays as it is until the next one.
+// for it. It runs between two groups, on the write connection, after the
+// checkpoint running, if any. Its errors are not the writers': the WAL
+// stays as it is, and the next group asks again.
 func (s *Store) restartWAL() {
-	if !s.ckpt.restart.CompareAndSwap(true, false) {
+	k := s.ckpt
+	if !k.restart.Load() {
 		return
 	}
-	var busy, log, copied int
-	s.w.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
+	k.mu.Lock()
+	busy, _, err := checkpoint(context.Background(), s.w.db, "PASSIVE")
+	k.mu.Unlock()
+	k.restart.Store(busy || err != nil) // readers kept it from the end: again
 }

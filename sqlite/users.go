@@ -392,9 +392,10 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 func (s *Store) truncateWAL(ctx context.Context) error {
 	const attempts = 50
 	for i := 0; ; i++ {
-		var busy, logFrames, done int
-		err := s.w.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done)
-		if err == nil && busy == 0 {
+		s.ckpt.mu.Lock() // after the checkpointer's, if one runs
+		busy, _, err := checkpoint(ctx, s.w.db, "TRUNCATE")
+		s.ckpt.mu.Unlock()
+		if err == nil && !busy {
 			return nil
 		}
 		if i == attempts {

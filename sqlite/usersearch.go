@@ -196,8 +196,11 @@ type userEntry struct {
 // millisecond of the last one read in full, since the ids order a
 // millisecond's messages by their slot, not by date, conversation and
 // seq), then names those not named yet for an earlier term through
-// user_index, checks the conversations not checked yet in one query, and
-// reads on below if checks dropped some (conversations
+// user_index, checks the conversations not checked yet against the
+// identities the store keeps (reading the ones it lacks in one query) and
+// the list of conversations expired and not swept yet (past
+// maxExpiredNums of those, with a query as before), and reads on below if
+// checks dropped some (conversations
 // that expired and were not swept yet, or another user's sharing the
 // hash). So the cost follows len(terms) and limit, not the user's
 // history. It wraps chatmem.ErrInvalid for a bad user, a limit below 1 or
