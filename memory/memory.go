@@ -171,47 +171,38 @@ func notFound(key chatmem.Key) error {
 // ExpectedTokenizer are checked, so the retry of an append that succeeded
 // is a replay, not a conflict.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
-	res, _, err := s.appendTail(ctx, key, msgs, opts, nil)
-	return res, err
+	return s.append(ctx, key, msgs, opts, nil)
 }
 
 // AppendTail is Append, then System and Tail(q) of the conversation as it
-// left it, under the same lock; see chatmem.TailAppender.
+// left it, under the same lock (not for a replay); see
+// chatmem.TailAppender.
 func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
 	if err := q.CheckSelects(); err != nil {
 		return chatmem.AppendResult{}, chatmem.TailRead{}, err
 	}
-	return s.appendTail(ctx, key, msgs, opts, &q)
+	var read chatmem.TailRead
+	res, err := s.append(ctx, key, msgs, opts, func(c *conversation) {
+		read = chatmem.TailRead{System: c.systemMessages(), Recent: c.tail(q)}
+	})
+	return res, read, err
 }
 
-// appendTail is Append, and with q set AppendTail.
-func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q *chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
-	res, c, err := s.append(ctx, key, msgs, opts)
-	if err != nil || q == nil || res.Replayed {
-		if c != nil {
-			s.mu.Unlock()
-		}
-		return res, chatmem.TailRead{}, err
-	}
-	defer s.mu.Unlock()
-	return res, chatmem.TailRead{System: c.systemMessages(), Recent: c.tail(*q)}, nil
-}
-
-// append is Append's work. The write lock is held on return when c is not
-// nil (the caller releases it), and not held when err is.
-func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (_ chatmem.AppendResult, c *conversation, _ error) {
+// append is Append's work; then, if not nil, is called with the
+// conversation after the append landed, under the write lock.
+func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, then func(*conversation)) (chatmem.AppendResult, error) {
 	if err := ctx.Err(); err != nil {
-		return chatmem.AppendResult{}, nil, err
+		return chatmem.AppendResult{}, err
 	}
 	if err := key.Validate(); err != nil {
-		return chatmem.AppendResult{}, nil, err
+		return chatmem.AppendResult{}, err
 	}
 	if len(msgs) == 0 {
-		return chatmem.AppendResult{}, nil, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
+		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
 	}
 	if opts.User != "" {
 		if err := chatmem.ValidateUser(opts.User); err != nil {
-			return chatmem.AppendResult{}, nil, fmt.Errorf("user: %w", err)
+			return chatmem.AppendResult{}, fmt.Errorf("user: %w", err)
 		}
 	}
 	now := opts.Now
@@ -220,32 +211,26 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 	for i, m := range msgs {
 		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
-			return chatmem.AppendResult{}, nil, fmt.Errorf("message %d: %w", i, err)
+			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
 		}
 		if len(m.Content) > maxContent {
-			return chatmem.AppendResult{}, nil, fmt.Errorf("%w: message %d: content of %d bytes", chatmem.ErrTooLarge, i, len(m.Content))
+			return chatmem.AppendResult{}, fmt.Errorf("%w: message %d: content of %d bytes", chatmem.ErrTooLarge, i, len(m.Content))
 		}
 	}
 
 	s.mu.Lock()
-	unlock := true // on an error
-	defer func() {
-		if unlock {
-			s.mu.Unlock()
-		}
-	}()
-	c = s.lookup(key, time.Now())
+	defer s.mu.Unlock()
+	c := s.lookup(key, time.Now())
 	if c != nil && opts.IdempotencyKey != "" {
 		if a, ok := c.idem[opts.IdempotencyKey]; ok {
 			if err := chatmem.CheckFingerprint(key, opts, a.fingerprint); err != nil {
-				return chatmem.AppendResult{}, nil, err
+				return chatmem.AppendResult{}, err
 			}
-			unlock = false
 			return chatmem.AppendResult{
 				Messages:     c.msgs.slice(int(a.first-1), int(a.first-1)+a.count),
 				Conversation: c.meta,
 				Replayed:     true,
-			}, c, nil
+			}, nil
 		}
 	}
 	var last int64
@@ -253,13 +238,13 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 		last = c.meta.LastSeq
 	}
 	if opts.ExpectedLastSeq != nil && *opts.ExpectedLastSeq != last {
-		return chatmem.AppendResult{}, nil, fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, *opts.ExpectedLastSeq)
+		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, *opts.ExpectedLastSeq)
 	}
 	if e := opts.ExpectedTokenizer; c != nil && e != "" && c.meta.Tokenizer != e {
-		return chatmem.AppendResult{}, nil, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, c.meta.Tokenizer, e)
+		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, c.meta.Tokenizer, e)
 	}
 	if u := opts.User; c != nil && u != "" && c.meta.User != u {
-		return chatmem.AppendResult{}, nil, userConflict(key, c.meta.User, u)
+		return chatmem.AppendResult{}, userConflict(key, c.meta.User, u)
 	}
 	if c == nil {
 		c = s.create(key, opts.Tokenizer, now)
@@ -290,8 +275,10 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if opts.IdempotencyKey != "" {
 		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(msgs), fingerprint: opts.Fingerprint}
 	}
-	unlock = false
-	return chatmem.AppendResult{Messages: added, Conversation: c.meta}, c, nil
+	if then != nil {
+		then(c)
+	}
+	return chatmem.AppendResult{Messages: added, Conversation: c.meta}, nil
 }
 
 // create makes an empty conversation at key, replacing an expired one. The

@@ -459,8 +459,7 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	var items *goredis.StringSliceCmd
 	var check *goredis.SliceCmd
 	if guess > 0 {
-		items = goredis.NewStringSliceCmd(ctx, "lrange", keys[kMsgs], -guess, -1)
-		check = goredis.NewSliceCmd(ctx, "hmget", keys[kMeta], "last_seq", "gen") // after the LRANGE
+		items, check = guessReads(ctx, keys[kMeta], keys[kMsgs], guess)
 		after = append(after, items, check)
 	}
 	reply, err := s.runOnce(ctx, appendScript, keys, args, after...)
@@ -924,8 +923,9 @@ func (s *Store) tailGuessed(ctx context.Context, key chatmem.Key, q chatmem.Tail
 	var check *goredis.SliceCmd
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		script = p.EvalSha(ctx, tailScript.Hash(), []string{keys[0], keys[2], keys[3]}, tailScriptArgs(s.now(), q)...)
-		items = p.LRange(ctx, keys[1], -guess, -1)
-		check = p.HMGet(ctx, keys[0], "last_seq", "gen") // after the LRANGE
+		items, check = guessReads(ctx, keys[0], keys[1], guess)
+		p.Process(ctx, items)
+		p.Process(ctx, check)
 		return nil
 	})
 	if goredis.HasErrorPrefix(script.Err(), "NOSCRIPT") {
@@ -943,6 +943,14 @@ func (s *Store) tailGuessed(ctx context.Context, key chatmem.Key, q chatmem.Tail
 		return nil, &run, nil
 	}
 	return msgs, nil, err
+}
+
+// guessReads are the reads sent right behind a script that finds a tail
+// run, for guessedRun: an LRANGE of the conversation's newest guess
+// messages (msgs, its list), then (so that it sees at least as far) a
+// re-read of its meta's last_seq and gen.
+func guessReads(ctx context.Context, meta, msgs string, guess int64) (*goredis.StringSliceCmd, *goredis.SliceCmd) {
+	return goredis.NewStringSliceCmd(ctx, "lrange", msgs, -guess, -1), goredis.NewSliceCmd(ctx, "hmget", meta, "last_seq", "gen")
 }
 
 // guessedRun returns the messages of run from items, an LRANGE of the
