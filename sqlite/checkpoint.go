@@ -72,6 +72,7 @@ type checkpointer struct {
 	// pages counts the pages written to the WAL since the last kick; the
 	// committer's alone.
 	pages   int
+	written atomic.Int64 // pages the committer wrote to the WAL, for benchmarks
 	passes  atomic.Int64 // checkpoints run, for tests
 	stopped chan struct{}
 }
@@ -137,6 +138,7 @@ func (k *checkpointer) wrote(c *sql.Conn) {
 		}
 		return nil
 	})
+	k.written.Add(int64(n))
 	if k.pages += n; k.pages >= k.every {
 		k.pages = 0
 		select {

@@ -97,17 +97,21 @@ const (
 	// non-system tokens sum to at most B. With T the conversation's total,
 	// the run from message s on sums to T - tokens_before(s), so s is the
 	// oldest message with tokens_before >= T - B (bound to ?3). One seek in
-	// messages_budget: tokens_before never decreases with seq, and ties
-	// (system messages, zero-token ones) go to the oldest, which the
-	// longest run includes.
+	// messages_tail, whose order (tokens_before, turn, seq) is seq's:
+	// neither column decreases with seq. Ties (system messages, zero-token
+	// ones) go to the oldest, which the longest run includes.
 	selectBudgetStart = `SELECT seq FROM messages
 		WHERE tenant = ?1 AND conv_id = ?2 AND tokens_before >= ?3
-		ORDER BY tokens_before, seq LIMIT 1`
+		ORDER BY tokens_before, turn, seq LIMIT 1`
 
-	// selectTurnStart finds the user message that starts turn ?3: one seek
-	// in the partial index messages_turn.
+	// selectTurnStart finds the newest message before turn ?3 (turn < ?3):
+	// the user message that starts turn ?3 is the one after it, turn
+	// stepping up by one at each user message. It walks messages_tail
+	// backwards from the newest message over the turns from ?3 on, the
+	// messages the tail reads (no row: turn ?3 starts at message 1).
 	selectTurnStart = `SELECT seq FROM messages
-		WHERE tenant = ?1 AND conv_id = ?2 AND role = 'user' AND turn = ?3`
+		WHERE tenant = ?1 AND conv_id = ?2 AND turn < ?3
+		ORDER BY tokens_before DESC, turn DESC, seq DESC LIMIT 1`
 
 	// selectSystem reads the system messages along the partial index
 	// messages_system.

@@ -61,15 +61,12 @@ func tailMessages(t tx, conv chatmem.Conversation, q chatmem.TailQuery) ([]chatm
 		}
 	}
 	if turn := conv.Turns - int64(q.Turns) + 1; q.Turns > 0 && turn >= 1 {
-		var seq int64
-		err := t.row(selectTurnStart, key.Tenant, key.ID, turn).Scan(&seq)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("sqlite: conversation %s has %d turns but no user message starts turn %d", key, conv.Turns, turn)
-		}
-		if err != nil {
+		var before int64 // the newest message before turn (0: none)
+		err := t.row(selectTurnStart, key.Tenant, key.ID, turn).Scan(&before)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
-		start = max(start, seq)
+		start = max(start, before+1)
 	}
 	return queryMessages(t, selectRange, key.Tenant, key.ID, start-1, -1)
 }

@@ -13,6 +13,9 @@ import (
 // migrations/0003_search.sql and the ones after it, whose tables refer to
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
+	"DROP INDEX messages_tail", // 0012_messages_tail.sql
+	"CREATE INDEX messages_budget ON messages (tenant, conv_id, tokens_before, seq)",
+	"CREATE INDEX messages_turn ON messages (tenant, conv_id, turn, seq) WHERE role = 'user'",
 	"DROP TRIGGER conversations_drop_leases",  // 0011_lease_cleanup.sql
 	"DROP TRIGGER conversations_user_unindex", // 0009_user_terms.sql
 	"DROP INDEX conversations_user_unindexed",
