@@ -93,25 +93,27 @@ const (
 			WHERE tenant = ?1 AND conv_id = ?2 AND seq > ?4 ORDER BY seq LIMIT ?5) m ON 1
 		WHERE c.tenant = ?1 AND c.id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
 
-	// selectBudgetStart finds the first message of the newest run whose
-	// non-system tokens sum to at most B. With T the conversation's total,
-	// the run from message s on sums to T - tokens_before(s), so s is the
-	// oldest message with tokens_before >= T - B (bound to ?3). One seek in
-	// messages_tail, whose order (tokens_before, turn, seq) is seq's:
-	// neither column decreases with seq. Ties (system messages, zero-token
-	// ones) go to the oldest, which the longest run includes.
+	// selectBudgetStart finds the newest message before the run of the
+	// newest messages whose non-system tokens sum to at most B; the run
+	// starts at the message after it (no row: at message 1). With T the
+	// conversation's total, the run from message s on sums to T -
+	// tokens_before(s), so it starts at the oldest message with
+	// tokens_before >= T - B, right after the newest with tokens_before <
+	// T - B (bound to ?3): tokens_before never decreases with seq, and ties
+	// (system messages, zero-token ones) go to the oldest, which the
+	// longest run includes. It walks the covering index messages_seq back
+	// from the newest message over the run, which the tail reads next.
 	selectBudgetStart = `SELECT seq FROM messages
-		WHERE tenant = ?1 AND conv_id = ?2 AND tokens_before >= ?3
-		ORDER BY tokens_before, turn, seq LIMIT 1`
+		WHERE tenant = ?1 AND conv_id = ?2 AND tokens_before < ?3
+		ORDER BY seq DESC LIMIT 1`
 
 	// selectTurnStart finds the newest message before turn ?3 (turn < ?3):
 	// the user message that starts turn ?3 is the one after it, turn
-	// stepping up by one at each user message. It walks messages_tail
-	// backwards from the newest message over the turns from ?3 on, the
-	// messages the tail reads (no row: turn ?3 starts at message 1).
+	// stepping up by one at each user message (no row: turn ?3 starts at
+	// message 1). It walks messages_seq back as selectBudgetStart does.
 	selectTurnStart = `SELECT seq FROM messages
 		WHERE tenant = ?1 AND conv_id = ?2 AND turn < ?3
-		ORDER BY tokens_before DESC, turn DESC, seq DESC LIMIT 1`
+		ORDER BY seq DESC LIMIT 1`
 
 	// selectSystem reads the system messages along the partial index
 	// messages_system.

@@ -41,8 +41,9 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 
 // tailMessages reads in t the newest messages of conv selected by q, as
 // Tail returns them; conv is the conversation's row as t sees it (its
-// totals place the run). It reads the first seq of the run (an index seek
-// per bound) and the run itself (an index range). Tail calls it in a read
+// totals place the run). It finds where the run starts (a walk back
+// along messages_seq per bound, over the run) and reads the run (an index
+// range). Tail calls it in a read
 // transaction, AppendTail in the append's write transaction, after the
 // append.
 func tailMessages(t tx, conv chatmem.Conversation, q chatmem.TailQuery) ([]chatmem.Message, error) {
@@ -52,13 +53,12 @@ func tailMessages(t tx, conv chatmem.Conversation, q chatmem.TailQuery) ([]chatm
 	key := conv.Key
 	start := int64(1)
 	if q.Tokens > 0 && conv.Tokens > int64(q.Tokens) {
-		err := t.row(selectBudgetStart, key.Tenant, key.ID, conv.Tokens-int64(q.Tokens)).Scan(&start)
-		if errors.Is(err, sql.ErrNoRows) {
-			return []chatmem.Message{}, nil // the newest message alone is over the budget
-		}
-		if err != nil {
+		var before int64 // the newest message before the run (0: none)
+		err := t.row(selectBudgetStart, key.Tenant, key.ID, conv.Tokens-int64(q.Tokens)).Scan(&before)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
+		start = before + 1
 	}
 	if turn := conv.Turns - int64(q.Turns) + 1; q.Turns > 0 && turn >= 1 {
 		var before int64 // the newest message before turn (0: none)

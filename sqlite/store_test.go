@@ -43,8 +43,8 @@ func TestQueryPlans(t *testing.T) {
 		}
 	}
 	for q, index := range map[string]string{
-		selectBudgetStart: "COVERING INDEX messages_tail (tenant=? AND conv_id=? AND tokens_before>?)",
-		selectTurnStart:   "COVERING INDEX messages_tail (tenant=? AND conv_id=?)",
+		selectBudgetStart: "COVERING INDEX messages_seq (tenant=? AND conv_id=?)",
+		selectTurnStart:   "COVERING INDEX messages_seq (tenant=? AND conv_id=?)",
 		selectRange:       "INDEX messages_seq",
 		// The conversation's row, then the range of selectRange.
 		selectConversationSince: "INDEX messages_seq (tenant=? AND conv_id=? AND seq>?)",
