@@ -34,7 +34,40 @@ type BenchConfig struct {
 	Messages int
 	// Iterations is the number of measured turns (after 10 of warm-up).
 	Iterations int
+	// Floor, for token_budget without facts, makes the store's raw floor
+	// of a turn on a conversation of n messages of content (Bench calls it
+	// once, after the fill, and drops the floor afterwards): the same job
+	// done directly on the backend, with the store's own client or driver
+	// (redis.TurnFloor, postgres.TurnFloor, sqlite.TurnFloor), or, for the
+	// in-process store, LoopFloor. Nil: no store floor is measured.
+	Floor func(ctx context.Context, n int, content string) (StoreFloor, error)
+	// Reopen, for token_budget without facts, opens the store again as a
+	// new process would (a new client or pool, through the same path), for
+	// the first turns Bench measures; Bench closes what it returns. Nil: no
+	// first turns are measured (the in-process store, which another process
+	// cannot open).
+	Reopen func(ctx context.Context) (chatmem.Store, error)
 }
+
+// StoreFloor is a store's raw floor of Bench's turn, which
+// redis.(*Floor), postgres.(*Floor) and sqlite.(*Floor) are. Its methods
+// need not be safe for concurrent use.
+type StoreFloor interface {
+	// Turn appends a user message of content and reads the newest
+	// messages back, in one round trip where the backend allows it, and
+	// returns the backend's error.
+	Turn(ctx context.Context, content string) error
+	// Drop deletes what the floor made (its list, table or file).
+	Drop(ctx context.Context) error
+}
+
+// firstTurnEvery and maxFirstTurns: Bench measures a new process's first
+// turn after every firstTurnEvery-th measured iteration, at most
+// maxFirstTurns times (storetest.BenchmarkTurnFloor's pace).
+const (
+	firstTurnEvery = 25
+	maxFirstTurns  = 40
+)
 
 // UserConversations is how many conversations of one user Bench spreads
 // n messages over for a policy with scope user: one per 100 messages, at
@@ -62,6 +95,22 @@ type BenchResult struct {
 	// for token_budget without facts, the window the loop makes.
 	FloorP50us float64 `json:"floor_p50_us,omitempty"`
 	FloorRatio float64 `json:"floor_ratio,omitempty"`
+	// TurnP50us is the p50 of the same turn as one Memory.Turn call, and
+	// StoreFloorP50us the p50 of the store's raw floor of it
+	// (BenchConfig.Floor); TurnFloorRatio is TurnP50us over
+	// StoreFloorP50us (issue 18's turn/floor). FirstTurnP50us is the p50
+	// of a new process's first turn (Memory.Turn of a new Memory on the
+	// store opened again, BenchConfig.Reopen), and FirstTurnRatio is it
+	// over TurnP50us (issue 18's first/turn). Set for token_budget without
+	// facts; the store floor's and the first turn's with a Floor and a
+	// Reopen. The append+context turn (P50us), the Memory.Turn and the
+	// floor are measured in one loop, in rotating order, and a first turn
+	// after every 25th iteration (at most 40).
+	TurnP50us       float64 `json:"turn_p50_us,omitempty"`
+	StoreFloorP50us float64 `json:"store_floor_p50_us,omitempty"`
+	TurnFloorRatio  float64 `json:"turn_floor_ratio,omitempty"`
+	FirstTurnP50us  float64 `json:"first_turn_p50_us,omitempty"`
+	FirstTurnRatio  float64 `json:"first_turn_ratio,omitempty"`
 }
 
 // benchContent is about 40 tokens under the seed's estimator.
@@ -133,6 +182,18 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 	}
 	bar.Done()
 	fill := time.Since(start)
+	// With token_budget without facts, the same turn as one Memory.Turn,
+	// the store's floor and a new process's first turn are measured beside
+	// the append+context turn.
+	issue18 := p.Kind == chatmem.PolicyTokenBudget && !p.Facts
+	var floor StoreFloor
+	if issue18 && cfg.Floor != nil {
+		var err error
+		if floor, err = cfg.Floor(ctx, n, text(0)); err != nil {
+			return BenchResult{}, fmt.Errorf("bench: the store's floor: %w", err)
+		}
+		defer floor.Drop(context.WithoutCancel(ctx))
+	}
 	// Reach a steady state before measuring: the worker has caught up with
 	// the fill (summaries, facts), and the collector has finished with the
 	// fill's garbage, so the turns pay for neither.
@@ -143,36 +204,89 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 
 	// Each turn appends the next message and reads the context, as a chat
 	// backend does once per user message. A few warm-up turns come first.
+	// With issue18, each iteration makes the turn three ways in rotating
+	// order (Append then Context; Memory.Turn; the floor), so that a busy
+	// machine slows them alike.
 	const warmup = 10
 	var window int
-	durations := make([]time.Duration, 0, iterations)
-	for i := 0; i < warmup+iterations; i++ {
-		t0 := time.Now()
-		if _, err := mem.Append(ctx, key, []chatmem.Message{message(n + i)}, opts); err != nil {
-			return BenchResult{}, err
+	k := n // the next message's number
+	appendContext := func() error {
+		if _, err := mem.Append(ctx, key, []chatmem.Message{message(k)}, opts); err != nil {
+			return err
 		}
+		k++
 		w, err := mem.Context(ctx, key, p, chatmem.ContextOptions{})
-		if err != nil {
-			return BenchResult{}, err
-		}
-		if i >= warmup {
-			durations = append(durations, time.Since(t0))
-		}
 		window = len(w.Messages)
+		return err
 	}
-	slices.Sort(durations)
+	turn := func(m *chatmem.Memory) error {
+		msg := []chatmem.Message{{Role: chatmem.RoleUser, Content: text(k)}}
+		k++
+		if _, w, err := m.Turn(ctx, key, msg, opts, p, chatmem.ContextOptions{}); err != nil || len(w.Messages) == 0 {
+			return fmt.Errorf("bench: Memory.Turn: %d messages, %w", len(w.Messages), err)
+		}
+		return nil
+	}
+	ops := []func() error{appendContext}
+	if issue18 {
+		ops = append(ops, func() error { return turn(mem) })
+		if floor != nil {
+			ops = append(ops, func() error {
+				k++
+				return floor.Turn(ctx, text(k-1))
+			})
+		}
+	}
+	timings := make([][]time.Duration, len(ops))
+	for j := range timings {
+		timings[j] = make([]time.Duration, 0, iterations)
+	}
+	var firsts []time.Duration
+	for i := 0; i < warmup+iterations; i++ {
+		for j := range ops {
+			op := (i + j) % len(ops)
+			t0 := time.Now()
+			if err := ops[op](); err != nil {
+				return BenchResult{}, err
+			}
+			if i >= warmup {
+				timings[op] = append(timings[op], time.Since(t0))
+			}
+		}
+		if issue18 && cfg.Reopen != nil && i >= warmup && (i-warmup)%firstTurnEvery == 0 && len(firsts) < maxFirstTurns {
+			d, err := firstTurn(ctx, mem, cfg.Reopen, turn)
+			if err != nil {
+				return BenchResult{}, err
+			}
+			firsts = append(firsts, d)
+		}
+	}
+	for _, d := range timings {
+		slices.Sort(d)
+	}
+	slices.Sort(firsts)
+	durations := timings[0]
 	r := BenchResult{Policy: string(p.Kind), Messages: n, Budget: p.Budget, P50us: percentile(durations, 0.50),
 		P99us: percentile(durations, 0.99), WindowMessages: window, FillSeconds: fill.Seconds()}
-	if p.Kind == chatmem.PolicyTokenBudget && !p.Facts {
+	if issue18 {
 		counter, err := mem.Counter("")
 		if err != nil {
 			return BenchResult{}, err
 		}
-		floor, err := benchFloor(ctx, counter, message, n, warmup, iterations, p.Budget)
+		loop, err := benchFloor(ctx, counter, message, n, warmup, iterations, p.Budget)
 		if err != nil {
 			return BenchResult{}, err
 		}
-		r.FloorP50us, r.FloorRatio = floor, r.P50us/floor
+		r.FloorP50us, r.FloorRatio = loop, r.P50us/loop
+		r.TurnP50us = percentile(timings[1], 0.50)
+		if len(timings) > 2 {
+			r.StoreFloorP50us = percentile(timings[2], 0.50)
+			r.TurnFloorRatio = r.TurnP50us / r.StoreFloorP50us
+		}
+		if len(firsts) > 0 {
+			r.FirstTurnP50us = percentile(firsts, 0.50)
+			r.FirstTurnRatio = r.FirstTurnP50us / r.TurnP50us
+		}
 	}
 	if p.Scope == chatmem.ScopeUser {
 		r.Scope, r.Conversations = p.Scope, convs
@@ -181,6 +295,30 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 	// measured first.
 	fmt.Fprintf(log, "measured %d turns at %d messages: p50 %.0f µs, p99 %.0f µs; deleting the benchmark's messages\n", iterations, n, r.P50us, r.P99us)
 	return r, nil
+}
+
+// firstTurn opens the store again with reopen, as a new process would,
+// and times turn on a new Memory over it (with mem's counter), from the
+// Memory's first call: a new process's first turn on the conversation.
+func firstTurn(ctx context.Context, mem *chatmem.Memory, reopen func(context.Context) (chatmem.Store, error), turn func(*chatmem.Memory) error) (time.Duration, error) {
+	counter, err := mem.Counter("")
+	if err != nil {
+		return 0, err
+	}
+	s, err := reopen(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("bench: reopen the store: %w", err)
+	}
+	defer s.Close()
+	m, err := chatmem.New(s, chatmem.Options{Counter: counter})
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := turn(m); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
 }
 
 // percentile returns the q-quantile of sorted durations, in µs.
@@ -223,6 +361,56 @@ func benchFloor(ctx context.Context, counter chatmem.Counter, message func(int) 
 	return percentile(durations, 0.50), nil
 }
 
+// LoopFloor returns BenchConfig.Floor for the in-process store: the Go
+// loop of benchFloor as a StoreFloor, its n messages and each turn's
+// counted with counter, each turn's window read with LoopWindow at budget.
+func LoopFloor(counter chatmem.Counter, budget int) func(ctx context.Context, n int, content string) (StoreFloor, error) {
+	return func(ctx context.Context, n int, content string) (StoreFloor, error) {
+		f := &loopFloor{counter: counter, budget: budget, msgs: make([]chatmem.Message, 0, n+max(n/4, 1024))}
+		for i := range n {
+			role := chatmem.RoleUser
+			if i%2 == 1 {
+				role = chatmem.RoleAssistant
+			}
+			if err := f.add(ctx, chatmem.Message{Role: role, Content: content}); err != nil {
+				return nil, err
+			}
+		}
+		return f, nil
+	}
+}
+
+// loopFloor is LoopFloor's StoreFloor.
+type loopFloor struct {
+	counter chatmem.Counter
+	budget  int
+	msgs    []chatmem.Message
+}
+
+func (f *loopFloor) add(ctx context.Context, m chatmem.Message) error {
+	var err error
+	m.Tokens, err = f.counter.Count(ctx, m)
+	f.msgs = append(f.msgs, m)
+	return err
+}
+
+// Turn appends a user message of content and reads the window.
+func (f *loopFloor) Turn(ctx context.Context, content string) error {
+	if err := f.add(ctx, chatmem.Message{Role: chatmem.RoleUser, Content: content}); err != nil {
+		return err
+	}
+	if len(LoopWindow(f.msgs, f.budget)) == 0 {
+		return fmt.Errorf("%w: the Go loop's window at budget %d is empty", chatmem.ErrBudgetTooSmall, f.budget)
+	}
+	return nil
+}
+
+// Drop lets the messages go.
+func (f *loopFloor) Drop(context.Context) error {
+	f.msgs = nil
+	return nil
+}
+
 // LoopWindow is the in-process floor of a token_budget window: the seed's
 // window(messages, budget) as a plain Go loop over msgs, whose Tokens are
 // counted already. It walks back from the end summing the counts while
@@ -245,8 +433,9 @@ func LoopWindow(msgs []chatmem.Message, budget int) []chatmem.Message {
 	return append([]chatmem.Message(nil), msgs[start:]...)
 }
 
-// WriteBench writes results as JSON lines, or as a table with the ratio of
-// the last size's p50 to the first's.
+// WriteBench writes results as JSON lines, or as a table (a column per
+// BenchResult field, "-" for one not measured) with the ratio of the last
+// size's p50 to the first's.
 func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -258,18 +447,24 @@ func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "store\tpolicy\tmessages\tbudget\tp50 µs\tp99 µs\tGo loop p50 µs\tratio\twindow msgs\tfill s\t")
-	for _, r := range results {
-		floor, ratio := "-", "-"
-		if r.FloorP50us > 0 {
-			floor, ratio = fmt.Sprintf("%.1f", r.FloorP50us), fmt.Sprintf("%.2fx", r.FloorRatio)
+	fmt.Fprintln(tw, "store\tpolicy\tmessages\tbudget\tp50 µs\tp99 µs\tGo loop p50 µs\tratio\t"+
+		"Memory.Turn p50 µs\tstore floor p50 µs\tturn/floor\tfirst turn p50 µs\tfirst/turn\twindow msgs\tfill s\t")
+	// cell formats v, or "-" when it was not measured (zero).
+	cell := func(format string, v float64) string {
+		if v <= 0 {
+			return "-"
 		}
+		return fmt.Sprintf(format, v)
+	}
+	for _, r := range results {
 		policy, messages := r.Policy, strconv.Itoa(r.Messages)
 		if r.Scope != "" {
 			policy += "/" + r.Scope
 			messages += " in " + strconv.Itoa(r.Conversations) + " convs"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%.0f\t%s\t%s\t%d\t%.1f\t\n", r.Store, policy, messages, r.Budget, r.P50us, r.P99us, floor, ratio, r.WindowMessages, r.FillSeconds)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.1f\t\n", r.Store, policy, messages, r.Budget, r.P50us, r.P99us,
+			cell("%.1f", r.FloorP50us), cell("%.2fx", r.FloorRatio), cell("%.0f", r.TurnP50us), cell("%.1f", r.StoreFloorP50us),
+			cell("%.2fx", r.TurnFloorRatio), cell("%.0f", r.FirstTurnP50us), cell("%.2fx", r.FirstTurnRatio), r.WindowMessages, r.FillSeconds)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -96,14 +96,88 @@ func TestBenchUserScope(t *testing.T) {
 	}
 }
 
+// TestBenchStoreFloor: with a Floor and a Reopen, Bench measures
+// Memory.Turn, the floor and first turns (one after every 25th iteration)
+// and reports their p50s and ratios; it drops the floor afterwards.
+func TestBenchStoreFloor(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 400}
+	var floor *countingFloor
+	reopens := 0
+	cfg := BenchConfig{Policy: p, Messages: 50, Iterations: 60,
+		Floor: func(ctx context.Context, n int, content string) (StoreFloor, error) {
+			f, err := LoopFloor(tokenizer.Estimate{}, p.Budget)(ctx, n, content)
+			floor = &countingFloor{StoreFloor: f}
+			return floor, err
+		},
+		Reopen: func(context.Context) (chatmem.Store, error) {
+			reopens++
+			return unclosed{store}, nil
+		}}
+	r, err := Bench(ctx, mem, cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TurnP50us <= 0 || r.StoreFloorP50us <= 0 || r.FirstTurnP50us <= 0 || r.TurnFloorRatio != r.TurnP50us/r.StoreFloorP50us || r.FirstTurnRatio != r.FirstTurnP50us/r.TurnP50us {
+		t.Errorf("Bench = %+v, want positive turn, floor and first-turn p50s and their ratios", r)
+	}
+	// 10 warm-up and 60 measured iterations: first turns after the
+	// measured iterations 0, 25 and 50.
+	if floor == nil || floor.turns != 70 || !floor.dropped || reopens != 3 {
+		t.Errorf("floor %+v, %d reopens; want 70 floor turns, the floor dropped and 3 reopens", floor, reopens)
+	}
+	// Without them, no store floor and no first turn; Memory.Turn still.
+	r, err = Bench(ctx, mem, BenchConfig{Policy: p, Messages: 50, Iterations: 5}, io.Discard)
+	if err != nil || r.TurnP50us <= 0 || r.StoreFloorP50us != 0 || r.TurnFloorRatio != 0 || r.FirstTurnP50us != 0 || r.FirstTurnRatio != 0 {
+		t.Errorf("Bench without Floor and Reopen = %+v, %v; want Memory.Turn's p50 alone", r, err)
+	}
+}
+
+// countingFloor counts a StoreFloor's turns and notes its Drop.
+type countingFloor struct {
+	StoreFloor
+	turns   int
+	dropped bool
+}
+
+func (f *countingFloor) Turn(ctx context.Context, content string) error {
+	f.turns++
+	return f.StoreFloor.Turn(ctx, content)
+}
+
+func (f *countingFloor) Drop(ctx context.Context) error {
+	f.dropped = true
+	return f.StoreFloor.Drop(ctx)
+}
+
+// unclosed is a store whose Close leaves it open: another Memory's view of
+// the in-process store, for Reopen.
+type unclosed struct{ chatmem.Store }
+
+func (unclosed) Close() error { return nil }
+
 func TestWriteBench(t *testing.T) {
-	results := []BenchResult{{Store: "memory", Policy: "token_budget", Messages: 1000, Budget: 4000, P50us: 10, P99us: 20}, {Store: "memory", Policy: "token_budget", Messages: 100000, Budget: 4000, P50us: 15, P99us: 30}}
+	results := []BenchResult{{Store: "memory", Policy: "token_budget", Messages: 1000, Budget: 4000, P50us: 10, P99us: 20},
+		{Store: "redis", Policy: "token_budget", Messages: 100000, Budget: 4000, P50us: 15, P99us: 30, FloorP50us: 2, FloorRatio: 7.5,
+			TurnP50us: 12, StoreFloorP50us: 8, TurnFloorRatio: 1.5, FirstTurnP50us: 36, FirstTurnRatio: 3}}
 	var table bytes.Buffer
 	if err := WriteBench(&table, results, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(table.String(), "p50 at 100000 messages / p50 at 1000: 1.50x") {
 		t.Errorf("table lacks the ratio:\n%s", table.String())
+	}
+	rows := strings.Split(table.String(), "\n")
+	if got := strings.Fields(rows[1]); len(got) != 15 || strings.Join(got[6:13], " ") != "- - - - - - -" {
+		t.Errorf("table row of the first result: %q, want 15 columns, - for each one not measured", got)
+	}
+	if got := strings.Fields(rows[2]); len(got) != 15 || strings.Join(got[6:13], " ") != "2.0 7.50x 12 8.0 1.50x 36 3.00x" {
+		t.Errorf("table row of the second result: %q, want 15 columns with the floors and ratios", got)
 	}
 	var lines bytes.Buffer
 	if err := WriteBench(&lines, results, true); err != nil {

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -21,8 +20,8 @@ import (
 //
 //	memory/...   storetest.BenchmarkTurn: Memory.Append + Memory.Context
 //	             per turn (n=N), the context read alone (read/n=N)
-//	floor/n=N    raw Redis: RPUSH of the message's record and LRANGE of
-//	             the newest 64, pipelined (one round trip)
+//	floor/n=N    raw Redis (TurnFloor): RPUSH of the message's record and
+//	             LRANGE of the newest 64, pipelined (one round trip)
 //	vs-floor/n=N storetest.BenchmarkTurnFloor: Memory.Turn and the floor
 //	             alternating in one loop, and a new process's first turn
 //	             (a new client), with their ratios
@@ -44,41 +43,15 @@ func BenchmarkTurn(b *testing.B) {
 		})
 }
 
-// redisFloor fills a list with n message records of the benchmark's
-// contents and returns the floor of a turn on it: RPUSH of one record and
-// LRANGE of the newest 64, pipelined.
+// redisFloor is TurnFloor on s, of n messages of the benchmark's first
+// content, dropped when b ends.
 func redisFloor(b *testing.B, s *Store, n int) storetest.TurnFloor {
-	ctx := context.Background()
-	key := s.Prefix() + ":{floor}:msgs"
-	record := func(i int, content string) string {
-		r, err := encodeRecord(chatmem.Message{Role: storetest.TurnRole(i), Content: content, Tokens: len(content) / 4})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return string(r)
+	f, err := TurnFloor(b.Context(), s, n, storetest.TurnContent(0))
+	if err != nil {
+		b.Fatal(err)
 	}
-	for done := 0; done < n; done += 1000 {
-		items := make([]any, 0, 1000)
-		for i := done; i < min(done+1000, n); i++ {
-			items = append(items, record(i, storetest.TurnContent(i)))
-		}
-		if err := s.client.RPush(ctx, key, items...).Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return func(ctx context.Context, i int, content string) error {
-		rec := record(n+i, content)
-		var last *goredis.StringSliceCmd
-		_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			p.RPush(ctx, key, rec)
-			last = p.LRange(ctx, key, -64, -1)
-			return nil
-		})
-		if err == nil && len(last.Val()) != 64 {
-			err = fmt.Errorf("floor read %d records, want 64", len(last.Val()))
-		}
-		return err
-	}
+	b.Cleanup(func() { f.Drop(context.Background()) })
+	return f.Turn
 }
 
 // TestTurnRoundTrips counts what Memory.Turn sends to Redis: a steady

@@ -11,9 +11,11 @@ import (
 )
 
 // TurnFloor is a store's raw floor for BenchmarkTurnFloor: the turn's job
-// done directly on the backend (append message i with content, read the
-// newest messages back), in one round trip.
-type TurnFloor func(ctx context.Context, i int, content string) error
+// done directly on the backend (append a message of content, read the
+// newest messages back), in one round trip: the Turn method of the floor
+// the store's package makes (redis.TurnFloor, postgres.TurnFloor,
+// sqlite.TurnFloor), which chatmem bench measures too.
+type TurnFloor func(ctx context.Context, content string) error
 
 // BenchmarkTurnFloor compares, in one loop, a turn through
 // chatmem.Memory.Turn on a conversation of n messages (BenchmarkTurn's
@@ -68,7 +70,7 @@ func BenchmarkTurnFloor(b *testing.B, s chatmem.Store, reopen func(b *testing.B)
 				d := time.Since(t0)
 				turns, turnSum = append(turns, d), turnSum+d
 			case 1:
-				if err := floor(ctx, i, texts[i%len(texts)]); err != nil {
+				if err := floor(ctx, texts[i%len(texts)]); err != nil {
 					b.Fatal(err)
 				}
 				d := time.Since(t0)
@@ -125,7 +127,7 @@ func BenchmarkTurnVsFloor[S chatmem.Store](b *testing.B, sizes []int, opts chatm
 		b.Run(fmt.Sprintf("floor/n=%d", n), func(b *testing.B) {
 			texts, i := TurnContents(n, 1024), 0
 			for b.Loop() {
-				if err := floor(b.Context(), i, texts[i%len(texts)]); err != nil {
+				if err := floor(b.Context(), texts[i%len(texts)]); err != nil {
 					b.Fatal(err)
 				}
 				i++

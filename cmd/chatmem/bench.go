@@ -11,7 +11,11 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/settings"
 	"github.com/chatmem/chatmem/loadtest"
+	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/offline"
+	"github.com/chatmem/chatmem/postgres"
+	"github.com/chatmem/chatmem/redis"
+	"github.com/chatmem/chatmem/sqlite"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -72,6 +76,8 @@ func (c *benchConfig) command() *settings.Command {
 		About: "For each size, fills one conversation with that many messages (with a progress bar on\n" +
 			"standard error), then measures per-turn cost: append one message and read the context\n" +
 			"under the policy. Prints p50 and p99 per size; with --json one JSON object per size.\n" +
+			"With token_budget (no facts), also the same turn as one Memory.Turn, the store's raw floor\n" +
+			"of it and a new process's first turn, measured alternately, with their ratios.\n" +
 			"The benchmark conversations are deleted afterwards.\n\n" +
 			"With --http, load-tests a running server instead: one client per conversation appends a\n" +
 			"message and reads the context, over and over, for --duration (at most --max-turns turns),\n" +
@@ -157,7 +163,11 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 
 	var results []loadtest.BenchResult
 	for _, n := range c.sizes {
-		r, err := loadtest.Bench(ctx, mem, loadtest.BenchConfig{Policy: p, Messages: n, Iterations: c.iterations}, stderr)
+		cfg := loadtest.BenchConfig{Policy: p, Messages: n, Iterations: c.iterations, Floor: storeFloor(store, opts.Counter, p.Budget)}
+		if _, inProcess := store.(*memory.Store); !inProcess {
+			cfg.Reopen = func(ctx context.Context) (chatmem.Store, error) { return openStore(ctx, c.store, c.dataDir) }
+		}
+		r, err := loadtest.Bench(ctx, mem, cfg, stderr)
 		if err != nil {
 			return err
 		}
@@ -188,4 +198,36 @@ func benchSoak(ctx context.Context, cfg loadtest.SoakConfig, asJSON bool, stdout
 		fmt.Fprintln(stdout, res.Line())
 	}
 	return err
+}
+
+// storeFloor returns the raw floor of a turn on store's backend for
+// loadtest.BenchConfig.Floor: the store package's TurnFloor, or the Go
+// loop for the in-process store.
+func storeFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(context.Context, int, string) (loadtest.StoreFloor, error) {
+	switch s := store.(type) {
+	case *memory.Store:
+		return loadtest.LoopFloor(counter, budget)
+	case *sqlite.Store:
+		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
+			return asFloor(sqlite.TurnFloor(ctx, s, n, content))
+		}
+	case *redis.Store:
+		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
+			return asFloor(redis.TurnFloor(ctx, s, n, content))
+		}
+	case *postgres.Store:
+		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
+			return asFloor(postgres.TurnFloor(ctx, s, n, content))
+		}
+	}
+	return nil
+}
+
+// asFloor returns f as a loadtest.StoreFloor, and a nil one (not a nil *F)
+// with an error.
+func asFloor[F loadtest.StoreFloor](f F, err error) (loadtest.StoreFloor, error) {
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
 }
