@@ -17,6 +17,7 @@ import (
 type Floor struct {
 	client goredis.UniversalClient
 	key    string
+	n      int // records in the list
 }
 
 // floorRead is how many of the newest records a floor turn reads back.
@@ -31,7 +32,7 @@ func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, er
 	if n < 0 {
 		return nil, fmt.Errorf("%w: redis.TurnFloor of %d messages", chatmem.ErrInvalid, n)
 	}
-	f := &Floor{client: s.client, key: s.prefix + ":{turn-floor-" + rand.Text()[:10] + "}:msgs"}
+	f := &Floor{client: s.client, key: s.prefix + ":{turn-floor-" + rand.Text()[:10] + "}:msgs", n: n}
 	for done := 0; done < n; done += 1000 {
 		items := make([]any, 0, 1000)
 		for i := done; i < min(done+1000, n); i++ {
@@ -55,7 +56,7 @@ func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, er
 
 // Turn is one turn of the floor: RPUSH of a user message's record of
 // content and LRANGE of the newest 64 records, pipelined (one round trip).
-// It fails if fewer than 64 come back.
+// It fails if it reads back fewer than 64, or than the list holds.
 func (f *Floor) Turn(ctx context.Context, content string) error {
 	rec, err := encodeRecord(chatmem.Message{Role: chatmem.RoleUser, Content: content, Tokens: len(content) / 4})
 	if err != nil {
@@ -67,10 +68,14 @@ func (f *Floor) Turn(ctx context.Context, content string) error {
 		last = p.LRange(ctx, f.key, -floorRead, -1)
 		return nil
 	})
-	if err == nil && len(last.Val()) != floorRead {
-		err = fmt.Errorf("redis: the turn floor read %d records, want %d", len(last.Val()), floorRead)
+	if err != nil {
+		return err
 	}
-	return err
+	f.n++
+	if want := min(floorRead, f.n); len(last.Val()) != want {
+		return fmt.Errorf("redis: the turn floor read %d records, want %d", len(last.Val()), want)
+	}
+	return nil
 }
 
 // Drop deletes the floor's list. The client stays open: it is the store's.

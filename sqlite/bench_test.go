@@ -26,6 +26,45 @@ func BenchmarkTail(b *testing.B) {
 	}
 }
 
+// BenchmarkTailBounds measures Tail with both bounds, one of which selects
+// most of the conversation and the other two messages (a budget near the
+// total with one turn; a small budget with half the turns), on
+// conversations of 1,000 and 100,000 messages of 10 tokens: the start of
+// the run is found by one walk back over the shorter run, so the time per
+// read stays that of a two-message tail at both lengths.
+func BenchmarkTailBounds(b *testing.B) {
+	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
+	ctx := context.Background()
+	for _, n := range []int{1000, 100000} {
+		key := chatmem.Key{Tenant: "t", ID: fmt.Sprint("bounds-", n)}
+		for done := 0; done < n; done += 1000 {
+			batch := make([]chatmem.Message, 1000)
+			for i := range batch {
+				batch[i] = chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprint("message ", done+i), Tokens: 10}
+				if (done+i)%2 == 1 {
+					batch[i].Role = chatmem.RoleAssistant
+				}
+			}
+			if _, err := s.Append(ctx, key, batch, chatmem.AppendOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for name, q := range map[string]chatmem.TailQuery{
+			"budget-most/turns-1": {Tokens: 10 * (n - 10), Turns: 1},
+			"budget-2/turns-half": {Tokens: 20, Turns: n / 4},
+		} {
+			b.Run(fmt.Sprintf("%s/n=%d", name, n), func(b *testing.B) {
+				for b.Loop() {
+					msgs, err := s.Tail(ctx, key, q)
+					if err != nil || len(msgs) != 2 {
+						b.Fatalf("Tail(%+v) = %d messages, %v; want 2", q, len(msgs), err)
+					}
+				}
+			})
+		}
+	}
+}
+
 // timedAppends adds up the time spent in Append per conversation.
 type timedAppends struct {
 	*Store

@@ -93,26 +93,26 @@ const (
 			WHERE tenant = ?1 AND conv_id = ?2 AND seq > ?4 ORDER BY seq LIMIT ?5) m ON 1
 		WHERE c.tenant = ?1 AND c.id = ?2 AND (c.expires_at IS NULL OR c.expires_at > ?3)`
 
-	// selectBudgetStart finds the newest message before the run of the
-	// newest messages whose non-system tokens sum to at most B; the run
-	// starts at the message after it (no row: at message 1). With T the
-	// conversation's total, the run from message s on sums to T -
-	// tokens_before(s), so it starts at the oldest message with
-	// tokens_before >= T - B, right after the newest with tokens_before <
-	// T - B (bound to ?3): tokens_before never decreases with seq, and ties
-	// (system messages, zero-token ones) go to the oldest, which the
-	// longest run includes. It walks the covering index messages_seq back
-	// from the newest message over the run, which the tail reads next.
-	selectBudgetStart = `SELECT seq FROM messages
-		WHERE tenant = ?1 AND conv_id = ?2 AND tokens_before < ?3
-		ORDER BY seq DESC LIMIT 1`
-
-	// selectTurnStart finds the newest message before turn ?3 (turn < ?3):
-	// the user message that starts turn ?3 is the one after it, turn
-	// stepping up by one at each user message (no row: turn ?3 starts at
-	// message 1). It walks messages_seq back as selectBudgetStart does.
-	selectTurnStart = `SELECT seq FROM messages
-		WHERE tenant = ?1 AND conv_id = ?2 AND turn < ?3
+	// selectTailStart finds the newest message before the run a tail
+	// query selects; the run starts at the message after it (no row: at
+	// message 1). ?3 and ?4 are the run's bounds, 0 for a bound not asked
+	// for (no message has tokens_before or turn below 0):
+	//
+	//   - a budget B: with T the conversation's total, the run from message
+	//     s on sums to T - tokens_before(s), so it starts at the oldest
+	//     message with tokens_before >= T - B, right after the newest with
+	//     tokens_before < T - B (?3); ties (system messages, zero-token
+	//     ones) go to the oldest, which the longest run includes;
+	//   - N turns: turn K = turns - N + 1 starts at its user message, right
+	//     after the newest message with turn < K (?4), turn stepping up by
+	//     one at each user message.
+	//
+	// Both columns never decrease with seq, so the newest message below
+	// either bound is the one before the shorter run. The covering index
+	// messages_seq is walked back from the newest message over that run
+	// alone, which the tail reads next.
+	selectTailStart = `SELECT seq FROM messages
+		WHERE tenant = ?1 AND conv_id = ?2 AND (tokens_before < ?3 OR turn < ?4)
 		ORDER BY seq DESC LIMIT 1`
 
 	// selectSystem reads the system messages along the partial index
@@ -217,7 +217,7 @@ var (
 		selectAppendConversation, selectLiveConversation, insertConversation, updateConversation, deleteConversation, deleteLiveConversation,
 		sweepExpired, purgeInactive, purgeInactiveTenant,
 		insertMessage, selectRange, selectIdempotencyKey, insertIdempotencyKey,
-		selectSystem, selectBudgetStart, selectTurnStart, // AppendTail's reads
+		selectSystem, selectTailStart, // AppendTail's reads
 		selectSummaryCovers, upsertSummary,
 		retireFact, insertFact, deleteFact,
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
@@ -227,7 +227,7 @@ var (
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
-		selectRange, selectConversationSince, selectBudgetStart, selectTurnStart, selectSystem,
+		selectRange, selectConversationSince, selectTailStart, selectSystem,
 		selectSummary, selectFacts, selectFactHistory,
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,

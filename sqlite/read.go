@@ -41,34 +41,30 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 
 // tailMessages reads in t the newest messages of conv selected by q, as
 // Tail returns them; conv is the conversation's row as t sees it (its
-// totals place the run). It finds where the run starts (a walk back
-// along messages_seq per bound, over the run) and reads the run (an index
-// range). Tail calls it in a read
-// transaction, AppendTail in the append's write transaction, after the
-// append.
+// totals place the run). It finds where the run starts (one walk back
+// along the covering index messages_seq, over the run) and reads the run
+// (an index range). Tail calls it in a read transaction, AppendTail in
+// the append's write transaction, after the append.
 func tailMessages(t tx, conv chatmem.Conversation, q chatmem.TailQuery) ([]chatmem.Message, error) {
 	if q.Tokens <= 0 && q.Turns <= 0 {
 		return []chatmem.Message{}, nil
 	}
 	key := conv.Key
-	start := int64(1)
+	var minTokens, minTurn int64 // the run's bounds (0: none)
 	if q.Tokens > 0 && conv.Tokens > int64(q.Tokens) {
-		var before int64 // the newest message before the run (0: none)
-		err := t.row(selectBudgetStart, key.Tenant, key.ID, conv.Tokens-int64(q.Tokens)).Scan(&before)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return nil, err
-		}
-		start = before + 1
+		minTokens = conv.Tokens - int64(q.Tokens)
 	}
 	if turn := conv.Turns - int64(q.Turns) + 1; q.Turns > 0 && turn >= 1 {
-		var before int64 // the newest message before turn (0: none)
-		err := t.row(selectTurnStart, key.Tenant, key.ID, turn).Scan(&before)
+		minTurn = turn
+	}
+	var before int64 // the newest message before the run (0: none)
+	if minTokens > 0 || minTurn > 0 {
+		err := t.row(selectTailStart, key.Tenant, key.ID, minTokens, minTurn).Scan(&before)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
-		start = max(start, before+1)
 	}
-	return queryMessages(t, selectRange, key.Tenant, key.ID, start-1, -1)
+	return queryMessages(t, selectRange, key.Tenant, key.ID, before, -1)
 }
 
 // Range returns up to limit messages with Seq > after, oldest first (limit
