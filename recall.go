@@ -166,7 +166,9 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 	if err != nil {
 		return nil, err
 	}
-	return passageScores(postings, before-1, before), nil
+	out := passageScores(postings, before-1, before)
+	slices.SortFunc(out, better)
+	return out, nil
 }
 
 // terms returns the terms of query that recall searches for.
@@ -185,7 +187,7 @@ func (r recaller) terms(query string) []string {
 
 // passageScores scores the messages from 1 to before-1 for postings (a
 // Postings answer over n messages), as ranking describes, and returns the
-// candidates, best first.
+// candidates in no order (see better and bestScored).
 func passageScores(postings [][]int64, n, before int64) []scored {
 	// Sized for about three positions per posting (five at most, fewer
 	// where postings are near each other): growing the map as it fills
@@ -219,13 +221,61 @@ func passageScores(postings [][]int64, n, before int64) []scored {
 	for seq, s := range score {
 		out = append(out, scored{seq, s})
 	}
-	slices.SortFunc(out, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.seq, a.seq) // newer first among equals
-	})
 	return out
+}
+
+// better orders candidates best first: by score, then newer first among
+// equals. Two candidates are never equal (their seqs differ).
+func better(a, b scored) int {
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.seq, a.seq)
+}
+
+// bestScored returns the k best of candidates (all of them if there are
+// no more than k), best first, as sorting them all by better and taking
+// the first k would, reordering candidates: a heap of the k best so far,
+// so that the cost follows len(candidates) and not len(candidates) times
+// its logarithm, since most candidates lose to the heap's worst at once.
+func bestScored(candidates []scored, k int) []scored {
+	if k <= 0 {
+		return candidates[:0]
+	}
+	if len(candidates) <= k {
+		slices.SortFunc(candidates, better)
+		return candidates
+	}
+	// candidates[:k] is a heap whose root is the worst of them.
+	h := candidates[:k]
+	worse := func(i, j int) bool { return better(h[i], h[j]) > 0 }
+	down := func(i int) {
+		for {
+			w, l, r := i, 2*i+1, 2*i+2
+			if l < k && worse(l, w) {
+				w = l
+			}
+			if r < k && worse(r, w) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			h[i], h[w] = h[w], h[i]
+			i = w
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, c := range candidates[k:] {
+		if better(c, h[0]) < 0 {
+			h[0] = c
+			down(0)
+		}
+	}
+	slices.SortFunc(h, better)
+	return h
 }
 
 // termScores scores each message of postings (a Postings answer over n

@@ -63,9 +63,9 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 	if len(ranked) == 0 {
 		return nil, 0, nil
 	}
-	if pool := max(recallPool, budget/20); len(ranked) > pool {
-		ranked = ranked[:pool]
-	}
+	// Only the pool is ranked: the order of the rest (thousands of
+	// positions for a long history) is never used.
+	ranked = bestScored(ranked, max(recallPool, budget/20))
 
 	hit := func(k int64) UserHit { return UserHit{Conversation: convs[k>>userSeqBits-1], Seq: k & userSeqMask} }
 	bySeq := make(map[int64]Message, len(ranked)*2)
