@@ -2,6 +2,7 @@ package chatmem
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"fmt"
 	"maps"
@@ -235,9 +236,10 @@ func better(a, b scored) int {
 
 // bestScored returns the k best of candidates (all of them if there are
 // no more than k), best first, as sorting them all by better and taking
-// the first k would, reordering candidates: a heap of the k best so far,
-// so that the cost follows len(candidates) and not len(candidates) times
-// its logarithm, since most candidates lose to the heap's worst at once.
+// the first k would, reordering candidates: a heap of the k best so far
+// (container/heap, its root the worst of them), so that the cost follows
+// len(candidates) and not len(candidates) times its logarithm, since most
+// candidates lose to the root at once.
 func bestScored(candidates []scored, k int) []scored {
 	if k <= 0 {
 		return candidates[:0]
@@ -246,36 +248,31 @@ func bestScored(candidates []scored, k int) []scored {
 		slices.SortFunc(candidates, better)
 		return candidates
 	}
-	// candidates[:k] is a heap whose root is the worst of them.
-	h := candidates[:k]
-	worse := func(i, j int) bool { return better(h[i], h[j]) > 0 }
-	down := func(i int) {
-		for {
-			w, l, r := i, 2*i+1, 2*i+2
-			if l < k && worse(l, w) {
-				w = l
-			}
-			if r < k && worse(r, w) {
-				w = r
-			}
-			if w == i {
-				return
-			}
-			h[i], h[w] = h[w], h[i]
-			i = w
-		}
-	}
-	for i := k/2 - 1; i >= 0; i-- {
-		down(i)
-	}
+	h := worstFirst(candidates[:k])
+	heap.Init(&h)
 	for _, c := range candidates[k:] {
 		if better(c, h[0]) < 0 {
 			h[0] = c
-			down(0)
+			heap.Fix(&h, 0)
 		}
 	}
 	slices.SortFunc(h, better)
 	return h
+}
+
+// worstFirst is bestScored's heap: a fixed number of candidates, the
+// worst at the root (Push and Pop are never called).
+type worstFirst []scored
+
+func (h worstFirst) Len() int           { return len(h) }
+func (h worstFirst) Less(i, j int) bool { return better(h[i], h[j]) > 0 }
+func (h worstFirst) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *worstFirst) Push(x any)        { *h = append(*h, x.(scored)) }
+func (h *worstFirst) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // termScores scores each message of postings (a Postings answer over n

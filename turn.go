@@ -122,9 +122,10 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	return res, true, nil
 }
 
-// prefetchQuery is the tail Turn's append reads (with fillSlack's room, as
-// cachedTail reads to fill an entry) when the tail cache does not hold
-// the conversation (see TailAppender): what tail asks under p before the
+// prefetchQuery is what the entry Turn fills from its append's reads must
+// answer when the tail cache does not hold the conversation (see
+// TailAppender; the append reads it withSlack, as cachedTail reads to fill
+// an entry): what tail asks under p before the
 // conversation's system tokens and copts' reserved messages are known
 // (they only make it ask less). A recall policy's tail is its recent
 // part, which tail asks for only when the conversation outgrew the budget

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -89,7 +90,7 @@ func (f *Floor) Turn(ctx context.Context, content string) error {
 		got++
 	}
 	rows.Close()
-	if err := br.Close(); err != nil {
+	if err := errors.Join(rows.Err(), br.Close()); err != nil {
 		return err
 	}
 	if want := min(floorRead, f.seq); got != want {

@@ -46,7 +46,7 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 // (an index range). Tail calls it in a read transaction, AppendTail in
 // the append's write transaction, after the append.
 func tailMessages(t tx, conv chatmem.Conversation, q chatmem.TailQuery) ([]chatmem.Message, error) {
-	if q.Tokens <= 0 && q.Turns <= 0 {
+	if q.CheckSelects() != nil {
 		return []chatmem.Message{}, nil
 	}
 	key := conv.Key
