@@ -974,6 +974,12 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 				return false, writeData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
 			}
 		case "tool_use":
+			// A chat completion's first delta of a tool call carries its
+			// id, which clients key the call's later deltas on: a block
+			// without one cannot be translated.
+			if ev.ContentBlock.ID == "" {
+				return false, errors.New("anthropic: a tool_use block in the stream has no id")
+			}
 			idx := s.tools
 			s.tools++
 			s.toolIndex[ev.Index] = idx
