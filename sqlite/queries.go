@@ -223,7 +223,7 @@ var (
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
 		selectFactMark, setFactMark,
 		selectUserConversationIDs, retireUserFact, insertUserFact, deleteUserFact, deleteUserFacts,
-		selectUserSlot, insertUserIndex, insertUserTerms, selectUserUnindexed, setUserUnindexed, // usersearch.go
+		selectUserSlot, selectConversationID, insertUserIndex, insertUserTerms, selectUserUnindexed, setUserUnindexed, // usersearch.go
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,

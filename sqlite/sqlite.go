@@ -181,12 +181,11 @@ func dsn(abs string, opts Options, readOnly bool) string {
 		// lock. The driver's busy handler gives up when the context ends.
 		q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 		q.Set("_query_only", "1")
-		// Reads map the file (up to 1 GiB) instead of copying each page
-		// into the connection's own 2 MiB cache: a recall across a user's
-		// history seeks pages all over a large file, and those reads then
-		// cost what they cost on a small one while the OS keeps the file
-		// cached, shared by every read connection.
-		q.Add("_pragma", "mmap_size(1073741824)")
+		// Reads copy pages into the connection's own cache; they do not
+		// map the file (mmap_size): with appends going on, reads of a
+		// mapped file cost a recall across a user's 1,000,000 messages
+		// twice what copying does (docs/performance.md, "Recall across a
+		// user's conversations").
 	} else {
 		// No busy timeout: beginWrite waits for the write lock itself.
 		q.Add("_pragma", "busy_timeout(0)")

@@ -368,7 +368,7 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 			return err
 		}
 		if conv.User != "" { // the user's index across conversations: usersearch.go
-			if err := indexUserMessages(t, key.Tenant, conv.User, num, out, terms); err != nil {
+			if err := indexUserMessages(t, key, conv.User, num, out, terms); err != nil {
 				return err
 			}
 		}

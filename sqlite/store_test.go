@@ -79,6 +79,7 @@ func TestQueryPlans(t *testing.T) {
 		selectExpiredNums:       "SEARCH conversations USING INDEX conversations_expires (expires_at>? AND expires_at<?)",
 		selectUserMessagesAt:    "SEARCH m USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
 		selectUserSlot:          "SEARCH user_index USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+		selectConversationID:    "INDEX conversations_num (num=?)",
 	} {
 		if plan := explain(t, s.r.db, q); !strings.Contains(plan, index) {
 			t.Errorf("query %s: plan does not use %s:\n%s", oneLine(q), index, plan)

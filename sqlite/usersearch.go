@@ -27,11 +27,14 @@ const (
 	userSlotBits = 18
 	userSlots    = 1 << userSlotBits
 
-	// selectUserSlot reads the highest id taken in [?1, ?2), the ids of
-	// one millisecond: one seek.
-	selectUserSlot = `SELECT id FROM user_index WHERE id >= ?1 AND id < ?2 ORDER BY id DESC LIMIT 1`
+	// selectUserSlot reads the row with the highest id taken in [?1, ?2),
+	// the ids of one millisecond: one seek.
+	selectUserSlot = `SELECT id, conv, seq, at, ordered FROM user_index WHERE id >= ?1 AND id < ?2 ORDER BY id DESC LIMIT 1`
 
-	insertUserIndex = `INSERT INTO user_index (id, conv, seq, at) VALUES (?1, ?2, ?3, ?4)`
+	// selectConversationID names the conversation of a number.
+	selectConversationID = `SELECT id FROM conversations WHERE num = ?1`
+
+	insertUserIndex = `INSERT INTO user_index (id, conv, seq, at, ordered) VALUES (?1, ?2, ?3, ?4, ?5)`
 
 	insertUserTerms = `INSERT INTO user_terms (rowid, terms) VALUES (?1, ?2)`
 
@@ -42,11 +45,11 @@ const (
 		WHERE user_terms MATCH ?1 AND rowid >= ?2 AND rowid < ?3 ORDER BY rowid DESC LIMIT ?4)`
 
 	// selectUserEntries names the messages with the ids in the JSON array
-	// ?1: a seek in user_index per id, as one row of "id,conv,seq,at"
-	// groups separated by commas (see readUserEntries). Their
-	// conversations are checked apart (checkUserConversations), once per
-	// conversation.
-	selectUserEntries = `SELECT ifnull(group_concat(u.id || ',' || u.conv || ',' || u.seq || ',' || u.at), '')
+	// ?1: a seek in user_index per id, as one row of
+	// "id,conv,seq,at,ordered" groups separated by commas (see
+	// readUserEntries). Their conversations are checked apart
+	// (checkUserConversations), once per conversation.
+	selectUserEntries = `SELECT ifnull(group_concat(u.id || ',' || u.conv || ',' || u.seq || ',' || u.at || ',' || u.ordered), '')
 		FROM json_each(?1) CROSS JOIN user_index u ON u.id = json_each.value`
 
 	// selectUserIdents names each conversation with a number in the JSON
@@ -118,54 +121,84 @@ func userMilli(nanos int64) int64 {
 }
 
 // indexUserMessages adds the messages with the given terms, just appended
-// to conversation num of tenant's user, to the user index in t. terms[i]
-// are msgs[i]'s; a message with none (a system message) gets no row. Each
-// message takes the lowest free slot of its millisecond after the highest
-// taken; should a millisecond's slots all be taken (userSlots messages
-// dated within it), it takes one of an earlier millisecond, and
-// UserPostings may then place it a little out of order.
-func indexUserMessages(t tx, tenant, user string, num int64, msgs []chatmem.Message, terms [][]string) error {
+// to conversation key (number num) of its tenant's user, to the user index
+// in t. terms[i] are msgs[i]'s; a message with none (a system message)
+// gets no row. Each message takes the lowest free slot of its millisecond
+// after the highest taken; should a millisecond's slots all be taken
+// (userSlots messages dated within it), it takes one of an earlier
+// millisecond, and UserPostings may then place it a little out of order.
+func indexUserMessages(t tx, key chatmem.Key, user string, num int64, msgs []chatmem.Message, terms [][]string) error {
 	var prefix string
 	for i, m := range msgs {
 		if len(terms[i]) == 0 {
 			continue
 		}
 		if prefix == "" {
-			prefix = userPrefix(tenant, user)
+			prefix = userPrefix(key.Tenant, user)
 		}
-		at := m.CreatedAt.UnixNano()
-		id, err := freeUserSlot(t, userMilli(at))
-		if err != nil {
+		row := userRow{conv: num, seq: m.Seq, at: m.CreatedAt.UnixNano()}
+		if err := freeUserSlot(t, key.ID, &row); err != nil {
 			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
 		}
-		if _, err := t.exec(insertUserIndex, id, num, m.Seq, at); err != nil {
+		if _, err := t.exec(insertUserIndex, row.id, row.conv, row.seq, row.at, row.ordered); err != nil {
 			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
 		}
-		if _, err := t.exec(insertUserTerms, id, prefixed(prefix, terms[i])); err != nil {
+		if _, err := t.exec(insertUserTerms, row.id, prefixed(prefix, terms[i])); err != nil {
 			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
 		}
 	}
 	return nil
 }
 
-// freeUserSlot returns a free id of millisecond ms (or, if it is full, of
-// the nearest earlier one that is not).
-func freeUserSlot(t tx, ms int64) (int64, error) {
-	for ; ms >= 0; ms-- {
+// userRow is a row of user_index.
+type userRow struct {
+	id, conv, seq, at int64
+	ordered           bool
+}
+
+// freeUserSlot sets row's id to a free one of its millisecond (or, if that
+// is full, of the nearest earlier one that is not), and row's ordered to
+// whether it sorts after every row of that millisecond: it does if it
+// sorts after the highest one (by date, conversation ID, seq) and that one
+// is ordered. conv is the ID of row's conversation; the highest row's is
+// read only when both are of one instant and not of one conversation.
+func freeUserSlot(t tx, conv string, row *userRow) error {
+	for ms := userMilli(row.at); ms >= 0; ms-- {
 		lo := ms << userSlotBits
-		var top int64
-		switch err := t.row(selectUserSlot, lo, lo+userSlots).Scan(&top); {
+		var top userRow
+		switch err := t.row(selectUserSlot, lo, lo+userSlots).Scan(&top.id, &top.conv, &top.seq, &top.at, &top.ordered); {
 		case err == nil:
-			if top+1 < lo+userSlots {
-				return top + 1, nil
+			if top.id+1 < lo+userSlots {
+				row.id = top.id + 1
+				after, err := sortsAfter(t, conv, *row, top)
+				row.ordered = after && top.ordered
+				return err
 			}
 		case errors.Is(err, sql.ErrNoRows):
-			return lo, nil
+			row.id, row.ordered = lo, true
+			return nil
 		default:
-			return 0, err
+			return err
 		}
 	}
-	return 0, fmt.Errorf("sqlite: no free slot in the user index")
+	return fmt.Errorf("sqlite: no free slot in the user index")
+}
+
+// sortsAfter reports whether row (of conversation ID conv) sorts after
+// other in UserPostings's order: a later date, or the same date and a
+// greater conversation ID, or the same conversation and a greater seq.
+func sortsAfter(t tx, conv string, row, other userRow) (bool, error) {
+	switch {
+	case row.at != other.at:
+		return row.at > other.at, nil
+	case row.conv == other.conv:
+		return row.seq > other.seq, nil
+	}
+	var id string
+	if err := t.row(selectConversationID, other.conv).Scan(&id); err != nil {
+		return false, fmt.Errorf("name conversation %d: %w", other.conv, err)
+	}
+	return conv > id, nil
 }
 
 // prefixed returns the terms, each with prefix, separated by spaces.
@@ -182,11 +215,13 @@ func prefixed(prefix string, terms []string) string {
 	return b.String()
 }
 
-// userEntry is one message of the user index, resolved.
+// userEntry is one message of the user index, resolved, and whether its
+// row is ordered (see migrations/0014_user_index_ordered.sql).
 type userEntry struct {
-	conv string
-	seq  int64
-	at   int64
+	conv    string
+	seq     int64
+	at      int64
+	ordered bool
 }
 
 // UserPostings returns, for each of terms, the newest messages of the
@@ -257,23 +292,10 @@ func (s *Store) userPostings(t tx, user chatmem.Key, now int64, match string, li
 		if err != nil || len(ids) == 0 {
 			return sortEntries(found, limit), err
 		}
-		// All of the ids below hi were read unless more than need of
-		// them were: then read the rest of the need-th one's
-		// millisecond, if the one past it is of that millisecond, so
-		// that all of [lo, hi) is read and sorted.
 		more := len(ids) > need
 		var past int64
 		if more {
 			ids, past = ids[:need], ids[need]
-		}
-		last := ids[len(ids)-1]
-		lo := last &^ (userSlots - 1)
-		if more && past >= lo {
-			rest, err := userIDs(t, match, lo, last, -1)
-			if err != nil {
-				return nil, err
-			}
-			ids = append(ids, rest...)
 		}
 		entries, err := s.userEntries(t, user, now, ids, c)
 		if err != nil {
@@ -283,7 +305,30 @@ func (s *Store) userPostings(t tx, user chatmem.Key, now int64, match string, li
 		if !more {
 			break
 		}
+		// All of the ids below hi were read but the rest of the need-th
+		// one's millisecond [lo, last), if the one past it is of that
+		// millisecond. Those sort below the ones read if every one kept
+		// of the millisecond is ordered: then the next read goes on below
+		// last. Otherwise they are read and sorted with them, and the next
+		// read goes on below the millisecond.
+		last := ids[len(ids)-1]
+		lo := last &^ (userSlots - 1)
 		hi = lo
+		if past >= lo {
+			if c.ordered(ids, lo) {
+				hi = last
+				continue
+			}
+			rest, err := userIDs(t, match, lo, last, -1)
+			if err != nil {
+				return nil, err
+			}
+			entries, err := s.userEntries(t, user, now, rest, c)
+			if err != nil {
+				return nil, err
+			}
+			found = append(found, entries...)
+		}
 	}
 	return sortEntries(found, limit), nil
 }
@@ -402,6 +447,17 @@ func (u *userIdents) put(idents map[int64]userIdent) {
 	}
 }
 
+// ordered reports whether every entry of ids from lo on that c holds for
+// a message of the user's live conversations is ordered.
+func (c *userCache) ordered(ids []int64, lo int64) bool {
+	for _, id := range ids {
+		if e := c.entries[id]; id >= lo && e.conv != "" && !e.ordered {
+			return false
+		}
+	}
+	return true
+}
+
 // userEntries names the messages of ids that belong to the user's live
 // conversations, reading only the ids not in c yet.
 func (s *Store) userEntries(t tx, user chatmem.Key, now int64, ids []int64, c *userCache) ([]userEntry, error) {
@@ -432,15 +488,16 @@ func (s *Store) readUserEntries(t tx, user chatmem.Key, now int64, ids []int64, 
 	if err := t.row(selectUserEntries, jsonInts(ids)).Scan(&list); err != nil {
 		return err
 	}
-	fields, err := parseInts(list, make([]int64, 0, 4*len(ids)))
+	const width = 5 // id, conv, seq, at, ordered
+	fields, err := parseInts(list, make([]int64, 0, width*len(ids)))
 	if err != nil {
 		return err
 	}
-	if len(fields)%4 != 0 {
+	if len(fields)%width != 0 {
 		return fmt.Errorf("sqlite: user index entries of %d fields", len(fields))
 	}
 	var unknown []int64
-	for i := 0; i < len(fields); i += 4 {
+	for i := 0; i < len(fields); i += width {
 		if conv := fields[i+1]; !slices.Contains(unknown, conv) {
 			if _, ok := c.convs[conv]; !ok {
 				unknown = append(unknown, conv)
@@ -455,8 +512,8 @@ func (s *Store) readUserEntries(t tx, user chatmem.Key, now int64, ids []int64, 
 	for _, id := range ids {
 		c.entries[id] = userEntry{} // not found unless below
 	}
-	for i := 0; i < len(fields); i += 4 {
-		c.entries[fields[i]] = userEntry{conv: c.convs[fields[i+1]], seq: fields[i+2], at: fields[i+3]}
+	for i := 0; i < len(fields); i += width {
+		c.entries[fields[i]] = userEntry{conv: c.convs[fields[i+1]], seq: fields[i+2], at: fields[i+3], ordered: fields[i+4] != 0}
 	}
 	return nil
 }
@@ -653,7 +710,7 @@ func (s *Store) backfillUsers(ctx context.Context) error {
 		what: "index for their users the messages stored before the user index",
 		pick: selectUserUnindexed, mark: setUserUnindexed, withUser: true,
 		index: func(t tx, key chatmem.Key, user string, num int64, msgs []chatmem.Message, terms [][]string) error {
-			return indexUserMessages(t, key.Tenant, user, num, msgs, terms)
+			return indexUserMessages(t, key, user, num, msgs, terms)
 		},
 	})
 }

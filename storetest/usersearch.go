@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ var userSearchTests = []subtest{
 	{"Postings", testUserPostings},
 	{"MessagesAt", testUserMessagesAt},
 	{"Endings", testUserPostingsEndings},
+	{"Order", testUserPostingsOrder},
 	{"Invalid", testUserPostingsInvalid},
 }
 
@@ -273,6 +276,107 @@ func testUserPostingsEndings(t *testing.T, h Harness) {
 	// The user's ID may start afresh.
 	mustAppend(t, s, conv("b"), []chatmem.Message{at(chatmem.RoleUser, "apple anew", 30)}, chatmem.AppendOptions{User: u.ID})
 	wantUserPostings(t, "a new conversation after DeleteUser", s, u, 10, map[string][]chatmem.UserHit{"apple": {hit("b", 1)}})
+}
+
+// testUserPostingsOrder: UserPostings keeps its order (date, then
+// conversation ID, then seq, all descending) and its limit where dates
+// tie, within one append and across conversations, where appends come
+// out of date order, where a conversation ends in between and where
+// expired ones hold postings among the others: random
+// appends of up to 40 messages, all dated within two milliseconds (a
+// store may group its index by millisecond), to conversations whose IDs
+// do not follow their creation, checked against the same order computed
+// here for every limit.
+func testUserPostingsOrder(t *testing.T, h Harness) {
+	s := h.New(t)
+	ctx := t.Context()
+	u := chatmem.Key{Tenant: randomTenant(), ID: "u-order"}
+	r := rand.New(rand.NewPCG(17, 4))
+	base := userSearchBase.Add(time.Hour)
+	instants := []time.Duration{0, time.Microsecond, 2 * time.Microsecond, 500 * time.Microsecond,
+		time.Millisecond, time.Millisecond + time.Microsecond}
+	convs := []string{"m", "c", "x", "a", "q"}
+	type posting struct {
+		hit chatmem.UserHit
+		at  time.Time
+	}
+	var all []posting
+	seqs := map[string]int64{}
+	check := func(what string) {
+		t.Helper()
+		want := slices.Clone(all)
+		slices.SortFunc(want, func(a, b posting) int {
+			return cmp.Or(b.at.Compare(a.at), cmp.Compare(b.hit.Conversation, a.hit.Conversation), cmp.Compare(b.hit.Seq, a.hit.Seq))
+		})
+		hits := make([]chatmem.UserHit, len(want))
+		for i, p := range want {
+			hits[i] = p.hit
+		}
+		for limit := 1; limit <= len(hits)+1; limit++ {
+			wantUserPostings(t, fmt.Sprintf("%s, limit %d", what, limit), s, u, limit,
+				map[string][]chatmem.UserHit{"kiwi": hits[:min(limit, len(hits))]})
+		}
+	}
+	kiwis := func(conv string, n int, when time.Time) []chatmem.Message {
+		msgs := make([]chatmem.Message, n)
+		for i := range msgs {
+			role := chatmem.RoleUser
+			if i%2 == 1 {
+				role = chatmem.RoleAssistant
+			}
+			msgs[i] = msg(role, "kiwi", 1)
+			msgs[i].CreatedAt = when
+			if conv != "" {
+				seqs[conv]++
+				all = append(all, posting{hit(conv, seqs[conv]), when})
+			}
+		}
+		return msgs
+	}
+	// expire appends n messages dated when to a new conversation of the
+	// user that has expired and may not be swept yet: they are in no list.
+	expire := func(id string, n int, when time.Time) {
+		mustAppend(t, s, chatmem.Key{Tenant: u.Tenant, ID: id}, kiwis("", n, when),
+			chatmem.AppendOptions{User: u.ID, TTL: time.Minute, Now: time.Now().Add(-time.Hour)})
+	}
+	// First in date order, the expired conversation's messages between
+	// two appends of a live one.
+	mustAppend(t, s, chatmem.Key{Tenant: u.Tenant, ID: "m"}, kiwis("m", 10, base), chatmem.AppendOptions{User: u.ID})
+	expire("e", 10, base.Add(time.Microsecond))
+	mustAppend(t, s, chatmem.Key{Tenant: u.Tenant, ID: "m"}, kiwis("m", 10, base.Add(2*time.Microsecond)), chatmem.AppendOptions{User: u.ID})
+	check("in date order")
+	for step := range 14 {
+		conv := convs[r.IntN(len(convs))]
+		if step == 9 {
+			// The conversation with the newest message ends: its
+			// postings go, the others keep their order, and later
+			// appends of the same dates fit among them.
+			newest := all[0]
+			for _, p := range all {
+				if p.at.After(newest.at) {
+					newest = p
+				}
+			}
+			conv = newest.hit.Conversation
+			if err := s.Delete(ctx, chatmem.Key{Tenant: u.Tenant, ID: conv}); err != nil {
+				t.Fatal(err)
+			}
+			all = slices.DeleteFunc(all, func(p posting) bool { return p.hit.Conversation == conv })
+			delete(seqs, conv)
+			check(fmt.Sprintf("after deleting %s", conv))
+			continue
+		}
+		when := base.Add(instants[r.IntN(len(instants))])
+		if step%4 == 1 {
+			expire(fmt.Sprintf("e%d", step), 1+r.IntN(40), when)
+		}
+		msgs := kiwis(conv, 1+r.IntN(40), when)
+		mustAppend(t, s, chatmem.Key{Tenant: u.Tenant, ID: conv}, msgs, chatmem.AppendOptions{User: u.ID})
+		if step%3 == 2 {
+			check(fmt.Sprintf("after append %d", step))
+		}
+	}
+	check("at the end")
 }
 
 // testUserPostingsInvalid: a bad user key, a limit below 1 and an empty

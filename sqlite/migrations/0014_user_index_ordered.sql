@@ -1,0 +1,17 @@
+-- 0014: user_index rows say whether they sort after every row of their
+-- millisecond with a lower id (0009).
+--
+-- UserPostings returns a term's newest postings in the order of the
+-- messages' dates, then conversation IDs, then seqs, while ids order a
+-- millisecond's messages by their slot, the order they were indexed in.
+-- Where a term's read stops inside a millisecond it read the rest of that
+-- millisecond to sort it, and one Append dates all its messages alike: a
+-- conversation imported or filled in one call is one millisecond of up to
+-- thousands of rows. A row whose ordered is 1 sorts after every row of
+-- its millisecond with a lower id, as it did when it was indexed (deleting
+-- rows keeps that true); when the rows a read keeps of the millisecond
+-- all say so, the rows it did not read sort below them and are not read.
+--
+-- Rows indexed before this migration say 0, which costs such a read what
+-- it cost before, never a wrong order.
+ALTER TABLE user_index ADD COLUMN ordered INTEGER NOT NULL DEFAULT 0;
