@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,5 +145,76 @@ func TestUserIndexBackfill(t *testing.T) {
 	var left int
 	if err := s2.r.db.QueryRowContext(ctx, `SELECT count(*) FROM conversations WHERE user_unindexed_seq > 0`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("conversations left to backfill = %d, %v; want 0", left, err)
+	}
+}
+
+// TestUserIndexOrderedMigration checks the pass of migration 0014 that
+// marks the rows indexed before it: on rows indexed in and out of date
+// order, within and across conversations and milliseconds, it marks the
+// rows that indexing them marked, and those alone.
+func TestUserIndexOrderedMigration(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "ordered.db"))
+	ctx := t.Context()
+	base := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	us := time.Microsecond
+	ms := time.Millisecond
+	for _, a := range []struct {
+		tenant, conv string
+		at           time.Duration
+		n            int
+	}{
+		// In order: dates rising across conversations, then one date
+		// across conversations of rising IDs, then a later append to one.
+		{"t", "b", 0, 2}, {"t", "a", us, 1}, {"t", "b", 2 * us, 3}, {"t", "c", 2 * us, 1}, {"t", "c", 2 * us, 2},
+		// The same date, a lower conversation ID: out of order, and so
+		// is the rest of the millisecond.
+		{"t", "b", ms, 2}, {"t", "c", ms, 1}, {"t", "a", ms, 1}, {"t", "d", ms + us, 2},
+		// An earlier date.
+		{"t", "a", 2*ms + 5*us, 2}, {"t", "b", 2*ms + us, 1}, {"t", "c", 2*ms + 9*us, 1},
+		// The same date and conversation ID in another tenant, a lower
+		// seq.
+		{"t", "e", 3 * ms, 3}, {"t2", "e", 3 * ms, 1},
+		// One append alone in its millisecond.
+		{"t", "f", 4 * ms, 5},
+	} {
+		msgs := make([]chatmem.Message, a.n)
+		for j := range msgs {
+			msgs[j] = chatmem.Message{Role: chatmem.RoleUser, Content: "plum", Tokens: 1, CreatedAt: base.Add(a.at)}
+		}
+		if _, err := s.Append(ctx, chatmem.Key{Tenant: a.tenant, ID: a.conv}, msgs, chatmem.AppendOptions{User: "u"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := func() (all []int64, ordered int) {
+		rows, err := s.r.db.QueryContext(ctx, `SELECT id, ordered FROM user_index ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, o int64
+			if err := rows.Scan(&id, &o); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, id, o)
+			ordered += int(o)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return all, ordered
+	}
+	indexed, ordered := flags()
+	if rows := len(indexed) / 2; ordered == 0 || ordered == rows {
+		t.Fatalf("%d of %d rows ordered: the test needs both kinds", ordered, rows)
+	}
+	sql, err := migrationFS.ReadFile("migrations/0014_user_index_ordered.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := string(sql[strings.Index(string(sql), "UPDATE user_index"):])
+	execAll(t, s, "UPDATE user_index SET ordered = 0", pass)
+	if migrated, _ := flags(); !slices.Equal(migrated, indexed) {
+		t.Errorf("(id, ordered) after the migration's pass = %v, want what indexing said, %v", migrated, indexed)
 	}
 }

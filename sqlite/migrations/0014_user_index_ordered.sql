@@ -12,6 +12,27 @@
 -- rows keeps that true); when the rows a read keeps of the millisecond
 -- all say so, the rows it did not read sort below them and are not read.
 --
--- Rows indexed before this migration say 0, which costs such a read what
--- it cost before, never a wrong order.
+-- The rows indexed before this migration say so when every row of their
+-- millisecond up to them, in id order, sorts after the one before it,
+-- which is what indexing them would have said had none been deleted since
+-- (and is true all the same): one pass over user_index in id order (a row's
+-- millisecond is its id >> 18), naming each row's conversation.
 ALTER TABLE user_index ADD COLUMN ordered INTEGER NOT NULL DEFAULT 0;
+
+UPDATE user_index SET ordered = 1 WHERE id IN (
+    SELECT id FROM (
+        SELECT id, sum(descent) OVER (PARTITION BY ms ORDER BY id ROWS UNBOUNDED PRECEDING) AS descents
+        FROM (
+            SELECT u.id, u.id >> 18 AS ms,
+                CASE
+                    WHEN lag(u.id) OVER w IS NULL THEN 0
+                    WHEN u.at <> lag(u.at) OVER w THEN u.at < lag(u.at) OVER w
+                    WHEN c.id <> lag(c.id) OVER w THEN c.id < lag(c.id) OVER w
+                    ELSE u.seq <= lag(u.seq) OVER w
+                END AS descent
+            FROM user_index u JOIN conversations c ON c.num = u.conv
+            WINDOW w AS (PARTITION BY u.id >> 18 ORDER BY u.id)
+        )
+    )
+    WHERE descents = 0
+);
