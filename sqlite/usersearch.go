@@ -170,8 +170,12 @@ func freeUserSlot(t tx, conv string, row *userRow) error {
 		case err == nil:
 			if top.id+1 < lo+userSlots {
 				row.id = top.id + 1
-				after, err := sortsAfter(t, conv, *row, top)
-				row.ordered = after && top.ordered
+				if !top.ordered {
+					row.ordered = false
+					return nil
+				}
+				var err error
+				row.ordered, err = sortsAfter(t, conv, *row, top)
 				return err
 			}
 		case errors.Is(err, sql.ErrNoRows):
@@ -186,7 +190,9 @@ func freeUserSlot(t tx, conv string, row *userRow) error {
 
 // sortsAfter reports whether row (of conversation ID conv) sorts after
 // other in UserPostings's order: a later date, or the same date and a
-// greater conversation ID, or the same conversation and a greater seq.
+// greater conversation ID, or the same conversation ID (one conversation,
+// or conversations of two tenants) and a greater seq. Migration 0014 says
+// the same in SQL.
 func sortsAfter(t tx, conv string, row, other userRow) (bool, error) {
 	switch {
 	case row.at != other.at:
@@ -198,7 +204,10 @@ func sortsAfter(t tx, conv string, row, other userRow) (bool, error) {
 	if err := t.row(selectConversationID, other.conv).Scan(&id); err != nil {
 		return false, fmt.Errorf("name conversation %d: %w", other.conv, err)
 	}
-	return conv > id, nil
+	if conv != id {
+		return conv > id, nil
+	}
+	return row.seq > other.seq, nil
 }
 
 // prefixed returns the terms, each with prefix, separated by spaces.
@@ -227,19 +236,20 @@ type userEntry struct {
 // UserPostings returns, for each of terms, the newest messages of the
 // user's live conversations indexed under it, at most limit
 // (chatmem.UserSearcher). All terms are read in one snapshot. For each
-// term it reads the newest ids of the user's token in user_terms (the
-// millisecond of the last one read in full, since the ids order a
-// millisecond's messages by their slot, not by date, conversation and
-// seq), then names those not named yet for an earlier term through
-// user_index, checks the conversations not checked yet against the
-// identities the store keeps (reading the ones it lacks in one query) and
-// the list of conversations expired and not swept yet (past
-// maxExpiredNums of those, with a query as before), and reads on below if
-// checks dropped some (conversations
-// that expired and were not swept yet, or another user's sharing the
-// hash). So the cost follows len(terms) and limit, not the user's
-// history. It wraps chatmem.ErrInvalid for a bad user, a limit below 1 or
-// an empty term. It is safe for concurrent use.
+// term it reads the newest ids of the user's token in user_terms (and,
+// where that read stops inside a millisecond, the rest of it, since the
+// ids order a millisecond's messages by their slot, not by date,
+// conversation and seq, unless the rows kept of it are ordered: see
+// migrations/0014_user_index_ordered.sql), then names those not named yet
+// for an earlier term through user_index, checks the conversations not
+// checked yet against the identities the store keeps (reading the ones it
+// lacks in one query) and the list of conversations expired and not swept
+// yet (past maxExpiredNums of those, with a query as before), and reads on
+// below if checks dropped some (conversations that expired and were not
+// swept yet, or another user's sharing the hash). So the cost follows
+// len(terms) and limit, not the user's history. It wraps chatmem.ErrInvalid
+// for a bad user, a limit below 1 or an empty term. It is safe for
+// concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	if err := validateUser(user); err != nil {
 		return nil, err
@@ -447,11 +457,12 @@ func (u *userIdents) put(idents map[int64]userIdent) {
 	}
 }
 
-// ordered reports whether every entry of ids from lo on that c holds for
-// a message of the user's live conversations is ordered.
+// ordered reports whether every entry of ids in the millisecond starting
+// at id lo that c holds for a message of the user's live conversations is
+// ordered (those of later milliseconds do not matter).
 func (c *userCache) ordered(ids []int64, lo int64) bool {
 	for _, id := range ids {
-		if e := c.entries[id]; id >= lo && e.conv != "" && !e.ordered {
+		if e := c.entries[id]; id&^(userSlots-1) == lo && e.conv != "" && !e.ordered {
 			return false
 		}
 	}

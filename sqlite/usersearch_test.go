@@ -212,9 +212,57 @@ func TestUserIndexOrderedMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pass := string(sql[strings.Index(string(sql), "UPDATE user_index"):])
+	_, pass, ok := strings.Cut(string(sql), ";\n\nUPDATE user_index")
+	if !ok {
+		t.Fatal("migration 0014 has no UPDATE user_index pass")
+	}
+	pass = "UPDATE user_index" + pass
 	execAll(t, s, "UPDATE user_index SET ordered = 0", pass)
 	if migrated, _ := flags(); !slices.Equal(migrated, indexed) {
 		t.Errorf("(id, ordered) after the migration's pass = %v, want what indexing said, %v", migrated, indexed)
 	}
+}
+
+// TestUserPostingsOrderedSkip checks that a term's read that stops inside
+// a millisecond names only the rows it keeps when they are ordered (one
+// Append of 1,000 messages dated alike), and the whole millisecond when
+// they are not (then a lower conversation ID appended at the same date).
+func TestUserPostingsOrderedSkip(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "skip.db"))
+	ctx := t.Context()
+	user := chatmem.Key{Tenant: "t", ID: "u"}
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	msgs := make([]chatmem.Message, 1000)
+	for i := range msgs {
+		msgs[i] = chatmem.Message{Role: chatmem.RoleUser, Content: "quince", Tokens: 1, CreatedAt: at}
+	}
+	if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: "b"}, msgs, chatmem.AppendOptions{User: user.ID}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(what string, want []chatmem.UserHit, named int) {
+		t.Helper()
+		c := &userCache{entries: make(map[int64]userEntry), convs: make(map[int64]string)}
+		var got []userEntry
+		err := s.read(ctx, func(t tx) error {
+			var err error
+			got, err = s.userPostings(t, user, clampedNanos(time.Now()), `"`+userPrefix(user.Tenant, user.ID)+`quinc"`, len(want), c)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hits := make([]chatmem.UserHit, len(got))
+		for i, e := range got {
+			hits[i] = chatmem.UserHit{Conversation: e.conv, Seq: e.seq}
+		}
+		if !slices.Equal(hits, want) || len(c.entries) != named {
+			t.Errorf("%s: postings %v naming %d rows, want %v naming %d", what, hits, len(c.entries), want, named)
+		}
+	}
+	newest := []chatmem.UserHit{{Conversation: "b", Seq: 1000}, {Conversation: "b", Seq: 999}, {Conversation: "b", Seq: 998}}
+	read("ordered", newest, 3)
+	if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: "a"}, msgs[:1], chatmem.AppendOptions{User: user.ID}); err != nil {
+		t.Fatal(err)
+	}
+	read("a lower conversation ID last", newest, 1001)
 }

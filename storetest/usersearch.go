@@ -345,6 +345,12 @@ func testUserPostingsOrder(t *testing.T, h Harness) {
 	expire("e", 10, base.Add(time.Microsecond))
 	mustAppend(t, s, chatmem.Key{Tenant: u.Tenant, ID: "m"}, kiwis("m", 10, base.Add(2*time.Microsecond)), chatmem.AppendOptions{User: u.ID})
 	check("in date order")
+	// One date, the lower conversation ID appended last: its row alone
+	// is out of order, and is among the newest.
+	later := base.Add(10 * time.Millisecond)
+	mustAppend(t, s, chatmem.Key{Tenant: u.Tenant, ID: "b"}, kiwis("b", 3, later), chatmem.AppendOptions{User: u.ID})
+	mustAppend(t, s, chatmem.Key{Tenant: u.Tenant, ID: "a"}, kiwis("a", 1, later), chatmem.AppendOptions{User: u.ID})
+	check("one date, the lower conversation ID last")
 	for step := range 14 {
 		conv := convs[r.IntN(len(convs))]
 		if step == 9 {
