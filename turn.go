@@ -125,9 +125,9 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 // prefetchQuery is what the entry Turn fills from its append's reads must
 // answer when the tail cache does not hold the conversation (see
 // TailAppender; the append reads it withSlack, as cachedTail reads to fill
-// an entry): what tail asks under p before the
-// conversation's system tokens and copts' reserved messages are known
-// (they only make it ask less). A recall policy's tail is its recent
+// an entry): what tail asks under p before the conversation's system
+// tokens and copts' reserved messages are known (they only make it ask
+// less). A recall policy's tail is its recent
 // part, which tail asks for only when the conversation outgrew the budget
 // (else it takes all of it): the prefetch bets on that, the case where
 // recall matters; on a conversation between the two, the entry falls

@@ -326,20 +326,13 @@ func percentile(sorted []time.Duration, q float64) float64 {
 	return float64(sorted[int(q*float64(len(sorted)-1))].Nanoseconds()) / 1e3
 }
 
-// benchFloor makes Bench's turns with a plain Go loop (a slice of n
-// messages counted once by counter, then per turn the next one appended
-// and LoopWindow read) and returns their p50 in µs.
+// benchFloor makes Bench's turns with a plain Go loop (loopFloor: a slice
+// of n messages counted once by counter, then per turn the next one
+// appended and LoopWindow read) and returns their p50 in µs.
 func benchFloor(ctx context.Context, counter chatmem.Counter, message func(int) chatmem.Message, n, warmup, iterations, budget int) (float64, error) {
-	msgs := make([]chatmem.Message, 0, n+warmup+iterations)
-	add := func(i int) error {
-		m := message(i)
-		var err error
-		m.Tokens, err = counter.Count(ctx, m)
-		msgs = append(msgs, m)
-		return err
-	}
+	f := &loopFloor{counter: counter, budget: budget, msgs: make([]chatmem.Message, 0, n+warmup+iterations)}
 	for i := range n {
-		if err := add(i); err != nil {
+		if err := f.add(ctx, message(i)); err != nil {
 			return 0, err
 		}
 	}
@@ -347,11 +340,8 @@ func benchFloor(ctx context.Context, counter chatmem.Counter, message func(int) 
 	durations := make([]time.Duration, 0, iterations)
 	for i := 0; i < warmup+iterations; i++ {
 		t0 := time.Now()
-		if err := add(n + i); err != nil {
+		if err := f.turn(ctx, message(n+i)); err != nil {
 			return 0, err
-		}
-		if len(LoopWindow(msgs, budget)) == 0 {
-			return 0, fmt.Errorf("%w: the Go loop's window at budget %d is empty", chatmem.ErrBudgetTooSmall, budget)
 		}
 		if i >= warmup {
 			durations = append(durations, time.Since(t0))
@@ -387,6 +377,7 @@ type loopFloor struct {
 	msgs    []chatmem.Message
 }
 
+// add appends m, counted.
 func (f *loopFloor) add(ctx context.Context, m chatmem.Message) error {
 	var err error
 	m.Tokens, err = f.counter.Count(ctx, m)
@@ -394,15 +385,20 @@ func (f *loopFloor) add(ctx context.Context, m chatmem.Message) error {
 	return err
 }
 
-// Turn appends a user message of content and reads the window.
-func (f *loopFloor) Turn(ctx context.Context, content string) error {
-	if err := f.add(ctx, chatmem.Message{Role: chatmem.RoleUser, Content: content}); err != nil {
+// turn appends m and reads the window.
+func (f *loopFloor) turn(ctx context.Context, m chatmem.Message) error {
+	if err := f.add(ctx, m); err != nil {
 		return err
 	}
 	if len(LoopWindow(f.msgs, f.budget)) == 0 {
 		return fmt.Errorf("%w: the Go loop's window at budget %d is empty", chatmem.ErrBudgetTooSmall, f.budget)
 	}
 	return nil
+}
+
+// Turn appends a user message of content and reads the window.
+func (f *loopFloor) Turn(ctx context.Context, content string) error {
+	return f.turn(ctx, chatmem.Message{Role: chatmem.RoleUser, Content: content})
 }
 
 // Drop lets the messages go.

@@ -69,7 +69,8 @@ func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, er
 // and one SELECT of the newest 64 rows by primary key, sent as one batch:
 // one round trip, one implicit transaction, committed with the server's
 // durability settings (synchronous_commit as configured), as the store's
-// appends are. It fails if it reads back fewer than 64 rows, or than the table holds.
+// appends are. It fails if it reads back fewer than 64 rows, or than the
+// table holds.
 func (f *Floor) Turn(ctx context.Context, content string) error {
 	f.seq++
 	batch := &pgx.Batch{}

@@ -49,15 +49,11 @@ func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, er
 		_ = f.Drop(ctx)
 		return nil, err
 	}
-	p := filepath.ToSlash(f.path)
-	if len(p) > 0 && p[0] != '/' {
-		p = "/" + p // a Windows drive letter
-	}
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(FULL)")
 	q.Set("_txlock", "immediate")
-	if f.db, err = sql.Open("sqlite", (&url.URL{Scheme: "file", Path: p}).String()+"?"+q.Encode()); err != nil {
+	if f.db, err = sql.Open("sqlite", fileURL(f.path, q)); err != nil {
 		_ = f.Drop(ctx)
 		return nil, fmt.Errorf("sqlite: open the turn floor: %w", err)
 	}
@@ -79,7 +75,8 @@ func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, er
 
 // Turn is one turn of the floor: one transaction that INSERTs a user
 // message of content and SELECTs the newest 64 rows by primary key, then
-// commits. It fails if it reads back fewer than 64 rows, or than the table holds.
+// commits. It fails if it reads back fewer than 64 rows, or than the
+// table holds.
 func (f *Floor) Turn(ctx context.Context, content string) error {
 	f.seq++
 	tx, err := f.db.BeginTx(ctx, nil)

@@ -171,10 +171,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // The path goes in a file: URI, escaped, so that no character of it is
 // taken for the query.
 func dsn(abs string, opts Options, readOnly bool) string {
-	p := filepath.ToSlash(abs)
-	if !strings.HasPrefix(p, "/") {
-		p = "/" + p // a Windows drive letter
-	}
 	q := url.Values{}
 	if readOnly {
 		// busy_timeout first: every later pragma may need to wait for a
@@ -201,6 +197,17 @@ func dsn(abs string, opts Options, readOnly bool) string {
 	// FULL, not NORMAL: in WAL mode NORMAL may lose the last commits on a
 	// power failure, and appends must never be lost once acknowledged.
 	q.Add("_pragma", "synchronous(FULL)")
+	return fileURL(abs, q)
+}
+
+// fileURL returns the modernc.org/sqlite data source name of the file at
+// abs with the query q: the path in a file: URI, escaped, so that no
+// character of it is taken for the query.
+func fileURL(abs string, q url.Values) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows drive letter
+	}
 	return (&url.URL{Scheme: "file", Path: p}).String() + "?" + q.Encode()
 }
 
