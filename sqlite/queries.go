@@ -223,7 +223,7 @@ var (
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
 		selectFactMark, setFactMark,
 		selectUserConversationIDs, retireUserFact, insertUserFact, deleteUserFact, deleteUserFacts,
-		selectUserSlot, selectConversationID, insertUserIndex, insertUserTerms, selectUserUnindexed, setUserUnindexed, // usersearch.go
+		insertUserPosted, insertUserPostings, selectUserUnindexed, setUserUnindexed, // usersearch.go
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
@@ -232,6 +232,6 @@ var (
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,
 		selectUserPage, selectUserFacts, selectUserFactHistory, selectUsers,
-		selectUserPostings, selectUserEntries, selectUserIdents, selectExpiredNums, selectUserConversations, selectUserMessagesAt, // usersearch.go
+		selectUserPostings, selectUserPostingsBelow, selectUserPostingsTied, selectUserPostingsRest, selectUserIdents, selectExpiredNums, selectUserConversations, selectUserMessagesAt, // usersearch.go
 	}
 )

@@ -267,3 +267,17 @@ func (s *Store) runBackfill(ctx context.Context, b backfillSteps) error {
 		}
 	}
 }
+
+// prefixed returns the terms, each with prefix, separated by spaces.
+func prefixed(prefix string, terms []string) string {
+	var b strings.Builder
+	b.Grow(len(terms) * (len(prefix) + 8))
+	for i, t := range terms {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(prefix)
+		b.WriteString(t)
+	}
+	return b.String()
+}

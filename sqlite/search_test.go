@@ -17,12 +17,12 @@ var undoSearch = []string{
 	"CREATE UNIQUE INDEX messages_seq ON messages (tenant, conv_id, seq)",
 	"CREATE INDEX messages_budget ON messages (tenant, conv_id, tokens_before, seq)",
 	"CREATE INDEX messages_turn ON messages (tenant, conv_id, turn, seq) WHERE role = 'user'",
+	"DROP TRIGGER conversations_user_unpost", // 0015_user_postings.sql
+	"DROP TABLE user_postings",
+	"DROP TABLE user_posted",
 	"DROP TRIGGER conversations_drop_leases",  // 0011_lease_cleanup.sql
-	"DROP TRIGGER conversations_user_unindex", // 0009_user_terms.sql
-	"DROP INDEX conversations_user_unindexed",
+	"DROP INDEX conversations_user_unindexed", // 0009_user_terms.sql
 	"ALTER TABLE conversations DROP COLUMN user_unindexed_seq",
-	"DROP TABLE user_terms",
-	"DROP TABLE user_index",
 	"DROP TABLE leases",                                    // 0008_leases.sql
 	"ALTER TABLE idempotency_keys DROP COLUMN fingerprint", // 0007_idempotency_fingerprint.sql
 	"ALTER TABLE conversations DROP COLUMN fact_seq",       // 0006_fact_mark.sql

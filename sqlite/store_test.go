@@ -70,16 +70,16 @@ func TestQueryPlans(t *testing.T) {
 		selectUsers: "INDEX conversations_user (tenant=? AND user_id>?)",
 		// One seek per seq asked for.
 		selectMessagesAt: "SEARCH messages USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
-		// The user index: the same FTS5 read, then a seek per id and per
-		// hit; a millisecond's highest slot in one seek.
-		selectUserPostings:      "SCAN user_terms VIRTUAL TABLE INDEX 192:M1><",
-		selectUserEntries:       "SEARCH u USING INTEGER PRIMARY KEY (rowid=?)",
+		// The user index: a term's postings are a range of the key, read
+		// from its end; a conversation's hits checked by number.
+		selectUserPostings:      "SEARCH user_postings USING PRIMARY KEY (uh=? AND term=?)",
+		selectUserPostingsBelow: "SEARCH user_postings USING PRIMARY KEY (uh=? AND term=? AND (at,conv,seq)<(?,?,?))",
+		selectUserPostingsTied:  "SEARCH user_postings USING PRIMARY KEY (uh=? AND term=? AND at=? AND conv<?)",
+		selectUserPostingsRest:  "SEARCH user_postings USING PRIMARY KEY (uh=? AND term=? AND at=? AND conv=? AND seq<?)",
 		selectUserConversations: "SEARCH c USING INDEX conversations_num (num=?",
 		selectUserIdents:        "SEARCH c USING INDEX conversations_num (num=?",
 		selectExpiredNums:       "SEARCH conversations USING INDEX conversations_expires (expires_at>? AND expires_at<?)",
 		selectUserMessagesAt:    "SEARCH m USING INDEX messages_seq (tenant=? AND conv_id=? AND seq=?)",
-		selectUserSlot:          "SEARCH user_index USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
-		selectConversationID:    "INDEX conversations_num (num=?)",
 	} {
 		if plan := explain(t, s.r.db, q); !strings.Contains(plan, index) {
 			t.Errorf("query %s: plan does not use %s:\n%s", oneLine(q), index, plan)
@@ -94,9 +94,8 @@ var allowedScans = map[string]bool{
 	// rowid descending (192 = FTS5_BI_ORDER_ROWID | FTS5_BI_ORDER_DESC
 	// per sqlite's fts5_main.c): a seek in one doclist and at most LIMIT rowids.
 	"SCAN message_terms VIRTUAL TABLE INDEX 192:M1><": true,
-	"SCAN user_terms VIRTUAL TABLE INDEX 192:M1><":    true, // the same, in the user index
-	// selectUserPostings reads that scan's rowids (at most its LIMIT) back
-	// from the subquery to join them into one row.
+	// The user index's reads join the rows of a range of user_postings
+	// (at most a LIMIT of them, or one date's) into one row.
 	"SCAN (subquery-1)": true,
 	// selectConversationSince's messages: the subquery's range, at most
 	// its LIMIT rows, materialized and then read once.

@@ -372,10 +372,7 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 		// The index deletes by tombstones (contentless_delete: it has no
 		// text to find the entries by), which leave the terms in their
 		// segments until a merge: merge them all.
-		if _, err := t.tx.ExecContext(ctx, optimizeTerms); err != nil {
-			return err
-		}
-		_, err := t.tx.ExecContext(ctx, optimizeUserTerms) // the user index's (usersearch.go)
+		_, err := t.tx.ExecContext(ctx, optimizeTerms)
 		return err
 	})
 	if err != nil {

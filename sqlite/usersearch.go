@@ -5,11 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,37 +18,42 @@ import (
 
 var _ chatmem.UserSearcher = (*Store)(nil)
 
-// The user index (migrations/0009_user_terms.sql): a message's id in
-// user_index and rowid in user_terms is its millisecond << userSlotBits |
-// a slot.
+// The user index (migrations/0015_user_postings.sql): user_postings keyed
+// (user hash, term, date, conversation number, seq), and user_posted, the
+// terms each message was posted under.
 const (
-	userSlotBits = 18
-	userSlots    = 1 << userSlotBits
+	// insertUserPosted records the terms ?5 (a JSON array) that message
+	// ?2 of conversation number ?1, dated ?4, is posted under for user
+	// hash ?3.
+	insertUserPosted = `INSERT INTO user_posted (conv, seq, uh, at, terms) VALUES (?1, ?2, ?3, ?4, ?5)`
 
-	// selectUserSlot reads the row with the highest id taken in [?1, ?2),
-	// the ids of one millisecond: one seek.
-	selectUserSlot = `SELECT id, conv, seq, at, ordered FROM user_index WHERE id >= ?1 AND id < ?2 ORDER BY id DESC LIMIT 1`
+	// insertUserPostings posts that message under each of its terms
+	// (chatmem.IndexTerms lists each once).
+	insertUserPostings = `INSERT INTO user_postings (uh, term, at, conv, seq)
+		SELECT ?3, value, ?4, ?1, ?2 FROM json_each(?5)`
 
-	// selectConversationID names the conversation of a number.
-	selectConversationID = `SELECT id FROM conversations WHERE num = ?1`
+	// selectUserPostings reads the newest postings of user hash ?1 under
+	// term ?2, at most ?3, newest first in the key's order, as one row of
+	// "at,conv,seq" groups separated by commas: one range of the key.
+	selectUserPostings = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
+		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2
+		ORDER BY at DESC, conv DESC, seq DESC LIMIT ?3)`
 
-	insertUserIndex = `INSERT INTO user_index (id, conv, seq, at, ordered) VALUES (?1, ?2, ?3, ?4, ?5)`
+	// selectUserPostingsBelow is selectUserPostings for the postings
+	// below (?4, ?5, ?6) = (at, conv, seq) in the key's order.
+	selectUserPostingsBelow = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
+		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2 AND (at, conv, seq) < (?4, ?5, ?6)
+		ORDER BY at DESC, conv DESC, seq DESC LIMIT ?3)`
 
-	insertUserTerms = `INSERT INTO user_terms (rowid, terms) VALUES (?1, ?2)`
+	// selectUserPostingsTied reads every posting of user hash ?1 under
+	// term ?2 dated ?3 of a conversation numbered below ?4, the same way.
+	selectUserPostingsTied = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
+		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2 AND at = ?3 AND conv < ?4)`
 
-	// selectUserPostings is selectPostings on user_terms: the newest ids,
-	// at most ?4, in [?2, ?3) of the rows holding the token ?1, as one
-	// row of decimal ids separated by commas (see userIDs).
-	selectUserPostings = `SELECT ifnull(group_concat(rowid), '') FROM (SELECT rowid FROM user_terms
-		WHERE user_terms MATCH ?1 AND rowid >= ?2 AND rowid < ?3 ORDER BY rowid DESC LIMIT ?4)`
-
-	// selectUserEntries names the messages with the ids in the JSON array
-	// ?1: a seek in user_index per id, as one row of
-	// "id,conv,seq,at,ordered" groups separated by commas (see
-	// readUserEntries). Their conversations are checked apart
-	// (checkUserConversations), once per conversation.
-	selectUserEntries = `SELECT ifnull(group_concat(u.id || ',' || u.conv || ',' || u.seq || ',' || u.at || ',' || u.ordered), '')
-		FROM json_each(?1) CROSS JOIN user_index u ON u.id = json_each.value`
+	// selectUserPostingsRest reads every posting of user hash ?1 under
+	// term ?2 dated ?3 of conversation number ?4 with a seq below ?5.
+	selectUserPostingsRest = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
+		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2 AND at = ?3 AND conv = ?4 AND seq < ?5)`
 
 	// selectUserIdents names each conversation with a number in the JSON
 	// array ?1 that has a user: its tenant, user and ID, which never
@@ -96,160 +99,71 @@ const (
 	// setUserUnindexed records that the conversation's messages after ?3
 	// are in the user index.
 	setUserUnindexed = `UPDATE conversations SET user_unindexed_seq = ?3 WHERE tenant = ?1 AND id = ?2`
-
-	// optimizeUserTerms merges the user index into one segment, dropping
-	// the entries of deleted rows (see optimizeTerms).
-	optimizeUserTerms = `INSERT INTO user_terms (user_terms) VALUES ('optimize')`
 )
 
-// userPrefix returns the prefix of the user's tokens in user_terms: "u",
-// a hash of tenant and user ID in base 36, "_". / separates them, which no
-// ID contains.
-func userPrefix(tenant, user string) string {
+// userHash returns the user's key in user_postings: a 64-bit hash of
+// tenant and user ID. / separates them, which no ID contains.
+func userHash(tenant, user string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte(tenant))
 	h.Write([]byte{'/'})
 	h.Write([]byte(user))
-	return "u" + strconv.FormatUint(h.Sum64(), 36) + "_"
+	return int64(h.Sum64())
 }
 
-// userMilli returns the millisecond of the user index that Unix time
-// nanos falls in: milliseconds since the earliest time an int64 of
-// nanoseconds holds, so never negative, and below 2^45.
-func userMilli(nanos int64) int64 {
-	return int64((uint64(nanos) ^ 1<<63) / 1e6)
-}
-
-// indexUserMessages adds the messages with the given terms, just appended
-// to conversation key (number num) of its tenant's user, to the user index
-// in t. terms[i] are msgs[i]'s; a message with none (a system message)
-// gets no row. Each message takes the lowest free slot of its millisecond
-// after the highest taken; should a millisecond's slots all be taken
-// (userSlots messages dated within it), it takes one of an earlier
-// millisecond, and UserPostings may then place it a little out of order.
+// indexUserMessages posts the messages with the given terms, just
+// appended to conversation key (number num) of its tenant's user, in the
+// user index in t. terms[i] are msgs[i]'s; a message with none (a system
+// message) is not posted.
 func indexUserMessages(t tx, key chatmem.Key, user string, num int64, msgs []chatmem.Message, terms [][]string) error {
-	var prefix string
+	var uh int64
 	for i, m := range msgs {
 		if len(terms[i]) == 0 {
 			continue
 		}
-		if prefix == "" {
-			prefix = userPrefix(key.Tenant, user)
+		if uh == 0 {
+			uh = userHash(key.Tenant, user)
 		}
-		row := userRow{conv: num, seq: m.Seq, at: m.CreatedAt.UnixNano()}
-		if err := freeUserSlot(t, key.ID, &row); err != nil {
-			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
+		list, err := json.Marshal(terms[i])
+		if err != nil {
+			return err
 		}
-		if _, err := t.exec(insertUserIndex, row.id, row.conv, row.seq, row.at, row.ordered); err != nil {
-			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
-		}
-		if _, err := t.exec(insertUserTerms, row.id, prefixed(prefix, terms[i])); err != nil {
-			return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
+		at := m.CreatedAt.UnixNano()
+		for _, q := range []string{insertUserPosted, insertUserPostings} {
+			if _, err := t.exec(q, num, m.Seq, uh, at, string(list)); err != nil {
+				return fmt.Errorf("index message %d for user %s: %w", m.Seq, user, err)
+			}
 		}
 	}
 	return nil
 }
 
-// userRow is a row of user_index.
-type userRow struct {
-	id, conv, seq, at int64
-	ordered           bool
-}
-
-// freeUserSlot sets row's id to a free one of its millisecond (or, if that
-// is full, of the nearest earlier one that is not), and row's ordered to
-// whether it sorts after every row of that millisecond: it does if it
-// sorts after the highest one (by date, conversation ID, seq) and that one
-// is ordered. conv is the ID of row's conversation; the highest row's is
-// read only when both are of one instant and not of one conversation.
-func freeUserSlot(t tx, conv string, row *userRow) error {
-	for ms := userMilli(row.at); ms >= 0; ms-- {
-		lo := ms << userSlotBits
-		var top userRow
-		switch err := t.row(selectUserSlot, lo, lo+userSlots).Scan(&top.id, &top.conv, &top.seq, &top.at, &top.ordered); {
-		case err == nil:
-			if top.id+1 < lo+userSlots {
-				row.id = top.id + 1
-				if !top.ordered {
-					row.ordered = false
-					return nil
-				}
-				var err error
-				row.ordered, err = sortsAfter(t, conv, *row, top)
-				return err
-			}
-		case errors.Is(err, sql.ErrNoRows):
-			row.id, row.ordered = lo, true
-			return nil
-		default:
-			return err
-		}
-	}
-	return fmt.Errorf("sqlite: no free slot in the user index")
-}
-
-// sortsAfter reports whether row (of conversation ID conv) sorts after
-// other in UserPostings's order: a later date, or the same date and a
-// greater conversation ID, or the same conversation ID (one conversation,
-// or conversations of two tenants) and a greater seq. Migration 0014 says
-// the same in SQL.
-func sortsAfter(t tx, conv string, row, other userRow) (bool, error) {
-	switch {
-	case row.at != other.at:
-		return row.at > other.at, nil
-	case row.conv == other.conv:
-		return row.seq > other.seq, nil
-	}
-	var id string
-	if err := t.row(selectConversationID, other.conv).Scan(&id); err != nil {
-		return false, fmt.Errorf("name conversation %d: %w", other.conv, err)
-	}
-	if conv != id {
-		return conv > id, nil
-	}
-	return row.seq > other.seq, nil
-}
-
-// prefixed returns the terms, each with prefix, separated by spaces.
-func prefixed(prefix string, terms []string) string {
-	var b strings.Builder
-	b.Grow(len(terms) * (len(prefix) + 8))
-	for i, t := range terms {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(prefix)
-		b.WriteString(t)
-	}
-	return b.String()
-}
-
-// userEntry is one message of the user index, resolved, and whether its
-// row is ordered (see migrations/0014_user_index_ordered.sql).
+// userEntry is one posting of the user index, resolved.
 type userEntry struct {
-	conv    string
-	seq     int64
-	at      int64
-	ordered bool
+	conv string
+	seq  int64
+	at   int64
 }
+
+// posting is a row of user_postings, as read: its date, conversation
+// number and seq.
+type posting struct{ at, conv, seq int64 }
 
 // UserPostings returns, for each of terms, the newest messages of the
-// user's live conversations indexed under it, at most limit
+// user's live conversations posted under it, at most limit
 // (chatmem.UserSearcher). All terms are read in one snapshot. For each
-// term it reads the newest ids of the user's token in user_terms (and,
-// where that read stops inside a millisecond, the rest of it, since the
-// ids order a millisecond's messages by their slot, not by date,
-// conversation and seq, unless the rows kept of it are ordered: see
-// migrations/0014_user_index_ordered.sql), then names those not named yet
-// for an earlier term through user_index, checks the conversations not
-// checked yet against the identities the store keeps (reading the ones it
-// lacks in one query) and the list of conversations expired and not swept
-// yet (past maxExpiredNums of those, with a query as before), and reads on
-// below if checks dropped some (conversations that expired and were not
-// swept yet, or another user's sharing the hash). So the cost follows
-// len(terms) and limit, not the user's history. It wraps chatmem.ErrInvalid
-// for a bad user, a limit below 1 or an empty term. It is safe for
-// concurrent use.
+// term it reads the newest postings of the user's hash in user_postings,
+// one range of the key, checks the conversations not checked yet against
+// the identities the store keeps (reading the ones it lacks in one query)
+// and the list of conversations expired and not swept yet (past
+// maxExpiredNums of those, with a query as before), and reads on below if
+// checks dropped some (conversations that expired and were not swept yet,
+// or another user's sharing the hash). Where its read stops inside a
+// date, it reads that date's postings of lower-numbered conversations too,
+// since the key orders a date's postings by conversation number and the
+// result by conversation ID. So the cost follows len(terms) and limit, not
+// the user's history. It wraps chatmem.ErrInvalid for a bad user, a limit
+// below 1 or an empty term. It is safe for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	if err := validateUser(user); err != nil {
 		return nil, err
@@ -263,17 +177,16 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 		}
 	}
 	now := clampedNanos(s.now())
-	prefix := userPrefix(user.Tenant, user.ID)
+	uh := userHash(user.Tenant, user.ID)
 	out := make([][]chatmem.UserHit, len(terms))
 	err := s.read(ctx, func(t tx) error {
-		c := &userCache{entries: make(map[int64]userEntry), convs: make(map[int64]string)} // for all terms
+		c := &userCache{convs: make(map[int64]string)} // for all terms
 		for i, term := range terms {
 			out[i] = []chatmem.UserHit{}
 			if !indexable(term) {
 				continue
 			}
-			match := `"` + strings.ReplaceAll(prefix+term, `"`, `""`) + `"`
-			entries, err := s.userPostings(t, user, now, match, limit, c)
+			entries, err := s.userPostings(t, user, uh, now, term, limit, c)
 			if err != nil {
 				return fmt.Errorf("user postings of %q: %w", term, err)
 			}
@@ -289,58 +202,110 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 	return out, nil
 }
 
-// userPostings returns the newest entries of the user's token match, at
-// most limit, newest first.
-func (s *Store) userPostings(t tx, user chatmem.Key, now int64, match string, limit int, c *userCache) ([]userEntry, error) {
+// userPostings returns the newest entries of the user's term, at most
+// limit, newest first.
+func (s *Store) userPostings(t tx, user chatmem.Key, uh, now int64, term string, limit int, c *userCache) ([]userEntry, error) {
 	var found []userEntry
-	hi := int64(math.MaxInt64) // ids below hi are still to read
+	var last *posting // the last one read
 	for len(found) < limit {
 		need := limit - len(found)
-		// One id past need tells whether the last one's millisecond
-		// goes on below it.
-		ids, err := userIDs(t, match, 0, hi, need+1)
-		if err != nil || len(ids) == 0 {
-			return sortEntries(found, limit), err
+		var page []posting
+		var err error
+		if last == nil {
+			page, err = readPostings(t, selectUserPostings, uh, term, need)
+		} else {
+			page, err = readPostings(t, selectUserPostingsBelow, uh, term, need, last.at, last.conv, last.seq)
 		}
-		more := len(ids) > need
-		var past int64
-		if more {
-			ids, past = ids[:need], ids[need]
+		if err != nil {
+			return nil, err
 		}
-		entries, err := s.userEntries(t, user, now, ids, c)
+		entries, err := s.resolvePostings(t, user, now, page, c)
 		if err != nil {
 			return nil, err
 		}
 		found = append(found, entries...)
-		if !more {
-			break
+		if len(page) < need {
+			return sortEntries(found, limit), nil // all read
 		}
-		// All of the ids below hi were read but the rest of the need-th
-		// one's millisecond [lo, last), if the one past it is of that
-		// millisecond. Those sort below the ones read if every one kept
-		// of the millisecond is ordered: then the next read goes on below
-		// last. Otherwise they are read and sorted with them, and the next
-		// read goes on below the millisecond.
-		last := ids[len(ids)-1]
-		lo := last &^ (userSlots - 1)
-		hi = lo
-		if past >= lo {
-			if c.ordered(ids, lo) {
-				hi = last
-				continue
-			}
-			rest, err := userIDs(t, match, lo, last, -1)
-			if err != nil {
-				return nil, err
-			}
-			entries, err := s.userEntries(t, user, now, rest, c)
-			if err != nil {
-				return nil, err
-			}
-			found = append(found, entries...)
+		last = &page[len(page)-1]
+	}
+	// The read stopped at last, inside its date perhaps, and the key
+	// orders a date's postings by conversation number, not ID. Those of
+	// that date below last in the key may sort above the ones kept: the
+	// lower-numbered conversations' (read whole: one seek when there are
+	// none), and last's own with lower seqs, when a posting of that date
+	// kept is of a conversation whose ID sorts below last's (read then).
+	tied, err := readPostings(t, selectUserPostingsTied, uh, term, last.at, last.conv)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := s.resolvePostings(t, user, now, tied, c)
+	if err != nil {
+		return nil, err
+	}
+	found = append(found, entries...)
+	if id := c.convs[last.conv]; id != "" && slices.ContainsFunc(found, func(e userEntry) bool { return e.at == last.at && e.conv < id }) {
+		rest, err := readPostings(t, selectUserPostingsRest, uh, term, last.at, last.conv, last.seq)
+		if err != nil {
+			return nil, err
 		}
+		entries, err := s.resolvePostings(t, user, now, rest, c)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, entries...)
 	}
 	return sortEntries(found, limit), nil
+}
+
+// readPostings runs one of the selectUserPostings queries and parses its
+// row.
+func readPostings(t tx, query string, args ...any) ([]posting, error) {
+	var list string
+	if err := t.row(query, args...).Scan(&list); err != nil {
+		return nil, err
+	}
+	fields, err := parseInts(list, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(fields)%3 != 0 {
+		return nil, fmt.Errorf("sqlite: user postings of %d fields", len(fields))
+	}
+	out := make([]posting, 0, len(fields)/3)
+	for i := 0; i < len(fields); i += 3 {
+		out = append(out, posting{at: fields[i], conv: fields[i+1], seq: fields[i+2]})
+	}
+	// group_concat follows the subquery's order in practice; the order
+	// asked for is not left to that.
+	slices.SortFunc(out, func(a, b posting) int {
+		return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(b.conv, a.conv), cmp.Compare(b.seq, a.seq))
+	})
+	return out, nil
+}
+
+// resolvePostings returns the entries of the postings that belong to the
+// user's live conversations, checking the conversations not in c yet.
+func (s *Store) resolvePostings(t tx, user chatmem.Key, now int64, ps []posting, c *userCache) ([]userEntry, error) {
+	c.read += len(ps)
+	var unknown []int64
+	for _, p := range ps {
+		if _, ok := c.convs[p.conv]; !ok && !slices.Contains(unknown, p.conv) {
+			unknown = append(unknown, p.conv)
+		}
+	}
+	if len(unknown) > 0 {
+		if err := s.checkUserConversations(t, user, now, unknown, c); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]userEntry, 0, len(ps))
+	for _, p := range ps {
+		if conv := c.convs[p.conv]; conv != "" {
+			out = append(out, userEntry{conv: conv, seq: p.seq, at: p.at})
+		}
+	}
+	return out, nil
 }
 
 // sortEntries orders entries newest first (by date, then conversation ID,
@@ -350,24 +315,6 @@ func sortEntries(entries []userEntry, limit int) []userEntry {
 		return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(b.conv, a.conv), cmp.Compare(b.seq, a.seq))
 	})
 	return entries[:min(limit, len(entries))]
-}
-
-// userIDs reads the ids in [lo, hi) of the rows holding match, newest
-// first, at most limit (-1: all). They come as one row, a list the store
-// parses: a row per id cost the driver more than reading the doclist.
-func userIDs(t tx, match string, lo, hi int64, limit int) ([]int64, error) {
-	var list string
-	if err := t.row(selectUserPostings, match, lo, hi, limit).Scan(&list); err != nil {
-		return nil, err
-	}
-	ids, err := parseInts(list, nil)
-	if err != nil {
-		return nil, err
-	}
-	// group_concat follows the subquery's order in practice; the order
-	// asked for is not left to that.
-	slices.SortFunc(ids, func(a, b int64) int { return cmp.Compare(b, a) })
-	return ids, nil
 }
 
 // parseInts appends to dst the decimal integers of list, separated by
@@ -390,16 +337,14 @@ func parseInts(list string, dst []int64) ([]int64, error) {
 }
 
 // userCache holds what one UserPostings call has resolved so far, so that
-// an id in the lists of several terms is named once and a conversation
-// with many hits is checked once: entries by id (conv "" for a message
-// not in the user's live conversations), conversation IDs by number (""
-// for one that is not the user's or not live), and the conversations
-// expired and not swept yet (read once, when first needed; see
-// checkUserConversations).
+// a conversation with many hits is checked once: conversation IDs by
+// number ("" for one that is not the user's or not live), and the
+// conversations expired and not swept yet (read once, when first needed;
+// see checkUserConversations).
 type userCache struct {
-	entries map[int64]userEntry
 	convs   map[int64]string
 	expired *expiredNums
+	read    int // postings read, for tests
 }
 
 // expiredNums is the list of selectExpiredNums: the numbers of the
@@ -422,7 +367,7 @@ type userIdent struct{ tenant, user, id string }
 // again and again, and once known, checking one of them is a map lookup
 // plus the one list of expired conversations, not a seek. A number names
 // the same conversation as long as it exists; whether it still does needs
-// no check, since its user_index rows go with it in the same transaction.
+// no check, since its postings go with it in the same transaction.
 // Safe for concurrent use; it forgets everything when it holds
 // maxUserIdents.
 type userIdents struct {
@@ -455,78 +400,6 @@ func (u *userIdents) put(idents map[int64]userIdent) {
 	for n, id := range idents {
 		u.m[n] = id
 	}
-}
-
-// ordered reports whether every entry of ids in the millisecond starting
-// at id lo that c holds for a message of the user's live conversations is
-// ordered (those of later milliseconds do not matter).
-func (c *userCache) ordered(ids []int64, lo int64) bool {
-	for _, id := range ids {
-		if e := c.entries[id]; id&^(userSlots-1) == lo && e.conv != "" && !e.ordered {
-			return false
-		}
-	}
-	return true
-}
-
-// userEntries names the messages of ids that belong to the user's live
-// conversations, reading only the ids not in c yet.
-func (s *Store) userEntries(t tx, user chatmem.Key, now int64, ids []int64, c *userCache) ([]userEntry, error) {
-	var unread []int64
-	for _, id := range ids {
-		if _, ok := c.entries[id]; !ok {
-			unread = append(unread, id)
-		}
-	}
-	if len(unread) > 0 {
-		if err := s.readUserEntries(t, user, now, unread, c); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]userEntry, 0, len(ids))
-	for _, id := range ids {
-		if e := c.entries[id]; e.conv != "" {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
-// readUserEntries names the messages of ids through user_index and checks
-// the conversations not in c yet, recording both in c.
-func (s *Store) readUserEntries(t tx, user chatmem.Key, now int64, ids []int64, c *userCache) error {
-	var list string
-	if err := t.row(selectUserEntries, jsonInts(ids)).Scan(&list); err != nil {
-		return err
-	}
-	const width = 5 // id, conv, seq, at, ordered
-	fields, err := parseInts(list, make([]int64, 0, width*len(ids)))
-	if err != nil {
-		return err
-	}
-	if len(fields)%width != 0 {
-		return fmt.Errorf("sqlite: user index entries of %d fields", len(fields))
-	}
-	var unknown []int64
-	for i := 0; i < len(fields); i += width {
-		if conv := fields[i+1]; !slices.Contains(unknown, conv) {
-			if _, ok := c.convs[conv]; !ok {
-				unknown = append(unknown, conv)
-			}
-		}
-	}
-	if len(unknown) > 0 {
-		if err := s.checkUserConversations(t, user, now, unknown, c); err != nil {
-			return err
-		}
-	}
-	for _, id := range ids {
-		c.entries[id] = userEntry{} // not found unless below
-	}
-	for i := 0; i < len(fields); i += width {
-		c.entries[fields[i]] = userEntry{conv: c.convs[fields[i+1]], seq: fields[i+2], at: fields[i+3], ordered: fields[i+4] != 0}
-	}
-	return nil
 }
 
 // jsonInts returns ints as a JSON array.
@@ -710,8 +583,8 @@ func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []cha
 }
 
 // backfillUsers adds to the user index the messages of conversations with
-// a user stored before the index existed (see
-// migrations/0009_user_terms.sql), newest first, backfillBatch messages per
+// a user stored before the index existed or took its present form (see
+// migrations/0009_user_terms.sql and 0015_user_postings.sql), newest first, backfillBatch messages per
 // write transaction, as backfill does for the conversations' own index:
 // each transaction records how far it got, so an interrupted backfill
 // resumes where it stopped and processes opening the file at once share

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,22 +86,22 @@ func TestUserIndexEndsWithConversation(t *testing.T) {
 	}
 	rows := func() (index, terms int) {
 		t.Helper()
-		if err := s.r.db.QueryRowContext(ctx, `SELECT count(*) FROM user_index`).Scan(&index); err != nil {
+		if err := s.r.db.QueryRowContext(ctx, `SELECT count(*) FROM user_posted`).Scan(&index); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.r.db.QueryRowContext(ctx, `SELECT count(*) FROM user_terms`).Scan(&terms); err != nil {
+		if err := s.r.db.QueryRowContext(ctx, `SELECT count(*) FROM user_postings`).Scan(&terms); err != nil {
 			t.Fatal(err)
 		}
 		return index, terms
 	}
-	if i, n := rows(); i != 2 || n != 2 {
-		t.Fatalf("user index rows = %d and %d, want 2 and 2 (one per user message of a conversation with a user)", i, n)
+	if i, n := rows(); i != 2 || n != 4 {
+		t.Fatalf("user index rows = %d and %d, want 2 and 4 (one per user message of a conversation with a user, and per term of it)", i, n)
 	}
 	if err := s.Delete(ctx, chatmem.Key{Tenant: "t", ID: "gone"}); err != nil {
 		t.Fatal(err)
 	}
-	if i, n := rows(); i != 1 || n != 1 {
-		t.Errorf("user index rows after Delete = %d and %d, want 1 and 1", i, n)
+	if i, n := rows(); i != 1 || n != 2 {
+		t.Errorf("user index rows after Delete = %d and %d, want 1 and 2", i, n)
 	}
 	got, err := s.UserPostings(ctx, chatmem.Key{Tenant: "t", ID: "u"}, []string{"alpha"}, 10)
 	if err != nil || !slices.Equal(got[0], []chatmem.UserHit{{Conversation: "keep", Seq: 1}}) {
@@ -128,7 +127,7 @@ func TestUserIndexBackfill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	execAll(t, s, "DELETE FROM user_terms", "DELETE FROM user_index", "UPDATE conversations SET user_unindexed_seq = last_seq")
+	execAll(t, s, "DELETE FROM user_postings", "DELETE FROM user_posted", "UPDATE conversations SET user_unindexed_seq = last_seq")
 	user := chatmem.Key{Tenant: "t", ID: "u"}
 	if got, err := s.UserPostings(ctx, user, []string{"delta"}, 10); err != nil || len(got[0]) != 0 {
 		t.Fatalf("UserPostings before the backfill = %v, %v; want none", got, err)
@@ -148,87 +147,13 @@ func TestUserIndexBackfill(t *testing.T) {
 	}
 }
 
-// TestUserIndexOrderedMigration checks the pass of migration 0014 that
-// marks the rows indexed before it: on rows indexed in and out of date
-// order, within and across conversations and milliseconds, it marks the
-// rows that indexing them marked, and those alone.
-func TestUserIndexOrderedMigration(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "ordered.db"))
-	ctx := t.Context()
-	base := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	us := time.Microsecond
-	ms := time.Millisecond
-	for _, a := range []struct {
-		tenant, conv string
-		at           time.Duration
-		n            int
-	}{
-		// In order: dates rising across conversations, then one date
-		// across conversations of rising IDs, then a later append to one.
-		{"t", "b", 0, 2}, {"t", "a", us, 1}, {"t", "b", 2 * us, 3}, {"t", "c", 2 * us, 1}, {"t", "c", 2 * us, 2},
-		// The same date, a lower conversation ID: out of order, and so
-		// is the rest of the millisecond.
-		{"t", "b", ms, 2}, {"t", "c", ms, 1}, {"t", "a", ms, 1}, {"t", "d", ms + us, 2},
-		// An earlier date.
-		{"t", "a", 2*ms + 5*us, 2}, {"t", "b", 2*ms + us, 1}, {"t", "c", 2*ms + 9*us, 1},
-		// The same date and conversation ID in another tenant, a lower
-		// seq.
-		{"t", "e", 3 * ms, 3}, {"t2", "e", 3 * ms, 1},
-		// One append alone in its millisecond.
-		{"t", "f", 4 * ms, 5},
-	} {
-		msgs := make([]chatmem.Message, a.n)
-		for j := range msgs {
-			msgs[j] = chatmem.Message{Role: chatmem.RoleUser, Content: "plum", Tokens: 1, CreatedAt: base.Add(a.at)}
-		}
-		if _, err := s.Append(ctx, chatmem.Key{Tenant: a.tenant, ID: a.conv}, msgs, chatmem.AppendOptions{User: "u"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	flags := func() (all []int64, ordered int) {
-		rows, err := s.r.db.QueryContext(ctx, `SELECT id, ordered FROM user_index ORDER BY id`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id, o int64
-			if err := rows.Scan(&id, &o); err != nil {
-				t.Fatal(err)
-			}
-			all = append(all, id, o)
-			ordered += int(o)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return all, ordered
-	}
-	indexed, ordered := flags()
-	if rows := len(indexed) / 2; ordered == 0 || ordered == rows {
-		t.Fatalf("%d of %d rows ordered: the test needs both kinds", ordered, rows)
-	}
-	sql, err := migrationFS.ReadFile("migrations/0014_user_index_ordered.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, pass, ok := strings.Cut(string(sql), ";\n\nUPDATE user_index")
-	if !ok {
-		t.Fatal("migration 0014 has no UPDATE user_index pass")
-	}
-	pass = "UPDATE user_index" + pass
-	execAll(t, s, "UPDATE user_index SET ordered = 0", pass)
-	if migrated, _ := flags(); !slices.Equal(migrated, indexed) {
-		t.Errorf("(id, ordered) after the migration's pass = %v, want what indexing said, %v", migrated, indexed)
-	}
-}
-
-// TestUserPostingsOrderedSkip checks that a term's read that stops inside
-// a millisecond names only the rows it keeps when they are ordered (one
-// Append of 1,000 messages dated alike), and the whole millisecond when
-// they are not (then a lower conversation ID appended at the same date).
-func TestUserPostingsOrderedSkip(t *testing.T) {
-	s := open(t, filepath.Join(t.TempDir(), "skip.db"))
+// TestUserPostingsTiedDate checks that a term's read that stops inside a
+// date reads no more of it when the postings kept of that date are of one
+// conversation (one Append of 1,000 messages dated alike), and the rest of
+// it when a conversation whose ID sorts below has a posting of that date
+// (then the key, by conversation number, puts it first).
+func TestUserPostingsTiedDate(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "tied.db"))
 	ctx := t.Context()
 	user := chatmem.Key{Tenant: "t", ID: "u"}
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -239,13 +164,13 @@ func TestUserPostingsOrderedSkip(t *testing.T) {
 	if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: "b"}, msgs, chatmem.AppendOptions{User: user.ID}); err != nil {
 		t.Fatal(err)
 	}
-	read := func(what string, want []chatmem.UserHit, named int) {
+	read := func(what string, want []chatmem.UserHit, postings int) {
 		t.Helper()
-		c := &userCache{entries: make(map[int64]userEntry), convs: make(map[int64]string)}
+		c := &userCache{convs: make(map[int64]string)}
 		var got []userEntry
 		err := s.read(ctx, func(t tx) error {
 			var err error
-			got, err = s.userPostings(t, user, clampedNanos(time.Now()), `"`+userPrefix(user.Tenant, user.ID)+`quinc"`, len(want), c)
+			got, err = s.userPostings(t, user, userHash(user.Tenant, user.ID), clampedNanos(time.Now()), chatmem.Terms("quince")[0], len(want), c)
 			return err
 		})
 		if err != nil {
@@ -255,14 +180,18 @@ func TestUserPostingsOrderedSkip(t *testing.T) {
 		for i, e := range got {
 			hits[i] = chatmem.UserHit{Conversation: e.conv, Seq: e.seq}
 		}
-		if !slices.Equal(hits, want) || len(c.entries) != named {
-			t.Errorf("%s: postings %v naming %d rows, want %v naming %d", what, hits, len(c.entries), want, named)
+		if !slices.Equal(hits, want) || c.read != postings {
+			t.Errorf("%s: postings %v reading %d, want %v reading %d", what, hits, c.read, want, postings)
 		}
 	}
 	newest := []chatmem.UserHit{{Conversation: "b", Seq: 1000}, {Conversation: "b", Seq: 999}, {Conversation: "b", Seq: 998}}
-	read("ordered", newest, 3)
+	read("one conversation", newest, 3)
 	if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: "a"}, msgs[:1], chatmem.AppendOptions{User: user.ID}); err != nil {
 		t.Fatal(err)
 	}
-	read("a lower conversation ID last", newest, 1001)
+	read("a lower conversation ID numbered after", newest, 1001)
+	if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: "c"}, msgs[:1], chatmem.AppendOptions{User: user.ID}); err != nil {
+		t.Fatal(err)
+	}
+	read("a higher one numbered after that", []chatmem.UserHit{{Conversation: "c", Seq: 1}, {Conversation: "b", Seq: 1000}, {Conversation: "b", Seq: 999}}, 1002)
 }
