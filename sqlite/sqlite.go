@@ -193,7 +193,8 @@ func dsn(abs string, opts Options, readOnly bool) string {
 		// No automatic checkpoint after a commit: the checkpointer runs
 		// them beside the committer (checkpoint.go).
 		q.Add("_pragma", "wal_autocheckpoint(0)")
-		// An append to a conversation with a user posts each of its
+		// (The checkpointer's connection gets the same, and reads no
+		// pages into it.) An append to a conversation with a user posts each of its
 		// messages under each of its terms (usersearch.go): a page of
 		// user_postings per (user, term), the last of its run, which
 		// the next message with that term writes again. The default

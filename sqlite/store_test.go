@@ -76,6 +76,11 @@ func TestQueryPlans(t *testing.T) {
 		selectUserPostingsBelow: "SEARCH user_postings USING PRIMARY KEY (uh=? AND term=? AND (at,conv,seq)<(?,?,?))",
 		selectUserPostingsTied:  "SEARCH user_postings USING PRIMARY KEY (uh=? AND term=? AND at=? AND conv<?)",
 		selectUserPostingsRest:  "SEARCH user_postings USING PRIMARY KEY (uh=? AND term=? AND at=? AND conv=? AND seq<?)",
+		// The delete trigger of 0015 (its first statement, old.num as ?1):
+		// a seek per posting of the conversation, not a scan of the
+		// user's postings.
+		`DELETE FROM user_postings WHERE (uh, term, at, conv, seq) IN (
+			SELECT p.uh, t.value, p.at, p.conv, p.seq FROM user_posted p, json_each(p.terms) t WHERE p.conv = ?1)`: "SEARCH user_postings USING PRIMARY KEY (uh=? AND term=? AND at=? AND conv=? AND seq=?)",
 		selectUserConversations: "SEARCH c USING INDEX conversations_num (num=?",
 		selectUserIdents:        "SEARCH c USING INDEX conversations_num (num=?",
 		selectExpiredNums:       "SEARCH conversations USING INDEX conversations_expires (expires_at>? AND expires_at<?)",

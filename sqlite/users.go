@@ -316,9 +316,9 @@ const eraseBatch = 64
 // DeleteUser erases the user; see chatmem.UserStore. It deletes the
 // user's conversations (expired ones too) a batch per IMMEDIATE
 // transaction, their messages, keys, summaries, facts, vectors and index
-// entries going with them (ON DELETE CASCADE and the unindex trigger),
+// entries going with them (ON DELETE CASCADE and the index triggers),
 // then the user's facts. Every connection runs with PRAGMA secure_delete
-// and the index with FTS5's secure-delete, so the deleted content is
+// and the conversations' index with FTS5's secure-delete, so the deleted content is
 // overwritten in the pages; last, a TRUNCATE checkpoint copies the pages
 // into the database file and empties the WAL, which held the old page
 // images. If readers keep the checkpoint from finishing, it returns an

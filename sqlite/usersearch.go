@@ -32,28 +32,29 @@ const (
 	insertUserPostings = `INSERT INTO user_postings (uh, term, at, conv, seq)
 		SELECT ?3, value, ?4, ?1, ?2 FROM json_each(?5)`
 
-	// selectUserPostings reads the newest postings of user hash ?1 under
-	// term ?2, at most ?3, newest first in the key's order, as one row of
-	// "at,conv,seq" groups separated by commas: one range of the key.
-	selectUserPostings = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
-		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2
-		ORDER BY at DESC, conv DESC, seq DESC LIMIT ?3)`
+	// userPostingsFrom begins the reads of user_postings: the postings of
+	// user hash ?1 under term ?2 that the rest of the query selects, as
+	// one row of "at,conv,seq" groups separated by commas.
+	userPostingsFrom = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
+		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2 `
+
+	// selectUserPostings reads the newest postings, at most ?3, newest
+	// first in the key's order: one range of the key, from its end.
+	selectUserPostings = userPostingsFrom + `ORDER BY at DESC, conv DESC, seq DESC LIMIT ?3)`
 
 	// selectUserPostingsBelow is selectUserPostings for the postings
 	// below (?4, ?5, ?6) = (at, conv, seq) in the key's order.
-	selectUserPostingsBelow = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
-		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2 AND (at, conv, seq) < (?4, ?5, ?6)
+	selectUserPostingsBelow = userPostingsFrom + `AND (at, conv, seq) < (?4, ?5, ?6)
 		ORDER BY at DESC, conv DESC, seq DESC LIMIT ?3)`
 
-	// selectUserPostingsTied reads every posting of user hash ?1 under
-	// term ?2 dated ?3 of a conversation numbered below ?4, the same way.
-	selectUserPostingsTied = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
-		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2 AND at = ?3 AND conv < ?4)`
+	// selectUserPostingsTied reads every posting dated ?3 of a
+	// conversation numbered below ?4.
+	selectUserPostingsTied = userPostingsFrom + `AND at = ?3 AND conv < ?4)`
 
-	// selectUserPostingsRest reads every posting of user hash ?1 under
-	// term ?2 dated ?3 of conversation number ?4 with a seq below ?5.
-	selectUserPostingsRest = `SELECT ifnull(group_concat(at || ',' || conv || ',' || seq), '') FROM (
-		SELECT at, conv, seq FROM user_postings WHERE uh = ?1 AND term = ?2 AND at = ?3 AND conv = ?4 AND seq < ?5)`
+	// selectUserPostingsRest reads the postings dated ?3 of conversation
+	// number ?4 with a seq below ?5, the newest ?6: those alike in date
+	// and conversation ID sort by seq.
+	selectUserPostingsRest = userPostingsFrom + `AND at = ?3 AND conv = ?4 AND seq < ?5 ORDER BY seq DESC LIMIT ?6)`
 
 	// selectUserIdents names each conversation with a number in the JSON
 	// array ?1 that has a user: its tenant, user and ID, which never
@@ -162,7 +163,9 @@ type posting struct{ at, conv, seq int64 }
 // date, it reads that date's postings of lower-numbered conversations too,
 // since the key orders a date's postings by conversation number and the
 // result by conversation ID. So the cost follows len(terms) and limit, not
-// the user's history. It wraps chatmem.ErrInvalid for a bad user, a limit
+// the user's history, but for messages of many conversations dated the
+// same nanosecond (an import that sets their dates, say), whose postings
+// under a term are read whole where a read stops among them. It wraps chatmem.ErrInvalid for a bad user, a limit
 // below 1 or an empty term. It is safe for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	if err := validateUser(user); err != nil {
@@ -234,26 +237,24 @@ func (s *Store) userPostings(t tx, user chatmem.Key, uh, now int64, term string,
 	// that date below last in the key may sort above the ones kept: the
 	// lower-numbered conversations' (read whole: one seek when there are
 	// none), and last's own with lower seqs, when a posting of that date
-	// kept is of a conversation whose ID sorts below last's (read then).
-	tied, err := readPostings(t, selectUserPostingsTied, uh, term, last.at, last.conv)
-	if err != nil {
-		return nil, err
-	}
-	entries, err := s.resolvePostings(t, user, now, tied, c)
-	if err != nil {
-		return nil, err
-	}
-	found = append(found, entries...)
-	if id := c.convs[last.conv]; id != "" && slices.ContainsFunc(found, func(e userEntry) bool { return e.at == last.at && e.conv < id }) {
-		rest, err := readPostings(t, selectUserPostingsRest, uh, term, last.at, last.conv, last.seq)
+	// kept is of a conversation whose ID sorts below last's (then the
+	// newest limit of them).
+	more := func(query string, args ...any) error {
+		ps, err := readPostings(t, query, append([]any{uh, term, last.at, last.conv}, args...)...)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		entries, err := s.resolvePostings(t, user, now, rest, c)
-		if err != nil {
-			return nil, err
-		}
+		entries, err := s.resolvePostings(t, user, now, ps, c)
 		found = append(found, entries...)
+		return err
+	}
+	if err := more(selectUserPostingsTied); err != nil {
+		return nil, err
+	}
+	if id := c.convs[last.conv]; id != "" && slices.ContainsFunc(found, func(e userEntry) bool { return e.at == last.at && e.conv < id }) {
+		if err := more(selectUserPostingsRest, last.seq, limit); err != nil {
+			return nil, err
+		}
 	}
 	return sortEntries(found, limit), nil
 }
@@ -584,17 +585,16 @@ func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []cha
 
 // backfillUsers adds to the user index the messages of conversations with
 // a user stored before the index existed or took its present form (see
-// migrations/0009_user_terms.sql and 0015_user_postings.sql), newest first, backfillBatch messages per
-// write transaction, as backfill does for the conversations' own index:
-// each transaction records how far it got, so an interrupted backfill
-// resumes where it stopped and processes opening the file at once share
-// the work.
+// migrations/0009_user_terms.sql and 0015_user_postings.sql), one
+// conversation after another, each newest first, backfillBatch messages
+// per write transaction, as backfill does for the conversations' own
+// index: each transaction records how far it got, so an interrupted
+// backfill resumes where it stopped and processes opening the file at once
+// share the work.
 func (s *Store) backfillUsers(ctx context.Context) error {
 	return s.runBackfill(ctx, backfillSteps{
 		what: "index for their users the messages stored before the user index",
 		pick: selectUserUnindexed, mark: setUserUnindexed, withUser: true,
-		index: func(t tx, key chatmem.Key, user string, num int64, msgs []chatmem.Message, terms [][]string) error {
-			return indexUserMessages(t, key, user, num, msgs, terms)
-		},
+		index: indexUserMessages,
 	})
 }

@@ -10,10 +10,9 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-// TestUserPostingsOneMillisecond checks the order within one millisecond of
-// the user index, where ids follow the order of the appends, not of the
-// dates: appends in reverse date order, across conversations, some dates
-// equal, read with limits that cut the millisecond anywhere.
+// TestUserPostingsOneMillisecond checks the order of postings within one
+// millisecond: appends in reverse date order, across conversations, some
+// dates equal, read with limits that cut the millisecond anywhere.
 func TestUserPostingsOneMillisecond(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "ms.db"))
 	ctx := t.Context()
@@ -149,9 +148,10 @@ func TestUserIndexBackfill(t *testing.T) {
 
 // TestUserPostingsTiedDate checks that a term's read that stops inside a
 // date reads no more of it when the postings kept of that date are of one
-// conversation (one Append of 1,000 messages dated alike), and the rest of
-// it when a conversation whose ID sorts below has a posting of that date
-// (then the key, by conversation number, puts it first).
+// conversation (one Append of 1,000 messages dated alike), and the newest
+// limit of the rest of that conversation's when a conversation whose ID
+// sorts below has a posting of that date (then the key, by conversation
+// number, puts it first).
 func TestUserPostingsTiedDate(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "tied.db"))
 	ctx := t.Context()
@@ -189,9 +189,9 @@ func TestUserPostingsTiedDate(t *testing.T) {
 	if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: "a"}, msgs[:1], chatmem.AppendOptions{User: user.ID}); err != nil {
 		t.Fatal(err)
 	}
-	read("a lower conversation ID numbered after", newest, 1001)
+	read("a lower conversation ID numbered after", newest, 6)
 	if _, err := s.Append(ctx, chatmem.Key{Tenant: "t", ID: "c"}, msgs[:1], chatmem.AppendOptions{User: user.ID}); err != nil {
 		t.Fatal(err)
 	}
-	read("a higher one numbered after that", []chatmem.UserHit{{Conversation: "c", Seq: 1}, {Conversation: "b", Seq: 1000}, {Conversation: "b", Seq: 999}}, 1002)
+	read("a higher one numbered after that", []chatmem.UserHit{{Conversation: "c", Seq: 1}, {Conversation: "b", Seq: 1000}, {Conversation: "b", Seq: 999}}, 6)
 }

@@ -7,9 +7,9 @@
 -- connection has committed, so a turn (an append, then the read) read all
 -- those pages again: about 580 a turn across a user's 1,000,000 messages
 -- against 65 across 1,000 (docs/performance.md, "Issue 17, a fourth
--- time"). Here each (user, term) pair is one run of user_postings in the
--- order UserPostings returns, newest last, each posting naming its
--- message: a term's newest postings are one range read, a page or two.
+-- time"). Here each (user, term) pair is one run of user_postings in date
+-- order, newest last, each posting naming its message: a term's newest
+-- postings are one range read, a page or two.
 --
 --   uh   = a 64-bit hash of tenant and user ID (as 0009's prefix was): it
 --          holds no user ID; a hash shared by two users costs a filter
@@ -53,8 +53,9 @@ CREATE TRIGGER conversations_user_unpost AFTER DELETE ON conversations WHEN old.
 END;
 
 -- The FTS5 index goes; Open posts the messages of every conversation with
--- a user again (Store.backfillUsers, as after 0009), newest first, in
--- batches, before it returns: about 5 minutes per million messages. A
+-- a user again (Store.backfillUsers, as after 0009), one conversation
+-- after another, in batches, before it returns: about 5 minutes per
+-- million messages on a 2-core machine. A
 -- process that has the file open meanwhile finds only what was posted.
 DROP TABLE user_terms;
 DROP TABLE user_index;
