@@ -193,8 +193,7 @@ func dsn(abs string, opts Options, readOnly bool) string {
 		// No automatic checkpoint after a commit: the checkpointer runs
 		// them beside the committer (checkpoint.go).
 		q.Add("_pragma", "wal_autocheckpoint(0)")
-		// (The checkpointer's connection gets the same, and reads no
-		// pages into it.) An append to a conversation with a user posts each of its
+		// An append to a conversation with a user posts each of its
 		// messages under each of its terms (usersearch.go): a page of
 		// user_postings per (user, term), the last of its run, which
 		// the next message with that term writes again. The default
@@ -202,7 +201,8 @@ func dsn(abs string, opts Options, readOnly bool) string {
 		// of a long history has thousands: reading them again from the
 		// file, a turn across 1,000,000 messages took 8.4 ms where it
 		// takes 6.5 with 64 MiB (docs/performance.md, "Issue 17, a
-		// fourth time").
+		// fourth time"). The checkpointer's connection gets the same
+		// setting and reads no pages into it.
 		q.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writeCacheKiB))
 	}
 	q.Add("_pragma", "foreign_keys(1)")

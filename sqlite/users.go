@@ -318,11 +318,11 @@ const eraseBatch = 64
 // transaction, their messages, keys, summaries, facts, vectors and index
 // entries going with them (ON DELETE CASCADE and the index triggers),
 // then the user's facts. Every connection runs with PRAGMA secure_delete
-// and the conversations' index with FTS5's secure-delete, so the deleted content is
-// overwritten in the pages; last, a TRUNCATE checkpoint copies the pages
-// into the database file and empties the WAL, which held the old page
-// images. If readers keep the checkpoint from finishing, it returns an
-// error wrapping chatmem.ErrUnavailable after the data is deleted:
+// and the conversations' index with FTS5's secure-delete, so the deleted
+// content is overwritten in the pages; last, a TRUNCATE checkpoint copies
+// the pages into the database file and empties the WAL, which held the old
+// page images. If readers keep the checkpoint from finishing, it returns
+// an error wrapping chatmem.ErrUnavailable after the data is deleted:
 // calling it again finishes the checkpoint.
 func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err := validateUser(user); err != nil {

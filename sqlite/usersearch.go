@@ -165,8 +165,9 @@ type posting struct{ at, conv, seq int64 }
 // result by conversation ID. So the cost follows len(terms) and limit, not
 // the user's history, but for messages of many conversations dated the
 // same nanosecond (an import that sets their dates, say), whose postings
-// under a term are read whole where a read stops among them. It wraps chatmem.ErrInvalid for a bad user, a limit
-// below 1 or an empty term. It is safe for concurrent use.
+// under a term are read whole where a read stops among them. It wraps
+// chatmem.ErrInvalid for a bad user, a limit below 1 or an empty term. It
+// is safe for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	if err := validateUser(user); err != nil {
 		return nil, err
