@@ -17,6 +17,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/sqlite"
 )
 
 // soakFor is how long TestSoak drives the server. The default keeps
@@ -56,7 +57,8 @@ func TestSoak(t *testing.T) {
 		"--log-level", "warn")
 
 	sample := min(max(*soakFor/60, time.Second), 10*time.Second)
-	cfg := SoakConfig{URL: base, Conversations: DefaultSoakConversations, Workers: DefaultSoakWorkers, Duration: *soakFor, Sample: sample, MaxRSSGrowth: DefaultSoakRSSGrowth}
+	cfg := SoakConfig{URL: base, Conversations: DefaultSoakConversations, Workers: DefaultSoakWorkers, Duration: *soakFor, Sample: sample, MaxRSSGrowth: DefaultSoakRSSGrowth,
+		CacheBytes: sqlite.WriteCacheBytes}
 	var progress bytes.Buffer
 	res, err := Soak(context.Background(), cfg, &syncWriter{w: &progress})
 	var lines []string
@@ -209,7 +211,7 @@ func TestSoakJudgeFlat(t *testing.T) {
 		{"too few samples", series(flat, func(int) float64 { return 70 }), 38 * time.Second, false},
 	}
 	for _, tt := range tests {
-		first, last, err := judgeFlat(tt.samples, tt.warmup, 0.25)
+		first, last, err := judgeFlat(tt.samples, tt.warmup, 0.25, 0)
 		if (err == nil) != tt.ok {
 			t.Errorf("%s: judgeFlat = %v (rss %.0f -> %.0f MiB, goroutines %.0f -> %.0f), want ok %t",
 				tt.name, err, first.RSS/mib, last.RSS/mib, first.Goroutines, last.Goroutines, tt.ok)

@@ -171,6 +171,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // dsn).
 const writeCacheKiB = 64 << 10
 
+// WriteCacheBytes is the most memory the write connection's page cache
+// holds: a server's resident memory grows by up to that much as the cache
+// fills, once.
+const WriteCacheBytes = writeCacheKiB << 10
+
 // dsn returns the modernc.org/sqlite data source name for the file at abs.
 // The path goes in a file: URI, escaped, so that no character of it is
 // taken for the query.
