@@ -16,7 +16,7 @@
 # from the last FROM on, with "--from=build " and "/out/" removed from the
 # COPY lines.
 
-FROM golang:1.26.8-bookworm AS build
+FROM docker.io/library/golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
