@@ -169,6 +169,15 @@ func New(store Store, opts Options) (*Memory, error) {
 // Store returns the store Memory reads and writes.
 func (m *Memory) Store() Store { return m.store }
 
+// Conversation returns the conversation's metadata (ErrNotFound if it
+// does not exist or has expired); see Store.Conversation.
+func (m *Memory) Conversation(ctx context.Context, key Key) (Conversation, error) {
+	if err := key.Validate(); err != nil {
+		return Conversation{}, err
+	}
+	return m.store.Conversation(ctx, key)
+}
+
 // Counter resolves a tokenizer name; the empty name is the default counter.
 // It wraps ErrInvalid for an unknown name.
 func (m *Memory) Counter(name string) (Counter, error) {

@@ -206,3 +206,13 @@ func (m *Memory) visibleFacts(ctx context.Context, key Key, user string) ([]Fact
 	}
 	return out, nil
 }
+
+// Users returns one page of the tenant's users, in byte order of ID; see
+// UserLister. It wraps ErrInvalid when the store lists no users.
+func (m *Memory) Users(ctx context.Context, tenant string, page PageRequest) (UserPage, error) {
+	ul, ok := m.store.(UserLister)
+	if !ok {
+		return UserPage{}, fmt.Errorf("%w: this store does not list users", ErrInvalid)
+	}
+	return ul.Users(ctx, tenant, page)
+}

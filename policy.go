@@ -33,6 +33,17 @@ const (
 // Policies lists the policy kinds in the order help texts show them.
 var Policies = []PolicyKind{PolicyAll, PolicyLastTurns, PolicyTokenBudget, PolicySummaryBuffer, PolicyRecall}
 
+// The defaults every surface applies to a request that leaves a policy
+// parameter out: REST's context read, MCP's get_context, the chat proxy
+// (whose server settings start from them) and the CLI's window. A request
+// that names no policy gets DefaultPolicy; a budgeted policy without a
+// budget gets DefaultBudget; last_turns without turns gets DefaultTurns.
+const (
+	DefaultPolicy = PolicyTokenBudget
+	DefaultBudget = 4000
+	DefaultTurns  = 10
+)
+
 // Policy says what to send. The zero value is invalid; see Validate.
 type Policy struct {
 	Kind   PolicyKind

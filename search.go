@@ -10,6 +10,10 @@ import (
 // MaxSearchLimit is the most hits one Search returns.
 const MaxSearchLimit = 100
 
+// DefaultSearchLimit is the number of hits a search returns when its
+// caller gives no limit: REST's search routes and MCP's search_memory.
+const DefaultSearchLimit = 10
+
 // Hit is one stored message a search found.
 type Hit struct {
 	Message Message

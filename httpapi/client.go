@@ -162,16 +162,31 @@ func (c *Client) Facts(ctx context.Context, id string) ([]chatmem.Fact, error) {
 	return c.facts(ctx, http.MethodGet, convPath(id, "facts"), nil, nil)
 }
 
-// PatchFacts sets facts, leaving the conversation's other facts as they
-// are, and returns the facts after.
-func (c *Client) PatchFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
+// SetFacts sets facts, leaving the conversation's other facts as they
+// are, and returns the facts after (PATCH .../facts), as
+// chatmem.Memory.SetFacts does.
+func (c *Client) SetFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
 	return c.facts(ctx, http.MethodPatch, convPath(id, "facts"), nil, factsBody(facts))
 }
 
-// PutFacts makes facts the conversation's facts (deleting the keys it does
-// not name) and returns the facts after.
-func (c *Client) PutFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
+// ReplaceFacts makes facts the conversation's facts (deleting the keys it
+// does not name) and returns the facts after (PUT .../facts).
+func (c *Client) ReplaceFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
 	return c.facts(ctx, http.MethodPut, convPath(id, "facts"), nil, factsBody(facts))
+}
+
+// PatchFacts is SetFacts.
+//
+// Deprecated: use SetFacts, the library's name.
+func (c *Client) PatchFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
+	return c.SetFacts(ctx, id, facts)
+}
+
+// PutFacts is ReplaceFacts.
+//
+// Deprecated: use ReplaceFacts.
+func (c *Client) PutFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
+	return c.ReplaceFacts(ctx, id, facts)
 }
 
 // facts sends a request to a facts resource (a conversation's or a

@@ -179,10 +179,13 @@ func (s *Server) getContext(c *call) error {
 	if err != nil {
 		return err
 	}
+	// Parameters left out take the defaults every surface shares
+	// (chatmem.DefaultPolicy, DefaultBudget, DefaultTurns).
 	p := chatmem.Policy{Kind: chatmem.PolicyKind(q.Get("policy"))}
+	if !q.Has("policy") {
+		p.Kind = chatmem.DefaultPolicy
+	}
 	switch {
-	case p.Kind == "":
-		return fmt.Errorf("%w: parameter policy is required (one of %s)", chatmem.ErrInvalid, policyNames())
 	case !slices.Contains(chatmem.Policies, p.Kind):
 		return fmt.Errorf("%w: parameter policy: unknown policy %q (want one of %s)", chatmem.ErrInvalid, p.Kind, policyNames())
 	}
@@ -200,10 +203,10 @@ func (s *Server) getContext(c *call) error {
 	}
 	p.Budget, p.Turns, p.Recent = int(budget), int(turns), int(recent)
 	switch {
-	case p.Kind != chatmem.PolicyAll && p.Kind != chatmem.PolicyLastTurns && p.Budget == 0:
-		return fmt.Errorf("%w: parameter budget is required for policy %s", chatmem.ErrInvalid, p.Kind)
-	case p.Kind == chatmem.PolicyLastTurns && p.Turns == 0:
-		return fmt.Errorf("%w: parameter turns is required for policy %s", chatmem.ErrInvalid, p.Kind)
+	case p.Kind != chatmem.PolicyAll && p.Kind != chatmem.PolicyLastTurns && !q.Has("budget"):
+		p.Budget = chatmem.DefaultBudget
+	case p.Kind == chatmem.PolicyLastTurns && !q.Has("turns"):
+		p.Turns = chatmem.DefaultTurns
 	}
 	if v := q.Get("facts"); v != "" {
 		if p.Facts, err = strconv.ParseBool(v); err != nil {

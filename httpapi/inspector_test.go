@@ -204,7 +204,7 @@ func TestInspector(t *testing.T) {
 	// A user opened by ID: their conversations, and every value of their
 	// facts as the API's history gives it, superseded ones with the time
 	// and the message that superseded them.
-	history, err := client.UserFacts(ctx, "u-kavya", true)
+	history, err := client.UserFactHistory(ctx, "u-kavya", "")
 	must(t, "UserFacts(u-kavya, history)", err)
 	if !slices.ContainsFunc(history, func(f chatmem.Fact) bool {
 		return f.Key == "email" && f.Value == "kavya@example.com" && f.SupersededBy != nil && *f.SupersededBy == chatmem.FactRef{Conversation: "kavya-2", Seq: 1}

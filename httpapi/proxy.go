@@ -446,6 +446,9 @@ func (s *Server) proxyPolicy(h http.Header) (chatmem.Policy, error) {
 	} else if p.Kind != s.up.policy.Kind {
 		p.Scope = "" // the default's scope belongs to the default's policy
 	}
+	if p.Kind == chatmem.PolicyLastTurns && p.Turns == 0 {
+		p.Turns = chatmem.DefaultTurns
+	}
 	if err := p.Validate(); err != nil {
 		return p, fmt.Errorf("headers %s: %w", headerPolicy, err)
 	}

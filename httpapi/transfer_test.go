@@ -86,7 +86,7 @@ func TestTransfer(t *testing.T) {
 			if totals.Created != 6 || totals.Users != 1 || len(results) != 6 || results[0].Status != transfer.StatusCreated {
 				t.Fatalf("import: %+v, %+v; want 5 conversations and u-solo created", totals, results)
 			}
-			if facts, err := globex.UserFacts(ctx, "u-solo", false); err != nil || len(facts) != 1 || facts[0].Value != "ta" {
+			if facts, err := globex.UserFacts(ctx, "u-solo"); err != nil || len(facts) != 1 || facts[0].Value != "ta" {
 				t.Fatalf("globex's u-solo after the import: %+v, %v; want language ta", facts, err)
 			}
 			var back bytes.Buffer

@@ -72,7 +72,7 @@ func testUsers(t *testing.T, ts *testServer) {
 
 	_, err = c.PatchUserFacts(ctx, "kavya", []FactInput{{Key: "language", Value: "es"}})
 	must(t, "PatchUserFacts(language es)", err)
-	hist, err := c.UserFacts(ctx, "kavya", true)
+	hist, err := c.UserFactHistory(ctx, "kavya", "")
 	must(t, "UserFacts(history)", err)
 	var values []string
 	for _, f := range hist {
@@ -83,7 +83,7 @@ func testUsers(t *testing.T, ts *testServer) {
 	} else if hist[0].ValidTo.IsZero() || hist[0].SupersededBy == nil || !hist[2].ValidTo.IsZero() {
 		t.Errorf("UserFacts(history)[0] = %+v: want valid_to and superseded_by set, and none on the current value", hist[0])
 	}
-	if h, err := c.FactHistory(ctx, "fri"); err != nil || len(h) != 2 {
+	if h, err := c.FactHistory(ctx, "fri", ""); err != nil || len(h) != 2 {
 		t.Errorf("FactHistory(fri) = %v, %v; want 2 values", h, err)
 	}
 	facts, err := c.PutUserFacts(ctx, "kavya", []FactInput{{Key: "name", Value: "Kavya R"}})
@@ -94,7 +94,7 @@ func testUsers(t *testing.T, ts *testServer) {
 
 	// Another tenant's user of the same ID is another user.
 	g := ts.client(globexKey)
-	if facts, err := g.UserFacts(ctx, "kavya", false); err != nil || len(facts) != 0 {
+	if facts, err := g.UserFacts(ctx, "kavya"); err != nil || len(facts) != 0 {
 		t.Errorf("globex UserFacts(kavya) = %v, %v; want none", facts, err)
 	}
 	if page, err := g.UserConversations(ctx, "kavya", "", 0); err != nil || len(page.Conversations) != 0 {
@@ -117,7 +117,7 @@ func testUsers(t *testing.T, ts *testServer) {
 	}
 	_, err = c.Conversation(ctx, "mon")
 	wantAPIError(t, "Conversation(mon) after DeleteUser", err, 404, "not_found")
-	if facts, err := c.UserFacts(ctx, "kavya", true); err != nil || len(facts) != 0 {
+	if facts, err := c.UserFactHistory(ctx, "kavya", ""); err != nil || len(facts) != 0 {
 		t.Errorf("UserFacts after DeleteUser = %v, %v; want none", facts, err)
 	}
 	if n, err := c.DeleteUser(ctx, "kavya"); err != nil || n != 0 {
@@ -126,7 +126,7 @@ func testUsers(t *testing.T, ts *testServer) {
 	if _, err := c.Conversation(ctx, "other"); err != nil {
 		t.Errorf("Conversation(other) after DeleteUser(kavya): %v", err)
 	}
-	_, err = c.UserFacts(ctx, "bad*id", false)
+	_, err = c.UserFacts(ctx, "bad*id")
 	wantAPIError(t, "UserFacts(bad*id)", err, 400, "invalid_request")
 	_, err = c.UserConversations(ctx, "bad*id", "", 0)
 	wantAPIError(t, "UserConversations(bad*id)", err, 400, "invalid_request")

@@ -18,12 +18,12 @@ import (
 const (
 	// DefaultBudget is get_context's budget when none is given, for the
 	// policies that need one.
-	DefaultBudget = 4000
+	DefaultBudget = chatmem.DefaultBudget
 	// DefaultTurns is get_context's turns for last_turns when none is
 	// given.
-	DefaultTurns = 10
+	DefaultTurns = chatmem.DefaultTurns
 	// DefaultSearchLimit is search_memory's limit when none is given.
-	DefaultSearchLimit = 10
+	DefaultSearchLimit = chatmem.DefaultSearchLimit
 	// DefaultListLimit is list_conversations' limit when none is given.
 	DefaultListLimit = 50
 	// maxListLimit is the most a List page holds (chatmem.Store.List).

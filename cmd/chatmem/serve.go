@@ -82,9 +82,9 @@ func (c *serveConfig) command() *settings.Command {
 		{Name: "upstream-key", Group: groupProxy, Value: settings.String(&c.upstreamKey, ""), Secret: true, Example: "sk-...",
 			Help: "API key for the upstream (prefer the environment variable to the flag)"},
 		{Name: "upstream-model", Group: groupProxy, Value: settings.String(&c.upstreamModel, ""), Example: "claude-sonnet-4-5", Help: "model for requests that name none (anthropic upstream)"},
-		{Name: "proxy-policy", Group: groupProxy, Value: settings.Choice(&c.proxyPolicy, string(chatmem.PolicyTokenBudget), policyNames()...),
+		{Name: "proxy-policy", Group: groupProxy, Value: settings.Choice(&c.proxyPolicy, string(chatmem.DefaultPolicy), policyNames()...),
 			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
-		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, 4000, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
+		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, chatmem.DefaultBudget, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
 
 		{Name: "summarizer", Group: groupDerived, Value: settings.Choice(&c.summarizer, "offline", "offline", "openai", "anthropic", "none"),
 			Help: "summarizer for summary_buffer: offline (no model), openai (any Chat Completions endpoint), anthropic, or none"},
