@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/text/language"
+	"golang.org/x/text/language/display"
 )
 
 // ContextOptions qualify one context read.
@@ -373,13 +376,35 @@ func (m *Memory) factsMessage(ctx context.Context, key Key, user string, c Count
 		if i > 0 {
 			b.WriteByte(';')
 		}
-		fmt.Fprintf(&b, " %s=%s", f.Key, f.Value)
+		fmt.Fprintf(&b, " %s=%s", f.Key, factText(f))
 	}
 	msg := Message{Role: RoleSystem, Content: b.String(), Metadata: map[string]string{MetaKey: MetaFacts}}
 	if msg.Tokens, err = m.blocks.count(ctx, c, msg); err != nil {
 		return nil, err
 	}
 	return &factsPart{msg: msg, facts: facts}, nil
+}
+
+// languageFacts are the fact keys whose values are language tags (the
+// rule extractor's "language" and "written_language").
+var languageFacts = map[string]bool{"language": true, "written_language": true}
+
+// factText is a fact's value as the facts block gives it to a model: a
+// language tag with its English name first ("Tamil (ta)"), which models
+// and people read better than the bare code; any other value as stored.
+func factText(f Fact) string {
+	if !languageFacts[f.Key] || len(f.Value) > 35 {
+		return f.Value
+	}
+	tag, err := language.Parse(f.Value)
+	if err != nil {
+		return f.Value
+	}
+	name := display.English.Tags().Name(tag)
+	if name == "" || strings.EqualFold(name, f.Value) || strings.HasPrefix(name, "Unknown") {
+		return f.Value
+	}
+	return name + " (" + f.Value + ")"
 }
 
 // summaryPartOf makes the summary's system message. Its tokens were

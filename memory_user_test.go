@@ -94,7 +94,7 @@ func TestFactsAcrossConversations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(w.Messages) == 0 || !strings.Contains(w.Messages[0].Content, "language=hi; name=Kavya") || w.Parts.Facts == 0 {
+	if len(w.Messages) == 0 || !strings.Contains(w.Messages[0].Content, "language=Hindi (hi); name=Kavya") || w.Parts.Facts == 0 {
 		t.Errorf("Context(monday, facts) = %+v, want the user's facts pinned and counted", w.Messages)
 	}
 	if facts, err := mem.VisibleFacts(ctx, other); err != nil || len(facts) != 0 {
