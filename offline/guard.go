@@ -105,3 +105,32 @@ func inQuestion(text string, i int) bool {
 	}
 	return false
 }
+
+// selfWords are the words by which a user speaks of themselves, in the
+// languages the rules know.
+var selfWords = regexp.MustCompile(`(?i)(?:^|[^\p{L}])(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself|we|us|our|ours|` +
+	`yo|mi|mis|mí|nosotros|nosotras|nuestro|nuestra|` +
+	`je|j['’]|moi|mon|ma|mes|nous|notre|nos|` +
+	`ich|mich|mir|mein|meine|meinen|meinem|meiner|wir|uns|unser|unsere|` +
+	`eu|meu|minha|meus|minhas|nós|nosso|nossa|` +
+	`io|mio|mia|miei|mie|noi|ci|nostro|nostra)(?:[^\p{L}]|$)`)
+
+// selfInSentence reports whether the sentence holding text[i] speaks of
+// the user: it holds one of selfWords.
+func selfInSentence(text string, i int) bool {
+	start := 0
+	for j := i - 1; j >= 0; j-- {
+		if c := text[j]; c == '?' || c == '!' || c == '\n' || c == '.' && j+1 < len(text) && text[j+1] == ' ' {
+			start = j + 1
+			break
+		}
+	}
+	end := len(text)
+	for j := i; j < len(text); j++ {
+		if text[j] == '?' || text[j] == '!' || text[j] == '\n' {
+			end = j
+			break
+		}
+	}
+	return selfWords.MatchString(text[start:end])
+}

@@ -28,6 +28,11 @@ type Rule struct {
 	// NotInQuestion drops a match in a sentence that ends with a question
 	// mark: "Do you ship to 14 Lake Road?" states no address.
 	NotInQuestion bool
+	// QuestionAboutSelf drops a match in a question that does not speak
+	// of the user (no "I", "me", "my", "we", ... in any language the rules
+	// know): "Can I get 200 dollars back?" is about the user's money, "Is
+	// the CushionRun Rs 1,499?" quotes a price.
+	QuestionAboutSelf bool
 }
 
 // RulesOptions configures a Rules extractor. The zero value applies the
@@ -137,7 +142,8 @@ func (r *Rules) extract(m chatmem.Message) []chatmem.Fact {
 			if start < 0 {
 				continue
 			}
-			if guarded(text, loc[0], end) || rule.NotInQuestion && inQuestion(text, start) {
+			if guarded(text, loc[0], end) || rule.NotInQuestion && inQuestion(text, start) ||
+				rule.QuestionAboutSelf && inQuestion(text, start) && !selfInSentence(text, start) {
 				continue
 			}
 			raw := text[start:end]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -368,5 +369,28 @@ func TestRulesCancelled(t *testing.T) {
 	cancel()
 	if _, err := DefaultExtractor().Extract(ctx, seedHistory()); !errors.Is(err, context.Canceled) {
 		t.Errorf("Extract(cancelled ctx) error = %v, want context.Canceled", err)
+	}
+}
+
+// TestRulesAmountQuotedPrice checks that a price the user quotes in a
+// question about a product is not taken as the user's amount, while an
+// amount a question says is the user's still is.
+func TestRulesAmountQuotedPrice(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want []string
+	}{
+		{"Is the CushionRun pack Rs 1,499?", nil},
+		{"Does the blue one cost $49.99 or $39.99?", nil},
+		{"Do you have socks under Rs 500?", nil},
+		{"Ok. And the CushionRun, is that Rs 1,499? Add the DryFit ones to my cart please.", nil},
+		{"Can I get 200 dollars back?", []string{"200 dollars"}},
+		{"Why was I charged Rs 1,499 twice?", []string{"Rs 1,499"}},
+		{"I paid Rs 1,499 yesterday.", []string{"Rs 1,499"}},
+		{"¿Me pueden devolver 200 dólares?", []string{"200 dólares"}},
+	} {
+		if got := values(extract(t, user(tc.text)), "amount"); !slices.Equal(got, tc.want) {
+			t.Errorf("amount of %q = %q, want %q", tc.text, got, tc.want)
+		}
 	}
 }

@@ -308,7 +308,7 @@ func statedRules() []Rule {
 
 		// Money, dates, flights, tickets.
 		{
-			Key: "amount", Confidence: confAmount,
+			Key: "amount", Confidence: confAmount, QuestionAboutSelf: true,
 			Pattern: regexp.MustCompile(`(?:^|[^\p{L}\p{N}#-])(?P<value>` + currencyA + `(?:` + money + `)|(?:` + money + `)` + currencyB + `)(?:[^\p{L}\p{N}]|$)`),
 		},
 		{
