@@ -22,7 +22,9 @@ type Options struct {
 	Limits Limits
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
-	// Logger receives what Memory logs. Nil: slog.DiscardHandler.
+	// Logger receives what Memory logs. Nil: nothing is logged, but for
+	// one warning that work arrived for a worker that was never started
+	// (see Start), which goes to slog.Default.
 	Logger *slog.Logger
 
 	// Summarizer writes the rolling summaries PolicySummaryBuffer sends.
@@ -120,6 +122,7 @@ type Memory struct {
 	limits     Limits
 	now        func() time.Time
 	log        *slog.Logger
+	defaultLog bool // no Options.Logger: warnNotStarted uses slog.Default
 	summarizer Summarizer
 	extractors []Extractor
 	sumOpts    SummaryOptions
@@ -161,7 +164,7 @@ func New(store Store, opts Options) (*Memory, error) {
 		m.now = time.Now
 	}
 	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
+		m.log, m.defaultLog = slog.New(slog.DiscardHandler), true
 	}
 	return m, nil
 }

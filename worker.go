@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -67,6 +68,8 @@ type worker struct {
 	// scanning is true while it runs (under mu).
 	stopScan context.CancelFunc
 	scanning bool
+	// warned: warnNotStarted has said it (under mu).
+	warned bool
 }
 
 // DefaultWorkers is the default of Options.Workers.
@@ -92,9 +95,11 @@ func (w *worker) init(size, n int) {
 // Extractors and a store that keeps fact marks (FactMarker), it also
 // starts a scan that queues every conversation whose facts lag its
 // messages (work dropped or lost before this start), a page at a time. It
-// returns at once; Close stops them. Without
-// a Summarizer or Extractors, or with Options.Sync, there is nothing for it
-// to do and Start need not be called.
+// returns at once; Close stops them. Without a Summarizer, Extractors or
+// an Embedder, or with Options.Sync, there is nothing for it to do and
+// Start need not be called. With one of them and neither Start nor Sync,
+// the work appends bring is not done: Memory says so once, as a warning
+// (to Options.Logger, or slog.Default when none is given).
 func (m *Memory) Start() error {
 	w := &m.worker
 	w.mu.Lock()
@@ -266,8 +271,10 @@ func (m *Memory) enqueue(j job) {
 		p = w.next[key]
 	}
 	switch {
-	case w.closed || !w.running:
-		m.log.Warn("chatmem worker not running; summary and facts not updated (call Memory.Start, or set Options.Sync)", "key", key.String())
+	case w.closed:
+		m.log.Debug("chatmem worker closed; work after Close not done", "key", key.String())
+	case !w.running:
+		m.warnNotStarted(key)
 	case p != nil:
 		p.merge(j)
 	case w.active[key]:
@@ -281,6 +288,26 @@ func (m *Memory) enqueue(j job) {
 			m.log.Warn("chatmem worker queue full; work dropped until the next append", "key", key.String(), "dropped", w.dropped)
 		}
 	}
+}
+
+// warnNotStarted says, once per Memory, that work arrived for a worker
+// that was never started: without Start (or Options.Sync) a Memory given a
+// summarizer, extractors or an embedder silently writes no summary, fact
+// or vector, the trap a new user falls into first. With no Options.Logger
+// the warning goes to slog.Default (standard error unless the program set
+// another), so that it is seen. Called with w.mu held.
+func (m *Memory) warnNotStarted(key Key) {
+	if m.worker.warned {
+		return
+	}
+	m.worker.warned = true
+	log := m.log
+	if m.defaultLog {
+		log = slog.Default()
+	}
+	log.Warn("chatmem: Memory has a summarizer, extractors or an embedder but was never started: "+
+		"no summary, fact or vector is written; call Memory.Start (and Close), or set Options.Sync",
+		"key", key.String())
 }
 
 // merge adds the later job j to p.
