@@ -1,5 +1,8 @@
-// Package tokenizer provides the chatmem.Counter implementations: the seed's
-// estimator, OpenAI's tiktoken encodings and Anthropic's count_tokens service.
+// Package tokenizer provides the local chatmem.Counter implementations, the
+// seed's estimator and OpenAI's tiktoken encodings, and the registry that
+// resolves a tokenizer's name, Anthropic's count_tokens counter included
+// (which lives in package anthropic, so that this package links no
+// provider SDK).
 //
 // Counters are named, and a conversation records the name its stored counts
 // came from, so that counts from different tokenizers are never mixed:
@@ -9,7 +12,7 @@
 //     the GPT-4o family and the GPT-4 / GPT-3.5-turbo family, plus the OpenAI
 //     chat format's framing (3 tokens a message, 1 a name, 3 a request). The
 //     vocabularies are compiled into the binary; nothing is downloaded.
-//   - "anthropic" ([Anthropic]): asks Anthropic's POST
+//   - "anthropic" (anthropic.Counter, through [Options].Anthropic): asks Anthropic's POST
 //     /v1/messages/count_tokens for the configured model and caches the
 //     answers. Its Name is "anthropic:MODEL", because the count depends on
 //     the model.

@@ -7,11 +7,20 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
+// AnthropicName is the registry name of Anthropic's count_tokens counter,
+// which lives with the Anthropic provider (package anthropic, whose
+// Counters builds it); a conversation records it as "anthropic:MODEL".
+const AnthropicName = "anthropic"
+
 // Options configure the counters Get builds. The zero value serves every
-// counter but "anthropic", which needs its API key and model.
+// counter but "anthropic", which needs the Anthropic provider.
 type Options struct {
-	// Anthropic configures the "anthropic" counter.
-	Anthropic AnthropicOptions
+	// Anthropic builds the "anthropic" counter for a model: the MODEL of a
+	// recorded "anthropic:MODEL", or "" for the bare name (the function's
+	// own configured model). Nil: the "anthropic" names wrap ErrInvalid.
+	// cmd/chatmem sets it to anthropic.Counters with the server's key, so
+	// that this package links no provider SDK.
+	Anthropic func(model string) (chatmem.Counter, error)
 }
 
 // Names returns the names Get resolves, for help texts and error messages:
@@ -22,9 +31,9 @@ func Names() []string {
 
 // Get returns the counter with the given name, as Names lists them. It also
 // resolves the Name of an Anthropic counter, "anthropic:MODEL", which a
-// conversation records: the model in the name then replaces
-// opts.Anthropic.Model. An unknown name, or an "anthropic" without the options
-// it needs, wraps chatmem.ErrInvalid.
+// conversation records: opts.Anthropic is then given that model. An
+// unknown name, or an "anthropic" without opts.Anthropic, wraps
+// chatmem.ErrInvalid.
 //
 // Every call builds a new counter. That is cheap for the local ones (the
 // tiktoken codecs are shared), but an Anthropic counter's cache lives in the
@@ -37,11 +46,18 @@ func Get(name string, opts Options) (chatmem.Counter, error) {
 	case O200kBase, Cl100kBase:
 		return NewTiktoken(name)
 	case AnthropicName:
-		return NewAnthropic(opts.Anthropic)
+		return anthropicCounter(opts, "")
 	}
 	if model, ok := strings.CutPrefix(name, AnthropicName+":"); ok && model != "" {
-		opts.Anthropic.Model = model
-		return NewAnthropic(opts.Anthropic)
+		return anthropicCounter(opts, model)
 	}
 	return nil, fmt.Errorf("%w: unknown tokenizer %q (known: %s)", chatmem.ErrInvalid, name, strings.Join(Names(), ", "))
+}
+
+// anthropicCounter builds the Anthropic counter through opts.Anthropic.
+func anthropicCounter(opts Options, model string) (chatmem.Counter, error) {
+	if opts.Anthropic == nil {
+		return nil, fmt.Errorf("%w: tokenizer %q needs the Anthropic provider configured (tokenizer.Options.Anthropic, which chatmem serve sets from its anthropic settings)", chatmem.ErrInvalid, AnthropicName)
+	}
+	return opts.Anthropic(model)
 }

@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -9,8 +11,32 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
+// namedCounter stands for a provider's counter: Get hands the model
+// through Options.Anthropic.
+type namedCounter string
+
+func (n namedCounter) Name() string { return string(n) }
+func (namedCounter) Count(context.Context, chatmem.Message) (int, error) {
+	return 1, nil
+}
+
+// fakeAnthropic is what anthropic.Counters returns, without the SDK: the
+// bare name gets the configured model, a recorded one its own, and no key
+// is ErrInvalid.
+func fakeAnthropic(key, model string) func(string) (chatmem.Counter, error) {
+	return func(m string) (chatmem.Counter, error) {
+		if m == "" {
+			m = model
+		}
+		if key == "" || m == "" {
+			return nil, fmt.Errorf("%w: needs a key and a model", chatmem.ErrInvalid)
+		}
+		return namedCounter(AnthropicName + ":" + m), nil
+	}
+}
+
 func TestGet(t *testing.T) {
-	anth := Options{Anthropic: AnthropicOptions{APIKey: "k", Model: "claude-sonnet-4-5", BaseURL: "http://127.0.0.1:1"}}
+	anth := Options{Anthropic: fakeAnthropic("k", "claude-sonnet-4-5")}
 	tests := []struct {
 		name     string
 		opts     Options
@@ -49,10 +75,11 @@ func TestGetInvalid(t *testing.T) {
 		{"", Options{}},
 		{"gpt2", Options{}},
 		{"Estimate", Options{}},
-		{"anthropic:", Options{Anthropic: AnthropicOptions{APIKey: "k"}}},
-		{"anthropic", Options{}}, // no key, no model
-		{"anthropic", Options{Anthropic: AnthropicOptions{APIKey: "k"}}}, // no model
-		{"anthropic:claude-sonnet-4-5", Options{}},                       // no key
+		{"anthropic:", Options{Anthropic: fakeAnthropic("k", "")}},
+		{"anthropic", Options{}},                                                   // no provider
+		{"anthropic", Options{Anthropic: fakeAnthropic("k", "")}},                  // no model
+		{"anthropic:claude-sonnet-4-5", Options{Anthropic: fakeAnthropic("", "")}}, // no key
+		{"anthropic:claude-sonnet-4-5", Options{}},                                 // no provider
 	}
 	for _, tt := range tests {
 		_, err := Get(tt.name, tt.opts)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/anthropic"
 	"github.com/chatmem/chatmem/internal/settings"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -15,11 +16,11 @@ import (
 // takes its key, model and base URL from ANTHROPIC_API_KEY,
 // CHATMEM_ANTHROPIC_MODEL and ANTHROPIC_BASE_URL.
 func newCounter(name string) (chatmem.Counter, error) {
-	return tokenizer.Get(name, tokenizer.Options{Anthropic: tokenizer.AnthropicOptions{
+	return tokenizer.Get(name, tokenizer.Options{Anthropic: anthropic.Counters(anthropic.CounterOptions{
 		APIKey:  os.Getenv("ANTHROPIC_API_KEY"),
 		Model:   os.Getenv("CHATMEM_ANTHROPIC_MODEL"),
 		BaseURL: os.Getenv("ANTHROPIC_BASE_URL"),
-	}})
+	})})
 }
 
 func tokenizerNames() []string { return tokenizer.Names() }

@@ -243,7 +243,7 @@ func openMemory(ctx context.Context, c serveConfig, log *slog.Logger) (chatmem.S
 	if err != nil {
 		return nil, nil, err
 	}
-	counterOpts := tokenizer.Options{Anthropic: tokenizer.AnthropicOptions{APIKey: c.anthropicKey, Model: c.anthropicModel, BaseURL: c.anthropicBase}}
+	counterOpts := tokenizer.Options{Anthropic: anthropic.Counters(anthropic.CounterOptions{APIKey: c.anthropicKey, Model: c.anthropicModel, BaseURL: c.anthropicBase})}
 	counter, err := tokenizer.Get(c.tokenizer, counterOpts)
 	if err != nil {
 		store.Close()

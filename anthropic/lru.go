@@ -1,4 +1,4 @@
-package tokenizer
+package anthropic
 
 import (
 	"container/list"

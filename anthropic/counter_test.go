@@ -1,4 +1,4 @@
-package tokenizer
+package anthropic
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-// fakeAnthropic is an httptest server that speaks the wire format of
+// fakeCountTokens is an httptest server that speaks the wire format of
 // Anthropic's POST /v1/messages/count_tokens: a JSON body with model, messages
 // (content as a string or an array of text, tool_use and tool_result blocks),
 // an optional system (a string or text blocks) and optional tools; the
@@ -32,7 +32,7 @@ import (
 // merged into one turn, as the API does), a text block its words, a tool_use
 // block 3 plus its name plus a quarter of its input's JSON bytes (rounded up),
 // a tool_result block 2 plus its text.
-type fakeAnthropic struct {
+type fakeCountTokens struct {
 	*httptest.Server
 	key    string
 	models map[string]bool
@@ -45,34 +45,34 @@ type fakeAnthropic struct {
 	fail func(n int) (status int, errType string)
 }
 
-func newFakeAnthropic(t *testing.T) *fakeAnthropic {
+func newFakeCountTokens(t *testing.T) *fakeCountTokens {
 	t.Helper()
-	f := &fakeAnthropic{key: "test-key", models: map[string]bool{"claude-test": true}}
+	f := &fakeCountTokens{key: "test-key", models: map[string]bool{"claude-test": true}}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)
 	return f
 }
 
-func (f *fakeAnthropic) counter(t *testing.T, mod func(*AnthropicOptions)) *Anthropic {
+func (f *fakeCountTokens) counter(t *testing.T, mod func(*CounterOptions)) *Counter {
 	t.Helper()
-	opts := AnthropicOptions{APIKey: f.key, Model: "claude-test", BaseURL: f.URL, MaxRetries: -1}
+	opts := CounterOptions{APIKey: f.key, Model: "claude-test", BaseURL: f.URL, MaxRetries: -1}
 	if mod != nil {
 		mod(&opts)
 	}
-	a, err := NewAnthropic(opts)
+	a, err := NewCounter(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return a
 }
 
-func (f *fakeAnthropic) requestCount() int {
+func (f *fakeCountTokens) requestCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.requests
 }
 
-func writeAPIError(w http.ResponseWriter, status int, errType, msg string) {
+func writeCountError(w http.ResponseWriter, status int, errType, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("request-id", "req_test")
 	w.WriteHeader(status)
@@ -83,7 +83,7 @@ func writeAPIError(w http.ResponseWriter, status int, errType, msg string) {
 	})
 }
 
-type wireBlock struct {
+type countWireBlock struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
 	ID        string          `json:"id"`
@@ -93,7 +93,7 @@ type wireBlock struct {
 	Content   json.RawMessage `json:"content"`
 }
 
-type wireRequest struct {
+type countWireRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
 		Role    string          `json:"role"`
@@ -107,31 +107,31 @@ type wireRequest struct {
 }
 
 // blocks decodes content given as a string or as an array of blocks.
-func blocks(raw json.RawMessage) ([]wireBlock, error) {
+func countBlocks(raw json.RawMessage) ([]countWireBlock, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return []wireBlock{{Type: "text", Text: s}}, nil
+		return []countWireBlock{{Type: "text", Text: s}}, nil
 	}
-	var bs []wireBlock
+	var bs []countWireBlock
 	err := json.Unmarshal(raw, &bs)
 	return bs, err
 }
 
-// validSchema reports whether raw is a JSON schema object of type object, as
+// countValidSchema reports whether raw is a JSON schema object of type object, as
 // the API requires of input_schema.
-func validSchema(raw json.RawMessage) bool {
+func countValidSchema(raw json.RawMessage) bool {
 	var s struct {
 		Type string `json:"type"`
 	}
 	return json.Unmarshal(raw, &s) == nil && s.Type == "object"
 }
 
-func words(s string) int { return len(strings.Fields(s)) }
+func countWords(s string) int { return len(strings.Fields(s)) }
 
-func (f *fakeAnthropic) serve(w http.ResponseWriter, r *http.Request) {
+func (f *fakeCountTokens) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests++
 	n := f.requests
@@ -139,51 +139,51 @@ func (f *fakeAnthropic) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages/count_tokens" {
-		writeAPIError(w, http.StatusNotFound, "not_found_error", "Not found")
+		writeCountError(w, http.StatusNotFound, "not_found_error", "Not found")
 		return
 	}
 	if r.Header.Get("X-Api-Key") != f.key || r.Header.Get("Authorization") != "" {
-		writeAPIError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+		writeCountError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
 		return
 	}
 	if r.Header.Get("Anthropic-Version") == "" {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
+		writeCountError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
 		return
 	}
 	if fail != nil {
 		if status, errType := fail(n); status != 0 {
-			writeAPIError(w, status, errType, "injected failure")
+			writeCountError(w, status, errType, "injected failure")
 			return
 		}
 	}
 	var body strings.Builder
-	var req wireRequest
-	if err := json.NewDecoder(teeReader{r.Body, &body}).Decode(&req); err != nil {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "invalid JSON: "+err.Error())
+	var req countWireRequest
+	if err := json.NewDecoder(countTeeReader{r.Body, &body}).Decode(&req); err != nil {
+		writeCountError(w, http.StatusBadRequest, "invalid_request_error", "invalid JSON: "+err.Error())
 		return
 	}
 	f.mu.Lock()
 	f.bodies = append(f.bodies, body.String())
 	f.mu.Unlock()
 	if !f.models[req.Model] {
-		writeAPIError(w, http.StatusNotFound, "not_found_error", "model: "+req.Model)
+		writeCountError(w, http.StatusNotFound, "not_found_error", "model: "+req.Model)
 		return
 	}
 	tokens, err := f.tokens(req)
 	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		writeCountError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"input_tokens":%d}`, tokens)
 }
 
-type teeReader struct {
+type countTeeReader struct {
 	r interface{ Read([]byte) (int, error) }
 	w *strings.Builder
 }
 
-func (t teeReader) Read(p []byte) (int, error) {
+func (t countTeeReader) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
 	t.w.Write(p[:n])
 	return n, err
@@ -191,13 +191,13 @@ func (t teeReader) Read(p []byte) (int, error) {
 
 // tokens validates req as the real API would and counts it with the fake
 // tokenizer.
-func (f *fakeAnthropic) tokens(req wireRequest) (int, error) {
+func (f *fakeCountTokens) tokens(req countWireRequest) (int, error) {
 	if len(req.Messages) == 0 {
 		return 0, errors.New("messages: at least one message is required")
 	}
 	total := 3
 	if len(req.System) > 0 {
-		sys, err := blocks(req.System)
+		sys, err := countBlocks(req.System)
 		if err != nil {
 			return 0, fmt.Errorf("system: %v", err)
 		}
@@ -206,18 +206,18 @@ func (f *fakeAnthropic) tokens(req wireRequest) (int, error) {
 			if b.Type != "text" || b.Text == "" {
 				return 0, errors.New("system: text content blocks must be non-empty")
 			}
-			total += words(b.Text)
+			total += countWords(b.Text)
 		}
 	}
 	declared := map[string]bool{}
 	if len(req.Tools) > 0 {
 		total += 50
 		for _, t := range req.Tools {
-			if !validSchema(t.InputSchema) {
+			if !countValidSchema(t.InputSchema) {
 				return 0, fmt.Errorf("tools: input_schema = %s", t.InputSchema)
 			}
 			declared[t.Name] = true
-			total += 5 + words(t.Name)
+			total += 5 + countWords(t.Name)
 		}
 	}
 	prevRole := ""
@@ -230,7 +230,7 @@ func (f *fakeAnthropic) tokens(req wireRequest) (int, error) {
 			total += 4
 		}
 		prevRole = m.Role
-		bs, err := blocks(m.Content)
+		bs, err := countBlocks(m.Content)
 		if err != nil || len(bs) == 0 {
 			return 0, fmt.Errorf("messages.%d.content: invalid", i)
 		}
@@ -241,7 +241,7 @@ func (f *fakeAnthropic) tokens(req wireRequest) (int, error) {
 				if b.Text == "" {
 					return 0, fmt.Errorf("messages.%d.content.%d: text content blocks must be non-empty", i, j)
 				}
-				total += words(b.Text)
+				total += countWords(b.Text)
 			case "tool_use":
 				if m.Role != "assistant" || !declared[b.Name] {
 					return 0, fmt.Errorf("messages.%d.content.%d: tool_use %q needs an assistant message and a declared tool", i, j, b.Name)
@@ -251,13 +251,13 @@ func (f *fakeAnthropic) tokens(req wireRequest) (int, error) {
 					return 0, fmt.Errorf("messages.%d.content.%d.input: must be an object", i, j)
 				}
 				used[b.ID] = true
-				total += 3 + words(b.Name) + (len(b.Input)+3)/4
+				total += 3 + countWords(b.Name) + (len(b.Input)+3)/4
 			case "tool_result":
 				if !open[b.ToolUseID] {
 					return 0, fmt.Errorf("messages.%d.content.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s", i, j, b.ToolUseID)
 				}
 				delete(open, b.ToolUseID)
-				inner, err := blocks(b.Content)
+				inner, err := countBlocks(b.Content)
 				if err != nil {
 					return 0, err
 				}
@@ -266,7 +266,7 @@ func (f *fakeAnthropic) tokens(req wireRequest) (int, error) {
 					if ib.Text == "" {
 						return 0, errors.New("tool_result: text content blocks must be non-empty")
 					}
-					total += words(ib.Text)
+					total += countWords(ib.Text)
 				}
 			default:
 				return 0, fmt.Errorf("messages.%d.content.%d.type: unexpected %q", i, j, b.Type)
@@ -295,7 +295,7 @@ var (
 )
 
 func TestAnthropicCount(t *testing.T) {
-	f := newFakeAnthropic(t)
+	f := newFakeCountTokens(t)
 	a := f.counter(t, nil)
 	ctx := context.Background()
 	tests := []struct {
@@ -338,7 +338,7 @@ func TestAnthropicCount(t *testing.T) {
 // TestAnthropicRequestShape pins the request an assistant message with tool
 // calls becomes, as the server received it.
 func TestAnthropicRequestShape(t *testing.T) {
-	f := newFakeAnthropic(t)
+	f := newFakeCountTokens(t)
 	a := f.counter(t, nil)
 	if _, err := a.Count(context.Background(), anthToolCalls); err != nil {
 		t.Fatal(err)
@@ -378,7 +378,7 @@ func TestAnthropicRequestShape(t *testing.T) {
 }
 
 func TestAnthropicCache(t *testing.T) {
-	f := newFakeAnthropic(t)
+	f := newFakeCountTokens(t)
 	a := f.counter(t, nil)
 	ctx := context.Background()
 
@@ -433,8 +433,8 @@ func TestAnthropicCache(t *testing.T) {
 func TestAnthropicCacheDisabledAndBounded(t *testing.T) {
 	ctx := context.Background()
 	t.Run("disabled", func(t *testing.T) {
-		f := newFakeAnthropic(t)
-		a := f.counter(t, func(o *AnthropicOptions) { o.CacheSize = -1 })
+		f := newFakeCountTokens(t)
+		a := f.counter(t, func(o *CounterOptions) { o.CacheSize = -1 })
 		for range 3 {
 			if _, err := a.Count(ctx, anthUser); err != nil {
 				t.Fatal(err)
@@ -445,8 +445,8 @@ func TestAnthropicCacheDisabledAndBounded(t *testing.T) {
 		}
 	})
 	t.Run("bounded", func(t *testing.T) {
-		f := newFakeAnthropic(t)
-		a := f.counter(t, func(o *AnthropicOptions) { o.CacheSize = 2 })
+		f := newFakeCountTokens(t)
+		a := f.counter(t, func(o *CounterOptions) { o.CacheSize = 2 })
 		for i := range 5 {
 			if _, err := a.Count(ctx, chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprint("message ", i)}); err != nil {
 				t.Fatal(err)
@@ -487,7 +487,7 @@ func TestAnthropicErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status, " ", tt.errType), func(t *testing.T) {
-			f := newFakeAnthropic(t)
+			f := newFakeCountTokens(t)
 			f.fail = func(int) (int, string) { return tt.status, tt.errType }
 			a := f.counter(t, nil)
 			_, err := a.Count(ctx, anthUser)
@@ -509,10 +509,10 @@ func TestAnthropicErrors(t *testing.T) {
 	}
 
 	t.Run("the real API's own refusals", func(t *testing.T) {
-		f := newFakeAnthropic(t)
-		for name, a := range map[string]*Anthropic{
-			"wrong key":     f.counter(t, func(o *AnthropicOptions) { o.APIKey = "wrong" }),
-			"unknown model": f.counter(t, func(o *AnthropicOptions) { o.Model = "claude-nope" }),
+		f := newFakeCountTokens(t)
+		for name, a := range map[string]*Counter{
+			"wrong key":     f.counter(t, func(o *CounterOptions) { o.APIKey = "wrong" }),
+			"unknown model": f.counter(t, func(o *CounterOptions) { o.Model = "claude-nope" }),
 		} {
 			if _, err := a.Count(ctx, anthUser); !errors.Is(err, chatmem.ErrInvalid) {
 				t.Errorf("%s: Count error = %v, want ErrInvalid", name, err)
@@ -528,7 +528,7 @@ func TestAnthropicErrors(t *testing.T) {
 	})
 
 	t.Run("network", func(t *testing.T) {
-		f := newFakeAnthropic(t)
+		f := newFakeCountTokens(t)
 		a := f.counter(t, nil)
 		f.Close()
 		if _, err := a.Count(ctx, anthUser); !errors.Is(err, chatmem.ErrUnavailable) {
@@ -537,7 +537,7 @@ func TestAnthropicErrors(t *testing.T) {
 	})
 
 	t.Run("canceled", func(t *testing.T) {
-		f := newFakeAnthropic(t)
+		f := newFakeCountTokens(t)
 		a := f.counter(t, nil)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -552,14 +552,14 @@ func TestAnthropicErrors(t *testing.T) {
 // overloaded answer (529) with retry-after-ms is retried and the count
 // succeeds.
 func TestAnthropicRetries(t *testing.T) {
-	f := newFakeAnthropic(t)
+	f := newFakeCountTokens(t)
 	f.fail = func(n int) (int, string) {
 		if n == 1 {
 			return 529, "overloaded_error"
 		}
 		return 0, ""
 	}
-	a := f.counter(t, func(o *AnthropicOptions) { o.MaxRetries = 0; o.HTTPClient = retryFastClient() })
+	a := f.counter(t, func(o *CounterOptions) { o.MaxRetries = 0; o.HTTPClient = countRetryFastClient() })
 	if _, err := a.Count(context.Background(), anthUser); err != nil {
 		t.Fatalf("Count: %v", err)
 	}
@@ -568,10 +568,10 @@ func TestAnthropicRetries(t *testing.T) {
 	}
 }
 
-// retryFastClient returns an HTTP client whose responses ask the SDK to retry
+// countRetryFastClient returns an HTTP client whose responses ask the SDK to retry
 // at once, so the retry test does not wait for the default backoff.
-func retryFastClient() *http.Client {
-	return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+func countRetryFastClient() *http.Client {
+	return &http.Client{Transport: countRoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		res, err := http.DefaultTransport.RoundTrip(r)
 		if err == nil && res.StatusCode >= 500 {
 			res.Header.Set("retry-after-ms", "1")
@@ -580,13 +580,13 @@ func retryFastClient() *http.Client {
 	})}
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
+type countRoundTripFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+func (f countRoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestAnthropicConcurrent(t *testing.T) {
-	f := newFakeAnthropic(t)
-	a := f.counter(t, func(o *AnthropicOptions) { o.CacheSize = 8 })
+	f := newFakeCountTokens(t)
+	a := f.counter(t, func(o *CounterOptions) { o.CacheSize = 8 })
 	ctx := context.Background()
 	msgs := []chatmem.Message{anthUser, anthSystem, anthAssistant, anthToolCalls, anthToolResult}
 	want := make([]int, len(msgs))
@@ -613,13 +613,13 @@ func TestAnthropicConcurrent(t *testing.T) {
 }
 
 func TestNewAnthropicInvalid(t *testing.T) {
-	for _, opts := range []AnthropicOptions{
+	for _, opts := range []CounterOptions{
 		{},
 		{APIKey: "k"},
 		{Model: "claude-test"},
 	} {
-		if _, err := NewAnthropic(opts); !errors.Is(err, chatmem.ErrInvalid) {
-			t.Errorf("NewAnthropic(%+v) error = %v, want ErrInvalid", opts, err)
+		if _, err := NewCounter(opts); !errors.Is(err, chatmem.ErrInvalid) {
+			t.Errorf("NewCounter(%+v) error = %v, want ErrInvalid", opts, err)
 		}
 	}
 }

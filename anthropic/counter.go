@@ -1,4 +1,4 @@
-package tokenizer
+package anthropic
 
 import (
 	"bytes"
@@ -11,33 +11,48 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
-// AnthropicName is the registry name of the Anthropic counter. The counter's
-// own Name is "anthropic:" followed by its model.
-const AnthropicName = "anthropic"
+// CounterName is the registry name of the Anthropic counter
+// (tokenizer.AnthropicName). The counter's own Name is "anthropic:"
+// followed by its model.
+const CounterName = tokenizer.AnthropicName
 
-// DefaultAnthropicCacheSize is the number of count_tokens answers an
-// Anthropic counter keeps when AnthropicOptions.CacheSize is zero.
-const DefaultAnthropicCacheSize = 10000
+// Counters returns what tokenizer.Options.Anthropic takes: a function that
+// builds a Counter with opts for a model (the model of a recorded
+// "anthropic:MODEL"; "" keeps opts.Model).
+func Counters(opts CounterOptions) func(model string) (chatmem.Counter, error) {
+	return func(model string) (chatmem.Counter, error) {
+		o := opts
+		if model != "" {
+			o.Model = model
+		}
+		return NewCounter(o)
+	}
+}
 
-// AnthropicOptions configure an Anthropic counter. APIKey and Model are
+// DefaultCounterCacheSize is the number of count_tokens answers an
+// Anthropic counter keeps when CounterOptions.CacheSize is zero.
+const DefaultCounterCacheSize = 10000
+
+// CounterOptions configure an Anthropic counter. APIKey and Model are
 // required; the zero value of every other field means its default.
-type AnthropicOptions struct {
+type CounterOptions struct {
 	// APIKey is sent in the x-api-key header. The environment
 	// (ANTHROPIC_API_KEY and the like) is not consulted: configuration comes
 	// from the caller only.
 	APIKey string
 	// Model names the model whose tokenizer counts, e.g. "claude-sonnet-4-5".
 	Model string
-	// BaseURL is the API's address; empty means https://api.anthropic.com.
+	// BaseURL is the API's address; empty means https://api.sdk.com.
 	BaseURL string
 	// CacheSize bounds the answers kept in memory (least recently used go
-	// first). Zero means DefaultAnthropicCacheSize; negative disables the
+	// first). Zero means DefaultCounterCacheSize; negative disables the
 	// cache.
 	CacheSize int
 	// MaxRetries is how often the SDK retries a request that failed with a
@@ -85,24 +100,24 @@ type AnthropicOptions struct {
 // body, which is a function of the model and of the message's role, content
 // and tool calls (name and arguments) alone. Counting a message that was
 // counted before, and every baseline after its first use, makes no request.
-// The cache is bounded (AnthropicOptions.CacheSize, least recently used
+// The cache is bounded (CounterOptions.CacheSize, least recently used
 // evicted). Concurrent first counts of one message may each ask the API.
 //
 // Errors: a network failure, 408, 429, 5xx or 529 wraps
 // chatmem.ErrUnavailable (retry later); any other 4xx (bad key, unknown model,
 // invalid content) wraps chatmem.ErrInvalid. An Anthropic is safe for
 // concurrent use.
-type Anthropic struct {
-	client anthropic.Client
+type Counter struct {
+	client sdk.Client
 	model  string
 	cache  *lru
 }
 
-var _ chatmem.Counter = (*Anthropic)(nil)
+var _ chatmem.Counter = (*Counter)(nil)
 
-// NewAnthropic returns a counter for opts.Model. It makes no request. A
+// NewCounter returns a counter for opts.Model. It makes no request. A
 // missing APIKey or Model wraps chatmem.ErrInvalid.
-func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
+func NewCounter(opts CounterOptions) (*Counter, error) {
 	if opts.APIKey == "" {
 		return nil, fmt.Errorf("%w: the anthropic tokenizer needs an API key", chatmem.ErrInvalid)
 	}
@@ -128,18 +143,18 @@ func NewAnthropic(opts AnthropicOptions) (*Anthropic, error) {
 	}
 	size := opts.CacheSize
 	if size == 0 {
-		size = DefaultAnthropicCacheSize
+		size = DefaultCounterCacheSize
 	}
-	return &Anthropic{client: anthropic.NewClient(reqOpts...), model: opts.Model, cache: newLRU(size)}, nil
+	return &Counter{client: sdk.NewClient(reqOpts...), model: opts.Model, cache: newLRU(size)}, nil
 }
 
 // Name returns "anthropic:" and the model, e.g. "anthropic:claude-sonnet-4-5":
 // counts from different models' tokenizers must not be mixed.
-func (a *Anthropic) Name() string { return AnthropicName + ":" + a.model }
+func (a *Counter) Name() string { return CounterName + ":" + a.model }
 
 // Count returns the tokens of m as the type's doc describes, from the cache
 // when it can.
-func (a *Anthropic) Count(ctx context.Context, m chatmem.Message) (int, error) {
+func (a *Counter) Count(ctx context.Context, m chatmem.Message) (int, error) {
 	req, base, err := a.requests(m)
 	if err != nil {
 		return 0, err
@@ -164,34 +179,34 @@ const (
 	toolResultName = "tool" // the function a tool message answers, in its scaffold
 )
 
-func toolUseID(i int) string { return "toolu_" + strconv.Itoa(i) }
+func countToolUseID(i int) string { return "toolu_" + strconv.Itoa(i) }
 
 // requests returns the request that holds m and, when m needs scaffolding, the
 // baseline to subtract from it.
-func (a *Anthropic) requests(m chatmem.Message) (req anthropic.MessageCountTokensParams, base *anthropic.MessageCountTokensParams, err error) {
-	filler := anthropic.NewUserMessage(anthropic.NewTextBlock(fillerText))
-	params := func(msgs ...anthropic.MessageParam) anthropic.MessageCountTokensParams {
-		return anthropic.MessageCountTokensParams{Model: anthropic.Model(a.model), Messages: msgs}
+func (a *Counter) requests(m chatmem.Message) (req sdk.MessageCountTokensParams, base *sdk.MessageCountTokensParams, err error) {
+	filler := sdk.NewUserMessage(sdk.NewTextBlock(fillerText))
+	params := func(msgs ...sdk.MessageParam) sdk.MessageCountTokensParams {
+		return sdk.MessageCountTokensParams{Model: sdk.Model(a.model), Messages: msgs}
 	}
 	switch m.Role {
 	case chatmem.RoleUser:
-		return params(anthropic.NewUserMessage(anthropic.NewTextBlock(m.Content))), nil, nil
+		return params(sdk.NewUserMessage(sdk.NewTextBlock(m.Content))), nil, nil
 
 	case chatmem.RoleSystem:
 		req = params(filler)
-		req.System.OfTextBlockArray = []anthropic.TextBlockParam{{Text: m.Content}}
+		req.System.OfTextBlockArray = []sdk.TextBlockParam{{Text: m.Content}}
 		b := params(filler)
 		return req, &b, nil
 
 	case chatmem.RoleAssistant:
-		var blocks, results []anthropic.ContentBlockParamUnion
+		var blocks, results []sdk.ContentBlockParamUnion
 		if m.Content != "" {
-			blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+			blocks = append(blocks, sdk.NewTextBlock(m.Content))
 		}
 		var names []string
 		for i, c := range m.ToolCalls {
-			blocks = append(blocks, anthropic.NewToolUseBlock(toolUseID(i), toolInput(c.Function.Arguments), c.Function.Name))
-			results = append(results, toolResult(toolUseID(i), ""))
+			blocks = append(blocks, sdk.NewToolUseBlock(countToolUseID(i), countToolInput(c.Function.Arguments), c.Function.Name))
+			results = append(results, countToolResult(countToolUseID(i), ""))
 			names = append(names, c.Function.Name)
 		}
 		if len(blocks) == 0 {
@@ -199,26 +214,26 @@ func (a *Anthropic) requests(m chatmem.Message) (req anthropic.MessageCountToken
 		}
 		next := filler
 		if len(results) > 0 {
-			next = anthropic.NewUserMessage(results...)
+			next = sdk.NewUserMessage(results...)
 		}
-		req = params(filler, anthropic.NewAssistantMessage(blocks...), next)
+		req = params(filler, sdk.NewAssistantMessage(blocks...), next)
 		b := params(filler, filler)
-		req.Tools, b.Tools = toolDecls(names), toolDecls(names)
+		req.Tools, b.Tools = countToolDecls(names), countToolDecls(names)
 		return req, &b, nil
 
 	case chatmem.RoleTool:
-		call := anthropic.NewAssistantMessage(anthropic.NewToolUseBlock(toolUseID(0), json.RawMessage("{}"), toolResultName))
-		req = params(filler, call, anthropic.NewUserMessage(toolResult(toolUseID(0), m.Content)))
-		b := params(filler, call, anthropic.NewUserMessage(toolResult(toolUseID(0), "")))
-		req.Tools, b.Tools = toolDecls([]string{toolResultName}), toolDecls([]string{toolResultName})
+		call := sdk.NewAssistantMessage(sdk.NewToolUseBlock(countToolUseID(0), json.RawMessage("{}"), toolResultName))
+		req = params(filler, call, sdk.NewUserMessage(countToolResult(countToolUseID(0), m.Content)))
+		b := params(filler, call, sdk.NewUserMessage(countToolResult(countToolUseID(0), "")))
+		req.Tools, b.Tools = countToolDecls([]string{toolResultName}), countToolDecls([]string{toolResultName})
 		return req, &b, nil
 	}
 	return req, nil, fmt.Errorf("%w: unknown role %q", chatmem.ErrInvalid, m.Role)
 }
 
-// toolInput returns a tool call's arguments as a tool_use input, which must be
+// countToolInput returns a tool call's arguments as a tool_use input, which must be
 // a JSON object.
-func toolInput(args string) any {
+func countToolInput(args string) any {
 	raw := bytes.TrimSpace([]byte(args))
 	if len(raw) == 0 {
 		return json.RawMessage("{}")
@@ -229,33 +244,33 @@ func toolInput(args string) any {
 	return map[string]string{"arguments": args}
 }
 
-// toolResult returns a tool_result block answering the call id; empty content
+// countToolResult returns a tool_result block answering the call id; empty content
 // leaves the block without content, as the API requires text blocks to be
 // non-empty.
-func toolResult(id, content string) anthropic.ContentBlockParamUnion {
-	b := &anthropic.ToolResultBlockParam{ToolUseID: id}
+func countToolResult(id, content string) sdk.ContentBlockParamUnion {
+	b := &sdk.ToolResultBlockParam{ToolUseID: id}
 	if content != "" {
-		b.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: content}}}
+		b.Content = []sdk.ToolResultBlockParamContentUnion{{OfText: &sdk.TextBlockParam{Text: content}}}
 	}
-	return anthropic.ContentBlockParamUnion{OfToolResult: b}
+	return sdk.ContentBlockParamUnion{OfToolResult: b}
 }
 
-// toolDecls declares each distinct function name as a tool taking any object,
+// countToolDecls declares each distinct function name as a tool taking any object,
 // in sorted order so that equal messages make equal requests.
-func toolDecls(names []string) []anthropic.MessageCountTokensToolUnionParam {
+func countToolDecls(names []string) []sdk.MessageCountTokensToolUnionParam {
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
-	tools := make([]anthropic.MessageCountTokensToolUnionParam, 0, len(names))
+	tools := make([]sdk.MessageCountTokensToolUnionParam, 0, len(names))
 	for _, n := range names {
 		// An empty properties object keeps input_schema from being left out
 		// as a zero value; the API requires it.
-		schema := anthropic.ToolInputSchemaParam{Properties: map[string]any{}}
-		tools = append(tools, anthropic.MessageCountTokensToolUnionParam{OfTool: &anthropic.ToolParam{Name: n, InputSchema: schema}})
+		schema := sdk.ToolInputSchemaParam{Properties: map[string]any{}}
+		tools = append(tools, sdk.MessageCountTokensToolUnionParam{OfTool: &sdk.ToolParam{Name: n, InputSchema: schema}})
 	}
 	return tools
 }
 
 // count returns the input tokens of one request, from the cache or the API.
-func (a *Anthropic) count(ctx context.Context, req anthropic.MessageCountTokensParams) (int, error) {
+func (a *Counter) count(ctx context.Context, req sdk.MessageCountTokensParams) (int, error) {
 	body, err := req.MarshalJSON()
 	if err != nil {
 		return 0, fmt.Errorf("anthropic count_tokens: encode request: %w", err)
@@ -266,7 +281,7 @@ func (a *Anthropic) count(ctx context.Context, req anthropic.MessageCountTokensP
 	}
 	res, err := a.client.Messages.CountTokens(ctx, req)
 	if err != nil {
-		return 0, classify(ctx, err)
+		return 0, classifyCount(ctx, err)
 	}
 	n := int(res.InputTokens)
 	a.cache.put(key, n)
@@ -274,8 +289,8 @@ func (a *Anthropic) count(ctx context.Context, req anthropic.MessageCountTokensP
 }
 
 // classify wraps an SDK error in the chatmem sentinel it stands for.
-func classify(ctx context.Context, err error) error {
-	var apiErr *anthropic.Error
+func classifyCount(ctx context.Context, err error) error {
+	var apiErr *sdk.Error
 	if errors.As(err, &apiErr) {
 		code := apiErr.StatusCode
 		detail := fmt.Sprintf("%d %s", code, http.StatusText(code))

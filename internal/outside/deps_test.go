@@ -1,0 +1,47 @@
+package outside
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLightPackages checks what a program pays in dependencies for a
+// package it imports alone: tokenizer (for tokenizer.Estimate and the
+// tiktoken encodings) links no provider SDK, no telemetry and no server
+// machinery; the root package none either.
+func TestLightPackages(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the go command is needed: %v", err)
+		}
+		t.Skipf("no go command: %v", err)
+	}
+	heavy := []string{
+		"github.com/anthropics/anthropic-sdk-go",
+		"github.com/openai/openai-go",
+		"go.opentelemetry.io/",
+		"github.com/prometheus/",
+		"github.com/santhosh-tekuri/jsonschema",
+		"github.com/modelcontextprotocol/go-sdk",
+		"github.com/chatmem/chatmem/httpapi",
+		"github.com/chatmem/chatmem/sqlite",
+		"modernc.org/sqlite",
+	}
+	for _, pkg := range []string{"github.com/chatmem/chatmem", "github.com/chatmem/chatmem/tokenizer"} {
+		out, err := exec.CommandContext(t.Context(), goTool, "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for dep := range strings.Lines(string(out)) {
+			dep = strings.TrimSpace(dep)
+			for _, h := range heavy {
+				if strings.HasPrefix(dep, h) {
+					t.Errorf("%s depends on %s: a program importing it alone would link that", pkg, dep)
+				}
+			}
+		}
+	}
+}
