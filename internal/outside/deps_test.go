@@ -1,7 +1,6 @@
 package outside
 
 import (
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -12,13 +11,7 @@ import (
 // tiktoken encodings) links no provider SDK, no telemetry and no server
 // machinery; the root package none either.
 func TestLightPackages(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the go command is needed: %v", err)
-		}
-		t.Skipf("no go command: %v", err)
-	}
+	goTool := goCommand(t)
 	heavy := []string{
 		"github.com/anthropics/anthropic-sdk-go",
 		"github.com/openai/openai-go",

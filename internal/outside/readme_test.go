@@ -14,17 +14,8 @@ import (
 // checks that it prints exactly the output the README shows: the facts,
 // a summary and the newest messages, on its first run.
 func TestReadmeQuickStart(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the go command is needed: %v", err)
-		}
-		t.Skipf("no go command: %v", err)
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	goTool := goCommand(t)
+	root := checkoutRoot(t)
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -46,19 +37,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		want.WriteString(strings.TrimPrefix(line, "    "))
 	}
 
-	mod := t.TempDir()
-	goMod := "module example.com/quickstart\n\ngo 1.26.0\n\n" +
-		"require github.com/chatmem/chatmem v0.0.0\n\n" +
-		"replace github.com/chatmem/chatmem => " + root + "\n"
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range map[string][]byte{"go.mod": []byte(goMod), "go.sum": sum, "main.go": []byte(prog)} {
-		if err := os.WriteFile(filepath.Join(mod, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mod := outsideModule(t, "example.com/quickstart", []byte(prog))
 	bin := filepath.Join(t.TempDir(), "quickstart")
 	build := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, ".")
 	build.Dir = mod
