@@ -125,7 +125,7 @@ func TestWindowErrors(t *testing.T) {
 		{"orphan tool result", `[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c1","content":"x"}]`, []string{"--budget", "40"}, 2, "tool message answers"},
 		{"image part", `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]`, []string{"--budget", "40"}, 2, "only text parts"},
 		{"unknown policy", seedJSON, []string{"--policy", "everything", "--budget", "40"}, 2, `window: --policy: "everything" is unknown: want one of all, `},
-		{"budget missing", seedJSON, nil, 2, "needs budget"},
+		{"budget zero", seedJSON, []string{"--budget", "0"}, 2, "window: --policy token_budget needs --budget of at least 1; run chatmem window --help"},
 		{"negative budget", seedJSON, []string{"--budget", "-3"}, 2, "--budget: -3 is out of range: want a whole number from 0 to"},
 		{"unknown tokenizer", seedJSON, []string{"--budget", "40", "--tokenizer", "gpt2"}, 2, "unknown tokenizer"},
 		{"bad flag", seedJSON, []string{"--bogus"}, 2, "chatmem: window: unknown flag --bogus; run chatmem window --help\n"},
