@@ -95,6 +95,10 @@ func (c *Command) EnvName(name string) string {
 	return ""
 }
 
+// ConfigEnvName returns the environment variable that names the config
+// file.
+func (c *Command) ConfigEnvName() string { return c.configEnv() }
+
 func (c *Command) configEnv() string {
 	if c.ConfigEnv != "" {
 		return c.ConfigEnv
