@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/chatmem/chatmem/internal/settings"
 )
 
@@ -88,6 +90,7 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	installRedisLog.Do(func() { goredis.SetLogger(&redisLog) })
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printUsage(stdout)
 		if len(args) == 0 {
@@ -114,31 +117,4 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's settings and an example. Every setting is a\n"+
 		"flag, a CHATMEM_* environment variable or a key of a JSON config file (docs/configuration.md).")
-}
-
-// newFlagSet returns a flag set whose --help prints the usage line, the
-// flags and an example, and whose parse errors exit 2. Commands declare
-// typed settings instead (parseSettings); this stays for a command not yet
-// converted.
-func newFlagSet(name, usage, example string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: chatmem %s\n\nFlags:\n", usage)
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nExample:\n  %s\n", example)
-	}
-	return fs
-}
-
-// parse parses args, mapping flag errors to exit code 2 and --help to
-// flag.ErrHelp (exit 0).
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("%s: %v", fs.Name(), err)
-	}
-	return nil
 }

@@ -11,7 +11,7 @@ func Closest(name string, candidates []string) string {
 			continue
 		}
 		d := distance(name, c)
-		limit := max(1, min(len(name), len(c))/4)
+		limit := min(3, max(1, min(len(name), len(c))/4))
 		if d <= limit && (best == "" || d < bestD) {
 			best, bestD = c, d
 		}
