@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -103,11 +104,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdin, stdout, stderr)
+			return helpHint(c.name, c.run(ctx, args[1:], stdin, stdout, stderr))
 		}
 	}
 	printUsage(stderr)
 	return usageErr("unknown command %q", args[0])
+}
+
+// helpHint ends a usage error (exit 2) that does not say where the help
+// is with the command's, so that every one of them does.
+func helpHint(name string, err error) error {
+	var e *exitError
+	if !errors.As(err, &e) || e.code != 2 || strings.Contains(err.Error(), "--help") {
+		return err
+	}
+	return &exitError{code: 2, err: fmt.Errorf("%w; run chatmem %s --help", err, name)}
 }
 
 func printUsage(w io.Writer) {

@@ -180,3 +180,20 @@ func TestReadmeWindow(t *testing.T) {
 		t.Errorf("window --budget 40 testdata/seed.json: exit %d, %q, %q; want 3 messages, 36 tokens, 2 dropped", code, out, errOut)
 	}
 }
+
+// TestUsageErrorsNameTheHelp: every usage error (exit 2) says where the
+// command's help is, those the command writes itself too.
+func TestUsageErrorsNameTheHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"window", "--budget", "40", "/nonexistent.json"},
+		{"migrate", "--from", "memory:", "--to", "memory:"},
+		{"export", "--store", "memory:", "--tenant", "a/b"},
+		{"purge", "--store", "memory:", "--tenant", "a/b"},
+		{"import", "--store", "nosuch:x", "-"},
+	} {
+		_, errOut, code := runCLI(t, "[]", args...)
+		if want := "; run chatmem " + args[0] + " --help\n"; code != 2 || !strings.HasSuffix(errOut, want) || strings.Count(errOut, "--help") != 1 {
+			t.Errorf("chatmem %q: exit %d, stderr %q; want exit 2 and one line ending %q", args, code, errOut, want)
+		}
+	}
+}

@@ -68,7 +68,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	c, tenant := m.serve, &m.tenant
 	if err := chatmem.ValidateID(*tenant); err != nil {
-		return usageErr("tenant: %v", err)
+		return usageErr("--tenant: %v", err)
 	}
 	log, err := newLogger(stderr, c.logFormat, c.logLevel)
 	if err != nil {

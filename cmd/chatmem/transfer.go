@@ -19,7 +19,7 @@ import (
 // validTenant checks a --tenant value (exit 2 when bad).
 func validTenant(t string) error {
 	if err := chatmem.ValidateID(t); err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("tenant: %w", err)}
+		return &exitError{code: 2, err: fmt.Errorf("--tenant: %w", err)}
 	}
 	return nil
 }
@@ -81,7 +81,7 @@ func runExport(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	var ids []string
 	if *conversation != "" {
 		if err := chatmem.ValidateID(*conversation); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("conversation: %w", err)}
+			return &exitError{code: 2, err: fmt.Errorf("--conversation: %w", err)}
 		}
 		ids = []string{*conversation}
 	}
