@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 
 	"github.com/chatmem/chatmem/internal/settings"
 )
@@ -68,14 +69,18 @@ func sharedKey(key string) bool {
 
 // parseSettings parses a command's arguments, environment and config file
 // into its settings: --help prints the help on stderr and exits 0, a bad
-// value is one line and exit 2.
+// value, or a CHATMEM_ variable no command reads (checkEnv), is one line
+// and exit 2.
 func parseSettings(cmd *settings.Command, args []string, stderr io.Writer) error {
 	if cmd.Shared == nil {
 		cmd.Shared = sharedKey
 	}
 	err := cmd.Parse(args, nil, stderr)
-	if err == nil || errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, flag.ErrHelp) {
 		return err
 	}
-	return &exitError{code: 2, err: err}
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	return checkEnv(cmd, os.Environ(), stderr)
 }

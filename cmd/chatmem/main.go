@@ -11,7 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem/internal/settings"
 )
@@ -88,6 +91,7 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	installRedisLog.Do(func() { goredis.SetLogger(&redisLog) })
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printUsage(stdout)
 		if len(args) == 0 {
@@ -100,11 +104,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdin, stdout, stderr)
+			return helpHint(c.name, c.run(ctx, args[1:], stdin, stdout, stderr))
 		}
 	}
 	printUsage(stderr)
 	return usageErr("unknown command %q", args[0])
+}
+
+// helpHint ends a usage error (exit 2) that does not say where the help
+// is with the command's, so that every one of them does.
+func helpHint(name string, err error) error {
+	var e *exitError
+	if !errors.As(err, &e) || e.code != 2 || strings.Contains(err.Error(), "--help") {
+		return err
+	}
+	return &exitError{code: 2, err: fmt.Errorf("%w; run chatmem %s --help", err, name)}
 }
 
 func printUsage(w io.Writer) {
@@ -114,31 +128,4 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nRun 'chatmem <command> --help' for a command's settings and an example. Every setting is a\n"+
 		"flag, a CHATMEM_* environment variable or a key of a JSON config file (docs/configuration.md).")
-}
-
-// newFlagSet returns a flag set whose --help prints the usage line, the
-// flags and an example, and whose parse errors exit 2. Commands declare
-// typed settings instead (parseSettings); this stays for a command not yet
-// converted.
-func newFlagSet(name, usage, example string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: chatmem %s\n\nFlags:\n", usage)
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nExample:\n  %s\n", example)
-	}
-	return fs
-}
-
-// parse parses args, mapping flag errors to exit code 2 and --help to
-// flag.ErrHelp (exit 0).
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("%s: %v", fs.Name(), err)
-	}
-	return nil
 }

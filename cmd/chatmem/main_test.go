@@ -125,7 +125,7 @@ func TestWindowErrors(t *testing.T) {
 		{"orphan tool result", `[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c1","content":"x"}]`, []string{"--budget", "40"}, 2, "tool message answers"},
 		{"image part", `[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]`, []string{"--budget", "40"}, 2, "only text parts"},
 		{"unknown policy", seedJSON, []string{"--policy", "everything", "--budget", "40"}, 2, `window: --policy: "everything" is unknown: want one of all, `},
-		{"budget missing", seedJSON, nil, 2, "needs budget"},
+		{"budget zero", seedJSON, []string{"--budget", "0"}, 2, "window: --policy token_budget needs --budget of at least 1; run chatmem window --help"},
 		{"negative budget", seedJSON, []string{"--budget", "-3"}, 2, "--budget: -3 is out of range: want a whole number from 0 to"},
 		{"unknown tokenizer", seedJSON, []string{"--budget", "40", "--tokenizer", "gpt2"}, 2, "unknown tokenizer"},
 		{"bad flag", seedJSON, []string{"--bogus"}, 2, "chatmem: window: unknown flag --bogus; run chatmem window --help\n"},
@@ -178,5 +178,22 @@ func TestReadmeWindow(t *testing.T) {
 	var got output
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Messages) != 3 || got.Tokens != 36 || got.Dropped != 2 {
 		t.Errorf("window --budget 40 testdata/seed.json: exit %d, %q, %q; want 3 messages, 36 tokens, 2 dropped", code, out, errOut)
+	}
+}
+
+// TestUsageErrorsNameTheHelp: every usage error (exit 2) says where the
+// command's help is, those the command writes itself too.
+func TestUsageErrorsNameTheHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"window", "--budget", "40", "/nonexistent.json"},
+		{"migrate", "--from", "memory:", "--to", "memory:"},
+		{"export", "--store", "memory:", "--tenant", "a/b"},
+		{"purge", "--store", "memory:", "--tenant", "a/b"},
+		{"import", "--store", "nosuch:x", "-"},
+	} {
+		_, errOut, code := runCLI(t, "[]", args...)
+		if want := "; run chatmem " + args[0] + " --help\n"; code != 2 || !strings.HasSuffix(errOut, want) || strings.Count(errOut, "--help") != 1 {
+			t.Errorf("chatmem %q: exit %d, stderr %q; want exit 2 and one line ending %q", args, code, errOut, want)
+		}
 	}
 }

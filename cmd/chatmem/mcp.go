@@ -68,12 +68,13 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	c, tenant := m.serve, &m.tenant
 	if err := chatmem.ValidateID(*tenant); err != nil {
-		return usageErr("tenant: %v", err)
+		return usageErr("--tenant: %v", err)
 	}
 	log, err := newLogger(stderr, c.logFormat, c.logLevel)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	defer redisLog.route(log)()
 	store, mem, err := openMemory(ctx, c, log)
 	if errors.Is(err, chatmem.ErrInvalid) {
 		return &exitError{code: 2, err: err}
@@ -87,7 +88,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	log.Info("chatmem mcp serving on stdio", "store", storeName(c.store), "tenant", *tenant)
+	log.Info("chatmem mcp serving on stdio", "store", describeStore(c.store, c.dataDir), "tenant", *tenant)
 	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil // the client closed stdin, or a signal ended the session

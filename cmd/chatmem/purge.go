@@ -53,7 +53,7 @@ func runPurge(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	if c.tenant != "" {
 		if err := chatmem.ValidateID(c.tenant); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("tenant: %w", err)}
+			return &exitError{code: 2, err: fmt.Errorf("--tenant: %w", err)}
 		}
 	}
 	store, err := openStore(ctx, c.store, c.dataDir)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -148,6 +149,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return usageErr("refusing to listen on %s without API keys: set CHATMEM_API_KEYS (or --api-keys), listen on loopback, or pass --insecure", c.addr)
 	}
 
+	defer redisLog.route(log)()
 	srv, err := newServer(ctx, c, keys, log)
 	if errors.Is(err, chatmem.ErrInvalid) {
 		return &exitError{code: 2, err: err} // a setting the store or API refused
@@ -165,7 +167,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	log.Info("chatmem serving", "addr", ln.Addr().String(), "store", storeName(c.store), "tenants", len(keys))
+	base := "http://" + ln.Addr().String()
+	log.Info("chatmem serving", "addr", ln.Addr().String(), "store", describeStore(c.store, c.dataDir), "tenants", len(keys),
+		"proxy", c.proxyDescription(), "mcp", base+"/mcp", "inspector", base+"/")
 	if len(keys) == 0 {
 		if isLoopback(c.addr) {
 			log.Warn("no API keys configured: every request is tenant \"" + chatmem.DefaultTenant + "\", with no authentication")
@@ -315,6 +319,19 @@ func (c serveConfig) upstreamConfig() (*httpapi.Upstream, error) {
 		return nil, usageErr("unknown upstream-kind %q (want openai or anthropic)", c.upstreamKind)
 	}
 	return up, nil
+}
+
+// proxyDescription says whether the chat proxy is on, for the startup
+// log: "off", or where it forwards to and what that speaks.
+func (c serveConfig) proxyDescription() string {
+	if c.upstream == "" {
+		return "off (no --upstream)"
+	}
+	u, err := url.Parse(c.upstream)
+	if err != nil || u.Host == "" {
+		return c.upstreamKind
+	}
+	return c.upstreamKind + " " + u.Scheme + "://" + u.Host + u.Path
 }
 
 // models builds the configured summarizer and extractors.

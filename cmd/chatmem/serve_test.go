@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/httpapi"
 	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/internal/testenv"
 )
 
 // TestServeSettingsPrecedence: each setting comes from its flag, else its
@@ -239,5 +241,80 @@ func TestServe(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not shut down")
+	}
+}
+
+// TestServeStartupLog: the log says which store is open (the SQLite file's
+// path; PostgreSQL's host, port and database, never the password) and
+// whether the proxy, MCP and the inspector are on.
+func TestServeStartupLog(t *testing.T) {
+	dir := t.TempDir()
+	_, log := serveWithLog(t, "--addr", "127.0.0.1:0", "--data-dir", dir)
+	line := logLine(t, log.String(), "chatmem serving")
+	abs, _ := filepath.Abs(filepath.Join(dir, "chatmem.db"))
+	for _, want := range []string{"store=sqlite:" + abs + " ", `proxy="off (no --upstream)"`, "mcp=http://127.0.0.1:", "/mcp ", "inspector=http://127.0.0.1:"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("startup log %q lacks %q", line, want)
+		}
+	}
+
+	pg, err := url.Parse(testenv.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.User = url.UserPassword(pg.User.Username(), "hunter2")
+	q := pg.Query()
+	q.Set("schema", testenv.PostgresSchema(t, "chatmem_cli_log_"))
+	pg.RawQuery = q.Encode()
+	_, log = serveWithLog(t, "--addr", "127.0.0.1:0", "--store", pg.String(), "--upstream", "http://user:s3cret@127.0.0.1:9/v1")
+	line = logLine(t, log.String(), "chatmem serving")
+	for _, want := range []string{"store=postgres://" + pg.Host + pg.Path + " ", `proxy="openai http://127.0.0.1:9/v1"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("startup log %q lacks %q", line, want)
+		}
+	}
+	if strings.Contains(log.String(), "hunter2") || strings.Contains(log.String(), "s3cret") {
+		t.Errorf("the log shows a password:\n%s", log.String())
+	}
+}
+
+// logLine returns the log's line holding msg.
+func logLine(t *testing.T, log, msg string) string {
+	t.Helper()
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, msg) {
+			return l
+		}
+	}
+	t.Fatalf("no %q in the log:\n%s", msg, log)
+	return ""
+}
+
+// TestServeUnreachableRedis: a Redis store that cannot be reached is one
+// line, not go-redis's dial retries ahead of it: those go to the server's
+// log at debug level.
+func TestServeUnreachableRedis(t *testing.T) {
+	out, errOut, code := runCLIFor(t, time.Minute, "serve", "--addr", "127.0.0.1:0", "--store", "redis://127.0.0.1:1")
+	if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "chatmem: redis: ping: ") {
+		t.Errorf("serve --store redis://127.0.0.1:1: exit %d, stdout %q, stderr %q; want one line", code, out, errOut)
+	}
+	_, errOut, _ = runCLIFor(t, time.Minute, "serve", "--addr", "127.0.0.1:0", "--store", "redis://127.0.0.1:1", "--log-level", "debug")
+	if !strings.Contains(errOut, `level=DEBUG msg="redis: connection pool: failed to dial`) {
+		t.Errorf("serve --log-level debug: go-redis's dial errors are not in the log:\n%s", errOut)
+	}
+}
+
+// TestMissingPostgresDatabase: PostgreSQL's "database does not exist"
+// says how to create it.
+func TestMissingPostgresDatabase(t *testing.T) {
+	pg, err := url.Parse(testenv.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.Path = "/chatmem_cli_no_such_db"
+	_, errOut, code := runCLIFor(t, time.Minute, "serve", "--addr", "127.0.0.1:0", "--store", pg.String())
+	if code != 1 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, `database "chatmem_cli_no_such_db" does not exist`) ||
+		!strings.Contains(errOut, "createdb chatmem_cli_no_such_db, or CREATE DATABASE chatmem_cli_no_such_db;") {
+		t.Errorf("serve --store %s: exit %d, stderr %q; want one line saying to create the database", pg, code, errOut)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // validTenant checks a --tenant value (exit 2 when bad).
 func validTenant(t string) error {
 	if err := chatmem.ValidateID(t); err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("tenant: %w", err)}
+		return &exitError{code: 2, err: fmt.Errorf("--tenant: %w", err)}
 	}
 	return nil
 }
@@ -81,14 +81,14 @@ func runExport(ctx context.Context, args []string, _ io.Reader, stdout, stderr i
 	var ids []string
 	if *conversation != "" {
 		if err := chatmem.ValidateID(*conversation); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("conversation: %w", err)}
+			return &exitError{code: 2, err: fmt.Errorf("--conversation: %w", err)}
 		}
 		ids = []string{*conversation}
 	}
 	p := chatmem.Policy{Kind: chatmem.PolicyKind(c.policy), Budget: c.budget, Turns: c.turns}
 	if *format == "openai" {
 		if err := p.Validate(); err != nil {
-			return &exitError{code: 2, err: err}
+			return policyError("export", p, err)
 		}
 	}
 	store, err := openStore(ctx, *storeURL, *dataDir)
@@ -220,6 +220,7 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		defer f.Close()
 		in = f
 	}
+	warnInMemory(stderr, "import", *storeURL)
 	store, err := openStore(ctx, *storeURL, *dataDir)
 	if err != nil {
 		return err
@@ -327,6 +328,7 @@ func runMigrate(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return fmt.Errorf("--from: %w", err)
 	}
 	defer src.Close()
+	warnInMemory(stderr, "migrate", *to)
 	dst, err := openStore(ctx, *to, "")
 	if err != nil {
 		return fmt.Errorf("--to: %w", err)

@@ -132,3 +132,31 @@ func TestExportOpenAI(t *testing.T) {
 		t.Fatalf("export --format openai at budget 40: exit %d, stderr %s\n got %s\nwant %s", code, errOut, out, want)
 	}
 }
+
+// TestInMemoryTargetWarns: an import or migration into memory: reports
+// what it created, and warns on one line that it is lost at exit.
+func TestInMemoryTargetWarns(t *testing.T) {
+	path := seedStore(t, chatmem.Key{Tenant: "acme", ID: "kavya"})
+	file := filepath.Join(t.TempDir(), "acme.ndjson")
+	if _, errOut, code := runSub(t, runExport, "--store", "sqlite:"+path, "--tenant", "acme", "--out", file); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	const warning = "warning: memory: is an in-memory store: what %s writes into it is lost when the process exits\n"
+	for _, tt := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"import", "--store", "memory:", "--tenant", "acme", file}, "import"},
+		{[]string{"migrate", "--from", "sqlite:" + path, "--to", "memory:", "--tenant", "acme"}, "migrate"},
+	} {
+		out, errOut, code := runCLI(t, "", tt.args...)
+		want := "chatmem: " + tt.name + ": " + strings.Replace(warning, "%s", tt.name, 1)
+		if code != 0 || !strings.Contains(out, `"created":1`) || !strings.HasPrefix(errOut, want) {
+			t.Errorf("chatmem %q: exit %d, stdout %q, stderr %q; want the warning %q first", tt.args, code, out, errOut, want)
+		}
+	}
+	// A store that keeps its data is no warning.
+	if _, errOut, _ := runCLI(t, "", "import", "--store", "sqlite:"+filepath.Join(t.TempDir(), "c.db"), "--tenant", "acme", file); strings.Contains(errOut, "warning") {
+		t.Errorf("import into SQLite warns: %q", errOut)
+	}
+}

@@ -37,6 +37,14 @@ type windowFact struct {
 	SourceSeq int64  `json:"source_seq"`
 }
 
+// The window's defaults are the chat proxy's (serve --proxy-budget, and
+// the turns its last_turns keeps), so that `chatmem window FILE` prints a
+// window.
+const (
+	defaultWindowBudget = 4000
+	defaultWindowTurns  = 10
+)
+
 // windowConfig is everything `chatmem window` can be told.
 type windowConfig struct {
 	policy, tokenizer string
@@ -56,13 +64,15 @@ func (c *windowConfig) command() *settings.Command {
 			"budget), recall adds the older messages most relevant to the newest user message, and\n" +
 			"--facts adds what the rule extractor finds in the user messages; the output then has\n" +
 			`"summary" and "facts" too. Nothing is stored. Bad input exits 2; a budget too small` + "\n" +
-			"for the newest user message exits 1.",
+			"for the newest user message exits 1. With no flags (chatmem window FILE) it prints the\n" +
+			"token_budget window of 4000 tokens, the chat proxy's default budget.",
 		Example:   "chatmem window --policy token_budget --budget 40 --tokenizer o200k_base testdata/seed.json",
 		EnvPrefix: "CHATMEM_WINDOW_",
 		Settings: []settings.Setting{
 			{Name: "policy", Group: "window", Value: settings.Choice(&c.policy, string(chatmem.PolicyTokenBudget), policyNames()...), Help: "the policy that picks the messages sent"},
-			{Name: "budget", Group: "window", Value: settings.Int(&c.budget, 0, 0, 1<<31-1), Example: "40", Help: "token budget for the whole request (required for token_budget; caps last_turns)"},
-			{Name: "turns", Group: "window", Value: settings.Int(&c.turns, 0, 0, 1<<31-1), Example: "10", Help: "turns to keep (last_turns)"},
+			{Name: "budget", Group: "window", Value: settings.Int(&c.budget, defaultWindowBudget, 0, 1<<31-1), Example: "40",
+				Help: "token budget for the whole request: token_budget, summary_buffer and recall fit their window in it;\nit caps last_turns (0: no cap)"},
+			{Name: "turns", Group: "window", Value: settings.Int(&c.turns, defaultWindowTurns, 0, 1<<31-1), Example: "2", Help: "turns to keep (last_turns)"},
 			{Name: "facts", Group: "window", Value: settings.Bool(&c.facts, false), Example: "true", Help: "add the facts the rule extractor finds in the user messages, as a pinned system message"},
 			{Name: "tokenizer", Group: "window", Value: tokenizerSetting(&c.tokenizer, "estimate", false), Help: "tokenizer that counts the messages"},
 		},
@@ -77,7 +87,7 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	p := chatmem.Policy{Kind: chatmem.PolicyKind(c.policy), Budget: c.budget, Turns: c.turns, Facts: c.facts}
 	if err := p.Validate(); err != nil {
-		return &exitError{code: 2, err: err}
+		return policyError("window", p, err)
 	}
 	counter, err := newCounter(c.tokenizer)
 	if err != nil {
@@ -97,7 +107,7 @@ func runWindow(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			in = f
 		}
 	default:
-		return usageErr("window takes at most one file")
+		return usageErr("window: takes at most one FILE (got %q); run chatmem window --help", cmd.Args())
 	}
 	msgs, err := decodeMessages(in)
 	if err != nil {
@@ -142,6 +152,23 @@ func decodeMessages(r io.Reader) ([]chatmem.Message, error) {
 		return nil, err
 	}
 	return msgs, nil
+}
+
+// policyError is a policy's refusal in the words of the command line:
+// Policy.Validate speaks of budget and turns, the user of --budget and
+// --turns.
+func policyError(name string, p chatmem.Policy, err error) error {
+	switch p.Kind {
+	case chatmem.PolicyLastTurns:
+		if p.Turns < 1 {
+			return usageErr("%s: --policy %s needs --turns of at least 1; run chatmem %s --help", name, p.Kind, name)
+		}
+	case chatmem.PolicyTokenBudget, chatmem.PolicySummaryBuffer, chatmem.PolicyRecall:
+		if p.Budget < 1 {
+			return usageErr("%s: --policy %s needs --budget of at least 1; run chatmem %s --help", name, p.Kind, name)
+		}
+	}
+	return usageErr("%s: %v; run chatmem %s --help", name, err, name)
 }
 
 func policyNames() []string {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,65 @@ func TestWindowEveryPolicy(t *testing.T) {
 		}
 		if facts["name"] != "Kavya" || facts["language"] != "ta" || !strings.Contains(text, "User facts:") {
 			t.Errorf("%s --facts: facts %v, window\n%s", policy, facts, text)
+		}
+	}
+}
+
+// TestWindowDefaultInvocation: a newcomer's first command, with no flags,
+// prints a window (token_budget at the proxy's 4000 tokens); a budget or
+// turns a policy cannot use is an error naming the flag and the help.
+func TestWindowDefaultInvocation(t *testing.T) {
+	out, errOut, code := runCLI(t, "", "window", "../../testdata/seed.json")
+	var got output
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Messages) != 5 || got.Tokens != 63 || got.Dropped != 0 {
+		t.Errorf("chatmem window testdata/seed.json: exit %d, stdout %q, stderr %q; want the 5 messages (63 tokens)", code, out, errOut)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--budget", "0"}, "chatmem: window: --policy token_budget needs --budget of at least 1; run chatmem window --help\n"},
+		{[]string{"--policy", "recall", "--budget", "0"}, "--policy recall needs --budget of at least 1; run chatmem window --help"},
+		{[]string{"--policy", "last_turns", "--turns", "0"}, "--policy last_turns needs --turns of at least 1; run chatmem window --help"},
+		{[]string{"--budget=abc"}, `window: --budget: "abc" is not a whole number`},
+		{[]string{"../../testdata/seed.json", "other.json"}, `window: takes at most one FILE (got ["../../testdata/seed.json" "other.json"]); run chatmem window --help`},
+		{[]string{"--bugdet", "40"}, "unknown flag --bugdet (did you mean --budget?); run chatmem window --help"},
+	} {
+		args := append([]string{"window"}, tt.args...)
+		if !slices.Contains(tt.args, "../../testdata/seed.json") {
+			args = append(args, "../../testdata/seed.json")
+		}
+		out, errOut, code := runCLI(t, "", args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, tt.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("chatmem %q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", args, code, out, errOut, tt.want)
+		}
+	}
+}
+
+// TestWindowFlagsAfterFile: flags may follow the file, and a boolean flag
+// takes true or false after it as the help's other flags take values.
+func TestWindowFlagsAfterFile(t *testing.T) {
+	for _, tt := range []struct {
+		args  []string
+		facts bool
+	}{
+		{[]string{"--budget", "40", "--facts", "true", "../../testdata/seed.json"}, true},
+		{[]string{"--budget", "40", "../../testdata/seed.json", "--facts"}, true},
+		{[]string{"../../testdata/seed.json", "--budget", "40", "--facts=true"}, true},
+		{[]string{"--facts", "false", "--budget", "40", "../../testdata/seed.json"}, false},
+		{[]string{"--budget", "40", "--", "../../testdata/seed.json"}, false},
+	} {
+		out, errOut, code := runCLI(t, "", append([]string{"window"}, tt.args...)...)
+		var got struct {
+			Messages []map[string]any
+			Facts    []struct{ Key, Value string }
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+			t.Errorf("chatmem window %q: exit %d, stdout %q, stderr %q", tt.args, code, out, errOut)
+			continue
+		}
+		if hasName := len(got.Facts) > 0 && got.Facts[0].Value == "Kavya"; hasName != tt.facts {
+			t.Errorf("chatmem window %q: facts %v; want the name fact: %t", tt.args, got.Facts, tt.facts)
 		}
 	}
 }

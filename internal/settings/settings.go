@@ -95,6 +95,10 @@ func (c *Command) EnvName(name string) string {
 	return ""
 }
 
+// ConfigEnvName returns the environment variable that names the config
+// file.
+func (c *Command) ConfigEnvName() string { return c.configEnv() }
+
 func (c *Command) configEnv() string {
 	if c.ConfigEnv != "" {
 		return c.ConfigEnv
@@ -113,67 +117,42 @@ func (c *Command) lookup(name string) *Setting {
 
 func (c *Command) helpHint() string { return "run chatmem " + c.Name + " --help" }
 
-// flagValue hands the flag package a setting's value, keeping the first
-// failure for a one-line error of Parse's own.
-type flagValue struct {
-	Value
-	name   string
-	failed *error
-}
-
-func (f flagValue) Set(s string) error {
-	err := f.Value.Set(s)
-	if err != nil && *f.failed == nil {
-		*f.failed = fmt.Errorf("--%s: %v: want %s", f.name, err, f.Value.Accepts())
-	}
-	return err
-}
-
-func (f flagValue) IsBoolFlag() bool {
-	b, ok := f.Value.(boolFlag)
-	return ok && b.IsBoolFlag()
-}
-
-// Parse sets every setting from args (flags, then positional arguments),
-// the environment (lookupEnv, os.LookupEnv if nil) and the config file
-// (--config, or its environment variable). --help returns flag.ErrHelp
-// after writing the help to help. Any other failure is a *UsageError,
-// and every error of the environment and the config file is reported in
-// it, on one line.
+// Parse sets every setting from args (flags and positional arguments in
+// any order), the environment (lookupEnv, os.LookupEnv if nil) and the
+// config file (--config, or its environment variable). --help returns
+// flag.ErrHelp after writing the help to help. Any other failure is a
+// *UsageError, and every error of the environment and the config file is
+// reported in it, on one line.
+//
+// Flags may come before, between and after the positional arguments; --
+// ends them, and what follows is positional even if it starts with a dash
+// (as does a lone -, standard input). A flag takes its value as --name=V or
+// --name V, with one dash or two. A boolean flag stands alone (--facts),
+// takes --facts=false, or takes the next argument if that is exactly true,
+// false, 1 or 0 (--facts false), so that the form of other flags works for
+// it too.
 func (c *Command) Parse(args []string, lookupEnv func(string) (string, bool), help io.Writer) error {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
 	c.defaults = map[string]string{}
 	c.from = map[string]string{}
-	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	var failed error
 	for i := range c.Settings {
 		s := &c.Settings[i]
-		if s.Name == "" || s.Value == nil || fs.Lookup(s.Name) != nil || s.Name == "config" {
+		if s.Name == "" || s.Value == nil || c.lookup(s.Name) != s || s.Name == "config" || s.Name == "help" || s.Name == "h" {
 			panic(fmt.Sprintf("settings: command %s: setting %q is unnamed, untyped or given twice", c.Name, s.Name))
 		}
 		c.defaults[s.Name] = s.Value.String()
-		fs.Var(flagValue{Value: s.Value, name: s.Name, failed: &failed}, s.Name, s.Help)
 	}
-	var config string
-	fs.StringVar(&config, "config", "", "config file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			c.PrintHelp(help)
-			return err
-		}
-		if failed == nil {
-			failed = flagError(err)
-		}
-		return &UsageError{Msg: fmt.Sprintf("%s: %v; %s", c.Name, failed, c.helpHint())}
+	given, config, configGiven, err := c.parseArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		c.PrintHelp(help)
+		return err
 	}
-	c.args = fs.Args()
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if !given["config"] {
+	if err != nil {
+		return &UsageError{Msg: fmt.Sprintf("%s: %v; %s", c.Name, err, c.helpHint())}
+	}
+	if !configGiven {
 		config, _ = lookupEnv(c.configEnv())
 	}
 	c.config = config
@@ -209,24 +188,91 @@ func (c *Command) Parse(args []string, lookupEnv func(string) (string, bool), he
 	return nil
 }
 
+// parseArgs sets the flags of args and keeps the rest as the positional
+// arguments; it returns the flags given, and the --config flag's value.
+func (c *Command) parseArgs(args []string) (given map[string]bool, config string, configGiven bool, err error) {
+	given = map[string]bool{}
+	c.args = nil
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			c.args = append(c.args, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			c.args = append(c.args, a)
+			continue
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		if name == "" || name[0] == '-' || name[0] == '=' {
+			return nil, "", false, fmt.Errorf("bad flag syntax %q", a)
+		}
+		name, value, hasValue := strings.Cut(name, "=")
+		switch name {
+		case "help", "h":
+			return nil, "", false, flag.ErrHelp
+		case "config":
+			if !hasValue {
+				if i+1 == len(args) {
+					return nil, "", false, errors.New("--config needs a value: want a JSON file")
+				}
+				i++
+				value = args[i]
+			}
+			config, configGiven = value, true
+			continue
+		}
+		s := c.lookup(name)
+		if s == nil {
+			return nil, "", false, c.unknownFlag(name)
+		}
+		if b, ok := s.Value.(boolFlag); ok && b.IsBoolFlag() && !hasValue {
+			value = "true"
+			if i+1 < len(args) && isBoolWord(args[i+1]) {
+				i++
+				value = args[i]
+			}
+		} else if !hasValue {
+			if i+1 == len(args) {
+				return nil, "", false, fmt.Errorf("--%s needs a value: want %s", name, s.Value.Accepts())
+			}
+			i++
+			value = args[i]
+		}
+		if err := s.Value.Set(value); err != nil {
+			return nil, "", false, fmt.Errorf("--%s: %v: want %s", name, err, s.Value.Accepts())
+		}
+		given[name] = true
+	}
+	return given, config, configGiven, nil
+}
+
+// isBoolWord reports whether a boolean flag takes the argument after it
+// as its value: only these four words, so that a file named yes stays a
+// file.
+func isBoolWord(s string) bool {
+	return s == "true" || s == "false" || s == "1" || s == "0"
+}
+
+// unknownFlag names the flag and, if one is close, the flag meant.
+func (c *Command) unknownFlag(name string) error {
+	names := []string{"config"}
+	for _, s := range c.Settings {
+		names = append(names, s.Name)
+	}
+	if m := Closest(name, names); m != "" {
+		return fmt.Errorf("unknown flag --%s (did you mean --%s?)", name, m)
+	}
+	return fmt.Errorf("unknown flag --%s", name)
+}
+
 func (c *Command) envSet(s *Setting, lookupEnv func(string) (string, bool)) bool {
 	_, ok := lookupEnv(c.env(s))
 	return ok
 }
 
-// flagError rewrites the flag package's errors in the CLI's words.
-func flagError(err error) error {
-	msg := err.Error()
-	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
-		return fmt.Errorf("unknown flag --%s", strings.TrimPrefix(name, "-"))
-	}
-	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return fmt.Errorf("--%s needs a value", strings.TrimPrefix(name, "-"))
-	}
-	return err
-}
-
-// Args returns the positional arguments after the flags.
+// Args returns the positional arguments: those that are not flags or
+// their values, in order.
 func (c *Command) Args() []string { return c.args }
 
 // IsSet reports whether the named setting was given (by flag,
@@ -266,6 +312,13 @@ func (c *Command) readFile(path string) (map[string]*string, error) {
 			if c.Shared != nil && c.Shared(k) {
 				continue
 			}
+			names := make([]string, len(c.Settings))
+			for i, s := range c.Settings {
+				names[i] = s.Name
+			}
+			if m := Closest(k, names); m != "" {
+				return nil, fmt.Errorf("config file %s: unknown key %q (did you mean %q?)", path, k, m)
+			}
 			return nil, fmt.Errorf("config file %s: unknown key %q", path, k)
 		}
 		var v string
@@ -297,14 +350,18 @@ func (c *Command) PrintHelp(w io.Writer) {
 	if c.About != "" {
 		fmt.Fprintf(w, "\n%s\n", c.About)
 	}
-	fmt.Fprintf(w, "\nA flag beats its environment variable, which beats the config file (--config FILE,\nor %s: a JSON object of the keys below), which beats the default.\n", c.configEnv())
+	fmt.Fprintf(w, "\nA flag beats its environment variable, which beats the config file (--config FILE,\nor %s: a JSON object of the keys below), which beats the default. Flags may\ncome before or after the arguments (-- ends them); a flag shown without a type is\nboolean: --name, --name=false, or --name followed by true, false, 1 or 0.\n", c.configEnv())
 	for _, g := range c.groups() {
 		fmt.Fprintf(w, "\n%s:\n", upperFirst(g))
 		for _, s := range c.Settings {
 			if s.Group != g {
 				continue
 			}
-			fmt.Fprintf(w, "  --%s %s\n", s.Name, s.Value.Type())
+			if b, ok := s.Value.(boolFlag); ok && b.IsBoolFlag() {
+				fmt.Fprintf(w, "  --%s\n", s.Name)
+			} else {
+				fmt.Fprintf(w, "  --%s %s\n", s.Name, s.Value.Type())
+			}
 			for _, l := range strings.Split(s.Help, "\n") {
 				fmt.Fprintf(w, "        %s\n", l)
 			}

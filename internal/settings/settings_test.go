@@ -263,6 +263,69 @@ func TestBoolFlagStandsAlone(t *testing.T) {
 	}
 }
 
+// TestFlagsAnywhere: flags may follow and surround the positional
+// arguments, -- ends them, and a boolean flag takes a following true,
+// false, 1 or 0 as its value (and nothing else).
+func TestFlagsAnywhere(t *testing.T) {
+	tests := []struct {
+		args     []string
+		insecure bool
+		workers  int
+		rest     []string
+	}{
+		{[]string{"file.json", "--insecure"}, true, 4, []string{"file.json"}},
+		{[]string{"--workers", "8", "file.json", "--insecure", "true"}, true, 8, []string{"file.json"}},
+		{[]string{"--insecure", "true", "file.json"}, true, 4, []string{"file.json"}},
+		{[]string{"--insecure", "false", "file.json"}, false, 4, []string{"file.json"}},
+		{[]string{"--insecure", "1", "a", "--workers=2", "b"}, true, 2, []string{"a", "b"}},
+		{[]string{"--insecure", "0"}, false, 4, nil},
+		{[]string{"--insecure", "yes"}, true, 4, []string{"yes"}},
+		{[]string{"-insecure", "-workers", "3", "-"}, true, 3, []string{"-"}},
+		{[]string{"a", "--", "--insecure", "-x"}, false, 4, []string{"a", "--insecure", "-x"}},
+		{[]string{"--insecure=false", "true"}, false, 4, []string{"true"}},
+	}
+	for _, tt := range tests {
+		var c config
+		cmd := c.command()
+		if err := cmd.Parse(tt.args, env(nil), nil); err != nil {
+			t.Errorf("Parse(%q) = %v", tt.args, err)
+			continue
+		}
+		if c.insecure != tt.insecure || c.workers != tt.workers || strings.Join(cmd.Args(), " ") != strings.Join(tt.rest, " ") {
+			t.Errorf("Parse(%q): insecure=%t workers=%d args=%q; want %t, %d, %q", tt.args, c.insecure, c.workers, cmd.Args(), tt.insecure, tt.workers, tt.rest)
+		}
+	}
+	// --config after an argument is still the config file.
+	var c config
+	if err := c.command().Parse([]string{"rest", "--config", writeConfig(t, `{"workers":9}`)}, env(nil), nil); err != nil || c.workers != 9 {
+		t.Errorf("--config after an argument: workers=%d, %v; want 9", c.workers, err)
+	}
+	// --help anywhere is the help.
+	var out bytes.Buffer
+	if err := c.command().Parse([]string{"rest", "--workers", "2", "-h"}, env(nil), &out); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Usage:") {
+		t.Errorf("-h after an argument: %v, help %q", err, out.String())
+	}
+}
+
+func TestClosest(t *testing.T) {
+	names := []string{"CHATMEM_STORE", "CHATMEM_DATA_DIR", "CHATMEM_ADDR", "CHATMEM_API_KEYS"}
+	for in, want := range map[string]string{
+		"CHATMEM_STOR":     "CHATMEM_STORE",
+		"CHATMEM_SOTRE":    "CHATMEM_STORE",
+		"CHATMEM_DATADIR":  "CHATMEM_DATA_DIR",
+		"CHATMEM_API_KEY":  "CHATMEM_API_KEYS",
+		"CHATMEM_WHATEVER": "",
+		"CHATMEM_STORE":    "",
+	} {
+		if got := Closest(in, names); got != want {
+			t.Errorf("Closest(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := Closest("bugdet", []string{"budget", "turns"}); got != "budget" {
+		t.Errorf("Closest(bugdet) = %q, want budget", got)
+	}
+}
+
 // TestBadValues: each bad value is one line naming the flag, variable or
 // key, what it accepts, and the command's help.
 func TestBadValues(t *testing.T) {
@@ -279,12 +342,16 @@ func TestBadValues(t *testing.T) {
 		{"bool flag", []string{"--insecure=maybe"}, nil, "", []string{"--insecure:", "true or false"}},
 		{"choice flag", []string{"--log-format", "yaml"}, nil, "", []string{"--log-format:", "one of text, json"}},
 		{"unknown flag", []string{"--bogus"}, nil, "", []string{"unknown flag --bogus"}},
+		{"misspelled flag", []string{"--wokrers", "8"}, nil, "", []string{"unknown flag --wokrers (did you mean --workers?)"}},
+		{"bad flag syntax", []string{"---addr"}, nil, "", []string{`bad flag syntax "---addr"`}},
 		{"missing value", []string{"--addr"}, nil, "", []string{"--addr needs a value"}},
+		{"missing value after an argument", []string{"rest", "--workers"}, nil, "", []string{"--workers needs a value: want a whole number"}},
+		{"bool flag bad word", []string{"--insecure=yes please"}, nil, "", []string{`--insecure: "yes please" is not a boolean`}},
 		{"env", nil, map[string]string{"CHATMEM_READ_TIMEOUT": "30"}, "", []string{"CHATMEM_READ_TIMEOUT:", `"30" is not a duration`}},
 		{"renamed env", nil, map[string]string{"CHATMEM_FACTS": "magic"}, "", []string{"CHATMEM_FACTS:", "rules, openai, none"}},
 		{"file", nil, nil, `{"workers":0}`, []string{`key "workers"`, "0 is out of range"}},
 		{"file duration number", nil, nil, `{"read-timeout":30}`, []string{`key "read-timeout"`, "not a duration"}},
-		{"file unknown key", nil, nil, `{"adr":"x"}`, []string{`unknown key "adr"`}},
+		{"file unknown key", nil, nil, `{"adr":"x"}`, []string{`unknown key "adr" (did you mean "addr"?)`}},
 		{"file not JSON", nil, nil, `addr = x`, []string{"not a JSON object"}},
 		{"file object value", nil, nil, `{"addr":{}}`, []string{`key "addr" must be`}},
 	}
@@ -323,7 +390,7 @@ func TestHelp(t *testing.T) {
 	}
 	help := out.String()
 	order := []string{"Usage: chatmem serve", "Server:", "--addr string", "(default 127.0.0.1:8080; env CHATMEM_ADDR)",
-		"--insecure bool", "Summaries and facts:", "--workers int", "--extractors list", "env CHATMEM_FACTS", "Limits:", "--read-timeout duration", "(default 30s;",
+		"--insecure\n", "Summaries and facts:", "--workers int", "--extractors list", "env CHATMEM_FACTS", "Limits:", "--read-timeout duration", "(default 30s;",
 		"--max-body-bytes size", "(default 4MiB;", "--rate-limit float", "Logging:", "--log-format text|json", "Example:"}
 	at := 0
 	for _, w := range order {
