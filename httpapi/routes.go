@@ -16,6 +16,9 @@ import (
 // the OpenAI clients pointed at it parse.
 const chatCompletionsPattern = "/v1/chat/completions"
 
+// importPattern is the import's route, whose body is NDJSON.
+const importPattern = "/v1/import"
+
 // route is one method and path the server answers. Pattern is in the syntax
 // of both net/http.ServeMux and OpenAPI ({id} is a path parameter).
 type route struct {
@@ -47,7 +50,7 @@ var routes = []route{
 	{"GET", "/v1/conversations/{id}/summary", true, (*Server).getSummary, false},
 	{"GET", "/v1/conversations/{id}/export", true, (*Server).exportConversation, false},
 	{"GET", "/v1/export", true, (*Server).exportTenant, false},
-	{"POST", "/v1/import", true, (*Server).importNDJSON, false},
+	{"POST", importPattern, true, (*Server).importNDJSON, false},
 	{"GET", "/v1/users/{user}/facts", true, (*Server).getUserFacts, false},
 	{"PATCH", "/v1/users/{user}/facts", true, (*Server).patchUserFacts, false},
 	{"PUT", "/v1/users/{user}/facts", true, (*Server).putUserFacts, false},
