@@ -29,9 +29,9 @@ import (
 //     any address without asking the server first, but application/json
 //     needs a CORS preflight, which only a configured origin passes.
 type browserRules struct {
-	keyless   bool
-	hosts     map[string]bool // extra names, lower-case, without port
-	origins   map[string]bool // CORS origins, as browsers serialize them
+	keyless bool
+	hosts   map[string]bool // extra names, lower-case, without port
+	origins map[string]bool // CORS origins, as browsers serialize them
 }
 
 // newBrowserRules validates the operator's names and origins. Bad ones

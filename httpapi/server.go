@@ -102,12 +102,13 @@ type Options struct {
 	// tenant. Nil: /mcp is not served. (The MCP server is a package of its
 	// own, wired in by cmd, so this one does not depend on it.)
 	MCP func(tenant string) http.Handler
-	// AllowedHosts are names, besides localhost, the loopback addresses
-	// and the address a connection reached, that requests may give as
-	// their Host (any port): without Keys, a request under another Host
-	// is refused (403), since a web page can make a name of its own
-	// resolve to the server's address (DNS rebinding). A page's Origin
-	// with one of these hosts is not another site's either.
+	// AllowedHosts are host names, besides localhost and IP addresses,
+	// that requests may give as their Host (any port): without Keys, a
+	// request under another name is refused (403), since a web page can
+	// make a name of its own resolve to the server's address (DNS
+	// rebinding). A page's Origin under one of them (or localhost, a
+	// loopback address or the address the connection reached) is not
+	// another site's either.
 	AllowedHosts []string
 	// CORSOrigins are the origins (scheme://host[:port]) of the browser
 	// apps that may call the API from their pages: their CORS preflights
