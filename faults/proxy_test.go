@@ -215,6 +215,7 @@ func (tu proxyTurn) send(ctx context.Context, client *http.Client, addr string) 
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Chatmem-Conversation", tu.conv)
 	resp, err := client.Do(req)
 	if err != nil {

@@ -213,7 +213,7 @@ func TestBodyReadTimeout(t *testing.T) {
 	}
 	defer conn.Close()
 	// The headers promise 100 bytes; 10 come, then nothing.
-	fmt.Fprintf(conn, "POST /v1/conversations/slow/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages")
+	fmt.Fprintf(conn, "POST /v1/conversations/slow/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatalf("read response: %v", err)

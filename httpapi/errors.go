@@ -23,6 +23,13 @@ var (
 	ErrRequestTimeout = errors.New("request timeout")
 	// ErrHeaderTooLarge reports request headers over Limits.MaxHeaderBytes.
 	ErrHeaderTooLarge = errors.New("request headers too large")
+	// ErrForbidden reports a request a browser sent for a page of another
+	// site (its Origin), or, on a server without API keys, under a Host
+	// that is not one of the server's names (DNS rebinding).
+	ErrForbidden = errors.New("forbidden")
+	// ErrUnsupportedMediaType reports a body whose Content-Type the route
+	// does not take (JSON; NDJSON for the import).
+	ErrUnsupportedMediaType = errors.New("unsupported media type")
 )
 
 // errorCodes is the one table from errors to HTTP statuses and error codes,
@@ -42,10 +49,12 @@ var errorCodes = []struct {
 	{chatmem.ErrBudgetTooSmall, http.StatusUnprocessableEntity, "budget_too_small"},
 	{chatmem.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{ErrForbidden, http.StatusForbidden, "forbidden"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
 	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout"},
 	{ErrHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, "header_too_large"},
+	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	{chatmem.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 }
 

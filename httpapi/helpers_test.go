@@ -153,6 +153,8 @@ type rawResponse struct {
 }
 
 // raw sends one request as given, for what the typed client cannot send.
+// A body is sent as application/json unless header sets Content-Type; a
+// "Host" in header is the request's Host.
 func (ts *testServer) raw(t *testing.T, method, path, key string, header map[string]string, body string) rawResponse {
 	t.Helper()
 	var rd io.Reader
@@ -163,11 +165,19 @@ func (ts *testServer) raw(t *testing.T, method, path, key string, header map[str
 	if err != nil {
 		t.Fatalf("NewRequest(%s %s): %v", method, path, err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	for k, v := range header {
-		req.Header.Set(k, v)
+		switch {
+		case strings.EqualFold(k, "Host"):
+			req.Host = v
+		default:
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := ts.Client().Do(req)
 	if err != nil {

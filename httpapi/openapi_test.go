@@ -113,11 +113,16 @@ func TestOpenAPI(t *testing.T) {
 			if !success {
 				t.Errorf("%s %s documents no success response", method, p)
 			}
+			want := []string{}
 			if rt.Auth {
-				for _, status := range []string{"400", "401"} {
-					if _, ok := responses[status]; !ok {
-						t.Errorf("%s %s does not document %s", method, p, status)
-					}
+				want = append(want, "400", "401", "403")
+			}
+			if bodyTypes(rt, httptest.NewRequest(method, "/", nil)) != nil {
+				want = append(want, "415")
+			}
+			for _, status := range want {
+				if _, ok := responses[status]; !ok {
+					t.Errorf("%s %s does not document %s", method, p, status)
 				}
 			}
 		}

@@ -74,6 +74,7 @@ func readStream(t *testing.T, env *proxyEnv, conv, body string, ev *events) {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, env.url+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+proxyKey)
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Chatmem-Conversation", conv)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

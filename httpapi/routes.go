@@ -16,6 +16,9 @@ import (
 // the OpenAI clients pointed at it parse.
 const chatCompletionsPattern = "/v1/chat/completions"
 
+// importPattern is the import's route, whose body is NDJSON.
+const importPattern = "/v1/import"
+
 // route is one method and path the server answers. Pattern is in the syntax
 // of both net/http.ServeMux and OpenAPI ({id} is a path parameter).
 type route struct {
@@ -48,7 +51,7 @@ var routes = []route{
 	{"POST", "/v1/conversations/{id}/search", true, (*Server).searchConversation, false},
 	{"GET", "/v1/conversations/{id}/export", true, (*Server).exportConversation, false},
 	{"GET", "/v1/export", true, (*Server).exportTenant, false},
-	{"POST", "/v1/import", true, (*Server).importNDJSON, false},
+	{"POST", importPattern, true, (*Server).importNDJSON, false},
 	{"GET", "/v1/users", true, (*Server).listUsers, false},
 	{"POST", "/v1/users/{user}/search", true, (*Server).searchUser, false},
 	{"GET", "/v1/users/{user}/facts", true, (*Server).getUserFacts, false},

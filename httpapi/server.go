@@ -102,6 +102,20 @@ type Options struct {
 	// tenant. Nil: /mcp is not served. (The MCP server is a package of its
 	// own, wired in by cmd, so this one does not depend on it.)
 	MCP func(tenant string) http.Handler
+	// AllowedHosts are host names, besides localhost and IP addresses,
+	// that requests may give as their Host (any port): without Keys, a
+	// request under another name is refused (403), since a web page can
+	// make a name of its own resolve to the server's address (DNS
+	// rebinding). A page's Origin under one of them (or localhost, a
+	// loopback address or the address the connection reached) is not
+	// another site's either.
+	AllowedHosts []string
+	// CORSOrigins are the origins (scheme://host[:port]) of the browser
+	// apps that may call the API from their pages: their CORS preflights
+	// are answered, and their requests' answers carry
+	// Access-Control-Allow-Origin. A request with any other Origin of
+	// another site is refused (403), with keys or without.
+	CORSOrigins []string
 }
 
 // Server is the REST API over one Memory. It is an http.Handler, safe for
@@ -117,6 +131,7 @@ type Server struct {
 	mux     *http.ServeMux
 	up      *upstream // nil: no chat proxy
 	build   buildinfo.Info
+	browser *browserRules
 }
 
 // New returns a Server over mem. It wraps chatmem.ErrInvalid for bad keys
@@ -137,7 +152,11 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 	if opts.RateLimit.PerSecond < 0 || opts.RateLimit.Burst < 0 {
 		return nil, fmt.Errorf("%w: httpapi rate limit must not be negative", chatmem.ErrInvalid)
 	}
-	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read()}
+	browser, err := newBrowserRules(len(keys) == 0, opts.AllowedHosts, opts.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read(), browser: browser}
 	if opts.Upstream != nil {
 		if s.up, err = newUpstream(*opts.Upstream); err != nil {
 			return nil, err
@@ -242,8 +261,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.LogAttrs(r.Context(), level, "http request", attrs...)
 }
 
-// dispatch refuses headers over the limit and paths that are not
-// canonical, and hands the others to the mux. A panicking handler is answered with a 500 (if nothing was written
+// dispatch refuses headers over the limit, paths that are not canonical
+// and (without API keys) a Host that is not the server's, and hands the
+// others to the mux. A panicking handler is answered with a 500 (if nothing was written
 // yet) and its value logged, so the request still gets its log line and
 // metrics; http.ErrAbortHandler goes on up, as net/http expects.
 func (s *Server) dispatch(w *statusWriter, r *http.Request) {
@@ -271,6 +291,15 @@ func (s *Server) dispatch(w *statusWriter, r *http.Request) {
 		// The mux would redirect to the cleaned path; refusing instead keeps
 		// ".." and doubled slashes from ever naming another conversation.
 		s.writeError(w, r, fmt.Errorf("%w: path %q is not in canonical form", chatmem.ErrInvalid, r.URL.Path))
+		return
+	}
+	if err := s.browser.checkHost(r); err != nil {
+		// Before the mux: under a rebound name, not even a 404 is served.
+		if r.URL.Path == chatCompletionsPattern {
+			s.writeOpenAIError(w, r, err)
+		} else {
+			s.writeError(w, r, err)
+		}
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -357,8 +386,10 @@ func (c *call) key() (chatmem.Key, error) {
 	return chatmem.Key{Tenant: c.tenant, ID: id}, nil
 }
 
-// handler wraps a route: it records the route, authenticates (on /v1
-// routes, when keys are configured) and writes the handler's error.
+// handler wraps a route: it records the route, answers a configured
+// origin's CORS preflight, refuses another site's Origin, authenticates
+// (on /v1 routes, when keys are configured), refuses a body that is not
+// JSON, and writes the handler's error.
 func (s *Server) handler(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r.Context())
@@ -367,6 +398,14 @@ func (s *Server) handler(rt route) http.Handler {
 		writeError := s.writeError
 		if rt.Pattern == chatCompletionsPattern {
 			writeError = s.writeOpenAIError
+		}
+		s.browser.corsHeaders(w, r)
+		if s.browser.preflight(w, r) {
+			return
+		}
+		if err := s.browser.checkOrigin(r); err != nil {
+			writeError(w, r, err)
+			return
 		}
 		if rt.Auth {
 			w.Header().Set("Cache-Control", "no-store")
@@ -385,6 +424,10 @@ func (s *Server) handler(rt route) http.Handler {
 				return
 			}
 			info.tenant = c.tenant
+		}
+		if err := checkContentType(r, bodyTypes(rt, r)); err != nil {
+			writeError(w, r, err)
+			return
 		}
 		if err := rt.handle(s, c); err != nil {
 			writeError(w, r, err)

@@ -311,7 +311,7 @@ func TestClientGoneIsNotAnError(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	req := httptest.NewRequest(http.MethodGet, "/v1/conversations/c1", nil).WithContext(ctx)
+	req := httptest.NewRequest(http.MethodGet, "http://localhost/v1/conversations/c1", nil).WithContext(ctx)
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
 	if rec.Code != statusClientClosed || strings.Contains(logs.String(), "level=ERROR") {

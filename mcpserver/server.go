@@ -85,8 +85,9 @@ type HTTPOptions struct {
 	// (403) a request that reached a loopback address with a Host header
 	// that is not a loopback name, as a request through a reverse proxy on
 	// the same machine does. Turn it off only where every request must
-	// carry an API key anyway: a page that rebinds a name to 127.0.0.1
-	// does not have the key.
+	// carry an API key anyway (a page that rebinds a name to 127.0.0.1
+	// does not have the key), or where the caller checks the Host itself:
+	// chatmem serve does, in httpapi, against the operator's names too.
 	AnyHost bool
 }
 

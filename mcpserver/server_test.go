@@ -491,7 +491,7 @@ func TestToolCalls(t *testing.T) {
 
 // TestHTTPHost: without AnyHost, a request that reached loopback with
 // another Host (DNS rebinding, or a local reverse proxy) is refused; with
-// it (serve sets it when API keys are configured) it is served.
+// it (serve sets it: httpapi checks the Host before /mcp) it is served.
 func TestHTTPHost(t *testing.T) {
 	mem := newMemory(t)
 	for _, anyHost := range []bool{false, true} {

@@ -28,6 +28,7 @@ import (
 type serveConfig struct {
 	addr, store, dataDir, apiKeys                      string
 	insecure                                           bool
+	allowedHosts, corsOrigins                          []string
 	tokenizer, summarizer                              string
 	extractors                                         []string
 	summaryTrigger, summaryTarget                      int
@@ -59,6 +60,10 @@ func (c *serveConfig) command() *settings.Command {
 			Help: "API keys as comma-separated tenant:key pairs (acme:k1,globex:k2); a key written sha256:HEX is stored hashed.\nWithout keys the server serves one tenant, only on loopback"},
 		{Name: "insecure", Group: groupServer, Value: settings.Bool(&c.insecure, false), Example: "true",
 			Help: "allow an address beyond loopback without API keys (logged as a warning naming the address)"},
+		{Name: "allowed-hosts", Group: groupServer, Value: settings.List(&c.allowedHosts, nil), Example: "chatmem.internal,chat.lan",
+			Help: "host names, besides localhost, IP addresses and --addr's host, that requests may name in Host (any port):\nwithout API keys another Host is refused (403: DNS rebinding); a page under one of them is not another site"},
+		{Name: "cors-origins", Group: groupServer, Value: settings.List(&c.corsOrigins, nil), Example: "https://app.example.com,http://localhost:5173",
+			Help: "origins of browser apps that may call the API (scheme://host[:port]): their CORS preflights are answered;\nany other site's Origin is refused (403), with API keys or without"},
 		{Name: "read-header-timeout", Group: groupServer, Value: settings.Duration(&c.readHeaderTimeout, 5*time.Second, false), Help: "time to read request headers (0: the read timeout)"},
 		{Name: "read-timeout", Group: groupServer, Value: settings.Duration(&c.readTimeout, 30*time.Second, false), Help: "time to read a request (0: none)"},
 		{Name: "write-timeout", Group: groupServer, Value: settings.Duration(&c.writeTimeout, 60*time.Second, false), Help: "time to write a response (0: none)"},
@@ -209,15 +214,20 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 	}
 	limits := httpapi.Limits{MaxBodyBytes: c.maxBodyBytes, MaxMessages: c.maxMessages, MaxContentBytes: int(c.maxContentBytes)}
 	mcpHTTP := mcpserver.NewHTTP(mem, mcpserver.HTTPOptions{Options: mcpserver.Options{Logger: log, Version: buildVersion()}, MaxBodyBytes: limits.MaxBodyBytes,
-		AnyHost: len(keys) > 0, // with keys, a rebinding page has no key to send
+		// httpapi checks every request's Host, /mcp's included, against
+		// the allowed hosts (without keys); the SDK's own check knows only
+		// loopback names, and would refuse those the operator allowed.
+		AnyHost: true,
 	})
 	api, err := httpapi.New(mem, httpapi.Options{
-		Keys:      keys,
-		Limits:    limits,
-		RateLimit: httpapi.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
-		Upstream:  up,
-		Logger:    log,
-		MCP:       mcpHTTP.Handler,
+		Keys:         keys,
+		Limits:       limits,
+		RateLimit:    httpapi.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
+		Upstream:     up,
+		Logger:       log,
+		MCP:          mcpHTTP.Handler,
+		AllowedHosts: append(addrHost(c.addr), c.allowedHosts...),
+		CORSOrigins:  c.corsOrigins,
 	})
 	if err != nil {
 		mem.Close()
@@ -436,6 +446,17 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// addrHost is the host name addr listens on, if it is a name: requests
+// name the server by it. An IP address needs no entry (the address a
+// connection reached is allowed), nor does an empty host.
+func addrHost(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	return []string{host}
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

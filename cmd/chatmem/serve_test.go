@@ -108,6 +108,9 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{nil, map[string]string{"CHATMEM_INSECURE": "yes please"}, `CHATMEM_INSECURE: "yes please" is not a boolean`},
 		{[]string{"--summarizer", "openai"}, nil, "summarizer: "}, // no model named
 		{[]string{"--api-keys", "nocolon"}, nil, "API key 1"},
+		{[]string{"--cors-origins", "*"}, nil, `CORS origin "*": a wildcard`},
+		{nil, map[string]string{"CHATMEM_CORS_ORIGINS": "app.example.com"}, `CORS origin "app.example.com"`},
+		{[]string{"--allowed-hosts", "http://chatmem.internal"}, nil, `allowed host "http://chatmem.internal"`},
 	}
 	for _, tt := range tests {
 		for k, v := range tt.env {
@@ -200,6 +203,58 @@ func TestServeInsecure(t *testing.T) {
 		t.Fatalf("GET /healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// TestServeBrowserSettings: a `chatmem serve` without API keys refuses a
+// Host that is not its own, on the REST API and on /mcp alike, and serves
+// CHATMEM_ALLOWED_HOSTS' names on both (the MCP SDK's own check knew only
+// loopback names); CHATMEM_CORS_ORIGINS' origin gets its preflight.
+func TestServeBrowserSettings(t *testing.T) {
+	t.Setenv("CHATMEM_API_KEYS", "")
+	t.Setenv("CHATMEM_ALLOWED_HOSTS", "chatmem.internal")
+	t.Setenv("CHATMEM_CORS_ORIGINS", "https://app.example.com")
+	base, _ := serveWithLog(t, "--addr", "127.0.0.1:0", "--store", "memory:")
+	send := func(method, path, host string, header map[string]string, body string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	mcpHeader := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	for _, tc := range []struct {
+		method, path, host string
+		header             map[string]string
+		body               string
+		want               int
+	}{
+		{"GET", "/v1/conversations", "evil.example", nil, "", http.StatusForbidden},
+		{"POST", "/mcp", "evil.example", mcpHeader, list, http.StatusForbidden},
+		{"GET", "/v1/conversations", "chatmem.internal:8080", nil, "", http.StatusOK},
+		{"POST", "/mcp", "chatmem.internal:8080", mcpHeader, list, http.StatusOK},
+		{"POST", "/v1/conversations/c/messages", "localhost", map[string]string{"Content-Type": "text/plain"}, `{"messages":[{"role":"user","content":"hi"}]}`, http.StatusUnsupportedMediaType},
+		{"POST", "/v1/conversations/c/messages", "localhost", map[string]string{"Origin": "https://evil.example", "Content-Type": "application/json"}, `{"messages":[{"role":"user","content":"hi"}]}`, http.StatusForbidden},
+		{"OPTIONS", "/v1/conversations/c/messages", "localhost", map[string]string{"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"}, "", http.StatusNoContent},
+	} {
+		resp := send(tc.method, tc.path, tc.host, tc.header, tc.body)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s %s, Host %s, %v: status %d, want %d", tc.method, tc.path, tc.host, tc.header, resp.StatusCode, tc.want)
+		}
+		if tc.method == "OPTIONS" && resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
+			t.Errorf("preflight: Access-Control-Allow-Origin %q", resp.Header.Get("Access-Control-Allow-Origin"))
+		}
+	}
 }
 
 // TestServe runs `chatmem serve` on a loopback port with API keys, talks to
