@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -238,7 +237,7 @@ func eachUser(ctx context.Context, st chatmem.Store, tenant string, f func(chatm
 }
 
 func writeJSONLine(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
+	b, err := marshalLine(v)
 	if err != nil {
 		return err
 	}
