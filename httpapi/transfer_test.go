@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/transfer"
 )
 
@@ -151,5 +153,45 @@ func TestImportTooLarge(t *testing.T) {
 	wantAPIError(t, "import over the limit", err, 413, "too_large")
 	if _, err := st.Conversation(t.Context(), chatmem.Key{Tenant: "acme", ID: "big"}); err == nil {
 		t.Fatal("the conversation of a refused import was written")
+	}
+}
+
+// TestImportOverLimits: POST /v1/import holds each conversation to what an
+// append is held to, and a line too long to read refuses its own
+// conversation: each is an invalid result naming its line, the next
+// conversation is imported, and the answer ends with the totals, never a
+// 500 for the whole file.
+func TestImportOverLimits(t *testing.T) {
+	st := memory.New()
+	ts := newTestServer(t, newMemory(t, st, nil), Options{Limits: Limits{MaxContentBytes: 1 << 10}})
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	src := memory.New()
+	for _, c := range []struct {
+		id, tokenizer string
+		size          int
+	}{{"a-big", "estimate", 2 << 10}, {"b-long-line", "estimate", 17 << 20}, {"c-odd", "o300k_base", 10}, {"d-ok", "estimate", 1 << 10}} {
+		content := strings.Repeat("<", c.size)
+		msgs := []chatmem.Message{{Role: chatmem.RoleUser, Content: content, Tokens: c.size / 4, CreatedAt: at}}
+		_, err := src.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: c.id}, msgs, chatmem.AppendOptions{Tokenizer: c.tokenizer, Now: at})
+		must(t, "append", err)
+	}
+	var data bytes.Buffer
+	must(t, "export", transfer.Export(t.Context(), src, "acme", &data, transfer.ExportOptions{}))
+	results, totals, err := ts.client(acmeKey).Import(t.Context(), &data, "")
+	must(t, "Import", err)
+	if totals.Created != 1 || totals.Invalid != 3 || len(results) != 4 || results[3].Conversation != "d-ok" {
+		t.Fatalf("import: %+v %+v; want 3 invalid and d-ok created", totals, results)
+	}
+	for i, want := range []string{
+		"line 3: message 1: too large: user message content is 2048 bytes, over the limit of 1024",
+		"line 5: too large: the line is 17825898 bytes, over the limit of 16777216",
+		`line 6: tokenizer: invalid input: unknown tokenizer "o300k_base"`,
+	} {
+		if results[i].Status != transfer.StatusInvalid || !strings.Contains(results[i].Error, want) {
+			t.Errorf("result %d: %+v, want invalid with %q", i, results[i], want)
+		}
+	}
+	if _, err := st.Conversation(t.Context(), chatmem.Key{Tenant: "acme", ID: "b-long-line"}); err == nil {
+		t.Fatal("the conversation of a refused line was written")
 	}
 }
