@@ -38,7 +38,7 @@ func tokenizerSetting(p *string, def string, optional bool) settings.Value {
 
 // knownTokenizer checks that name is one of tokenizer.Names or
 // anthropic:MODEL, a name a server resolves (given the Anthropic key the
-// CLI may not have); it wraps chatmem.ErrInvalid.
+// CLI may not have).
 func knownTokenizer(name string) error {
 	if slices.Contains(tokenizerNames(), name) {
 		return nil
@@ -46,5 +46,5 @@ func knownTokenizer(name string) error {
 	if model, ok := strings.CutPrefix(name, tokenizer.AnthropicName+":"); ok && model != "" {
 		return nil
 	}
-	return fmt.Errorf("%w: unknown tokenizer %q", chatmem.ErrInvalid, name)
+	return fmt.Errorf("unknown tokenizer %q", name)
 }
