@@ -195,3 +195,47 @@ func TestImportOverLimits(t *testing.T) {
 		t.Fatal("the conversation of a refused line was written")
 	}
 }
+
+// TestUserExportChatmem: a user's export with format=chatmem is a
+// chatmem/v1 file of the user's record and conversations, which POST
+// /v1/import reads into another tenant, and which exports there the same
+// bytes; an unknown format is a 400.
+func TestUserExportChatmem(t *testing.T) {
+	st := memory.New()
+	ts := newTestServer(t, newMemory(t, st, nil), Options{})
+	acme, globex := ts.client(acmeKey), ts.client(globexKey)
+	ctx := t.Context()
+	for _, id := range []string{"kavya-2", "kavya-1"} {
+		_, err := acme.Append(ctx, id, seed.History(), ClientAppendOptions{User: "kavya"})
+		must(t, "append", err)
+	}
+	_, err := acme.Append(ctx, "someone-else", seed.History()[:1], ClientAppendOptions{})
+	must(t, "append", err)
+	_, err = acme.PutUserFacts(ctx, "kavya", []FactInput{{Key: "name", Value: "Kavya <K>"}})
+	must(t, "put user facts", err)
+	_, err = acme.PatchFacts(ctx, "kavya-1", []FactInput{{Key: "order_id", Value: "SE-10423"}})
+	must(t, "patch facts", err)
+
+	var data bytes.Buffer
+	must(t, "ExportUserChatmem", acme.ExportUserChatmem(ctx, "kavya", &data))
+	var want bytes.Buffer
+	must(t, "transfer.ExportUser", transfer.ExportUser(ctx, st, chatmem.Key{Tenant: "acme", ID: "kavya"}, &want))
+	if data.String() != want.String() || !strings.HasPrefix(data.String(), `{"format":"chatmem/v1"}`+"\n"+`{"type":"user","id":"kavya",`) ||
+		strings.Contains(data.String(), "someone-else") || strings.Index(data.String(), `"id":"kavya-1"`) > strings.Index(data.String(), `"id":"kavya-2"`) {
+		t.Fatalf("user export:\n%s", data.String())
+	}
+	results, totals, err := globex.Import(ctx, bytes.NewReader(data.Bytes()), "")
+	must(t, "Import", err)
+	if totals.Created != 3 || totals.Users != 1 {
+		t.Fatalf("import of a user's export: %+v %+v; want the user and 2 conversations created", totals, results)
+	}
+	var back bytes.Buffer
+	must(t, "ExportUserChatmem", globex.ExportUserChatmem(ctx, "kavya", &back))
+	if back.String() != data.String() {
+		t.Fatalf("re-export under globex:\n%s\nwant\n%s", back.String(), data.String())
+	}
+	r := ts.raw(t, "GET", "/v1/users/kavya/export?format=csv", acmeKey, nil, "")
+	if e := r.apiError(); r.status != 400 || e == nil || e.Code != "invalid_request" {
+		t.Errorf("GET /v1/users/kavya/export?format=csv: %d %s, want 400 invalid_request", r.status, r.body)
+	}
+}
