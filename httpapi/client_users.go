@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -142,6 +143,12 @@ func (c *Client) DeleteUser(ctx context.Context, user string) (int, error) {
 	var out DeleteUserResponse
 	_, err := c.do(ctx, http.MethodDelete, userPath(user, ""), nil, nil, nil, &out)
 	return out.DeletedConversations, err
+}
+
+// ExportUserChatmem writes everything held about the user as a chatmem/v1
+// file (header included) to w, which Import reads.
+func (c *Client) ExportUserChatmem(ctx context.Context, user string, w io.Writer) error {
+	return c.streamTo(ctx, http.MethodGet, userPath(user, "export"), url.Values{"format": {"chatmem"}}, nil, w)
 }
 
 // ExportUser reads everything held about the user, one line per record.

@@ -156,7 +156,14 @@ func (s *Server) importNDJSON(c *call) error {
 		_, err = bw.Write(append(b, '\n'))
 		return err
 	}
-	totals, err := transfer.Import(c.r.Context(), s.mem.Store(), c.tenant, body, transfer.ImportOptions{OnConflict: policy}, each)
+	// An import is held to what an append is: the server's content limit,
+	// and a tokenizer the server resolves.
+	opts := transfer.ImportOptions{
+		OnConflict: policy,
+		Limits:     chatmem.Limits{MaxContentBytes: s.limits.MaxContentBytes},
+		Tokenizer:  func(name string) error { _, err := s.mem.Counter(name); return err },
+	}
+	totals, err := transfer.Import(c.r.Context(), s.mem.Store(), c.tenant, body, opts, each)
 	if bw == nil {
 		if err != nil {
 			return fromBodyError(err)

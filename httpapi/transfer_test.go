@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/seed"
+	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/transfer"
 )
 
@@ -151,5 +153,89 @@ func TestImportTooLarge(t *testing.T) {
 	wantAPIError(t, "import over the limit", err, 413, "too_large")
 	if _, err := st.Conversation(t.Context(), chatmem.Key{Tenant: "acme", ID: "big"}); err == nil {
 		t.Fatal("the conversation of a refused import was written")
+	}
+}
+
+// TestImportOverLimits: POST /v1/import holds each conversation to what an
+// append is held to, and a line too long to read refuses its own
+// conversation: each is an invalid result naming its line, the next
+// conversation is imported, and the answer ends with the totals, never a
+// 500 for the whole file.
+func TestImportOverLimits(t *testing.T) {
+	st := memory.New()
+	ts := newTestServer(t, newMemory(t, st, nil), Options{Limits: Limits{MaxContentBytes: 1 << 10}})
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	src := memory.New()
+	for _, c := range []struct {
+		id, tokenizer string
+		size          int
+	}{{"a-big", "estimate", 2 << 10}, {"b-long-line", "estimate", 17 << 20}, {"c-odd", "o300k_base", 10}, {"d-ok", "estimate", 1 << 10}} {
+		content := strings.Repeat("<", c.size)
+		msgs := []chatmem.Message{{Role: chatmem.RoleUser, Content: content, Tokens: c.size / 4, CreatedAt: at}}
+		_, err := src.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: c.id}, msgs, chatmem.AppendOptions{Tokenizer: c.tokenizer, Now: at})
+		must(t, "append", err)
+	}
+	var data bytes.Buffer
+	must(t, "export", transfer.Export(t.Context(), src, "acme", &data, transfer.ExportOptions{}))
+	results, totals, err := ts.client(acmeKey).Import(t.Context(), &data, "")
+	must(t, "Import", err)
+	if totals.Created != 1 || totals.Invalid != 3 || len(results) != 4 || results[3].Conversation != "d-ok" {
+		t.Fatalf("import: %+v %+v; want 3 invalid and d-ok created", totals, results)
+	}
+	for i, want := range []string{
+		"line 3: message 1: too large: user message content is 2048 bytes, over the limit of 1024",
+		"line 5: too large: the line is 17825898 bytes, over the limit of 16777216",
+		`line 6: tokenizer: invalid input: unknown tokenizer "o300k_base"`,
+	} {
+		if results[i].Status != transfer.StatusInvalid || !strings.Contains(results[i].Error, want) {
+			t.Errorf("result %d: %+v, want invalid with %q", i, results[i], want)
+		}
+	}
+	if _, err := st.Conversation(t.Context(), chatmem.Key{Tenant: "acme", ID: "b-long-line"}); err == nil {
+		t.Fatal("the conversation of a refused line was written")
+	}
+}
+
+// TestUserExportChatmem: a user's export with format=chatmem is a
+// chatmem/v1 file of the user's record and conversations, which POST
+// /v1/import reads into another tenant, and which exports there the same
+// bytes; an unknown format is a 400.
+func TestUserExportChatmem(t *testing.T) {
+	st := memory.New()
+	ts := newTestServer(t, newMemory(t, st, nil), Options{})
+	acme, globex := ts.client(acmeKey), ts.client(globexKey)
+	ctx := t.Context()
+	for _, id := range []string{"kavya-2", "kavya-1"} {
+		_, err := acme.Append(ctx, id, seed.History(), ClientAppendOptions{User: "kavya"})
+		must(t, "append", err)
+	}
+	_, err := acme.Append(ctx, "someone-else", seed.History()[:1], ClientAppendOptions{})
+	must(t, "append", err)
+	_, err = acme.PutUserFacts(ctx, "kavya", []FactInput{{Key: "name", Value: "Kavya <K>"}})
+	must(t, "put user facts", err)
+	_, err = acme.PatchFacts(ctx, "kavya-1", []FactInput{{Key: "order_id", Value: "SE-10423"}})
+	must(t, "patch facts", err)
+
+	var data bytes.Buffer
+	must(t, "ExportUserChatmem", acme.ExportUserChatmem(ctx, "kavya", &data))
+	var want bytes.Buffer
+	must(t, "transfer.ExportUser", transfer.ExportUser(ctx, st, chatmem.Key{Tenant: "acme", ID: "kavya"}, &want))
+	if data.String() != want.String() || !strings.HasPrefix(data.String(), `{"format":"chatmem/v1"}`+"\n"+`{"type":"user","id":"kavya",`) ||
+		strings.Contains(data.String(), "someone-else") || strings.Index(data.String(), `"id":"kavya-1"`) > strings.Index(data.String(), `"id":"kavya-2"`) {
+		t.Fatalf("user export:\n%s", data.String())
+	}
+	results, totals, err := globex.Import(ctx, bytes.NewReader(data.Bytes()), "")
+	must(t, "Import", err)
+	if totals.Created != 3 || totals.Users != 1 {
+		t.Fatalf("import of a user's export: %+v %+v; want the user and 2 conversations created", totals, results)
+	}
+	var back bytes.Buffer
+	must(t, "ExportUserChatmem", globex.ExportUserChatmem(ctx, "kavya", &back))
+	if back.String() != data.String() {
+		t.Fatalf("re-export under globex:\n%s\nwant\n%s", back.String(), data.String())
+	}
+	r := ts.raw(t, "GET", "/v1/users/kavya/export?format=csv", acmeKey, nil, "")
+	if e := r.apiError(); r.status != 400 || e == nil || e.Code != "invalid_request" {
+		t.Errorf("GET /v1/users/kavya/export?format=csv: %d %s, want 400 invalid_request", r.status, r.body)
 	}
 }

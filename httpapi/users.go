@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/transfer"
 )
 
 // The user routes (/v1/users/{user}/...): a user is an ID of the caller's
@@ -241,14 +244,26 @@ type UserExportLine struct {
 // a time.
 const exportPage = 1000
 
-// exportUser streams everything held about the user as NDJSON. Once the
-// first line is sent the status is 200; a failure after that ends the
-// stream early (the last line is then not a complete record) and is
-// logged.
+// exportUser streams everything held about the user as NDJSON: with
+// format=chatmem as a chatmem/v1 file (exportUserChatmem), which POST
+// /v1/import reads; otherwise as UserExportLine records. Once the first
+// line is sent the status is 200; a failure after that ends the stream
+// early (the last line is then not a complete record) and is logged.
 func (s *Server) exportUser(c *call) error {
 	user, err := c.userKey()
 	if err != nil {
 		return err
+	}
+	q, err := query(c.r, "format")
+	if err != nil {
+		return err
+	}
+	switch q.Get("format") {
+	case "":
+	case "chatmem":
+		return s.exportUserChatmem(c, user)
+	default:
+		return fmt.Errorf("%w: parameter format %q (want chatmem, or none for the record lines)", chatmem.ErrInvalid, q.Get("format"))
 	}
 	ctx := c.r.Context()
 	facts, err := s.mem.UserFactHistory(ctx, user, "")
@@ -295,6 +310,33 @@ func (s *Server) exportUser(c *call) error {
 		}
 		page.After = p.Next
 	}
+}
+
+// exportUserChatmem streams the user's data as chatmem/v1
+// (transfer.ExportUser): the header, the user's record and each of the
+// user's conversations, as GET /v1/export writes them.
+func (s *Server) exportUserChatmem(c *call, user chatmem.Key) error {
+	st := s.mem.Store()
+	bw := startNDJSON(c.w)
+	err := transfer.ExportUser(c.r.Context(), st, user, &deadlineWriter{w: bw, rw: c.w})
+	s.endStream(c, bw, err)
+	return nil
+}
+
+// deadlineWriter pushes the connection's deadlines forward as a stream
+// is written, at most once a second.
+type deadlineWriter struct {
+	w    io.Writer
+	rw   http.ResponseWriter
+	last time.Time
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if now := time.Now(); now.Sub(d.last) > time.Second {
+		d.last = now
+		extendDeadlines(d.rw)
+	}
+	return d.w.Write(p)
 }
 
 // userExportLine reads one conversation of the user for the export.

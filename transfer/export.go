@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -238,7 +237,7 @@ func eachUser(ctx context.Context, st chatmem.Store, tenant string, f func(chatm
 }
 
 func writeJSONLine(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
+	b, err := marshalLine(v)
 	if err != nil {
 		return err
 	}
@@ -342,5 +341,50 @@ func eachConversation(ctx context.Context, st chatmem.Store, tenant string, f fu
 			return nil
 		}
 		after = page.Next
+	}
+}
+
+// ExportUser writes the header, the user's record (if the user has facts)
+// and each of the user's live conversations, ordered by ID: a person's
+// data as a chatmem/v1 file, which Import reads like any other (into
+// the same tenant, or another). A conversation deleted while the export
+// runs is left out; a store that keeps no users has nothing to write
+// after the header.
+func ExportUser(ctx context.Context, st chatmem.Store, user chatmem.Key, w io.Writer) error {
+	if err := chatmem.ValidateID(user.Tenant); err != nil {
+		return fmt.Errorf("tenant: %w", err)
+	}
+	if err := chatmem.ValidateUser(user.ID); err != nil {
+		return fmt.Errorf("user: %w", err)
+	}
+	if err := WriteHeader(w); err != nil {
+		return err
+	}
+	us, ok := st.(chatmem.UserStore)
+	if !ok {
+		return nil
+	}
+	if err := writeUser(ctx, st, user, w); err != nil {
+		return err
+	}
+	page := chatmem.PageRequest{Limit: pageSize}
+	for {
+		p, err := us.UserConversations(ctx, user, page)
+		if err != nil {
+			return fmt.Errorf("conversations of user %s: %w", user, err)
+		}
+		for _, c := range p.Conversations {
+			n, err := WriteConversation(ctx, st, c.Key, w)
+			if errors.Is(err, chatmem.ErrNotFound) && n == 0 {
+				continue // deleted since it was listed
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if p.Next == "" {
+			return nil
+		}
+		page.After = p.Next
 	}
 }

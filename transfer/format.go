@@ -159,19 +159,55 @@ func (r FactRecord) fact() chatmem.Fact {
 	return chatmem.Fact{Key: r.Key, Value: r.Value, SourceSeq: r.SourceSeq, SetBy: r.SetBy, Confidence: r.Confidence, CreatedAt: r.CreatedAt}
 }
 
-// messageLine encodes m as a message record: {"type":"message"} followed
-// by the fields of chatmem.Message's own JSON (seq, role, content, name,
-// tool_calls, tool_call_id, tokens, created_at, metadata), so the record
-// and the API show a message alike.
+// messageRecord is a message record's wire shape: {"type":"message"}
+// followed by the fields of chatmem.Message's own JSON, in its order (seq,
+// role, content, name, tool_calls, tool_call_id, tokens, created_at,
+// metadata), so the record and the API show a message alike. It is
+// encoded here rather than by chatmem.Message.MarshalJSON, which escapes
+// <, > and & as \u003c (six bytes for one) through json.Marshal.
+type messageRecord struct {
+	Type       string             `json:"type,omitempty"`
+	Seq        int64              `json:"seq,omitempty"`
+	Role       chatmem.Role       `json:"role"`
+	Content    *string            `json:"content"` // nil: null, an assistant message with only tool calls
+	Name       string             `json:"name,omitempty"`
+	ToolCalls  []chatmem.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string             `json:"tool_call_id,omitempty"`
+	Tokens     int                `json:"tokens,omitempty"`
+	CreatedAt  time.Time          `json:"created_at,omitzero"`
+	Metadata   map[string]string  `json:"metadata,omitempty"`
+}
+
+func newMessageRecord(typ string, m chatmem.Message) messageRecord {
+	r := messageRecord{
+		Type: typ, Seq: m.Seq, Role: m.Role, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID,
+		Tokens: m.Tokens, CreatedAt: m.CreatedAt, Metadata: m.Metadata,
+	}
+	if m.Content != "" || len(m.ToolCalls) == 0 {
+		r.Content = &m.Content
+	}
+	return r
+}
+
+// messageLine encodes m as a message record, its time in the export's
+// precision.
 func messageLine(m chatmem.Message) ([]byte, error) {
 	m.CreatedAt = stamp(m.CreatedAt)
-	b, err := json.Marshal(m)
-	if err != nil {
+	return marshalLine(newMessageRecord(TypeMessage, m))
+}
+
+// marshalLine is json.Marshal without HTML escaping: every line an export
+// writes is encoded by it, so that a <, > or & takes one byte in the file,
+// not the six of \u003c, and a message's record stays within the line
+// bound of the limits it was appended under (maxLineBytes).
+func marshalLine(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(b)+len(`{"type":"message",`))
-	out = append(out, `{"type":"message",`...)
-	return append(out, b[1:]...), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 // decodeStrict decodes one line into v, refusing unknown fields and

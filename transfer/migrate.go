@@ -225,7 +225,10 @@ func copyConversation(ctx context.Context, from, to chatmem.Store, conv chatmem.
 		pw.CloseWithError(err)
 	}()
 	var results []Result
-	_, err := Import(ctx, to, key.Tenant, pr, ImportOptions{OnConflict: onConflictOrSkip(onConflict)}, func(r Result) error {
+	// What a store holds is copied as it is: within the limits of the
+	// server that appended it, which the migration does not know.
+	opts := ImportOptions{OnConflict: onConflictOrSkip(onConflict), Limits: chatmem.NoLimits, MaxLineBytes: -1}
+	_, err := Import(ctx, to, key.Tenant, pr, opts, func(r Result) error {
 		results = append(results, r)
 		return nil
 	})

@@ -52,7 +52,7 @@ func ExportOpenAI(ctx context.Context, st chatmem.Store, tenant string, w io.Wri
 		}
 		first := true
 		put := func(m chatmem.Message) error {
-			b, err := json.Marshal(openAIMessage(m))
+			b, err := marshalLine(newMessageRecord("", openAIMessage(m)))
 			if err != nil {
 				return err
 			}

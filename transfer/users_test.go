@@ -3,6 +3,7 @@ package transfer_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -246,6 +247,48 @@ func TestImportReplaceUserAtomic(t *testing.T) {
 			facts, err := dst.(chatmem.UserStore).UserFacts(t.Context(), kavya)
 			if err != nil || len(facts) != 2 || facts[0].Key != "language" || facts[1].Value != "Kavya Rao" {
 				t.Fatalf("facts after the replace = %+v, %v; want the file's language and name", facts, err)
+			}
+		})
+	}
+}
+
+// TestExportUser: a user's export is a chatmem/v1 file of the user's
+// record and the user's conversations only, which imports into every
+// store and exports there the same bytes.
+func TestExportUser(t *testing.T) {
+	src := memory.New()
+	fill(t, src, 4)
+	kavya := chatmem.Key{Tenant: tenant, ID: "kavya"}
+	var want bytes.Buffer
+	if err := transfer.ExportUser(t.Context(), src, kavya, &want); err != nil {
+		t.Fatal(err)
+	}
+	validateSchema(t, want.Bytes())
+	var types []string
+	for _, l := range strings.Split(strings.TrimSuffix(want.String(), "\n"), "\n")[1:] {
+		var probe struct{ Type, ID string }
+		if err := json.Unmarshal([]byte(l), &probe); err != nil {
+			t.Fatal(err)
+		}
+		if probe.ID != "" {
+			types = append(types, probe.Type+" "+probe.ID)
+		}
+	}
+	if got := strings.Join(types, ", "); got != "user kavya, conversation rich" {
+		t.Fatalf("user export holds %s, want the user's record and rich", got)
+	}
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) {
+			dst := s.open(t)
+			if totals, results := importAll(t, dst, want.Bytes(), transfer.ImportOptions{}); totals.Created != 2 {
+				t.Fatalf("import: %+v %+v, want the user and rich created", totals, results)
+			}
+			var got bytes.Buffer
+			if err := transfer.ExportUser(t.Context(), dst, kavya, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), want.Bytes()) {
+				t.Fatalf("re-export differs:\n%s", firstDiff(want.Bytes(), got.Bytes()))
 			}
 		})
 	}

@@ -30,12 +30,22 @@ func tokenizerNames() []string { return tokenizer.Names() }
 func tokenizerSetting(p *string, def string, optional bool) settings.Value {
 	accepts := "one of " + strings.Join(tokenizerNames(), ", ") + ", or anthropic:MODEL"
 	return settings.Checked(p, def, "tokenizer", accepts, func(name string) error {
-		if slices.Contains(tokenizerNames(), name) || (optional && name == "") {
+		if optional && name == "" {
 			return nil
 		}
-		if model, ok := strings.CutPrefix(name, tokenizer.AnthropicName+":"); ok && model != "" {
-			return nil
-		}
-		return fmt.Errorf("unknown tokenizer %q", name)
+		return knownTokenizer(name)
 	})
+}
+
+// knownTokenizer checks that name is one of tokenizer.Names or
+// anthropic:MODEL, a name a server resolves (given the Anthropic key the
+// CLI may not have).
+func knownTokenizer(name string) error {
+	if slices.Contains(tokenizerNames(), name) {
+		return nil
+	}
+	if model, ok := strings.CutPrefix(name, tokenizer.AnthropicName+":"); ok && model != "" {
+		return nil
+	}
+	return fmt.Errorf("unknown tokenizer %q", name)
 }

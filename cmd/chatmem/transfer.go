@@ -159,6 +159,7 @@ func createOut(path string, stdout io.Writer) (io.Writer, func(error) error, err
 // importConfig is everything `chatmem import` can be told.
 type importConfig struct {
 	store, dataDir, tenant, onConflict, format, conversation, tokenizer string
+	maxContentBytes                                                     int64
 }
 
 // command is import's list of settings.
@@ -175,6 +176,8 @@ func (c *importConfig) command() *settings.Command {
 			Help: "with --format openai and a file that is one JSON array: its conversation (default: the file's name)"},
 		settings.Setting{Name: "tokenizer", Group: "import", Value: tokenizerSetting(&c.tokenizer, "o200k_base", false),
 			Help: "with --format openai: the tokenizer that counts the messages"},
+		settings.Setting{Name: "max-content-bytes", Group: "import", Value: settings.Size(&c.maxContentBytes, 256<<10, 1, 1<<30), Env: "CHATMEM_MAX_CONTENT_BYTES",
+			Help: "largest message content a conversation may hold, as serve's setting (the same key and variable)"},
 	)
 	return &settings.Command{
 		Name:  "import",
@@ -182,8 +185,9 @@ func (c *importConfig) command() *settings.Command {
 		About: "Reads chatmem/v1 NDJSON (as export writes it) into the tenant's conversations. Running it\n" +
 			"twice changes nothing; a run that was killed is finished by running it again. A conversation\n" +
 			"that exists with other content is a conflict: skipped and reported (skip), the end of the\n" +
-			"import (fail), or deleted and imported (replace). A malformed line refuses its conversation\n" +
-			"whole, naming the line. Prints each conflict and refusal, then a summary; exits 1 if there\n" +
+			"import (fail), or deleted and imported (replace). A malformed line, or one over the limits\n" +
+			"serve keeps (--max-content-bytes), refuses its conversation whole, naming the line, and the\n" +
+			"import goes on. Prints each conflict and refusal, then a summary; exits 1 if there\n" +
 			"were any. --format openai reads {\"id\",\"messages\"} lines, or one JSON array of messages\n" +
 			"(its conversation named by --conversation or the file's name), counted with --tokenizer.",
 		Example:   "chatmem import --store postgres://localhost/chatmem backup.ndjson",
@@ -234,7 +238,8 @@ func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	var totals transfer.Totals
 	if *format == "chatmem" {
-		totals, err = transfer.Import(ctx, store, *tenant, in, transfer.ImportOptions{OnConflict: policy}, report)
+		opts := transfer.ImportOptions{OnConflict: policy, Limits: chatmem.Limits{MaxContentBytes: int(c.maxContentBytes)}, Tokenizer: knownTokenizer}
+		totals, err = transfer.Import(ctx, store, *tenant, in, opts, report)
 	} else {
 		counter, cerr := newCounter(*tok)
 		if cerr != nil {

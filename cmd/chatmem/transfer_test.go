@@ -7,12 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/sqlite"
+	"github.com/chatmem/chatmem/transfer"
 )
 
 // TestTransferRoundTrip moves conversations SQLite -> PostgreSQL -> Redis
@@ -158,5 +161,42 @@ func TestInMemoryTargetWarns(t *testing.T) {
 	// A store that keeps its data is no warning.
 	if _, errOut, _ := runCLI(t, "", "import", "--store", "sqlite:"+filepath.Join(t.TempDir(), "c.db"), "--tenant", "acme", file); strings.Contains(errOut, "warning") {
 		t.Errorf("import into SQLite warns: %q", errOut)
+	}
+}
+
+// TestImportLimits: import holds a file to serve's limits: a message over
+// --max-content-bytes (serve's key and variable, CHATMEM_MAX_CONTENT_BYTES)
+// or a tokenizer no server resolves refuses its conversation, named on
+// stderr, the rest is imported, and the exit is 1.
+func TestImportLimits(t *testing.T) {
+	src := memory.New()
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	for _, c := range []struct {
+		id, tokenizer string
+		size          int
+	}{{"big", "estimate", 300 << 10}, {"odd", "o300k_base", 10}, {"small", "o200k_base", 10}} {
+		content := strings.Repeat("<", c.size)
+		msgs := []chatmem.Message{{Role: chatmem.RoleUser, Content: content, Tokens: c.size / 4, CreatedAt: at}}
+		if _, err := src.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: c.id}, msgs, chatmem.AppendOptions{Tokenizer: c.tokenizer, Now: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var data bytes.Buffer
+	if err := transfer.Export(t.Context(), src, "acme", &data, transfer.ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "in.ndjson")
+	if err := os.WriteFile(file, data.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runSub(t, runImport, "--store", "memory:", "--tenant", "acme", file)
+	if code != 1 || !strings.Contains(out, `"created":1`) || !strings.Contains(errOut, "invalid big: line 3: message 1: too large: user message content is 307200 bytes, over the limit of 262144") ||
+		!strings.Contains(errOut, `invalid odd: line 4: tokenizer: unknown tokenizer "o300k_base"`) {
+		t.Fatalf("import over the limits: exit %d, stdout %s, stderr %s", code, out, errOut)
+	}
+	t.Setenv("CHATMEM_MAX_CONTENT_BYTES", "1MiB")
+	out, errOut, code = runSub(t, runImport, "--store", "memory:", "--tenant", "acme", file)
+	if code != 1 || !strings.Contains(out, `"created":2`) || strings.Contains(errOut, "big") {
+		t.Fatalf("import with CHATMEM_MAX_CONTENT_BYTES=1MiB: exit %d, stdout %s, stderr %s", code, out, errOut)
 	}
 }
