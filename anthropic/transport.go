@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/sse"
 )
 
 // messagesAPIVersion is the anthropic-version header the chat completions
@@ -814,8 +816,17 @@ func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return r, nil
 	}
 	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: reading the answer: %w", err)
+	}
+	// Decoding would turn invalid UTF-8 into U+FFFD: a reply with it is
+	// refused, not translated (and stored) rewritten.
+	if err := chatmem.CheckJSONText(b); err != nil {
+		return errorResponse(req, http.StatusBadGateway, "the upstream's answer cannot be translated as it came: "+err.Error(), "upstream_error", h), nil
+	}
 	var msg anResponse
-	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+	if err := json.Unmarshal(b, &msg); err != nil {
 		return nil, fmt.Errorf("anthropic: reading the answer: %w", err)
 	}
 	if msg.Type != "message" {
@@ -912,45 +923,35 @@ func writeData(w io.Writer, v any) error {
 	return err
 }
 
+// run translates the events of src, each up to sse.MaxEventBytes, into
+// chunks written to dst, until message_stop, an error event or the end of
+// src (errStreamCut).
 func (s *streamState) run(src io.Reader, dst io.Writer) error {
-	sc := bufio.NewScanner(src)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	var data []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			if len(data) == 0 {
-				continue
-			}
-			done, err := s.event(data, dst)
-			data = data[:0]
-			if err != nil || done {
-				return err
-			}
+	rd := sse.NewReader(src, 0)
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return errStreamCut
+		}
+		if err != nil {
+			return fmt.Errorf("anthropic: reading the stream: %w", err)
+		}
+		if len(ev.Data) == 0 {
 			continue
 		}
-		name, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		if string(name) == "data" {
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, value...)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	if len(data) > 0 {
-		if done, err := s.event(data, dst); err != nil || done {
+		if done, err := s.event(ev.Data, dst); err != nil || done {
 			return err
 		}
 	}
-	return errStreamCut
 }
 
 // event handles one event; done is true after message_stop.
 func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
+	// Decoding would turn invalid UTF-8 into U+FFFD, and the reply would
+	// be relayed and stored rewritten: such an event breaks the stream.
+	if err := chatmem.CheckJSONText(data); err != nil {
+		return false, fmt.Errorf("anthropic: a stream event: %w", err)
+	}
 	var ev anEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return false, fmt.Errorf("anthropic: a stream event is not JSON: %w", err)

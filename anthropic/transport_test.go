@@ -17,6 +17,9 @@ import (
 
 	openai "github.com/openai/openai-go/v3"
 	oaoption "github.com/openai/openai-go/v3/option"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/sse"
 )
 
 // messagesFake is an httptest server speaking the wire format of
@@ -497,6 +500,7 @@ func TestFinishReasons(t *testing.T) {
 func readChunks(t *testing.T, r io.Reader) (chunks []map[string]any, done bool, err error) {
 	t.Helper()
 	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
@@ -885,4 +889,53 @@ func TestTransportConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestTransportStreamEvents: the translation reads events of any size up
+// to sse.MaxEventBytes whole; an event over it, or one whose text
+// decoding would rewrite (invalid UTF-8, a lone surrogate escape), breaks
+// the stream: no [DONE], and an error for the reader.
+func TestTransportStreamEvents(t *testing.T) {
+	delta := func(text string) string {
+		return `event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + text + `"}}` + "\n\n"
+	}
+	stream := func(text string) string {
+		return `data: {"type":"message_start","message":{"id":"msg_1","model":"claude-test","usage":{"input_tokens":1}}}` + "\n\n" +
+			delta(text) + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}` + "\n\n" +
+			`data: {"type":"message_stop"}` + "\n\n"
+	}
+	big := strings.Repeat("ab", 150_000)
+	for _, tc := range []struct {
+		name, in, want string
+		err            error
+	}{
+		{"300,000 characters", stream(big), big, nil},
+		{"over the limit", stream(strings.Repeat("x", sse.MaxEventBytes)), "", sse.ErrEventTooLarge},
+		{"invalid utf-8", stream("caf\xe9"), "", chatmem.ErrInvalid},
+		{"lone surrogate", stream(`\ud83d`), "", chatmem.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &streamState{toolIndex: map[int]int{}}
+			var out strings.Builder
+			err := s.run(strings.NewReader(tc.in), &out)
+			chunks, done, rerr := readChunks(t, strings.NewReader(out.String()))
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			var text strings.Builder
+			for _, c := range chunks {
+				if choices, _ := c["choices"].([]any); len(choices) > 0 {
+					d, _ := choices[0].(map[string]any)["delta"].(map[string]any)
+					s, _ := d["content"].(string)
+					text.WriteString(s)
+				}
+			}
+			if !errors.Is(err, tc.err) || done != (tc.err == nil) {
+				t.Errorf("run = %v, [DONE] %v; want %v", err, done, tc.err)
+			}
+			if tc.err == nil && text.String() != tc.want {
+				t.Errorf("the chunks carry %d bytes of text, want %d", text.Len(), len(tc.want))
+			}
+		})
+	}
 }

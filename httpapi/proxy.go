@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/sse"
 )
 
 // Upstream is the OpenAI-compatible model server the chat proxy
@@ -531,7 +531,12 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	b = redactKey(b, s.up.key)
 	if t != nil {
 		// Only what storing the reply needs is decoded; the client gets the
-		// upstream's bytes, once the turn is committed.
+		// upstream's bytes, once the turn is committed. Decoding would turn
+		// invalid UTF-8 into U+FFFD: such a reply is refused, not stored
+		// rewritten.
+		if err := chatmem.CheckJSONText(b); err != nil {
+			return &upstreamError{status: http.StatusBadGateway, msg: "the upstream response's text is not valid UTF-8", err: err}
+		}
 		var cc chatCompletion
 		if err := json.Unmarshal(b, &cc); err != nil {
 			return &upstreamError{status: http.StatusBadGateway, msg: "upstream response is not a chat completion", err: err}
@@ -680,11 +685,15 @@ type usage struct {
 // relayStream copies the upstream's server-sent events to the client as
 // they come, one flush per event, and assembles the reply from the chunks'
 // deltas. The stream's ending (the chunk with a finish_reason and every
-// line after it) is held back: when data: [DONE] arrives the turn is
-// committed, and only then is the ending relayed. A commit that fails, or
-// a stream that stops before [DONE], ends the client's stream with an
-// error event and without the ending, so no client holds a reply as
-// complete that is not stored.
+// event after it) is held back: when data: [DONE] arrives the turn is
+// committed, and only then is the ending relayed. A commit that fails, a
+// stream that stops before [DONE], an event over sse.MaxEventBytes and,
+// with a turn, an event that is not a chunk whose text can be stored as
+// it came (an upstream error event, JSON that does not decode, invalid
+// UTF-8) end the client's stream with an error event and without the
+// ending, so no client holds a reply as complete that is not stored.
+// Without a turn the events are not decoded: the client gets the
+// upstream's bytes.
 func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	h := c.w.Header()
 	h.Set("Content-Type", resp.Header.Get("Content-Type"))
@@ -697,58 +706,27 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 
 	ctx := c.r.Context()
 	key := s.up.key
+	// fail ends the stream with an error event (ev, or one in the OpenAI
+	// shape for err when ev is nil), writes the turn's messages alone and
+	// notes why on the log.
+	fail := func(where string, ev []byte, err error) error {
+		if t != nil {
+			s.writePending(ctx, t)
+		}
+		if ev != nil {
+			_, _ = c.w.Write(ev)
+			_ = rc.Flush()
+		} else {
+			s.streamError(c, rc, err)
+		}
+		s.streamBroken(c, t, where, err)
+		return nil
+	}
 	var acc streamReply
 	var held []byte // the ending, relayed after the commit
-	rd := bufio.NewReaderSize(resp.Body, 32<<10)
+	rd := sse.NewReader(resp.Body, 0)
 	for {
-		line, err := rd.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: read the rest of it.
-			rest, err2 := rd.ReadBytes('\n')
-			line, err = append(slices.Clone(line), rest...), err2
-		}
-		if len(line) > 0 {
-			line = redactKey(line, key)
-			done := t != nil && acc.line(line)
-			switch {
-			case done:
-				// data: [DONE]: store the turn, then end the stream.
-				if acc.failed || ctx.Err() != nil {
-					s.streamBroken(c, t, "upstream stream", errors.New("an event could not be read"))
-				} else {
-					content := string(redactKey([]byte(acc.content.String()), key))
-					stored, cerr := s.commitTurn(ctx, t, s.replyMessage(t, content, acc.calls(), acc.usage))
-					if cerr == nil && stored != nil && stored.Content != content {
-						cerr = fmt.Errorf("%w: a concurrent request with the same Idempotency-Key stored another reply", chatmem.ErrConflict)
-					}
-					if cerr != nil {
-						s.streamError(c, rc, cerr)
-						s.streamBroken(c, t, "commit", cerr)
-						return nil
-					}
-				}
-				// The blank line that ends the [DONE] event is written
-				// here; the upstream's is read and dropped below.
-				held = append(append(held, line...), '\n')
-				_, _ = c.w.Write(held)
-				_ = rc.Flush()
-				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10)) // what may follow [DONE]
-				return nil
-			case t != nil && (acc.finished || held != nil):
-				held = append(held, line...)
-				continue
-			}
-			if _, werr := c.w.Write(line); werr != nil {
-				s.streamBroken(c, t, "client write", werr)
-				return nil
-			}
-			if len(bytes.TrimSpace(line)) == 0 {
-				if ferr := rc.Flush(); ferr != nil {
-					s.streamBroken(c, t, "client flush", ferr)
-					return nil
-				}
-			}
-		}
+		ev, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
@@ -757,24 +735,73 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 			// OpenAI does, and keep the partial reply out of the history
 			// (the turn's own messages are written first, so the client's
 			// next turn finds them).
-			if t != nil {
-				s.writePending(ctx, t)
+			msg := "the upstream stream failed"
+			if errors.Is(err, sse.ErrEventTooLarge) {
+				msg = fmt.Sprintf("an upstream stream event is over the limit of %d bytes", sse.MaxEventBytes)
 			}
-			s.streamError(c, rc, &upstreamError{status: http.StatusBadGateway, msg: "the upstream stream failed", err: err})
-			s.streamBroken(c, t, "upstream read", err)
-			return nil
+			return fail("upstream read", nil, &upstreamError{status: http.StatusBadGateway, msg: msg, err: err})
+		}
+		raw := redactKey(ev.Raw, key)
+		if t != nil && len(ev.Data) > 0 {
+			done, err := acc.event(redactKey(ev.Data, key))
+			switch {
+			case errors.Is(err, errUpstreamEvent):
+				// The upstream's own error event, in the OpenAI shape:
+				// the client gets it as the stream's end.
+				return fail("upstream stream", raw, err)
+			case err != nil:
+				return fail("upstream stream", nil, &upstreamError{status: http.StatusBadGateway, msg: "the upstream stream sent an event that is not a chat completion chunk", err: err})
+			case done && ctx.Err() != nil:
+				return fail("client", nil, context.Cause(ctx))
+			case done:
+				// data: [DONE]: store the turn, then end the stream.
+				content := string(redactKey([]byte(acc.content.String()), key))
+				stored, cerr := s.commitTurn(ctx, t, s.replyMessage(t, content, acc.calls(), acc.usage))
+				if cerr == nil && stored != nil && stored.Content != content {
+					cerr = fmt.Errorf("%w: a concurrent request with the same Idempotency-Key stored another reply", chatmem.ErrConflict)
+				}
+				if cerr != nil {
+					s.streamError(c, rc, cerr)
+					s.streamBroken(c, t, "commit", cerr)
+					return nil
+				}
+				held = append(held, raw...)
+				_, _ = c.w.Write(endEvent(held))
+				_ = rc.Flush()
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<10)) // what may follow [DONE]
+				return nil
+			}
+		}
+		if t != nil && (acc.finished || held != nil) {
+			held = append(held, raw...)
+			continue
+		}
+		if _, werr := c.w.Write(raw); werr != nil {
+			return fail("client write", nil, werr)
+		}
+		if ferr := rc.Flush(); ferr != nil {
+			return fail("client flush", nil, ferr)
 		}
 	}
 	if t == nil {
-		_ = rc.Flush()
 		return nil
 	}
 	// The upstream ended without data: [DONE]: the reply is not stored, so
 	// the client does not get its ending either.
-	s.writePending(ctx, t)
-	s.streamError(c, rc, &upstreamError{status: http.StatusBadGateway, msg: "the upstream stream ended before data: [DONE]"})
-	s.streamBroken(c, t, "upstream stream", errors.New("ended without data: [DONE]"))
-	return nil
+	return fail("upstream stream", nil, &upstreamError{status: http.StatusBadGateway, msg: "the upstream stream ended before data: [DONE]", err: errors.New("ended without data: [DONE]")})
+}
+
+// endEvent returns b, the stream's ending up to data: [DONE], with the
+// blank line that ends the [DONE] event if the upstream's stream ended
+// before it.
+func endEvent(b []byte) []byte {
+	switch {
+	case bytes.HasSuffix(b, []byte("\n\n")), bytes.HasSuffix(b, []byte("\n\r\n")):
+		return b
+	case bytes.HasSuffix(b, []byte("\n")):
+		return append(b, '\n')
+	}
+	return append(b, "\n\n"...)
 }
 
 // streamError ends a stream whose headers are sent with an error event in
@@ -812,7 +839,6 @@ type streamReply struct {
 	content strings.Builder
 	tools   []chatmem.ToolCall
 	usage   *usage
-	failed  bool // an event could not be read, or was an error
 	// finished is set by the first chunk with a finish_reason: the
 	// stream's ending begins.
 	finished bool
@@ -842,22 +868,28 @@ type chunk struct {
 // maxStreamToolCalls bounds the tool-call index a stream may use.
 const maxStreamToolCalls = 1024
 
-// line takes one line of the stream and reports whether it was the final
-// data: [DONE].
-func (a *streamReply) line(line []byte) bool {
-	line = bytes.TrimRight(line, "\r\n")
-	data, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok {
-		return false // a comment, an event name, an id or the blank line
+// errUpstreamEvent is streamReply.event's error for the upstream's own
+// error event.
+var errUpstreamEvent = errors.New("the upstream sent an error event")
+
+// event takes the data of one event of the stream and reports whether it
+// was the final [DONE]. An error means the reply cannot be stored as it
+// came: the data is not a chunk, carries text that decoding would rewrite
+// (invalid UTF-8, a lone surrogate escape: chatmem.CheckJSONText), has a
+// tool-call index out of range, or is an error (errUpstreamEvent).
+func (a *streamReply) event(data []byte) (done bool, _ error) {
+	if string(bytes.TrimSpace(data)) == "[DONE]" {
+		return true, nil
 	}
-	data = bytes.TrimSpace(data)
-	if string(data) == "[DONE]" {
-		return true
+	if err := chatmem.CheckJSONText(data); err != nil {
+		return false, err
 	}
 	var ch chunk
-	if err := json.Unmarshal(data, &ch); err != nil || len(ch.Error) > 0 && string(ch.Error) != "null" {
-		a.failed = true
-		return false
+	if err := json.Unmarshal(data, &ch); err != nil {
+		return false, err
+	}
+	if len(ch.Error) > 0 && string(ch.Error) != "null" {
+		return false, errUpstreamEvent
 	}
 	if ch.Usage != nil {
 		a.usage = ch.Usage
@@ -874,8 +906,7 @@ func (a *streamReply) line(line []byte) bool {
 		}
 		for _, d := range c.Delta.ToolCalls {
 			if d.Index < 0 || d.Index >= maxStreamToolCalls {
-				a.failed = true
-				continue
+				return false, fmt.Errorf("tool call index %d out of range", d.Index)
 			}
 			for len(a.tools) <= d.Index {
 				a.tools = append(a.tools, chatmem.ToolCall{})
@@ -891,7 +922,7 @@ func (a *streamReply) line(line []byte) bool {
 			tc.Function.Arguments += d.Function.Arguments
 		}
 	}
-	return false
+	return false, nil
 }
 
 // calls returns the assembled tool calls, without the index gaps a stream

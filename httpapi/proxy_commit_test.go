@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
 
@@ -207,17 +207,35 @@ func TestProxyCommitFails(t *testing.T) {
 // anthropicReply is what the Anthropic fake answers.
 const anthropicReply = "Your parcel arrives on Thursday."
 
-// anthropicFake speaks Anthropic's Messages API streaming wire format:
+// anthropicFake speaks Anthropic's Messages API wire format: streamed,
 // message_start, content_block_start, content_block_delta (text_delta),
-// content_block_stop, message_delta (stop_reason, usage), message_stop.
+// content_block_stop, message_delta (stop_reason, usage), message_stop;
+// not, a message.
 type anthropicFake struct{ *httptest.Server }
 
+// newAnthropicFake answers anthropicReply, streamed in deltas of 8 bytes.
 func newAnthropicFake(t *testing.T) *anthropicFake {
+	return newAnthropicFakeReply(t, anthropicReply, 8)
+}
+
+// newAnthropicFakeReply answers text, streamed in deltas of piece bytes.
+// The text is written as it is, invalid UTF-8 included, where JSON would
+// not escape it.
+func newAnthropicFakeReply(t *testing.T, text string, piece int) *anthropicFake {
 	f := &anthropicFake{}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		var req struct {
+			Stream bool `json:"stream"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
 		if r.URL.Path != "/v1/messages" || r.Header.Get("x-api-key") == "" {
 			http.Error(w, `{"type":"error","error":{"type":"not_found_error","message":"no"}}`, http.StatusNotFound)
+			return
+		}
+		if !req.Stream {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":%s}],`+
+				`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":9}}`, jsonText(text))
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -231,8 +249,10 @@ func newAnthropicFake(t *testing.T) *anthropicFake {
 		ev("message_start", map[string]any{"message": map[string]any{"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
 			"content": []any{}, "stop_reason": nil, "usage": map[string]any{"input_tokens": 12, "output_tokens": 1}}})
 		ev("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
-		for i := 0; i < len(anthropicReply); i += 8 {
-			ev("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": anthropicReply[i:min(i+8, len(anthropicReply))]}})
+		for i := 0; i < len(text); i += piece {
+			fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%s}}\n\n",
+				jsonText(text[i:min(i+piece, len(text))]))
+			fl.Flush()
 		}
 		ev("content_block_stop", map[string]any{"index": 0})
 		ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 9}})
@@ -240,6 +260,16 @@ func newAnthropicFake(t *testing.T) *anthropicFake {
 	}))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// jsonText is s as a JSON string; invalid UTF-8 is kept as it is (for a
+// text that has nothing else JSON would escape).
+func jsonText(s string) string {
+	if !utf8.ValidString(s) {
+		return `"` + s + `"`
+	}
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // readAfterReplyTurns is how many turns TestProxyReadAfterReply sends per
