@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/erasure"
 )
 
 var (
@@ -315,6 +316,14 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err := validateUser(user); err != nil {
 		return 0, err
 	}
+	// The record goes first: from then on no append of the user is
+	// admitted, and one admitted before indexed its conversation, which
+	// the loop below deletes, or tombstones if it is not created yet.
+	epoch, err := s.startErasure(ctx, user)
+	if err != nil {
+		return 0, fmt.Errorf("redis: delete user %s: %w", user, err)
+	}
+	uh := erasure.Hex(user)
 	keys := s.userKeys(user)
 	deleted := 0
 	for {
@@ -327,7 +336,7 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 		}
 		for _, id := range ids {
 			key := chatmem.Key{Tenant: user.Tenant, ID: id}
-			n, err := s.run(ctx, deleteUserConversationScript, s.convKeys(key), user.ID)
+			n, err := s.run(ctx, deleteUserConversationScript, append(s.convKeys(key), s.tombKey(key)), user.ID, uh, epoch, tombstoneTTL)
 			if err != nil {
 				return deleted, fmt.Errorf("redis: delete user %s: conversation %s: %w", user, id, err)
 			}
@@ -350,6 +359,9 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	}
 	if err := s.client.ZRem(ctx, s.usersKey(user.Tenant), user.ID).Err(); err != nil {
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
+	}
+	if err := s.finishErasure(ctx, user, epoch); err != nil {
+		return deleted, fmt.Errorf("redis: delete user %s: %w", user, err)
 	}
 	return deleted, nil
 }
@@ -558,13 +570,21 @@ return 0
 `
 
 // deleteUserConversationScript deletes a conversation, expired or not,
-// if it belongs to the user.
+// if it belongs to the user, and leaves the erasure's tombstone unless it
+// is another's: a conversation not created yet may be on its way from an
+// append admitted before the erasure started (erasure.go).
 //
-// KEYS: all of the conversation's. ARGV: the user. It replies 1 if it
-// deleted the conversation, 0 if there is none or it is another's.
+// KEYS: all of the conversation's, then its tombstones. ARGV: the user,
+// its erasure.Hex, the erasure's epoch, the tombstones' time to live in
+// milliseconds. It replies 1 if it deleted the conversation, 0 if there
+// is none or it is another's.
 var deleteUserConversationScript = newScript(luaPrelude + `
-if redis.call('HGET', KEYS[1], 'user') ~= ARGV[1] then return 0 end
+local owner = redis.call('HGET', KEYS[1], 'user')
+if owner and owner ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[11], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[11], ARGV[4])
+if not owner then return 0 end
 dropTerms(KEYS[10])
-redis.call('DEL', unpack(KEYS))
+redis.call('DEL', unpack(KEYS, 1, 10))
 return 1
 `)
