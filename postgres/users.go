@@ -367,10 +367,12 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err != nil {
 		return 0, wrap(ctx, op, err)
 	}
+	s.stepErasure()
 	n, err := s.deleteWhere(ctx, s.uq.eraseConversations, user.Tenant, user.ID, sweepBatch)
 	if err != nil {
 		return n, wrap(ctx, op, err)
 	}
+	s.stepErasure()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
 			return err
@@ -385,6 +387,13 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 		return n, wrap(ctx, op, err)
 	}
 	return n, nil
+}
+
+// stepErasure calls the test hook between DeleteUser's transactions.
+func (s *Store) stepErasure() {
+	if s.eraseStep != nil {
+		s.eraseStep()
+	}
 }
 
 // fence refuses (chatmem.ErrErased), in the transaction of an append about

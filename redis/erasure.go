@@ -281,3 +281,10 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 	}
 	return nil
 }
+
+// stepErasure calls the test hook between DeleteUser's steps.
+func (s *Store) stepErasure() {
+	if s.eraseStep != nil {
+		s.eraseStep()
+	}
+}

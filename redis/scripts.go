@@ -203,7 +203,7 @@ end
 // request's fingerprint (empty: none), user (empty: none; recorded as
 // meta's user if the append creates the conversation, else it must be
 // meta's), the user's erasure.Hex and the erasure epoch its admission
-// read (see erasure.go; '' and 0 without a user), the tail query's tokens and turns (both 0: none, as for
+// read (see erasure.go; ” and 0 without a user), the tail query's tokens and turns (both 0: none, as for
 // Append) and whether to read the tail's messages ('1') or only find
 // where they start ('0': the client reads them behind the script, see
 // Store.AppendTail), then per message: its JSON object, its tokens, and its kind

@@ -48,6 +48,10 @@ type Store struct {
 	// usersListed is set once the tenants' sets of users are known to
 	// name every user (users.go: listUsersOnce).
 	usersListed atomic.Bool
+	// eraseStep and admitted, if set (by tests), are called between
+	// DeleteUser's steps and between an append's admission and its
+	// script (erasure.go).
+	eraseStep, admitted func()
 }
 
 var (
@@ -457,6 +461,9 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 		args[9] = adm.user // the ARGV slots reserved below the messages
 		args[10] = adm.epoch
 		keys = append(keys, s.tombKey(key))
+		if s.admitted != nil {
+			s.admitted()
+		}
 	}
 	// The tenant's index lives in another slot, so it is written beside
 	// the script, not by it (see the package documentation): pipelined

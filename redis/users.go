@@ -48,7 +48,8 @@ var (
 //
 // A user's conversations lie in other slots than the user's keys, so no
 // script writes both. An append with a user adds the conversation's ID to
-// convs before its script runs: the index may name conversations that do
+// convs before its script runs (admitScript, which also checks the user's
+// erasure record: erasure.go): the index may name conversations that do
 // not exist or belong to someone else (the script refused the user, or
 // the process died in between), never miss one bound to the user.
 // UserConversations checks each candidate's meta; DeleteUser deletes a
@@ -65,18 +66,6 @@ func (s *Store) userKeys(user chatmem.Key) []string {
 // usersKey returns the key of a tenant's sorted set of user IDs.
 func (s *Store) usersKey(tenant string) string {
 	return s.prefix + ":tenant:" + tenant + ":users"
-}
-
-// indexUserConversation adds the conversation to its user's index, and
-// the user to its tenant's, in one round trip.
-func (s *Store) indexUserConversation(ctx context.Context, key chatmem.Key, user string) error {
-	convs := s.userKeys(chatmem.Key{Tenant: key.Tenant, ID: user})[0]
-	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		p.ZAdd(ctx, convs, goredis.Z{Member: key.ID})
-		p.ZAdd(ctx, s.usersKey(key.Tenant), goredis.Z{Member: user})
-		return nil
-	})
-	return wrap(ctx, err)
 }
 
 // listUser adds the user to its tenant's set of users.
@@ -323,6 +312,7 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("redis: delete user %s: %w", user, err)
 	}
+	s.stepErasure()
 	uh := erasure.Hex(user)
 	keys := s.userKeys(user)
 	deleted := 0
@@ -349,17 +339,21 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 			if err := s.client.ZRem(ctx, keys[0], id).Err(); err != nil {
 				return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
 			}
+			s.stepErasure()
 		}
 	}
 	if err := s.dropUserIndex(ctx, user); err != nil { // usersearch.go
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, err)
 	}
+	s.stepErasure()
 	if err := s.client.Del(ctx, keys...).Err(); err != nil {
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
 	}
+	s.stepErasure()
 	if err := s.client.ZRem(ctx, s.usersKey(user.Tenant), user.ID).Err(); err != nil {
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
 	}
+	s.stepErasure()
 	if err := s.finishErasure(ctx, user, epoch); err != nil {
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, err)
 	}

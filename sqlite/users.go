@@ -416,6 +416,7 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	}); err != nil {
 		return 0, fmt.Errorf("erase user %s: %w", user, err)
 	}
+	s.stepErasure()
 	deleted := 0
 	for {
 		var n int
@@ -449,6 +450,7 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 			return deleted, fmt.Errorf("erase user %s: %w", user, err)
 		}
 		deleted += n
+		s.stepErasure()
 		if n < eraseBatch {
 			break
 		}
@@ -469,10 +471,18 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err != nil {
 		return deleted, fmt.Errorf("erase user %s: %w", user, err)
 	}
+	s.stepErasure()
 	if err := s.truncateWAL(ctx); err != nil {
 		return deleted, fmt.Errorf("erase user %s: %w", user, err)
 	}
 	return deleted, nil
+}
+
+// stepErasure calls the test hook between DeleteUser's transactions.
+func (s *Store) stepErasure() {
+	if s.eraseStep != nil {
+		s.eraseStep()
+	}
 }
 
 // truncateWAL checkpoints the WAL into the database file and truncates it
