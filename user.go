@@ -91,9 +91,13 @@ type UserStore interface {
 	// an in-flight turn's reply cannot re-create a conversation of the
 	// user. Derived writes cannot resurrect either: SetDerivedUserFacts
 	// needs the conversation, and a conversation's own derived data
-	// (GenerationWriter, FactMarker) needs its generation. The record
-	// holds the user's ID and two times, and stays after the erasure (a
-	// later erasure replaces it); Users does not list it.
+	// (GenerationWriter, FactMarker) needs its generation. What is not
+	// fenced is a write that names the user alone: SetUserFacts and
+	// ReplaceUserFacts after the erasure set the user's facts anew. The
+	// record names the user by a hash of tenant and ID, never by the ID
+	// (nothing of an erased user's ID stays), holds two times, and stays
+	// after the erasure (a later erasure replaces it); Users does not
+	// list it.
 	//
 	// It works in steps that each leave the store consistent, so after a
 	// crash or an error calling it again finishes the job (until then

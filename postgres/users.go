@@ -215,11 +215,7 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 	if err := chatmem.ValidateID(p.Conversation); err != nil {
 		return fmt.Errorf("%s: conversation: %w", op, err)
 	}
-	if len(p.Facts) == 0 {
-		// Nothing to write; the check alone, for the caller's sake.
-		return s.setUserFacts(ctx, op, p.User, []chatmem.Fact{}, false, &p)
-	}
-	return s.setUserFacts(ctx, op, p.User, p.Facts, false, &p)
+	return s.setUserFacts(ctx, op, p.User, p.Facts, false, &p) // with no facts, the check alone
 }
 
 // ReplaceUserFacts deletes every fact of the user with its history and
