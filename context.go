@@ -551,6 +551,13 @@ type cachedSummary struct {
 	fetched time.Time
 }
 
+// forget drops the conversation's entry.
+func (c *summaryCache) forget(key Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, key)
+}
+
 // get returns the cached summary of the conversation with this CreatedAt
 // and LastSeq. Freshness is judged by the wall clock, not Options.Now (a
 // test clock may stand still), and a summary covering more than the

@@ -26,10 +26,14 @@ func embedText(m Message) string {
 }
 
 // embed stores the vectors of the job's non-system messages (reading them
-// if the job does not carry them), in batches; the write is conditional on
-// nothing: a vector of a deleted conversation is deleted with it, and one
-// that lands in a re-created conversation under the same seq is replaced
-// when that message is embedded.
+// if the job does not carry them), in batches. Before each batch it checks
+// that the conversation is still the one the job was made for (created):
+// vectors of a conversation deleted, or erased with its user, while the
+// embedder ran must not land in one created under the key since. The check
+// and PutVectors are two calls, so a delete and re-create between them can
+// still slip a batch through; a vector of a deleted conversation is
+// deleted with it, and one that lands under the same seq is replaced when
+// that message is embedded.
 func (m *Memory) embed(ctx context.Context, j job) error {
 	vs := m.store.(VectorStore)
 	msgs := j.msgs
@@ -50,6 +54,9 @@ func (m *Memory) embed(ctx context.Context, j job) error {
 			vecs, err = m.embedder.Embed(ctx, texts)
 			return err
 		})
+		if err == nil && !j.created.IsZero() {
+			err = m.sameGeneration(ctx, j.key, j.created)
+		}
 		if err == nil {
 			err = vs.PutVectors(ctx, j.key, m.embedder.Name(), seqs, vecs)
 		}

@@ -1,6 +1,9 @@
 package chatmem
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Functions wrap them with what went wrong; callers match them
 // with errors.Is. The HTTP layer maps each one to a status code in one table.
@@ -21,6 +24,14 @@ var (
 	// ErrConflict reports a failed optimistic-concurrency check: the caller's
 	// expected last sequence number is no longer the conversation's.
 	ErrConflict = errors.New("conflict")
+
+	// ErrErased reports an append refused because it would create a
+	// conversation bound to a user whose erasure (UserStore.DeleteUser) is
+	// running, or completed after the work that made the append started
+	// (AppendOptions.Started): what that work read or wrote was erased,
+	// and it must not bring the user back. It wraps ErrConflict (the HTTP
+	// API answers 409). Nothing was written.
+	ErrErased = fmt.Errorf("%w: the user was erased", ErrConflict)
 
 	// ErrIdempotencyKeyReused reports an idempotency key that an earlier
 	// append to the conversation used with other messages (another

@@ -112,7 +112,7 @@ func (m *Memory) storeMarked(ctx context.Context, fm FactMarker, key Key, create
 		if nf, err = m.newFacts(ctx, key, created, user, found); err != nil {
 			return err
 		}
-		if err := m.setUserFacts(ctx, key, nf); err != nil {
+		if err := m.setUserFacts(ctx, key, created, nf); err != nil {
 			return err
 		}
 	}

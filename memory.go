@@ -169,7 +169,9 @@ func New(store Store, opts Options) (*Memory, error) {
 	return m, nil
 }
 
-// Store returns the store Memory reads and writes.
+// Store returns the store Memory reads and writes. Delete a conversation
+// or a user through Memory (Delete, DeleteUser), which also drops what it
+// keeps of them between turns.
 func (m *Memory) Store() Store { return m.store }
 
 // Conversation returns the conversation's metadata (ErrNotFound if it
@@ -179,6 +181,30 @@ func (m *Memory) Conversation(ctx context.Context, key Key) (Conversation, error
 		return Conversation{}, err
 	}
 	return m.store.Conversation(ctx, key)
+}
+
+// Now returns the time by Memory's clock (Options.Now): the clock of
+// AppendOptions.Started, which work that appends later (a proxy turn, an
+// MCP call, an import) reads when it begins.
+func (m *Memory) Now() time.Time { return m.now() }
+
+// Delete deletes the conversation (see Store.Delete) and drops what this
+// Memory keeps of it between turns: its tail, its summary and the
+// extraction's fact values. They are dropped again after the store's
+// delete, as a turn in flight may have put them back meanwhile; none can
+// serve another conversation under the key anyway (each is tied to the
+// conversation's CreatedAt).
+func (m *Memory) Delete(ctx context.Context, key Key) error {
+	m.forget(key)
+	defer m.forget(key)
+	return m.store.Delete(ctx, key)
+}
+
+// forget drops what this Memory keeps of the conversation between turns.
+func (m *Memory) forget(key Key) {
+	m.tails.drop(key)
+	m.summaries.forget(key)
+	m.facts.forget(key)
 }
 
 // Counter resolves a tokenizer name; the empty name is the default counter.

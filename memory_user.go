@@ -83,28 +83,42 @@ func (m *Memory) DeleteUserFact(ctx context.Context, user Key, name string) erro
 // DeleteUser erases the user and everything held about them; see
 // UserStore.DeleteUser. It returns how many conversations it deleted.
 //
-// It first drops what this Memory keeps of the user's live conversations
-// between turns (the tail cache's messages, the extraction's fact values),
-// so that nothing of them stays in this process either.
+// Work on the user that is in flight cannot bring anything back once it
+// returns: the store refuses to create a conversation of the user for
+// work that started before (AppendOptions.Started, which the proxy, the
+// MCP tools and import set), and the worker writes what it derives (user
+// facts with UserStore.SetDerivedUserFacts, a conversation's facts and
+// summary with its generation) only while the conversation it read is
+// there. It also drops what this Memory keeps of the user's
+// conversations between turns (the tail cache's messages, summaries, the
+// extraction's fact values), before and after the store's erasure (a turn
+// in flight may put an entry back meanwhile), so that nothing of them
+// stays in this process either.
 func (m *Memory) DeleteUser(ctx context.Context, user Key) (int, error) {
 	us, err := m.userStore()
 	if err != nil {
 		return 0, err
 	}
+	var keys []Key
 	for page := (PageRequest{Limit: 1000}); ; {
 		p, err := us.UserConversations(ctx, user, page)
 		if err != nil {
 			return 0, err
 		}
 		for _, c := range p.Conversations {
-			m.tails.drop(c.Key)
-			m.facts.forget(c.Key)
+			m.forget(c.Key)
+			keys = append(keys, c.Key)
 		}
 		if p.Next == "" {
 			break
 		}
 		page.After = p.Next
 	}
+	defer func() {
+		for _, k := range keys {
+			m.forget(k)
+		}
+	}()
 	return us.DeleteUser(ctx, user)
 }
 

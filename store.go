@@ -78,6 +78,21 @@ type AppendOptions struct {
 	// Now is the time the append happens; stores use it for CreatedAt of
 	// messages that have none, UpdatedAt and expiry. Zero means time.Now().
 	Now time.Time
+	// Started is when the work this append belongs to began (a proxy
+	// turn, an MCP call, an import), by Memory's clock (Memory.Now);
+	// zero means the append's own time. It fences erasure: an append that
+	// would create a conversation bound to User (a new one, or one
+	// started afresh after it expired) fails with ErrErased while an
+	// erasure of User runs, and if the last one completed at or after
+	// Started, so work that began before a DeleteUser returned cannot
+	// bring the user back. It is checked in the same atomic step as the
+	// creation, and only there: an append to a live conversation costs
+	// nothing more. The erasure's time is the clock of the process that
+	// ran DeleteUser, so with replicas the fence holds as long as their
+	// clocks differ by less than an erasure lasts (milliseconds under
+	// NTP are well below it); a clock behind only refuses new work for
+	// as long as it is behind.
+	Started time.Time
 }
 
 // AppendResult is what an append stored.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 )
 
 // Fact scopes: a user fact belongs to the person and is seen from each of
@@ -54,16 +55,70 @@ type UserStore interface {
 	// (ErrNotFound if there is none).
 	DeleteUserFact(ctx context.Context, user Key, name string) error
 
+	// SetDerivedUserFacts records p.Facts as the user's, as SetUserFacts
+	// does, if the conversation they were taken from is still there:
+	// p.Conversation exists (live), was created at p.Created (its
+	// CreatedAt as the store keeps it) and is bound to p.User. Otherwise
+	// it fails with ErrNotFound and writes nothing: the conversation was
+	// deleted, expired, erased with its user, or deleted and created
+	// again (perhaps for another user) while the extractor ran, and what
+	// it said must not reach the user. The check and the write are one
+	// atomic step (a transaction with the row check, one script, one
+	// lock), except on stores that keep a user and a conversation in
+	// places no one step reaches (Redis Cluster's slots): there the check
+	// is read just before, and the write is atomic with the user's
+	// erasure record instead, so an erasure that ran since is seen; what
+	// can slip between is a plain Delete of the conversation, which
+	// leaves the user. Facts are checked as SetUserFacts checks them
+	// (ErrInvalid), p.Conversation with ValidateID. The background
+	// worker uses it for the user facts it extracts.
+	SetDerivedUserFacts(ctx context.Context, p DerivedUserFacts) error
+
 	// DeleteUser erases the user: every conversation bound to it, expired
 	// ones included, with their messages, summaries, facts, vectors,
 	// index entries and idempotency keys, then the user's facts and their
 	// history, and any index the store keeps of the user. It returns how
-	// many conversations it deleted. It works in steps that each leave
-	// the store consistent, so after a crash or an error calling it again
-	// finishes the job; erasing a user with nothing left is not an error
-	// (0, nil). A conversation bound to the user while it runs may
-	// survive it: stop the user's traffic first.
+	// many conversations it deleted.
+	//
+	// It is fenced against every writer. It first records that the user
+	// is being erased, atomically with respect to appends that create a
+	// conversation bound to the user: from then on they fail with
+	// ErrErased, and one that committed before is among the
+	// conversations it deletes, so no conversation bound to the user
+	// while it runs survives it. Last it records when the erasure
+	// completed (by the store's clock), and a creating append whose work
+	// started before that (AppendOptions.Started) is still refused, so
+	// an in-flight turn's reply cannot re-create a conversation of the
+	// user. Derived writes cannot resurrect either: SetDerivedUserFacts
+	// needs the conversation, and a conversation's own derived data
+	// (GenerationWriter, FactMarker) needs its generation. What is not
+	// fenced is a write that names the user alone: SetUserFacts and
+	// ReplaceUserFacts after the erasure set the user's facts anew. The
+	// record names the user by a hash of tenant and ID, never by the ID
+	// (nothing of an erased user's ID stays), holds two times, and stays
+	// after the erasure (a later erasure replaces it); Users does not
+	// list it.
+	//
+	// It works in steps that each leave the store consistent, so after a
+	// crash or an error calling it again finishes the job (until then
+	// the user's creating appends are refused); erasing a user with
+	// nothing left is not an error (0, nil). Two erasures of one user may
+	// overlap: appends are refused until the last to start completes.
 	DeleteUser(ctx context.Context, user Key) (int, error)
+}
+
+// DerivedUserFacts is what SetDerivedUserFacts writes: user facts taken
+// from one generation of a conversation.
+type DerivedUserFacts struct {
+	// User is the user (tenant and ID) the facts go to.
+	User Key
+	// Conversation is the ID, in User's tenant, of the conversation the
+	// facts were taken from, and Created its CreatedAt when they were.
+	Conversation string
+	Created      time.Time
+	// Facts are recorded in order, each with its Conversation set by the
+	// caller (usually to Conversation).
+	Facts []Fact
 }
 
 // UserLister is implemented by stores that list a tenant's users apart

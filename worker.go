@@ -475,7 +475,7 @@ func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, ms
 	if err != nil {
 		return err
 	}
-	if err := m.setUserFacts(ctx, key, nf); err != nil {
+	if err := m.setUserFacts(ctx, key, created, nf); err != nil {
 		return err
 	}
 	if len(nf.changed) > 0 {
@@ -563,12 +563,19 @@ func (m *Memory) newFacts(ctx context.Context, key Key, created time.Time, user 
 // setUserFacts stores the user's share of an extraction. It comes before
 // the conversation's facts (and, with a FactMarker, the mark that moves
 // with them): a crash between the two extracts those messages again, and
-// the values already stored are then seen and not written twice.
-func (m *Memory) setUserFacts(ctx context.Context, key Key, nf newFound) error {
+// the values already stored are then seen and not written twice. The
+// write is conditional on the conversation created at created, still
+// bound to the user (UserStore.SetDerivedUserFacts): a conversation
+// deleted, or erased with its user, while the extractors ran gives the
+// user nothing, and ErrNotFound.
+func (m *Memory) setUserFacts(ctx context.Context, key Key, created time.Time, nf newFound) error {
 	if len(nf.theirs) == 0 {
 		return nil
 	}
-	if err := m.store.(UserStore).SetUserFacts(ctx, Key{Tenant: key.Tenant, ID: nf.user}, nf.theirs); err != nil {
+	err := m.store.(UserStore).SetDerivedUserFacts(ctx, DerivedUserFacts{
+		User: Key{Tenant: key.Tenant, ID: nf.user}, Conversation: key.ID, Created: created, Facts: nf.theirs,
+	})
+	if err != nil {
 		m.facts.forget(key)
 		return err
 	}

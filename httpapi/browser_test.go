@@ -62,7 +62,7 @@ func (env *browserEnv) snapshot(t *testing.T) string {
 	var b bytes.Buffer
 	_, err := c.Export(t.Context(), "", 1000, &b)
 	must(t, "Export", err)
-	facts, err := c.UserFacts(t.Context(), browserUser, true)
+	facts, err := c.UserFactHistory(t.Context(), browserUser, "")
 	must(t, "UserFacts", err)
 	for _, f := range facts {
 		b.WriteString("\nuser fact " + f.Key + "=" + f.Value)

@@ -320,7 +320,7 @@ func (s *Server) deleteConversation(c *call) error {
 		return err
 	}
 	if _, err := timed(s, "delete", func() (struct{}, error) {
-		return struct{}{}, s.mem.Store().Delete(c.r.Context(), key)
+		return struct{}{}, s.mem.Delete(c.r.Context(), key)
 	}); err != nil {
 		return err
 	}

@@ -179,7 +179,7 @@ func (s *Server) proxyChat(c *call) error {
 	if err := chatmem.ValidateID(id); err != nil {
 		return fmt.Errorf("header %s: %w", headerConversation, err)
 	}
-	t := &turn{key: chatmem.Key{Tenant: c.tenant, ID: id}}
+	t := &turn{key: chatmem.Key{Tenant: c.tenant, ID: id}, started: s.mem.Now()}
 	if t.policy, err = s.proxyPolicy(c.r.Header); err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	upto := int64(-1) // the last Seq of a turn appended first: the history it is answered from
 	appendFirst := func() error {
-		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user}
+		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user, Started: t.started}
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 			return s.mem.Append(ctx, t.key, msgs, opts)
 		})
@@ -327,6 +327,10 @@ type turn struct {
 	// pending are the turn's messages not yet written: they go with the
 	// reply, or alone when the request ends without one.
 	pending []chatmem.Message
+
+	// started is when the turn began: its appends cannot re-create a
+	// conversation of a user erased since (AppendOptions.Started).
+	started time.Time
 }
 
 // pendingWriteTimeout bounds writing a turn after its client may have
@@ -345,7 +349,7 @@ func (s *Server) writePending(ctx context.Context, t *turn) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
 	_, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-		return s.mem.Append(ctx, t.key, t.pending, chatmem.AppendOptions{User: t.user})
+		return s.mem.Append(ctx, t.key, t.pending, chatmem.AppendOptions{User: t.user, Started: t.started})
 	})
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelError, "chat proxy: messages not stored",
@@ -627,7 +631,7 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
-	opts := chatmem.AppendOptions{User: t.user}
+	opts := chatmem.AppendOptions{User: t.user, Started: t.started}
 	if t.idemKey != "" && reply != nil {
 		opts.IdempotencyKey, opts.Fingerprint = replyKey(t.idemKey), t.fingerprint
 	}

@@ -49,7 +49,7 @@ func (s *Server) storedReply(ctx context.Context, t *turn) (*chatmem.Message, er
 	probe := []chatmem.Message{{Role: chatmem.RoleAssistant, Content: "probe"}}
 	seq := int64(probeSeq)
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-		return s.mem.Append(ctx, t.key, probe, chatmem.AppendOptions{IdempotencyKey: replyKey(t.idemKey), Fingerprint: t.fingerprint, ExpectedLastSeq: &seq, User: t.user})
+		return s.mem.Append(ctx, t.key, probe, chatmem.AppendOptions{IdempotencyKey: replyKey(t.idemKey), Fingerprint: t.fingerprint, ExpectedLastSeq: &seq, User: t.user, Started: t.started})
 	})
 	switch {
 	case errors.Is(err, chatmem.ErrConflict):

@@ -172,6 +172,7 @@ func (t *tools) register(s *mcp.Server) {
 }
 
 func (t *tools) append(ctx context.Context, _ *mcp.CallToolRequest, in AppendInput) (*mcp.CallToolResult, AppendOutput, error) {
+	started := t.mem.Now() // the call's work began: see AppendOptions.Started
 	key, err := t.key(in.Conversation)
 	if err != nil {
 		return nil, AppendOutput{}, err
@@ -199,9 +200,9 @@ func (t *tools) append(ctx context.Context, _ *mcp.CallToolRequest, in AppendInp
 	}
 	// The store checks the user in the append's own transaction, so a
 	// conflict writes nothing.
-	res, err := t.mem.Append(ctx, key, msgs, chatmem.AppendOptions{User: in.User})
+	res, err := t.mem.Append(ctx, key, msgs, chatmem.AppendOptions{User: in.User, Started: started})
 	if err != nil {
-		if in.User != "" && errors.Is(err, chatmem.ErrConflict) {
+		if in.User != "" && errors.Is(err, chatmem.ErrConflict) && !errors.Is(err, chatmem.ErrErased) {
 			err = t.userConflict(ctx, key, in.User, err)
 		}
 		return nil, AppendOutput{}, t.toolError(ctx, "append_messages", err)
@@ -521,7 +522,7 @@ func (t *tools) delete(ctx context.Context, _ *mcp.CallToolRequest, in DeleteInp
 	if err != nil {
 		return nil, DeleteOutput{}, err
 	}
-	if err := t.mem.Store().Delete(ctx, key); err != nil {
+	if err := t.mem.Delete(ctx, key); err != nil {
 		return nil, DeleteOutput{}, t.toolError(ctx, "delete_conversation", notFound(key.ID, err))
 	}
 	return textResult(fmt.Sprintf("Deleted conversation %s.", key.ID)), DeleteOutput{Conversation: key.ID, Deleted: true}, nil

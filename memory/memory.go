@@ -41,6 +41,10 @@ type Store struct {
 	mu      sync.RWMutex
 	tenants map[string]*tenant
 	leases  leases // under their own mutex
+	// erased holds, per user (tenant and ID), when DeleteUser last
+	// erased it: an append that creates a conversation of the user for
+	// work started before then is refused. It outlives the tenant.
+	erased map[chatmem.Key]time.Time
 }
 
 // tenant holds one tenant's conversations, with their IDs kept sorted for
@@ -245,6 +249,11 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 	if u := opts.User; c != nil && u != "" && c.meta.User != u {
 		return chatmem.AppendResult{}, userConflict(key, c.meta.User, u)
+	}
+	if c == nil && opts.User != "" {
+		if err := s.fence(chatmem.Key{Tenant: key.Tenant, ID: opts.User}, opts.Started); err != nil {
+			return chatmem.AppendResult{}, fmt.Errorf("append to %s: %w", key, err)
+		}
 	}
 	if c == nil {
 		c = s.create(key, opts.Tokenizer, now)

@@ -192,6 +192,51 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 	return nil
 }
 
+// SetDerivedUserFacts records p.Facts as p.User's if p.Conversation is
+// live, created at p.Created and bound to p.User, under the write lock
+// that deletes and appends take too; see chatmem.UserStore.
+func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validateUser(p.User); err != nil {
+		return err
+	}
+	if err := chatmem.ValidateID(p.Conversation); err != nil {
+		return fmt.Errorf("conversation: %w", err)
+	}
+	if err := validateFacts(p.Facts); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := chatmem.Key{Tenant: p.User.Tenant, ID: p.Conversation}
+	c := s.lookup(key, time.Now())
+	if c == nil || !c.meta.CreatedAt.Equal(p.Created) || c.meta.User != p.User.ID {
+		return fmt.Errorf("%w: conversation %s of user %s, created at %s, is gone", chatmem.ErrNotFound, key, p.User.ID, p.Created)
+	}
+	if len(p.Facts) > 0 {
+		s.putUserFacts(p.User, p.Facts, false)
+	}
+	return nil
+}
+
+// fence refuses (chatmem.ErrErased) the creation of a conversation bound
+// to user for work started at started (zero: now) if the user was erased
+// at or after it. The caller holds the write lock, under which DeleteUser
+// runs whole: no erasure is ever seen running.
+func (s *Store) fence(user chatmem.Key, started time.Time) error {
+	at, ok := s.erased[user]
+	if started.IsZero() {
+		started = time.Now()
+	}
+	if ok && !started.After(at) {
+		return fmt.Errorf("%w: user %s was erased at %s, after the work started (%s)",
+			chatmem.ErrErased, user.ID, at.UTC().Format(time.RFC3339Nano), started.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
 // validateFacts checks each of facts.
 func validateFacts(facts []chatmem.Fact) error {
 	for i, f := range facts {
@@ -255,7 +300,7 @@ func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name strin
 
 // DeleteUser erases the user with every conversation bound to it, expired
 // ones included; see chatmem.UserStore. It holds the write lock
-// throughout, so it is done at once.
+// throughout, so it is done at once, and records when it was (fence).
 func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -265,6 +310,10 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.erased == nil {
+		s.erased = make(map[chatmem.Key]time.Time)
+	}
+	s.erased[user] = time.Now()
 	tn := s.tenants[user.Tenant]
 	if tn == nil || tn.users[user.ID] == nil {
 		return 0, nil

@@ -235,6 +235,17 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 	if u := opts.User; u != "" && conv.User != u {
 		return chatmem.AppendResult{}, false, userConflict(conv.User, u)
 	}
+	// LastSeq is 0 exactly when this append creates the conversation
+	// (see above): only then is the user's erasure record read.
+	if u := opts.User; u != "" && conv.LastSeq == 0 {
+		started := opts.Started
+		if started.IsZero() {
+			started = s.now()
+		}
+		if err := s.fence(ctx, tx, chatmem.Key{Tenant: key.Tenant, ID: u}, started); err != nil {
+			return chatmem.AppendResult{}, false, err
+		}
+	}
 
 	if conv.Tokenizer == "" {
 		conv.Tokenizer = opts.Tokenizer

@@ -30,3 +30,7 @@ func StatementNames(schema string) map[string]string {
 		q.conversationSince: "conversationSince", q.rangeAfter: "rangeAfter", q.lockConversation: "lockConversation",
 	}
 }
+
+// SetEraseStep installs f, which DeleteUser then calls between its
+// transactions (nil: none).
+func SetEraseStep(s *Store, f func()) { s.eraseStep = f }

@@ -116,6 +116,9 @@ type Store struct {
 	q       queries
 	uq      userQueries
 	sq      userSearchQueries // usersearch.go
+	// eraseStep, if set (by tests), is called between DeleteUser's
+	// transactions.
+	eraseStep func()
 }
 
 var (

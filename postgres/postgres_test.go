@@ -42,7 +42,8 @@ func TestStore(t *testing.T) {
 		Reopen: func(t *testing.T, s chatmem.Store) chatmem.Store {
 			return open(t, s.(*postgres.Store).Schema())
 		},
-		Dump: dumpSchema,
+		Dump:       dumpSchema,
+		EraseSteps: func(s chatmem.Store, step func()) { postgres.SetEraseStep(s.(*postgres.Store), step) },
 	})
 }
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/erasure"
 )
 
 var (
@@ -20,6 +22,7 @@ var (
 // userQueries are the statements of users (migrations/0005_users.sql).
 type userQueries struct {
 	page, lock, facts, history, retire, insert, deleteFact, eraseConversations, deleteFacts, users string
+	lockShared, startErasure, finishErasure, erasure, generation                                   string
 }
 
 func buildUserQueries(schema string) userQueries {
@@ -37,6 +40,25 @@ LIMIT $4`),
 		// lock serializes the writes of one user's facts (a user has no
 		// row to lock): a transaction-scoped advisory lock on the user.
 		lock: `SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 0))`,
+		// lockShared is lock, shared: the appends that create a
+		// conversation of the user take it, so that DeleteUser's
+		// startErasure (under lock) waits for those in flight to commit,
+		// and those after it see its record.
+		lockShared: `SELECT pg_advisory_xact_lock_shared(hashtextextended($1 || '/' || $2, 0))`,
+		startErasure: q(`
+INSERT INTO {s}.user_erasures (uh, started, finished) VALUES ($1, $2, NULL)
+ON CONFLICT (uh) DO UPDATE SET started = excluded.started, finished = NULL`),
+		// finishErasure records that the erasure started at $2 completed
+		// at $3, unless another one started since (which completes it).
+		finishErasure: q(`UPDATE {s}.user_erasures SET finished = $3 WHERE uh = $1 AND started = $2`),
+		erasure:       q(`SELECT finished FROM {s}.user_erasures WHERE uh = $1`),
+		// generation reads whether conversation $2 is live at $3, created
+		// at $4 and bound to user $5: SetDerivedUserFacts's check, made
+		// under the user's lock (no row lock: appends take the row, then
+		// the user's lock).
+		generation: q(`
+SELECT count(*) FROM {s}.conversations
+WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3) AND created_at = $4 AND user_id = $5`),
 		facts: q(`
 SELECT ` + userFactColumns + `
 FROM {s}.user_facts f
@@ -179,7 +201,21 @@ func (s *Store) queryUserFacts(ctx context.Context, sql string, args ...any) ([]
 // does for a conversation, under an advisory lock on the user; see
 // chatmem.UserStore.
 func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
-	return s.setUserFacts(ctx, "postgres: set facts of user "+user.String(), user, facts, false)
+	return s.setUserFacts(ctx, "postgres: set facts of user "+user.String(), user, facts, false, nil)
+}
+
+// SetDerivedUserFacts records p.Facts as p.User's in the transaction that,
+// under the user's advisory lock, first finds p.Conversation live, created
+// at p.Created and bound to p.User (chatmem.ErrNotFound if not); see
+// chatmem.UserStore. DeleteUser deletes the conversation before it takes
+// that lock to delete the user's facts, so these facts either precede the
+// erasure's last step (which deletes them) or find the conversation gone.
+func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
+	op := fmt.Sprintf("postgres: set facts of user %s from conversation %s", p.User, p.Conversation)
+	if err := chatmem.ValidateID(p.Conversation); err != nil {
+		return fmt.Errorf("%s: conversation: %w", op, err)
+	}
+	return s.setUserFacts(ctx, op, p.User, p.Facts, false, &p) // with no facts, the check alone
 }
 
 // ReplaceUserFacts deletes every fact of the user with its history and
@@ -190,12 +226,13 @@ func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []
 	if len(facts) == 0 {
 		return fmt.Errorf("%s: %w: no facts", op, chatmem.ErrInvalid)
 	}
-	return s.setUserFacts(ctx, op, user, facts, true)
+	return s.setUserFacts(ctx, op, user, facts, true, nil)
 }
 
 // setUserFacts records facts as the user's; with replace it first deletes
-// every fact the user has, in the same transaction.
-func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, facts []chatmem.Fact, replace bool) error {
+// every fact the user has, in the same transaction; with from set, only if
+// its conversation passes the check of SetDerivedUserFacts.
+func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, facts []chatmem.Fact, replace bool, from *chatmem.DerivedUserFacts) error {
 	if err := validateUser(user); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
@@ -224,7 +261,7 @@ func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, f
 		createdAt[i] = dbTime(f.CreatedAt)
 		last[f.Key] = i
 	}
-	if n == 0 {
+	if n == 0 && from == nil {
 		return nil
 	}
 	distinct := make([]string, 0, len(last))
@@ -234,6 +271,18 @@ func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, f
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
 			return err
+		}
+		if from != nil {
+			var live int
+			if err := tx.QueryRow(ctx, s.uq.generation, user.Tenant, from.Conversation, now, dbTime(from.Created), user.ID).Scan(&live); err != nil {
+				return err
+			}
+			if live == 0 {
+				return fmt.Errorf("%w: conversation %s of user %s, created at %s, is gone", chatmem.ErrNotFound, from.Conversation, user.ID, from.Created)
+			}
+			if n == 0 {
+				return nil
+			}
 		}
 		if replace {
 			if _, err := tx.Exec(ctx, s.uq.deleteFacts, user.Tenant, user.ID); err != nil {
@@ -299,21 +348,72 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err := validateUser(user); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
+	// The record goes first, under the user's lock, which the appends
+	// that create a conversation of the user take shared: once it
+	// commits, those in flight have committed (and are among the rows
+	// deleted below) and later ones are refused (fence).
+	uh, started := erasure.ID(user), dbTime(s.now())
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.uq.startErasure, uh, started)
+		return err
+	})
+	if err != nil {
+		return 0, wrap(ctx, op, err)
+	}
+	s.stepErasure()
 	n, err := s.deleteWhere(ctx, s.uq.eraseConversations, user.Tenant, user.ID, sweepBatch)
 	if err != nil {
 		return n, wrap(ctx, op, err)
 	}
+	s.stepErasure()
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, s.uq.deleteFacts, user.Tenant, user.ID)
+		if _, err := tx.Exec(ctx, s.uq.deleteFacts, user.Tenant, user.ID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.uq.finishErasure, uh, started, dbTime(s.now()))
 		return err
 	})
 	if err != nil {
 		return n, wrap(ctx, op, err)
 	}
 	return n, nil
+}
+
+// stepErasure calls the test hook between DeleteUser's transactions.
+func (s *Store) stepErasure() {
+	if s.eraseStep != nil {
+		s.eraseStep()
+	}
+}
+
+// fence refuses (chatmem.ErrErased), in the transaction of an append about
+// to create a conversation bound to user, an erasure of the user that
+// runs or that completed at or after started. It takes the user's lock
+// shared first (see DeleteUser).
+func (s *Store) fence(ctx context.Context, tx pgx.Tx, user chatmem.Key, started time.Time) error {
+	if _, err := tx.Exec(ctx, s.uq.lockShared, user.Tenant, user.ID); err != nil {
+		return err
+	}
+	var finished *time.Time
+	err := tx.QueryRow(ctx, s.uq.erasure, erasure.ID(user)).Scan(&finished)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	case finished == nil:
+		return fmt.Errorf("%w: user %s is being erased", chatmem.ErrErased, user.ID)
+	case !started.After(*finished):
+		return fmt.Errorf("%w: user %s was erased at %s, after the work started (%s)", chatmem.ErrErased, user.ID,
+			finished.UTC().Format(time.RFC3339Nano), started.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Users returns one page of the tenant's users with a fact or a live

@@ -63,6 +63,7 @@ func harness(dial func() goredis.UniversalClient) storetest.Harness {
 			}
 			return b
 		},
+		EraseSteps: func(s chatmem.Store, step func()) { s.(*Store).eraseStep = step },
 	}
 }
 

@@ -202,7 +202,8 @@ end
 // append creates the conversation), expected tokenizer (empty: none), the
 // request's fingerprint (empty: none), user (empty: none; recorded as
 // meta's user if the append creates the conversation, else it must be
-// meta's), the tail query's tokens and turns (both 0: none, as for
+// meta's), the user's erasure.Hex and the erasure epoch its admission
+// read (see erasure.go; ” and 0 without a user), the tail query's tokens and turns (both 0: none, as for
 // Append) and whether to read the tail's messages ('1') or only find
 // where they start ('0': the client reads them behind the script, see
 // Store.AppendTail), then per message: its JSON object, its tokens, and its kind
@@ -222,7 +223,9 @@ end
 // a user other than the live conversation's, {3, tokenizer} on a failed
 // ExpectedTokenizer check (tokenizer is the live conversation's, empty if
 // none is recorded; a conversation the append creates, an expired one
-// included, matches), {1, first_seq, meta fields...} after appending (the
+// included, matches), {6, epoch} when it would create the conversation
+// for a user whose erasure started after the admission (KEYS[11], the
+// tombstones given with a user, hold a higher epoch than ARGV[11]), {1, first_seq, meta fields...} after appending (the
 // fields as appendMeta lists them; with a tail query, followed by the
 // system messages, the first seq of the tail and, if asked, its messages,
 // read as the append left the conversation: see Store.AppendTail), {2,
@@ -238,8 +241,8 @@ var appendScript = newScript(luaPrelude + luaTail + `
 local meta, msgs, cum, users, sys, idem, terms = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[10]
 local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local fingerprint = ARGV[8]
-local user = ARGV[9]
-local tailTokens, tailTurns, tailRead = tonumber(ARGV[10]), tonumber(ARGV[11]), ARGV[12]
+local user, userHash, epoch = ARGV[9], ARGV[10], tonumber(ARGV[11])
+local tailTokens, tailTurns, tailRead = tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[14]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
   'ixseq', 'created_at', 'gen')
@@ -250,12 +253,18 @@ if last and expired(exp, now) then
   -- the conversation no longer exists, so this append starts a new one.
   last = nil
 end
+if not last and user ~= '' and KEYS[11] then
+  -- Creating a conversation of the user: not for an admission older than
+  -- an erasure that started since (erasure.go).
+  local t = redis.call('HGET', KEYS[11], userHash)
+  if t and tonumber(t) > epoch then return {6, tonumber(t)} end
+end
 if not last then
   -- Nothing of an earlier conversation with this ID may leak into the new
   -- one: keys written after its last append can outlive its meta by a
   -- millisecond of expiry.
   dropTerms(terms)
-  redis.call('DEL', unpack(KEYS))
+  redis.call('DEL', unpack(KEYS, 1, 10))
 end
 
 -- A retried append must be a no-op even after later appends moved last_seq,
@@ -305,7 +314,7 @@ end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
-for i = 13, #ARGV, 3 do
+for i = 15, #ARGV, 3 do
   last = last + 1
   -- Stored messages carry their seq, so each list entry reads on its own.
   local msg = ARGV[i]
@@ -338,8 +347,8 @@ if newExp ~= '0' then
   -- Every key gets the expiry again, including those this append created.
   local ttl = math.max(1, math.floor((tonumber(exp) - tonumber(now)) / 1e6))
   local ms = string.format('%d', ttl)
-  for _, k in ipairs(KEYS) do
-    if k ~= terms then redis.call('PEXPIRE', k, ms) end
+  for i = 1, 10 do -- the conversation's keys, not the tombstones
+    if KEYS[i] ~= terms then redis.call('PEXPIRE', KEYS[i], ms) end
   end
   keepTerms(terms, ttl)
 elseif exp ~= '0' then

@@ -48,6 +48,10 @@ type Store struct {
 	// usersListed is set once the tenants' sets of users are known to
 	// name every user (users.go: listUsersOnce).
 	usersListed atomic.Bool
+	// eraseStep and admitted, if set (by tests), are called between
+	// DeleteUser's steps and between an append's admission and its
+	// script (erasure.go).
+	eraseStep, admitted func()
 }
 
 var (
@@ -391,7 +395,8 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	if expected <= 0 {
 		gen = rand.Text() // else the script cannot create the conversation
 	}
-	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, gen, opts.ExpectedTokenizer, opts.Fingerprint, opts.User)
+	args = append(args, nanos(now), expires, expected, opts.IdempotencyKey, opts.Tokenizer, gen, opts.ExpectedTokenizer, opts.Fingerprint, opts.User,
+		"", 0) // the user's erasure.Hex and admission epoch, set below
 	// With a guess, the tail's messages are read behind the script, as
 	// Tail reads them (see AppendTail); without one, by the script.
 	var guess int64
@@ -443,9 +448,21 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 		args = append(args, b, m.Tokens, kind)
 	}
 
+	keys := s.convKeys(key)
 	if opts.User != "" {
-		if err := s.indexUserConversation(ctx, key, opts.User); err != nil {
+		// The user's index and erasure record lie in the user's slot: the
+		// admission reads the record and indexes the conversation there,
+		// the script compares the epoch it read with the tombstones of
+		// erasures that started since (erasure.go).
+		adm, err := s.admit(ctx, key, opts.User, opts)
+		if err != nil {
 			return fail(fmt.Errorf("redis: append to %s: %w", key, err))
+		}
+		args[9] = adm.user // the ARGV slots reserved below the messages
+		args[10] = adm.epoch
+		keys = append(keys, s.tombKey(key))
+		if s.admitted != nil {
+			s.admitted()
 		}
 	}
 	// The tenant's index lives in another slot, so it is written beside
@@ -454,7 +471,6 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	// script appended (a pipeline cannot wait for the script's answer);
 	// a member without a live conversation is what List tolerates and
 	// removes anyway.
-	keys := s.convKeys(key)
 	after := []goredis.Cmder{goredis.NewIntCmd(ctx, "zadd", s.indexKey(key.Tenant), 0, key.ID)}
 	var items *goredis.StringSliceCmd
 	var check *goredis.SliceCmd
@@ -527,6 +543,9 @@ func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chat
 	if status == 0 {
 		last, _ := r[1].(int64)
 		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: last seq is %d", chatmem.ErrConflict, last)
+	}
+	if status == 6 {
+		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: user %s is being erased", chatmem.ErrErased, opts.User)
 	}
 	if status == 5 {
 		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: conversation %s belongs to another user or to none", chatmem.ErrConflict, key)

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/erasure"
 )
 
 var (
@@ -47,7 +48,8 @@ var (
 //
 // A user's conversations lie in other slots than the user's keys, so no
 // script writes both. An append with a user adds the conversation's ID to
-// convs before its script runs: the index may name conversations that do
+// convs before its script runs (admitScript, which also checks the user's
+// erasure record: erasure.go): the index may name conversations that do
 // not exist or belong to someone else (the script refused the user, or
 // the process died in between), never miss one bound to the user.
 // UserConversations checks each candidate's meta; DeleteUser deletes a
@@ -64,18 +66,6 @@ func (s *Store) userKeys(user chatmem.Key) []string {
 // usersKey returns the key of a tenant's sorted set of user IDs.
 func (s *Store) usersKey(tenant string) string {
 	return s.prefix + ":tenant:" + tenant + ":users"
-}
-
-// indexUserConversation adds the conversation to its user's index, and
-// the user to its tenant's, in one round trip.
-func (s *Store) indexUserConversation(ctx context.Context, key chatmem.Key, user string) error {
-	convs := s.userKeys(chatmem.Key{Tenant: key.Tenant, ID: user})[0]
-	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		p.ZAdd(ctx, convs, goredis.Z{Member: key.ID})
-		p.ZAdd(ctx, s.usersKey(key.Tenant), goredis.Z{Member: user})
-		return nil
-	})
-	return wrap(ctx, err)
 }
 
 // listUser adds the user to its tenant's set of users.
@@ -315,6 +305,15 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err := validateUser(user); err != nil {
 		return 0, err
 	}
+	// The record goes first: from then on no append of the user is
+	// admitted, and one admitted before indexed its conversation, which
+	// the loop below deletes, or tombstones if it is not created yet.
+	epoch, err := s.startErasure(ctx, user)
+	if err != nil {
+		return 0, fmt.Errorf("redis: delete user %s: %w", user, err)
+	}
+	s.stepErasure()
+	uh := erasure.Hex(user)
 	keys := s.userKeys(user)
 	deleted := 0
 	for {
@@ -327,7 +326,7 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 		}
 		for _, id := range ids {
 			key := chatmem.Key{Tenant: user.Tenant, ID: id}
-			n, err := s.run(ctx, deleteUserConversationScript, s.convKeys(key), user.ID)
+			n, err := s.run(ctx, deleteUserConversationScript, append(s.convKeys(key), s.tombKey(key)), user.ID, uh, epoch, tombstoneTTL)
 			if err != nil {
 				return deleted, fmt.Errorf("redis: delete user %s: conversation %s: %w", user, id, err)
 			}
@@ -340,16 +339,23 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 			if err := s.client.ZRem(ctx, keys[0], id).Err(); err != nil {
 				return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
 			}
+			s.stepErasure()
 		}
 	}
 	if err := s.dropUserIndex(ctx, user); err != nil { // usersearch.go
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, err)
 	}
+	s.stepErasure()
 	if err := s.client.Del(ctx, keys...).Err(); err != nil {
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
 	}
+	s.stepErasure()
 	if err := s.client.ZRem(ctx, s.usersKey(user.Tenant), user.ID).Err(); err != nil {
 		return deleted, fmt.Errorf("redis: delete user %s: %w", user, wrap(ctx, err))
+	}
+	s.stepErasure()
+	if err := s.finishErasure(ctx, user, epoch); err != nil {
+		return deleted, fmt.Errorf("redis: delete user %s: %w", user, err)
 	}
 	return deleted, nil
 }
@@ -558,13 +564,21 @@ return 0
 `
 
 // deleteUserConversationScript deletes a conversation, expired or not,
-// if it belongs to the user.
+// if it belongs to the user, and leaves the erasure's tombstone unless it
+// is another's: a conversation not created yet may be on its way from an
+// append admitted before the erasure started (erasure.go).
 //
-// KEYS: all of the conversation's. ARGV: the user. It replies 1 if it
-// deleted the conversation, 0 if there is none or it is another's.
+// KEYS: all of the conversation's, then its tombstones. ARGV: the user,
+// its erasure.Hex, the erasure's epoch, the tombstones' time to live in
+// milliseconds. It replies 1 if it deleted the conversation, 0 if there
+// is none or it is another's.
 var deleteUserConversationScript = newScript(luaPrelude + `
-if redis.call('HGET', KEYS[1], 'user') ~= ARGV[1] then return 0 end
+local owner = redis.call('HGET', KEYS[1], 'user')
+if owner and owner ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[11], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[11], ARGV[4])
+if not owner then return 0 end
 dropTerms(KEYS[10])
-redis.call('DEL', unpack(KEYS))
+redis.call('DEL', unpack(KEYS, 1, 10))
 return 1
 `)

@@ -223,6 +223,7 @@ var (
 		nextConversationNum, insertTerms, selectUnindexed, setUnindexed,
 		selectFactMark, setFactMark,
 		selectUserConversationIDs, retireUserFact, insertUserFact, deleteUserFact, deleteUserFacts,
+		startErasure, finishErasure, selectErasure,
 		insertUserPosted, insertUserPostings, selectUserUnindexed, setUserUnindexed, // usersearch.go
 	}
 	readStatements = []string{

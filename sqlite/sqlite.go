@@ -93,6 +93,9 @@ type Store struct {
 	busyTimeout time.Duration
 	// commit runs the writes, in groups (commit.go).
 	commit *committer
+	// eraseStep, if set (by tests), is called between DeleteUser's
+	// transactions.
+	eraseStep func()
 	// userIdents keeps the identities of the conversations UserPostings
 	// has seen (usersearch.go).
 	userIdents userIdents

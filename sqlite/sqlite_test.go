@@ -36,7 +36,8 @@ func TestStore(t *testing.T) {
 		Reopen: func(t *testing.T, s chatmem.Store) chatmem.Store {
 			return open(t, s.(*Store).path)
 		},
-		Dump: dumpFile,
+		Dump:       dumpFile,
+		EraseSteps: func(s chatmem.Store, step func()) { s.(*Store).eraseStep = step },
 	})
 }
 

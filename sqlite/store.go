@@ -268,6 +268,9 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 		terms[i] = chatmem.IndexTerms(m)
 	}
 
+	if opts.Started.IsZero() {
+		opts.Started = s.now() // the append's own time: only a running erasure fences it
+	}
 	var res chatmem.AppendResult
 	if err := s.writeAppend(ctx, appendWrite(key, opts, now, expires, out, rows, terms, &res, tail)); err != nil {
 		return chatmem.AppendResult{}, err
@@ -320,6 +323,11 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 		}
 		if u := opts.User; found && u != "" && conv.User != u {
 			return userConflict(key, conv.User, u)
+		}
+		if !found && opts.User != "" {
+			if err := fence(t, chatmem.Key{Tenant: key.Tenant, ID: opts.User}, opts.Started.UnixNano()); err != nil {
+				return err
+			}
 		}
 		if !found {
 			conv = chatmem.Conversation{Key: key, Tokenizer: opts.Tokenizer, User: opts.User, CreatedAt: now}

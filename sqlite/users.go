@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/erasure"
 )
 
 var (
@@ -70,6 +71,18 @@ const (
 
 	// deleteUserFacts deletes every fact of the user, history included.
 	deleteUserFacts = `DELETE FROM user_facts WHERE tenant = ?1 AND user_id = ?2`
+
+	// startErasure records that the user (hash ?1) is being erased, by
+	// the DeleteUser that started at ?2.
+	startErasure = `INSERT INTO user_erasures (uh, started, finished) VALUES (?1, ?2, NULL)
+		ON CONFLICT (uh) DO UPDATE SET started = excluded.started, finished = NULL`
+
+	// finishErasure records that the erasure started at ?2 completed at
+	// ?3, unless another one started since (which completes it).
+	finishErasure = `UPDATE user_erasures SET finished = ?3 WHERE uh = ?1 AND started = ?2`
+
+	// selectErasure reads the user's erasure record.
+	selectErasure = `SELECT finished FROM user_erasures WHERE uh = ?1`
 )
 
 // userConflict is the error of an append naming another user than the
@@ -285,6 +298,70 @@ func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageReque
 	return p, nil
 }
 
+// SetDerivedUserFacts records p.Facts as p.User's in the IMMEDIATE
+// transaction that first finds p.Conversation live, created at p.Created
+// and bound to p.User (chatmem.ErrNotFound if not); see
+// chatmem.UserStore.
+func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
+	user := p.User
+	if err := validateUser(user); err != nil {
+		return err
+	}
+	if err := chatmem.ValidateID(p.Conversation); err != nil {
+		return fmt.Errorf("conversation: %w", err)
+	}
+	now := s.now()
+	facts, last, keys, err := factBatch(p.Facts, now)
+	if err != nil {
+		return err
+	}
+	key := chatmem.Key{Tenant: user.Tenant, ID: p.Conversation}
+	check := func(t tx) error {
+		conv, err := liveGeneration(t, key, now, &p.Created)
+		if err == nil && conv.User != user.ID {
+			err = fmt.Errorf("conversation %s is not bound to user %s: %w", key, user.ID, chatmem.ErrNotFound)
+		}
+		return err
+	}
+	if len(facts) == 0 {
+		return s.read(ctx, check)
+	}
+	return s.write(ctx, func(t tx) error {
+		if err := check(t); err != nil {
+			return err
+		}
+		version := make(map[string]int64, len(keys))
+		for _, k := range keys {
+			var v int64
+			if err := t.row(retireUserFact, user.Tenant, user.ID, k).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			version[k] = v
+		}
+		return insertUserFacts(t, user, facts, last, version)
+	})
+}
+
+// fence refuses (chatmem.ErrErased), inside the write transaction that
+// is about to create a conversation bound to user, an erasure of the user
+// that runs, or that completed at or after started (Unix nanoseconds).
+func fence(t tx, user chatmem.Key, started int64) error {
+	var finished sql.NullInt64
+	err := t.row(selectErasure, erasure.ID(user)).Scan(&finished)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	case !finished.Valid:
+		return fmt.Errorf("%w: user %s is being erased", chatmem.ErrErased, user.ID)
+	case finished.Int64 >= started:
+		return fmt.Errorf("%w: user %s was erased at %s, after the work started (%s)", chatmem.ErrErased, user.ID,
+			fromNanos(finished.Int64).Format(time.RFC3339Nano), fromNanos(started).Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
 // DeleteUserFact removes the named user fact and its history; see
 // chatmem.UserStore.
 func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
@@ -328,6 +405,18 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err := validateUser(user); err != nil {
 		return 0, err
 	}
+	// The record goes first, in its own transaction: from its commit on
+	// no append creates a conversation of the user (fence), and every
+	// one committed before it is among the IDs read below.
+	started := s.now().UnixNano()
+	uh := erasure.ID(user)
+	if err := s.write(ctx, func(t tx) error {
+		_, err := t.exec(startErasure, uh, started)
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("erase user %s: %w", user, err)
+	}
+	s.stepErasure()
 	deleted := 0
 	for {
 		var n int
@@ -361,12 +450,16 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 			return deleted, fmt.Errorf("erase user %s: %w", user, err)
 		}
 		deleted += n
+		s.stepErasure()
 		if n < eraseBatch {
 			break
 		}
 	}
 	err := s.write(ctx, func(t tx) error {
 		if _, err := t.exec(deleteUserFacts, user.Tenant, user.ID); err != nil {
+			return err
+		}
+		if _, err := t.exec(finishErasure, uh, started, s.now().UnixNano()); err != nil {
 			return err
 		}
 		// The index deletes by tombstones (contentless_delete: it has no
@@ -378,10 +471,18 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err != nil {
 		return deleted, fmt.Errorf("erase user %s: %w", user, err)
 	}
+	s.stepErasure()
 	if err := s.truncateWAL(ctx); err != nil {
 		return deleted, fmt.Errorf("erase user %s: %w", user, err)
 	}
 	return deleted, nil
+}
+
+// stepErasure calls the test hook between DeleteUser's transactions.
+func (s *Store) stepErasure() {
+	if s.eraseStep != nil {
+		s.eraseStep()
+	}
 }
 
 // truncateWAL checkpoints the WAL into the database file and truncates it

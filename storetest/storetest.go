@@ -34,6 +34,13 @@ type Harness struct {
 	// under its prefix, or its internals. The erasure subtest scans it
 	// for what a deleted user left; nil skips that subtest.
 	Dump func(t *testing.T, s chatmem.Store) []byte
+	// EraseSteps installs step, which s's DeleteUser then calls between
+	// its steps (each a transaction, script or round trip that leaves
+	// the store consistent), in the goroutine that called it; nil
+	// removes it. The erasure race subtest makes the writers' store
+	// calls there. Nil for a store whose DeleteUser is one atomic step
+	// (memory).
+	EraseSteps func(s chatmem.Store, step func())
 }
 
 // reopen returns a second store over s's data, or s itself when the harness

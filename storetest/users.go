@@ -25,6 +25,7 @@ var userTests = []subtest{
 	{"Delete", testDeleteUser},
 	{"DeleteResumes", testDeleteUserResumes},
 	{"EraseRaw", testEraseRaw},
+	{"Erasure", optional[chatmem.UserStore](erasureTests)},             // erasure.go
 	{"Search", testUserSearch},                                         // chatmem.UserSearcher: usersearch.go
 	{"Lister", optional[chatmem.UserLister](userListerTests)},          // userlist.go
 	{"ReplaceFacts", optional[chatmem.UserFactReplacer](replaceTests)}, // userlist.go

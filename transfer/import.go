@@ -207,7 +207,7 @@ func Import(ctx context.Context, st chatmem.Store, tenant string, r io.Reader, o
 		}
 	}
 	lr := &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: opts.MaxLineBytes}
-	im := &importer{st: st, tenant: tenant, opts: opts}
+	im := &importer{st: st, tenant: tenant, opts: opts, started: time.Now()}
 	defer im.sp.reset()
 
 	line := 1
@@ -417,6 +417,10 @@ type importer struct {
 	opts   ImportOptions
 	block  *block
 	sp     spool
+
+	// started is when the import began: it cannot re-create a
+	// conversation of a user erased since (AppendOptions.Started).
+	started time.Time
 }
 
 func (im *importer) start(line int) {
@@ -820,7 +824,7 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 			return nil
 		}
 		expect := last
-		opts := chatmem.AppendOptions{ExpectedLastSeq: &expect, User: bl.conv.User, Tokenizer: bl.conv.Tokenizer, ExpectedTokenizer: bl.conv.Tokenizer, Now: bl.conv.UpdatedAt}
+		opts := chatmem.AppendOptions{ExpectedLastSeq: &expect, User: bl.conv.User, Tokenizer: bl.conv.Tokenizer, ExpectedTokenizer: bl.conv.Tokenizer, Now: bl.conv.UpdatedAt, Started: im.started}
 		if last == 0 {
 			opts.Now = bl.conv.CreatedAt
 		}

@@ -363,6 +363,10 @@ func (f *failingStore) SetUserFacts(ctx context.Context, user chatmem.Key, facts
 	return f.Store.(chatmem.UserStore).SetUserFacts(ctx, user, facts)
 }
 
+func (f *failingStore) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
+	return f.Store.(chatmem.UserStore).SetDerivedUserFacts(ctx, p)
+}
+
 func (f *failingStore) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
 	return f.Store.(chatmem.UserStore).DeleteUserFact(ctx, user, name)
 }

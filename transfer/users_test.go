@@ -197,6 +197,10 @@ func (r *replaceOnly) SetUserFacts(context.Context, chatmem.Key, []chatmem.Fact)
 	return errRefused
 }
 
+func (r *replaceOnly) SetDerivedUserFacts(context.Context, chatmem.DerivedUserFacts) error {
+	return errRefused
+}
+
 func (r *replaceOnly) DeleteUserFact(context.Context, chatmem.Key, string) error { return errRefused }
 
 func (r *replaceOnly) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
