@@ -463,7 +463,11 @@ func TestInspectorContrast(t *testing.T) {
 
 	b.signIn(ts.URL)
 	b.open("seed")
-	b.wait(`document.querySelectorAll("#messages .msg.dropped").length > 0`)
+	b.do(
+		chromedp.SetValue(chromedp.ID("budget"), "40"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("budget").dispatchEvent(new Event("input"))`),
+	)
+	b.wait(`document.getElementById("policy").dataset.policy === "token_budget/40" && document.querySelectorAll("#messages .msg.dropped").length === 2`)
 	check("dropped messages", ".msg.dropped")
 	check("muted texts", ".muted")
 
