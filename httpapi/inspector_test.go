@@ -329,6 +329,7 @@ func TestInspectorPolicyControls(t *testing.T) {
 	)
 	want := "policy=recall&budget=" + budget + "&recent=20&scope=user"
 	b.wait(fmt.Sprintf(`document.getElementById("policy").dataset.query === %q && document.getElementById("policy-error").hidden`, want))
+	b.shot(artifactsDir(t), "inspector-recall.png", chromedp.Screenshot(chromedp.ID("policy")))
 	for _, m := range b.problems() {
 		t.Errorf("browser: %s", m)
 	}
