@@ -342,17 +342,59 @@ async function loadMessages() {
   $("more-messages").hidden = state.nextAfter === null;
 }
 
-// setupBudget sizes the slider to the conversation: from 1 to a quarter
-// over everything (room for another tokenizer's counts), starting at the
-// top.
+// PROXY_BUDGET is the budget `chatmem serve` gives a proxied request that
+// names none (--proxy-budget's default).
+const PROXY_BUDGET = 4000;
+// REPLY_OVERHEAD is the most a tokenizer adds once per request (the
+// tiktoken ones' reply priming); the estimate adds none.
+const REPLY_OVERHEAD = 3;
+
+// setupBudget sizes the slider to the conversation, from 1 to a quarter
+// over everything (room for another tokenizer's counts), and starts it at
+// defaultBudget.
 function setupBudget() {
   const c = state.conv;
   const total = c.tokens + c.system_tokens;
   const max = Math.max(10, Math.ceil((total * 1.25 + 8) / 10) * 10);
   const b = $("budget");
   b.max = String(max);
-  b.value = String(max);
+  b.value = String(Math.min(max, defaultBudget(total)));
   $("budget-out").textContent = b.value;
+}
+
+// defaultBudget is where the slider starts, so that the page opens on the
+// policy at work rather than on everything sent: the proxy's default budget
+// when the conversation is over it (what a request that names no budget
+// gets), else a quarter of the conversation, rounded to a step; never less
+// than the newest turn needs, which every window sends.
+function defaultBudget(total) {
+  const b = total > PROXY_BUDGET ? PROXY_BUDGET : roundStep(total / 4);
+  return Math.max(b, newestTurnTokens());
+}
+
+// roundStep rounds v to a step of 5 in its second digit (5, 10, 15 ...
+// 50, 100, 150 ... 500, 1000 ...), and never to 0.
+function roundStep(v) {
+  const step = Math.max(1, 5 * Math.pow(10, Math.floor(Math.log10(Math.max(v, 1))) - 1));
+  return Math.max(step, Math.round(v / step) * step);
+}
+
+// newestTurnTokens is what the newest user message and what follows it
+// take, with the pinned system messages and a request's overhead.
+function newestTurnTokens() {
+  let sys = 0;
+  let tail = 0;
+  let turn = 0;
+  for (const m of state.messages) {
+    if (m.role === "system") {
+      sys += m.tokens || 0;
+      continue;
+    }
+    if (m.role === "user") turn = 0;
+    turn += m.tokens || 0;
+    tail = turn;
+  }
+  return sys + tail + REPLY_OVERHEAD;
 }
 
 function renderMessages() {
@@ -449,22 +491,51 @@ function initConversation() {
 
 // ---- policy and context -----------------------------------------------
 
+// controlsOf says which controls a policy takes (policy.go): all sends
+// everything and ignores a budget; last_turns takes turns and, if asked,
+// a budget that caps them; the others need a budget; recall, and
+// summary_buffer with recall, take the recent share and the recall scope.
+function controlsOf(kind, recall) {
+  const recalls = kind === "recall" || (kind === "summary_buffer" && recall);
+  return {
+    budget: kind !== "all",
+    cap: kind === "last_turns",
+    turns: kind === "last_turns",
+    recall: kind === "summary_buffer",
+    recent: recalls,
+    scope: recalls,
+  };
+}
+
 function policyParams() {
   const kind = $("policy-kind").value;
+  const on = controlsOf(kind, $("recall").checked);
   const q = { policy: kind };
-  if (kind === "token_budget" || kind === "summary_buffer" || kind === "recall") q.budget = $("budget").value;
-  if (kind === "last_turns") q.turns = Math.max(1, parseInt($("turns").value, 10) || 1);
+  if (on.budget && (!on.cap || $("budget-cap").checked)) q.budget = $("budget").value;
+  if (on.turns) q.turns = Math.max(1, parseInt($("turns").value, 10) || 1);
+  if (on.recall && $("recall").checked) q.recall = "true";
+  const recent = parseInt($("recent").value, 10);
+  if (on.recent && recent > 0) q.recent = recent;
+  if (on.scope && $("scope").value) q.scope = $("scope").value;
   if ($("with-facts").checked) q.facts = "true";
   if ($("tokenizer").value) q.tokenizer = $("tokenizer").value;
   return q;
 }
 
+// syncControls shows the controls the chosen policy takes and hides the
+// others.
 function syncControls() {
   const kind = $("policy-kind").value;
-  const budgeted = kind === "token_budget" || kind === "summary_buffer" || kind === "recall";
+  const on = controlsOf(kind, $("recall").checked);
+  for (const [name, shown] of Object.entries(on)) $("field-" + name).hidden = !shown;
+  const budgeted = on.budget && (!on.cap || $("budget-cap").checked);
   $("budget").disabled = !budgeted;
-  $("turns").disabled = kind !== "last_turns";
   $("budget-out").textContent = budgeted ? $("budget").value : "–";
+  const share = kind === "recall" ? "a tenth" : "half";
+  $("recent").placeholder = `${share} of the budget`;
+  const user = state.conv && state.conv.user;
+  $("scope").querySelector('option[value="user"]').disabled = !user;
+  if (!user) $("scope").value = "";
 }
 
 function scheduleContext() {
@@ -493,6 +564,7 @@ async function refreshContext() {
   }
   // What the page shows now, for tests to wait on: policy/budget or turns.
   $("policy").dataset.policy = params.policy + "/" + (params.budget || params.turns || "");
+  $("policy").dataset.query = new URLSearchParams(params).toString();
   applyWindow();
   drawChart();
 }
@@ -515,14 +587,15 @@ function applyWindow() {
   for (const p of ["system", "facts", "summary", "recent", "overhead"]) set("part-" + p, w && w.parts[p]);
   const extra = [];
   if (w && w.summary) extra.push(`Sends the summary of messages 1–${w.summary.covers_seq} (${fmtNum(w.parts.summary)} tokens) before the window.`);
+  const recalled = w ? w.messages.filter((m) => m.metadata && m.metadata.chatmem === "recalled").length : 0;
+  if (recalled) extra.push(`Recalls ${recalled} older message${recalled > 1 ? "s" : ""} (${fmtNum(w.parts.recalled)} tokens).`);
   if (w && w.facts && w.facts.length) extra.push(`Sends ${w.facts.length} fact${w.facts.length > 1 ? "s" : ""} as a system message (${fmtNum(w.parts.facts)} tokens).`);
   $("window-extra").textContent = extra.join(" ");
 }
 
 function initPolicy() {
-  $("budget").addEventListener("input", scheduleContext);
-  $("turns").addEventListener("input", scheduleContext);
-  for (const id of ["policy-kind", "tokenizer", "with-facts"]) $(id).addEventListener("change", scheduleContext);
+  for (const id of ["budget", "turns", "recent"]) $(id).addEventListener("input", scheduleContext);
+  for (const id of ["policy-kind", "tokenizer", "with-facts", "budget-cap", "recall", "scope"]) $(id).addEventListener("change", scheduleContext);
   syncControls();
 }
 
@@ -542,50 +615,72 @@ async function loadSummary() {
   }
 }
 
+// loadFacts shows the facts a turn of the conversation sees (as
+// chatmem.Memory.VisibleFacts gives them): its own, and its user's current
+// ones when it has a user.
 async function loadFacts() {
   const id = state.conv.id;
-  try {
-    const { facts } = await api("GET", convPath(id, "facts"));
-    if (!state.conv || state.conv.id !== id) return;
-    renderFacts(facts);
-    showError("facts-error", null);
-  } catch (err) {
-    renderFacts([]);
-    showError("facts-error", err);
-  }
+  const user = state.conv.user || "";
+  const [own, theirs] = await Promise.allSettled([
+    api("GET", convPath(id, "facts")),
+    user ? api("GET", userPath(user, "facts")) : Promise.resolve({ facts: [] }),
+  ]);
+  if (!state.conv || state.conv.id !== id) return;
+  const failed = [own, theirs].find((r) => r.status === "rejected");
+  renderFacts(own.status === "fulfilled" ? own.value.facts : [], theirs.status === "fulfilled" ? theirs.value.facts : [], user);
+  showError("facts-error", failed ? failed.reason : null);
+  $("fact-rows").dataset.conv = id; // whose facts show now, for tests to wait on
 }
 
-function renderFacts(facts) {
-  $("fact-rows").replaceChildren(...facts.map(factRow));
-  $("facts-empty").hidden = facts.length > 0;
+// renderFacts lists the conversation's facts and its user's by key, the
+// conversation's first. A user's fact on a key the conversation also has
+// is not sent: the conversation's value wins.
+function renderFacts(own, theirs, user) {
+  const ownKeys = new Set(own.map((f) => f.key));
+  const rows = [
+    ...own.map((f) => ({ f, scope: "conversation", sent: true })),
+    ...theirs.map((f) => ({ f, scope: "user", sent: !ownKeys.has(f.key) })),
+  ];
+  rows.sort((a, b) => (a.f.key < b.f.key ? -1 : a.f.key > b.f.key ? 1 : a.scope === "conversation" ? -1 : 1));
+  $("fact-rows").replaceChildren(...rows.map((r) => factRow(r.f, r.scope, r.sent, user)));
+  $("facts-empty").hidden = rows.length > 0;
 }
 
-function factRow(f) {
+// factPath is where a fact of scope is set and deleted.
+function factPath(scope, user) {
+  return scope === "user" ? userPath(user, "facts") : convPath(state.conv.id, "facts");
+}
+
+function factRow(f, scope, sent, user) {
   const value = el("td", { cls: "value", text: f.value });
+  if (!sent) value.append(el("span", { cls: "overridden", text: "not sent: the conversation's value wins" }));
   // Where the fact came from: its source message, if any, and who set it.
   const from = el("td", { cls: "from", attrs: { title: `confidence ${f.confidence} · ${fmtTime(f.created_at)}` } });
-  if (f.source_seq) {
+  if (f.source_seq && scope === "conversation") {
     const b = el("button", { cls: "link", text: "#" + f.source_seq, attrs: { type: "button", "aria-label": "Show message " + f.source_seq } });
     b.addEventListener("click", () => showMessage(f.source_seq));
     from.append(b, document.createTextNode(" · "));
+  } else if (scope === "user" && f.conversation) {
+    from.append(msgLink(f.conversation, f.source_seq), document.createTextNode(" · "));
   }
   from.append(el("span", { cls: "set-by", text: f.set_by }));
-  const edit = el("button", { text: "Edit", attrs: { type: "button", "aria-label": "Edit " + f.key, "data-action": "edit" } });
-  const del = el("button", { cls: "danger", text: "Delete", attrs: { type: "button", "aria-label": "Delete " + f.key, "data-action": "delete" } });
+  const of = scope === "user" ? `${f.key} of user ${user}` : f.key;
+  const edit = el("button", { text: "Edit", attrs: { type: "button", "aria-label": "Edit " + of, "data-action": "edit" } });
+  const del = el("button", { cls: "danger", text: "Delete", attrs: { type: "button", "aria-label": "Delete " + of, "data-action": "delete" } });
   const row = el(
     "tr",
-    { attrs: { "data-key": f.key } },
-    el("td", { cls: "key" }, el("code", { text: f.key })),
+    { cls: sent ? "" : "not-sent", attrs: { "data-key": f.key, "data-scope": scope, "data-sent": String(sent) } },
+    el("td", { cls: "key" }, el("code", { text: f.key }), el("span", { cls: "scope scope-" + scope, text: scope, attrs: { title: scope + " fact" } })),
     value,
     from,
     el("td", { cls: "fact-actions" }, edit, del),
   );
-  edit.addEventListener("click", () => editFact(row, f));
-  del.addEventListener("click", () => deleteFact(f.key));
+  edit.addEventListener("click", () => editFact(row, f, scope, user));
+  del.addEventListener("click", () => deleteFact(f.key, scope, user));
   return row;
 }
 
-function editFact(row, f) {
+function editFact(row, f, scope, user) {
   const cell = row.querySelector(".value");
   const input = el("input", { attrs: { "aria-label": "New value of " + f.key, maxlength: "4096", "data-role": "fact-value" } });
   input.value = f.value;
@@ -594,7 +689,7 @@ function editFact(row, f) {
   const form = el("form", { cls: "inline-edit" }, input, save, cancel);
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    setFact(f.key, input.value);
+    setFact(f.key, input.value, scope, user);
   });
   cancel.addEventListener("click", () => loadFacts());
   input.addEventListener("keydown", (ev) => {
@@ -605,22 +700,23 @@ function editFact(row, f) {
   input.select();
 }
 
-async function setFact(key, value) {
+async function setFact(key, value, scope = "conversation", user = "") {
   try {
-    const { facts } = await api("PATCH", convPath(state.conv.id, "facts"), { body: { facts: [{ key, value }] } });
-    renderFacts(facts);
+    await api("PATCH", factPath(scope, user), { body: { facts: [{ key, value }] } });
     showError("facts-error", null);
-    setStatus(`Fact ${key} set.`);
+    setStatus(scope === "user" ? `Fact ${key} of user ${user} set.` : `Fact ${key} set.`);
     if ($("with-facts").checked) refreshContext();
   } catch (err) {
     showError("facts-error", err);
+    return;
   }
+  loadFacts();
 }
 
-async function deleteFact(key) {
+async function deleteFact(key, scope = "conversation", user = "") {
   try {
-    await api("DELETE", convPath(state.conv.id, "facts"), { query: { key } });
-    setStatus(`Fact ${key} deleted.`);
+    await api("DELETE", factPath(scope, user), { query: { key } });
+    setStatus(scope === "user" ? `Fact ${key} of user ${user} deleted.` : `Fact ${key} deleted.`);
     showError("facts-error", null);
   } catch (err) {
     showError("facts-error", err);
