@@ -380,7 +380,7 @@ func TestInspectorFacts(t *testing.T) {
 	b.wait(`document.activeElement && document.activeElement.dataset.role === "fact-value"`)
 	b.do(chromedp.KeyEvent("k.rao@example.com" + kb.Enter))
 	b.wait(`document.querySelector('#fact-rows tr[data-key="email"][data-scope="user"] .value').textContent === "k.rao@example.com"`)
-	facts, err := client.UserFacts(ctx, "u-kavya", false)
+	facts, err := client.UserFacts(ctx, "u-kavya")
 	must(t, "UserFacts(u-kavya)", err)
 	if i := slices.IndexFunc(facts, func(f chatmem.Fact) bool { return f.Key == "email" }); i < 0 || facts[i].Value != "k.rao@example.com" {
 		t.Errorf("after the edit, UserFacts(u-kavya) = %+v; want email k.rao@example.com", facts)
