@@ -27,7 +27,9 @@ import (
 //     is answered with a tool error, another request with -32602 (invalid
 //     params), a notification not at all, as over HTTP (see screenHTTP);
 //   - JSON that is not a JSON-RPC message or batch: -32600 (invalid
-//     request), with the message's ID when it has one.
+//     request), with the message's ID when it has one;
+//   - a batch once an initialize asked for 2025-06-18 or later, versions
+//     without batches: -32600, ID null.
 //
 // Blank lines are skipped. The answers may come before those of requests
 // sent earlier, as any two answers may.
