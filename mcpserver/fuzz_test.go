@@ -126,8 +126,10 @@ func FuzzIOTransport(f *testing.F) {
 		}()
 		for {
 			a := s.next(t)
-			msgs := []json.RawMessage{a.raw}
-			if a.raw[0] == '[' && json.Unmarshal(a.raw, &msgs) != nil {
+			var msgs []json.RawMessage // not a.raw's array: Unmarshal writes into its elements
+			if a.raw[0] != '[' {
+				msgs = []json.RawMessage{a.raw}
+			} else if json.Unmarshal(a.raw, &msgs) != nil {
 				t.Fatalf("answer %q is not JSON", a.raw)
 			}
 			for _, m := range msgs {

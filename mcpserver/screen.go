@@ -55,13 +55,13 @@ func screen(b []byte) (reply []byte, pass bool, why error) {
 	return nil, true, nil
 }
 
-// decodable reports why the SDK could not decode b, a JSON value, as a
-// JSON-RPC message or a batch of them, if it could not: the SDK ends the
-// session on such a message instead of answering it. It decodes as the
-// SDK's transports do.
+// decodable reports why the SDK could not decode b, a JSON value with no
+// space before it, as a JSON-RPC message or a batch of them, if it could
+// not: the SDK ends the session on such a message instead of answering
+// it. It decodes as the SDK's transports do.
 func decodable(b []byte) error {
 	var batch []json.RawMessage
-	if json.Unmarshal(b, &batch) == nil {
+	if b[0] == '[' && json.Unmarshal(b, &batch) == nil {
 		if len(batch) == 0 {
 			return fmt.Errorf("an empty batch")
 		}
