@@ -1,11 +1,16 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/chatmem/chatmem"
 )
 
 // fuzzTools are the tools FuzzTools calls, by index.
@@ -15,9 +20,10 @@ var fuzzTools = []string{
 }
 
 // FuzzTools calls the tools with arbitrary arguments over the in-memory
-// transport. Whatever the arguments, the answer is a tool result, never a
-// protocol error; a failed call (isError) has a message and writes
-// nothing; a successful one has structured content.
+// connection (through IOTransport's screen). Whatever the arguments, the
+// answer is a tool result, never a protocol error; a failed call (isError)
+// has a message and writes nothing; a successful one has structured
+// content; arguments with text CheckJSONText refuses are refused.
 func FuzzTools(f *testing.F) {
 	seeds := []struct {
 		tool uint8
@@ -49,6 +55,9 @@ func FuzzTools(f *testing.F) {
 		{0, `[]`},
 		{1, `null`},
 		{2, `{"conversation":1}`},
+		{0, `{"conversation":"c1","messages":[{"role":"user","content":"caf` + "\xe9" + `"}]}`},
+		{4, `{"user":"u1","key":"name","value":"K\ud800"}`},
+		{6, `{"user":"\udc00"}`},
 	}
 	for _, s := range seeds {
 		f.Add(s.tool, []byte(s.args))
@@ -65,6 +74,9 @@ func FuzzTools(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%s(%s): protocol error %v", name, args, err)
 		}
+		if chatmem.CheckJSONText(args) != nil && (!res.IsError || !strings.Contains(text(res), "request refused")) {
+			t.Fatalf("%s(%q) = isError %v, %q; want the bad text refused", name, args, res.IsError, text(res))
+		}
 		if res.IsError {
 			if text(res) == "" {
 				t.Fatalf("%s(%s): an error without a message", name, args)
@@ -77,5 +89,61 @@ func FuzzTools(f *testing.F) {
 		if res.StructuredContent == nil || text(res) == "" {
 			t.Fatalf("%s(%s): success without structured content or text", name, args)
 		}
+	})
+}
+
+// FuzzIOTransport writes arbitrary lines to a server on IOTransport, then
+// a ping. Whatever the lines, every answer is a JSON-RPC message, the ping
+// is answered (the session goes on), and the server ends when stdin
+// closes.
+func FuzzIOTransport(f *testing.F) {
+	for _, seed := range []string{
+		stdioInitialize,
+		stdioInitialize + "\nnot JSON\n" + `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		strings.Replace(stdioInitialize, "2025-03-26", "2025-06-18", 1) + "\n[" + ping(2) + "]",
+		"[" + stdioInitialize + "," + ping(2) + "]\n[" + ping(3) + "]",
+		`{"jsonrpc":"2.0","id":3,"method":"ping"`,
+		"\xff\xfe{}\r\n\n  \n" + ping(4) + "\r",
+		`{"jsonrpc":"2.0","id":4,"method":5}`,
+		`{"jsonrpc":"1.0","id":"five","method":"ping"}`,
+		`[]`, `[1,2]`, `"hello"`, `null`, `{"foo":1}`,
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"append_messages","arguments":{"conversation":"c1","messages":[{"role":"user","content":"caf` + "\xe9" + `"}]}}}`,
+		`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"set_fact","arguments":{"user":"u1","key":"name","value":"K\ud800"}}}`,
+		`{"jsonrpc":"2.0","id":"` + "\xff" + `","method":"ping"}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99,"reason":"\udc00"}}`,
+		`{"jsonrpc":"2.0","id":12,"result":{}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"ping","params":{"x":"` + strings.Repeat("x", 2000) + `"}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	mem := newMemory(f)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s := newRawSession(t, mem, 1024)
+		const last = `"fuzz-end"`
+		go func() {
+			// Unchecked: a failed write shows as the ping unanswered.
+			io.WriteString(s.in, string(in)+"\n"+`{"jsonrpc":"2.0","id":`+last+`,"method":"ping"}`+"\n")
+		}()
+		for {
+			a := s.next(t)
+			var msgs []json.RawMessage // not a.raw's array: Unmarshal writes into its elements
+			if a.raw[0] != '[' {
+				msgs = []json.RawMessage{a.raw}
+			} else if json.Unmarshal(a.raw, &msgs) != nil {
+				t.Fatalf("answer %q is not JSON", a.raw)
+			}
+			for _, m := range msgs {
+				var w struct {
+					Version string `json:"jsonrpc"`
+				}
+				if json.Unmarshal(m, &w) != nil || w.Version != "2.0" {
+					t.Fatalf("answer %q is not a JSON-RPC message", m)
+				}
+			}
+			if bytes.Equal(a.ID, []byte(last)) {
+				break
+			}
+		}
+		s.running(t)
 	})
 }

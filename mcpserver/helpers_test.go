@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,21 +37,23 @@ func newClient() *mcp.Client {
 	return mcp.NewClient(&mcp.Implementation{Name: "chatmem-test", Version: "v0"}, nil)
 }
 
-// connectInMemory connects the SDK's client to a tenant's server over the
-// SDK's in-memory transports.
+// connectInMemory connects the SDK's client to a tenant's server over
+// in-memory pipes, the server on the package's IOTransport (what `chatmem
+// mcp` serves stdio with), so every message is screened as on stdio.
 func connectInMemory(t testing.TB, mem *chatmem.Memory, tenant string) *mcp.ClientSession {
 	t.Helper()
 	srv, err := mcpserver.New(mem, tenant, mcpserver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, st := mcp.NewInMemoryTransports()
+	toServer, fromClient := io.Pipe()
+	toClient, fromServer := io.Pipe()
 	ctx := context.Background()
-	ss, err := srv.Connect(ctx, st, nil)
+	ss, err := srv.Connect(ctx, &mcpserver.IOTransport{Reader: toServer, Writer: fromServer}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := newClient().Connect(ctx, ct, nil)
+	cs, err := newClient().Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

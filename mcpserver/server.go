@@ -126,12 +126,21 @@ func (h *HTTP) Handler(tenant string) http.Handler {
 			http.Error(w, "mcp: "+err.Error(), http.StatusInternalServerError)
 		})
 	}
-	hh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	var hh http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Stateless:                  true,
 		Logger:                     h.opts.Logger,
 		MaxRequestBodyBytes:        h.opts.MaxBodyBytes,
 		DisableLocalhostProtection: h.opts.AnyHost,
 	})
+	limit := h.opts.MaxBodyBytes
+	if limit == 0 {
+		limit = mcp.DefaultMaxRequestBodyBytes
+	}
+	log := h.opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	hh = screenHTTP(hh, limit, log)
 	h.by[tenant] = hh
 	return hh
 }

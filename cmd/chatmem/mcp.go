@@ -89,7 +89,9 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return &exitError{code: 2, err: err}
 	}
 	log.Info("chatmem mcp serving on stdio", "store", describeStore(c.store, c.dataDir), "tenant", *tenant)
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	// mcpserver's transport answers a malformed line and goes on, where
+	// the SDK's would end the session.
+	err = srv.Run(ctx, &mcpserver.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}, Logger: log})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
 		return nil // the client closed stdin, or a signal ended the session
 	}

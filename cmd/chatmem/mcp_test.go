@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -265,5 +266,157 @@ func TestMCPNodeClient(t *testing.T) {
 	t.Logf("node client:\n%s", out)
 	if !strings.HasSuffix(strings.TrimSpace(string(out)), "ok") {
 		t.Errorf("node client did not finish: %s", out)
+	}
+}
+
+// TestMCPStdioMalformedLines pipes raw lines to `chatmem mcp`: initialize,
+// a line that is not JSON, tools/list, then tool calls with invalid UTF-8
+// and a lone surrogate. Each gets its answer (-32700 with ID null for the
+// garbage, a tool error naming the bad text for the calls, which store
+// nothing), and the process serves on until stdin closes.
+func TestMCPStdioMalformedLines(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(context.Background(), []string{"mcp", "--store", "sqlite:" + filepath.Join(t.TempDir(), "m.db"), "--tenant", "acme", "--tokenizer", "estimate", "--log-level", "error"}, inR, outW, io.Discard)
+		outW.Close()
+		inR.CloseWithError(fmt.Errorf("chatmem mcp returned %v", err)) // a write to stdin fails from now on
+		done <- err
+	}()
+	answers := make(chan string, 10)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			answers <- sc.Text()
+		}
+		close(answers)
+	}()
+	send := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatalf("writing %.60q: %v (chatmem mcp stopped reading)", line, err)
+		}
+	}
+	type answer struct {
+		ID     json.RawMessage `json:"id"`
+		Result struct {
+			IsError bool `json:"isError"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			ServerInfo map[string]any   `json:"serverInfo"`
+			Tools      []map[string]any `json:"tools"`
+		} `json:"result"`
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	// collect reads n answers, by ID ("null" for none).
+	collect := func(n int) map[string]answer {
+		t.Helper()
+		got := map[string]answer{}
+		for range n {
+			select {
+			case line, ok := <-answers:
+				if !ok {
+					t.Fatalf("chatmem mcp closed stdout after %d answers of %d", len(got), n)
+				}
+				var a answer
+				if err := json.Unmarshal([]byte(line), &a); err != nil {
+					t.Fatalf("answer %q: %v", line, err)
+				}
+				id := string(a.ID)
+				if id == "" {
+					id = "null"
+				}
+				got[id] = a
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%d answers of %d in 30s", len(got), n)
+			}
+		}
+		return got
+	}
+
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	send(`{"jsonrpc":"2.0","id":1,"method":"initiali`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	got := collect(3)
+	if a := got["1"]; a.Error != nil || a.Result.ServerInfo["name"] != "chatmem" {
+		t.Errorf("initialize answered %+v, want its result", a)
+	}
+	if a := got["null"]; a.Error == nil || a.Error.Code != -32700 {
+		t.Errorf("the broken line answered %+v, want -32700 with ID null", a)
+	}
+	if a := got["2"]; a.Error != nil || len(a.Result.Tools) == 0 {
+		t.Errorf("tools/list after it answered %+v, want the tools", a)
+	}
+
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"append_messages","arguments":{"conversation":"c1","messages":[{"role":"user","content":"caf` + "\xe9" + `"}]}}}`)
+	send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"set_fact","arguments":{"user":"u1","key":"name","value":"K\ud800"}}}`)
+	send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"list_conversations","arguments":{}}}`)
+	got = collect(3)
+	for id, want := range map[string]string{"3": "invalid UTF-8", "4": "surrogate"} {
+		if a := got[id]; !a.Result.IsError || len(a.Result.Content) == 0 || !strings.Contains(a.Result.Content[0].Text, want) {
+			t.Errorf("call %s answered %+v, want a tool error naming %s", id, a, want)
+		}
+	}
+	if a := got["5"]; a.Result.IsError || len(a.Result.Content) == 0 || !strings.HasPrefix(a.Result.Content[0].Text, "0 conversation(s)") {
+		t.Errorf("list_conversations after the refused calls answered %+v, want none stored", a)
+	}
+
+	select {
+	case err := <-done:
+		t.Fatalf("chatmem mcp ended (%v) with stdin open", err)
+	default:
+	}
+	inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("chatmem mcp returned %v when stdin closed", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("chatmem mcp did not exit when stdin closed")
+	}
+}
+
+// TestMCPServeHTTPBadText: /mcp of `chatmem serve` refuses a tool call
+// with invalid UTF-8 with a tool error and stores nothing, as the REST API
+// refuses it with 400.
+func TestMCPServeHTTPBadText(t *testing.T) {
+	base := startServe(t)
+	req, err := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"set_fact",`+
+		`"arguments":{"user":"u1","key":"name","value":"K`+"\xff"+`"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer k1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"isError":true`) || !strings.Contains(string(body), "invalid UTF-8") {
+		t.Errorf("set_fact with invalid UTF-8: status %d, %s; want 200 and a tool error naming it", resp.StatusCode, body)
+	}
+	facts, err := http.NewRequest(http.MethodGet, base+"/v1/users/u1/facts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts.Header.Set("Authorization", "Bearer k1")
+	fr, err := http.DefaultClient.Do(facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Body.Close()
+	fb, _ := io.ReadAll(fr.Body)
+	if strings.Contains(string(fb), `"name"`) {
+		t.Errorf("the refused set_fact stored: %s", fb)
 	}
 }
