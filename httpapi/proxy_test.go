@@ -585,7 +585,7 @@ func TestProxyPolicy(t *testing.T) {
 		{"X-Chatmem-Budget": "0"},
 		{"X-Chatmem-Turns": "-1"},
 		{"X-Chatmem-Policy": "everything"},
-		{"X-Chatmem-Policy": "last_turns"}, // needs turns
+		{"X-Chatmem-Policy": "last_turns", "X-Chatmem-Turns": "0"},
 		{"X-Chatmem-Facts": "yes please"},
 	} {
 		_, err := env.client("c1", func() []option.RequestOption {

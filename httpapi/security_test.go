@@ -116,6 +116,8 @@ func routeBody(rt route) string {
 		return `{"messages":[{"role":"user","content":"globex was here"}]}`
 	case rt.Method == http.MethodPatch || rt.Method == http.MethodPut:
 		return `{"facts":[{"key":"card","value":"globex overwrote it"}]}`
+	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/search"):
+		return `{"query":"card"}`
 	case rt.Pattern == "/v1/chat/completions":
 		return `{"model":"m","messages":[{"role":"user","content":"what is my card?"}]}`
 	}

@@ -23,6 +23,7 @@ const envAllowUnknown = "CHATMEM_ALLOW_UNKNOWN_ENV"
 var (
 	testEnv = []string{
 		"CHATMEM_ARTIFACTS",              // .ci/run: the inspector test's screenshots
+		"CHATMEM_ERASE_ITERATIONS",       // storetest: iterations of the erasure race
 		"CHATMEM_BIN",                    // testdata/mcp-node: the chatmem binary
 		"CHATMEM_MCP_URL",                // testdata/mcp-node: the /mcp endpoint
 		"CHATMEM_OTHER_KEY",              // testdata/mcp-node: a second tenant's key
