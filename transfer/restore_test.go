@@ -106,6 +106,13 @@ func (k *killingStore) SetUserFacts(ctx context.Context, user chatmem.Key, facts
 	return k.Store.(chatmem.UserStore).SetUserFacts(ctx, user, facts)
 }
 
+func (k *killingStore) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
+	if err := k.write("SetDerivedUserFacts"); err != nil {
+		return err
+	}
+	return k.Store.(chatmem.UserStore).SetDerivedUserFacts(ctx, p)
+}
+
 func (k *killingStore) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
 	if err := k.write("ReplaceUserFacts"); err != nil {
 		return err
