@@ -3,6 +3,7 @@ package chatmem
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -72,6 +73,20 @@ type UserStore interface {
 	// leaves the user. Facts are checked as SetUserFacts checks them
 	// (ErrInvalid), p.Conversation with ValidateID. The background
 	// worker uses it for the user facts it extracts.
+	//
+	// With p.Started set instead of p.Conversation (a write of work that
+	// names the user alone, such as an import's user record), the write
+	// is conditional on the user's erasure record (see DeleteUser), as a
+	// creating append is: if an erasure of the user runs, or completed at
+	// or after p.Started, it fails with ErrErased and writes nothing.
+	// The check and the write are one atomic step on every store (the
+	// record lies where the user's facts do). Exactly one of
+	// p.Conversation and p.Started is set (ErrInvalid otherwise).
+	//
+	// With p.Replace, the facts replace every fact of the user with its
+	// history, as ReplaceUserFacts does, in the same atomic step; an
+	// empty p.Facts is then ErrInvalid. Without it, an empty p.Facts
+	// writes nothing and reports the check alone.
 	SetDerivedUserFacts(ctx context.Context, p DerivedUserFacts) error
 
 	// DeleteUser erases the user: every conversation bound to it, expired
@@ -91,9 +106,11 @@ type UserStore interface {
 	// an in-flight turn's reply cannot re-create a conversation of the
 	// user. Derived writes cannot resurrect either: SetDerivedUserFacts
 	// needs the conversation, and a conversation's own derived data
-	// (GenerationWriter, FactMarker) needs its generation. What is not
-	// fenced is a write that names the user alone: SetUserFacts and
-	// ReplaceUserFacts after the erasure set the user's facts anew. The
+	// (GenerationWriter, FactMarker) needs its generation; a write that
+	// names the user alone is fenced by SetDerivedUserFacts with Started,
+	// as an append is. What is not fenced is SetUserFacts and
+	// ReplaceUserFacts: after the erasure they set the user's facts anew
+	// (the app's word, which knows no start before the erasure). The
 	// record names the user by a hash of tenant and ID, never by the ID
 	// (nothing of an erased user's ID stays), holds two times, and stays
 	// after the erasure (a later erasure replaces it); Users does not
@@ -108,7 +125,8 @@ type UserStore interface {
 }
 
 // DerivedUserFacts is what SetDerivedUserFacts writes: user facts taken
-// from one generation of a conversation.
+// from one generation of a conversation, or from work that started at
+// Started (exactly one of the two).
 type DerivedUserFacts struct {
 	// User is the user (tenant and ID) the facts go to.
 	User Key
@@ -116,9 +134,37 @@ type DerivedUserFacts struct {
 	// facts were taken from, and Created its CreatedAt when they were.
 	Conversation string
 	Created      time.Time
+	// Started, with Conversation empty, is when the work that wrote the
+	// facts started: an erasure of the user that completed at or after it
+	// refuses the write (ErrErased).
+	Started time.Time
+	// Replace makes the facts replace all of the user's (ReplaceUserFacts)
+	// instead of adding to them (SetUserFacts).
+	Replace bool
 	// Facts are recorded in order, each with its Conversation set by the
 	// caller (usually to Conversation).
 	Facts []Fact
+}
+
+// Check returns an error wrapping ErrInvalid unless p names its source
+// rightly: exactly one of Conversation (a valid ID) and Started, and
+// facts if it replaces them. Stores call it first; the user and the facts
+// themselves are theirs to check.
+func (p DerivedUserFacts) Check() error {
+	switch {
+	case p.Conversation == "" && p.Started.IsZero():
+		return fmt.Errorf("%w: derived facts of user %s name neither a conversation nor a start", ErrInvalid, p.User)
+	case p.Conversation != "" && !p.Started.IsZero():
+		return fmt.Errorf("%w: derived facts of user %s name both a conversation and a start", ErrInvalid, p.User)
+	case p.Replace && len(p.Facts) == 0:
+		return fmt.Errorf("%w: replace the facts of user %s with none", ErrInvalid, p.User)
+	}
+	if p.Conversation != "" {
+		if err := ValidateID(p.Conversation); err != nil {
+			return fmt.Errorf("conversation: %w", err)
+		}
+	}
+	return nil
 }
 
 // UserLister is implemented by stores that list a tenant's users apart

@@ -193,8 +193,9 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 }
 
 // SetDerivedUserFacts records p.Facts as p.User's if p.Conversation is
-// live, created at p.Created and bound to p.User, under the write lock
-// that deletes and appends take too; see chatmem.UserStore.
+// live, created at p.Created and bound to p.User, or (p.Started) if the
+// user's erasure record lets work started then write, under the write
+// lock that deletes, erasures and appends take too; see chatmem.UserStore.
 func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -202,28 +203,34 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 	if err := validateUser(p.User); err != nil {
 		return err
 	}
-	if err := chatmem.ValidateID(p.Conversation); err != nil {
-		return fmt.Errorf("conversation: %w", err)
+	if err := p.Check(); err != nil {
+		return err
 	}
 	if err := validateFacts(p.Facts); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := chatmem.Key{Tenant: p.User.Tenant, ID: p.Conversation}
-	c := s.lookup(key, time.Now())
-	if c == nil || !c.meta.CreatedAt.Equal(p.Created) || c.meta.User != p.User.ID {
-		return fmt.Errorf("%w: conversation %s of user %s, created at %s, is gone", chatmem.ErrNotFound, key, p.User.ID, p.Created)
+	if p.Conversation == "" {
+		if err := s.fence(p.User, p.Started); err != nil {
+			return err
+		}
+	} else {
+		key := chatmem.Key{Tenant: p.User.Tenant, ID: p.Conversation}
+		c := s.lookup(key, time.Now())
+		if c == nil || !c.meta.CreatedAt.Equal(p.Created) || c.meta.User != p.User.ID {
+			return fmt.Errorf("%w: conversation %s of user %s, created at %s, is gone", chatmem.ErrNotFound, key, p.User.ID, p.Created)
+		}
 	}
 	if len(p.Facts) > 0 {
-		s.putUserFacts(p.User, p.Facts, false)
+		s.putUserFacts(p.User, p.Facts, p.Replace)
 	}
 	return nil
 }
 
 // fence refuses (chatmem.ErrErased) the creation of a conversation bound
-// to user for work started at started (zero: now) if the user was erased
-// at or after it. The caller holds the write lock, under which DeleteUser
+// to user, or a write of its facts (SetDerivedUserFacts), for work started
+// at started (zero: now) if the user was erased at or after it. The caller holds the write lock, under which DeleteUser
 // runs whole: no erasure is ever seen running.
 func (s *Store) fence(user chatmem.Key, started time.Time) error {
 	at, ok := s.erased[user]

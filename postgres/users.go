@@ -206,16 +206,23 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 
 // SetDerivedUserFacts records p.Facts as p.User's in the transaction that,
 // under the user's advisory lock, first finds p.Conversation live, created
-// at p.Created and bound to p.User (chatmem.ErrNotFound if not); see
-// chatmem.UserStore. DeleteUser deletes the conversation before it takes
-// that lock to delete the user's facts, so these facts either precede the
-// erasure's last step (which deletes them) or find the conversation gone.
+// at p.Created and bound to p.User (chatmem.ErrNotFound if not), or
+// (p.Started) reads the user's erasure record as a creating append does
+// (checkErasure); see chatmem.UserStore. DeleteUser deletes the
+// conversation before it takes that lock to delete the user's facts, so
+// these facts either precede the erasure's last step (which deletes them)
+// or find the conversation gone; and it records that it runs under the
+// same lock, so a write of p.Started either precedes the erasure or sees
+// its record.
 func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
 	op := fmt.Sprintf("postgres: set facts of user %s from conversation %s", p.User, p.Conversation)
-	if err := chatmem.ValidateID(p.Conversation); err != nil {
-		return fmt.Errorf("%s: conversation: %w", op, err)
+	if p.Conversation == "" {
+		op = fmt.Sprintf("postgres: set facts of user %s for work started at %s", p.User, p.Started.UTC().Format(time.RFC3339Nano))
 	}
-	return s.setUserFacts(ctx, op, p.User, p.Facts, false, &p) // with no facts, the check alone
+	if err := p.Check(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return s.setUserFacts(ctx, op, p.User, p.Facts, p.Replace, &p) // with no facts, the check alone
 }
 
 // ReplaceUserFacts deletes every fact of the user with its history and
@@ -231,7 +238,8 @@ func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []
 
 // setUserFacts records facts as the user's; with replace it first deletes
 // every fact the user has, in the same transaction; with from set, only if
-// its conversation passes the check of SetDerivedUserFacts.
+// its conversation (or the user's erasure record, for from.Started) passes
+// the check of SetDerivedUserFacts.
 func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, facts []chatmem.Fact, replace bool, from *chatmem.DerivedUserFacts) error {
 	if err := validateUser(user); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -272,7 +280,14 @@ func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, f
 		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
 			return err
 		}
-		if from != nil {
+		if from != nil && from.Conversation == "" {
+			if err := s.checkErasure(ctx, tx, user, from.Started); err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil
+			}
+		} else if from != nil {
 			var live int
 			if err := tx.QueryRow(ctx, s.uq.generation, user.Tenant, from.Conversation, now, dbTime(from.Created), user.ID).Scan(&live); err != nil {
 				return err
@@ -400,6 +415,13 @@ func (s *Store) fence(ctx context.Context, tx pgx.Tx, user chatmem.Key, started 
 	if _, err := tx.Exec(ctx, s.uq.lockShared, user.Tenant, user.ID); err != nil {
 		return err
 	}
+	return s.checkErasure(ctx, tx, user, started)
+}
+
+// checkErasure refuses (chatmem.ErrErased) work started at started if an
+// erasure of user runs or completed at or after it. The caller holds the
+// user's lock, shared (fence) or not (SetDerivedUserFacts).
+func (s *Store) checkErasure(ctx context.Context, tx pgx.Tx, user chatmem.Key, started time.Time) error {
 	var finished *time.Time
 	err := tx.QueryRow(ctx, s.uq.erasure, erasure.ID(user)).Scan(&finished)
 	switch {

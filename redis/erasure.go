@@ -141,17 +141,24 @@ return 0
 `)
 
 // setDerivedUserFactsScript records a user's facts as setUserFactsScript
-// does if the user's erasure record is still at the epoch read before the
-// conversation was checked, and no erasure runs.
+// does (or, ARGV[4] '1', replaces them as replaceUserFactsScript does) if
+// no erasure of the user runs and, for a write from a conversation, the
+// user's erasure record is still at the epoch read before the
+// conversation was checked (ARGV[2]), or, for work started at ARGV[3]
+// (not '0'), no erasure completed at or after it.
 //
 // KEYS: the user's facts, facthist, the erasure records of its slot. ARGV:
-// erasure.Hex(user), the epoch read, then setUserFactsScript's pairs. It
-// replies 0, or 1 (nothing written) if an erasure started since.
-var setDerivedUserFactsScript = newScript(luaErasure + `
-local epoch, running = erasureOf(redis.call('HGET', KEYS[3], ARGV[1]))
-if running or epoch ~= tonumber(ARGV[2]) then return 1 end
+// erasure.Hex(user), the epoch read (empty: none), the start ('0': none), the
+// replace flag, then setUserFactsScript's pairs. It replies 0, 1 (nothing
+// written) while an erasure runs or if one started since the epoch, or 2
+// (nothing written) if one completed at or after the start.
+var setDerivedUserFactsScript = newScript(luaPrelude + luaErasure + `
+local epoch, running, finished = erasureOf(redis.call('HGET', KEYS[3], ARGV[1]))
+if running or (ARGV[2] ~= '' and epoch ~= tonumber(ARGV[2])) then return 1 end
+if ARGV[3] ~= '0' and finished ~= '0' and not lt(finished, ARGV[3]) then return 2 end
 local facts, hist = KEYS[1], KEYS[2]
-for i = 3, #ARGV, 2 do
+if ARGV[4] == '1' then redis.call('DEL', facts, hist) end
+for i = 5, #ARGV, 2 do
   local name, fact = ARGV[i], ARGV[i + 1]
   redis.call('HSET', facts, name, fact)
   local h = redis.call('HGET', hist, name)
@@ -227,43 +234,58 @@ func (s *Store) finishErasure(ctx context.Context, user chatmem.Key, epoch int64
 // completed before it left nothing for the second read to find. A plain
 // Delete of the conversation between the second read and the script is
 // not seen (the facts outlive their conversation, as SetUserFacts's do).
+//
+// With p.Started, the script alone decides, from the user's erasure
+// record, which lies in the user's slot: the check and the write are one
+// step. The record is read once before too, so that a refused write does
+// not list the user (the tenant's set of users lies in another slot and
+// is written first; see users.go).
 func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
 	user := p.User
 	if err := validateUser(user); err != nil {
 		return err
 	}
-	if err := chatmem.ValidateID(p.Conversation); err != nil {
-		return fmt.Errorf("conversation: %w", err)
+	if err := p.Check(); err != nil {
+		return err
 	}
 	args, err := s.userFactArgs(p.Facts)
 	if err != nil {
 		return err
 	}
 	op := fmt.Sprintf("redis: set facts of user %s from conversation %s", user, p.Conversation)
+	started := "0"
+	if p.Conversation == "" {
+		started = nanos(p.Started)
+		op = fmt.Sprintf("redis: set facts of user %s for work started at %s ns", user, started)
+	}
 	gone := fmt.Errorf("%w: conversation %s of user %s, created at %s, is gone", chatmem.ErrNotFound, p.Conversation, user.ID, p.Created)
 	uh, records := erasure.Hex(user), s.erasuresKey(user)
 	r, err := s.client.HGet(ctx, records, uh).Result()
 	if err != nil && err != goredis.Nil {
 		return fmt.Errorf("%s: %w", op, wrap(ctx, err))
 	}
-	var epoch int64
+	epoch := "0"
 	if err == nil {
 		fields := strings.Split(r, ":")
 		if len(fields) != 3 {
 			return fmt.Errorf("%s: erasure record %q", op, r)
 		}
-		if fields[1] == "1" {
+		if err := derivedRefused(p, gone, fields[1] == "1", fields[2]); err != nil {
+			return err
+		}
+		epoch = fields[0]
+	}
+	if p.Conversation != "" {
+		key := chatmem.Key{Tenant: user.Tenant, ID: p.Conversation}
+		conv, err := s.Conversation(ctx, key)
+		if err != nil {
+			return err
+		}
+		if !conv.CreatedAt.Equal(p.Created) || conv.User != user.ID {
 			return gone
 		}
-		epoch, _ = strconv.ParseInt(fields[0], 10, 64)
-	}
-	key := chatmem.Key{Tenant: user.Tenant, ID: p.Conversation}
-	conv, err := s.Conversation(ctx, key)
-	if err != nil {
-		return err
-	}
-	if !conv.CreatedAt.Equal(p.Created) || conv.User != user.ID {
-		return gone
+	} else {
+		epoch = "" // the start decides
 	}
 	if len(args) == 0 {
 		return nil
@@ -271,15 +293,43 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 	if err := s.listUser(ctx, user); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	replace := "0"
+	if p.Replace {
+		replace = "1"
+	}
 	keys := s.userKeys(user)
-	refused, err := s.run(ctx, setDerivedUserFactsScript, []string{keys[1], keys[2], records}, append([]any{uh, epoch}, args...)...)
+	reply, err := s.run(ctx, setDerivedUserFactsScript, []string{keys[1], keys[2], records}, append([]any{uh, epoch, started, replace}, args...)...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if n, _ := refused.(int64); n != 0 {
+	switch n, _ := reply.(int64); {
+	case n == 0:
+		return nil
+	case p.Conversation != "":
 		return gone
+	case n == 1:
+		return derivedRefused(p, gone, true, "0")
 	}
-	return nil
+	return fmt.Errorf("%w: user %s was erased after the work started (%s ns)", chatmem.ErrErased, user.ID, started)
+}
+
+// derivedRefused returns the error of SetDerivedUserFacts p for a user's
+// erasure record read as running and finished: gone for a conversation's
+// facts while an erasure runs, ErrErased for work started at p.Started if
+// an erasure runs or completed at or after it, else nil.
+func derivedRefused(p chatmem.DerivedUserFacts, gone error, running bool, finished string) error {
+	switch {
+	case p.Conversation != "" && running:
+		return gone
+	case p.Conversation != "":
+		return nil
+	case running:
+		return fmt.Errorf("%w: user %s is being erased", chatmem.ErrErased, p.User.ID)
+	}
+	if f, err := strconv.ParseInt(finished, 10, 64); err == nil && (f == 0 || f < p.Started.UnixNano()) {
+		return nil
+	}
+	return fmt.Errorf("%w: user %s was erased at %s ns, after the work started (%s ns)", chatmem.ErrErased, p.User.ID, finished, nanos(p.Started))
 }
 
 // stepErasure calls the test hook between DeleteUser's steps.

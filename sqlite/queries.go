@@ -232,7 +232,7 @@ var (
 		selectSummary, selectFacts, selectFactHistory,
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,
-		selectUserPage, selectUserFacts, selectUserFactHistory, selectUsers,
+		selectUserPage, selectUserFacts, selectUserFactHistory, selectUsers, selectErasure,
 		selectUserPostings, selectUserPostingsBelow, selectUserPostingsTied, selectUserPostingsRest, selectUserIdents, selectExpiredNums, selectUserConversations, selectUserMessagesAt, // usersearch.go
 	}
 )

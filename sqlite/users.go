@@ -300,23 +300,27 @@ func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageReque
 
 // SetDerivedUserFacts records p.Facts as p.User's in the IMMEDIATE
 // transaction that first finds p.Conversation live, created at p.Created
-// and bound to p.User (chatmem.ErrNotFound if not); see
+// and bound to p.User (chatmem.ErrNotFound if not), or (p.Started) reads
+// the user's erasure record as a creating append does (fence); see
 // chatmem.UserStore.
 func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
 	user := p.User
 	if err := validateUser(user); err != nil {
 		return err
 	}
-	if err := chatmem.ValidateID(p.Conversation); err != nil {
-		return fmt.Errorf("conversation: %w", err)
+	if err := p.Check(); err != nil {
+		return err
 	}
 	now := s.now()
 	facts, last, keys, err := factBatch(p.Facts, now)
 	if err != nil {
 		return err
 	}
-	key := chatmem.Key{Tenant: user.Tenant, ID: p.Conversation}
 	check := func(t tx) error {
+		if p.Conversation == "" {
+			return fence(t, user, p.Started.UnixNano())
+		}
+		key := chatmem.Key{Tenant: user.Tenant, ID: p.Conversation}
 		conv, err := liveGeneration(t, key, now, &p.Created)
 		if err == nil && conv.User != user.ID {
 			err = fmt.Errorf("conversation %s is not bound to user %s: %w", key, user.ID, chatmem.ErrNotFound)
@@ -331,6 +335,12 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 			return err
 		}
 		version := make(map[string]int64, len(keys))
+		if p.Replace {
+			if _, err := t.exec(deleteUserFacts, user.Tenant, user.ID); err != nil {
+				return err
+			}
+			return insertUserFacts(t, user, facts, last, version)
+		}
 		for _, k := range keys {
 			var v int64
 			if err := t.row(retireUserFact, user.Tenant, user.ID, k).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -343,8 +353,9 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 }
 
 // fence refuses (chatmem.ErrErased), inside the write transaction that
-// is about to create a conversation bound to user, an erasure of the user
-// that runs, or that completed at or after started (Unix nanoseconds).
+// is about to create a conversation bound to user or write its facts
+// (SetDerivedUserFacts), an erasure of the user that runs, or that
+// completed at or after started (Unix nanoseconds).
 func fence(t tx, user chatmem.Key, started int64) error {
 	var finished sql.NullInt64
 	err := t.row(selectErasure, erasure.ID(user)).Scan(&finished)

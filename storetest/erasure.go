@@ -20,6 +20,7 @@ import (
 var erasureTests = []subtest{
 	{"DerivedFacts", testDerivedUserFacts},
 	{"DerivedFactsInvalid", testDerivedUserFactsInvalid},
+	{"DerivedFactsStarted", testDerivedUserFactsStarted},
 	{"Fence", testErasureFence},
 	{"FenceExpired", testErasureFenceExpired},
 	{"ConcurrentCreate", testEraseConcurrentCreate},
@@ -146,15 +147,97 @@ func testDerivedUserFactsInvalid(t *testing.T, h Harness) {
 	key := chatmem.Key{Tenant: u.Tenant, ID: "c1"}
 	created := mustAppend(t, s, key, []chatmem.Message{msg(chatmem.RoleUser, "hi", 1)}, chatmem.AppendOptions{User: u.ID}).Conversation.CreatedAt
 	for name, p := range map[string]chatmem.DerivedUserFacts{
-		"no conversation": {User: u, Created: created, Facts: []chatmem.Fact{email}},
-		"bad user":        {User: chatmem.Key{Tenant: u.Tenant, ID: "a/b"}, Conversation: key.ID, Created: created, Facts: []chatmem.Fact{email}},
-		"bad fact":        {User: u, Conversation: key.ID, Created: created, Facts: []chatmem.Fact{email, {Key: "", Value: "x"}}},
+		"no conversation":            {User: u, Created: created, Facts: []chatmem.Fact{email}},
+		"conversation and start":     {User: u, Conversation: key.ID, Created: created, Started: time.Now(), Facts: []chatmem.Fact{email}},
+		"replace with none":          {User: u, Conversation: key.ID, Created: created, Replace: true},
+		"replace with none, a start": {User: u, Started: time.Now(), Replace: true},
+		"bad user, a start":          {User: chatmem.Key{Tenant: u.Tenant, ID: "a/b"}, Started: time.Now(), Facts: []chatmem.Fact{email}},
+		"bad fact, a start":          {User: u, Started: time.Now(), Facts: []chatmem.Fact{email, {Key: "", Value: "x"}}},
+		"bad user":                   {User: chatmem.Key{Tenant: u.Tenant, ID: "a/b"}, Conversation: key.ID, Created: created, Facts: []chatmem.Fact{email}},
+		"bad fact":                   {User: u, Conversation: key.ID, Created: created, Facts: []chatmem.Fact{email, {Key: "", Value: "x"}}},
 	} {
 		wantErr(t, "SetDerivedUserFacts("+name+")", us.SetDerivedUserFacts(t.Context(), p), chatmem.ErrInvalid)
 	}
 	if facts, err := us.UserFacts(t.Context(), u); err != nil || len(facts) != 0 {
 		t.Errorf("UserFacts after invalid writes = %+v, %v; want none", facts, err)
 	}
+}
+
+// testDerivedUserFactsStarted: SetDerivedUserFacts with Started (work
+// that names the user alone, such as an import) writes unless an erasure
+// of the user completed at or after Started: then it fails with ErrErased
+// (an ErrConflict) and writes nothing, not even the user's listing. With
+// Replace it replaces all the user's facts and their history, and writing
+// the same facts again changes nothing the user sees.
+func testDerivedUserFactsStarted(t *testing.T, h Harness) {
+	s := h.New(t)
+	us := as[chatmem.UserStore](t, s)
+	ctx := t.Context()
+	u := chatmem.Key{Tenant: randomTenant(), ID: "u1"}
+	name := chatmem.Fact{Key: "name", Value: "Ana", SetBy: "import", Confidence: 1}
+	wantFacts := func(what string, want ...string) {
+		t.Helper()
+		facts, err := us.UserFacts(ctx, u)
+		var got []string
+		for _, f := range facts {
+			got = append(got, f.Key+"="+f.Value)
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("UserFacts %s = %v, %v; want %v", what, got, err, want)
+		}
+	}
+	before := time.Now()
+	if err := us.SetUserFacts(ctx, u, []chatmem.Fact{email}); err != nil {
+		t.Fatal(err)
+	}
+	add := chatmem.DerivedUserFacts{User: u, Started: before, Facts: []chatmem.Fact{name}}
+	if err := us.SetDerivedUserFacts(ctx, add); err != nil {
+		t.Fatalf("SetDerivedUserFacts(started, no erasure) = %v, want nil", err)
+	}
+	wantFacts("after an added fact", "email="+email.Value, "name=Ana")
+	renamed := name
+	renamed.Value = "Ana Lima"
+	replace := chatmem.DerivedUserFacts{User: u, Started: before, Replace: true, Facts: []chatmem.Fact{renamed}}
+	for i := range 2 { // the second is a rerun: the same facts
+		if err := us.SetDerivedUserFacts(ctx, replace); err != nil {
+			t.Fatalf("SetDerivedUserFacts(started, replace) #%d = %v, want nil", i+1, err)
+		}
+		wantFacts("after a replace", "name=Ana Lima")
+	}
+	_, err := us.UserFactHistory(ctx, u, email.Key)
+	wantErr(t, "UserFactHistory(email) after a replace", err, chatmem.ErrNotFound)
+	if h, err := us.UserFactHistory(ctx, u, name.Key); err != nil || len(h) != 1 {
+		t.Errorf("UserFactHistory(name) after a replace = %d values, %v; want 1", len(h), err)
+	}
+
+	if _, err := us.DeleteUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	// Work started before the erasure: refused, whatever it writes.
+	for what, p := range map[string]chatmem.DerivedUserFacts{
+		"add": add, "replace": replace, "check alone": {User: u, Started: before},
+		"started later, still before": {User: u, Started: before.Add(time.Nanosecond), Facts: []chatmem.Fact{name}},
+	} {
+		err := us.SetDerivedUserFacts(ctx, p)
+		wantErr(t, "SetDerivedUserFacts("+what+", started before the erasure)", err, chatmem.ErrErased)
+		wantErr(t, "SetDerivedUserFacts("+what+", started before the erasure)", err, chatmem.ErrConflict)
+	}
+	wantErased(t, s, u)
+	// Another user, or the user in another tenant: not fenced.
+	for _, other := range []chatmem.Key{{Tenant: u.Tenant, ID: "u2"}, {Tenant: randomTenant(), ID: u.ID}} {
+		p := add
+		p.User = other
+		if err := us.SetDerivedUserFacts(ctx, p); err != nil {
+			t.Errorf("SetDerivedUserFacts(%s, started before another's erasure) = %v, want nil", other, err)
+		}
+	}
+	// Work started after the erasure completed: the user starts afresh.
+	time.Sleep(time.Millisecond)
+	after := chatmem.DerivedUserFacts{User: u, Started: time.Now(), Replace: true, Facts: []chatmem.Fact{name}}
+	if err := us.SetDerivedUserFacts(ctx, after); err != nil {
+		t.Fatalf("SetDerivedUserFacts(started after the erasure) = %v, want nil", err)
+	}
+	wantFacts("after new work", "name=Ana")
 }
 
 // testErasureFence: after DeleteUser, an append that would create a
@@ -490,6 +573,14 @@ var eraseWriters = []eraseWriter{
 			if ss, ok := st.s.(chatmem.SummaryStore); ok {
 				ss.PutSummary(ctx, st.key("imported"), chatmem.Summary{Text: "ana", CoversSeq: 1, Tokens: 1, Summarizer: "test"}, 0)
 			}
+		},
+		func(ctx context.Context, st *eraseState) { // the user's record
+			st.s.(chatmem.UserStore).SetDerivedUserFacts(ctx, chatmem.DerivedUserFacts{
+				User: st.user, Started: st.started, Facts: []chatmem.Fact{email}})
+		},
+		func(ctx context.Context, st *eraseState) { // the user's record, replace policy
+			st.s.(chatmem.UserStore).SetDerivedUserFacts(ctx, chatmem.DerivedUserFacts{
+				User: st.user, Started: st.started, Replace: true, Facts: []chatmem.Fact{email}})
 		},
 	}},
 }

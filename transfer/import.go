@@ -950,12 +950,14 @@ func checkUser(b []byte) (UserRecord, error) {
 }
 
 // user imports one user's record: it sets the user's facts, in the order
-// of the file, in one SetUserFacts, so a user is written whole or not at
-// all. A user whose facts the store holds exactly is unchanged; one with
-// other facts is a conflict, or under ConflictReplace has its facts
-// replaced by the file's (its conversations are left as they are): in one
-// atomic ReplaceUserFacts where the store has it
-// (chatmem.UserFactReplacer), else by deleting each fact and then writing.
+// of the file, in one SetDerivedUserFacts with the import's start, so a
+// user is written whole or not at all, and not at all if the user was
+// erased since the import started (reported as a conflict: the import
+// must not bring an erased user back; it goes on with the next record).
+// A user whose facts the store holds exactly is unchanged; one with other
+// facts is a conflict, or under ConflictReplace has its facts replaced by
+// the file's in the same atomic write (its conversations are left as they
+// are).
 func (im *importer) user(ctx context.Context, line int, b []byte) (Result, error) {
 	res := Result{Line: line}
 	u, err := checkUser(b)
@@ -1000,26 +1002,13 @@ func (im *importer) user(ctx context.Context, line int, b []byte) (Result, error
 			return res, nil
 		}
 		res.Status = StatusReplaced
-		if ur, ok := im.st.(chatmem.UserFactReplacer); ok {
-			if err := ur.ReplaceUserFacts(ctx, key, facts); err != nil {
-				return res, fmt.Errorf("replace user %s: %w", key, err)
-			}
-			return res, nil
-		}
-		// A store that cannot replace atomically: delete, then write. A
-		// failure in between leaves the user without the facts deleted
-		// (docs/export-format.md says so); a rerun writes the file's.
-		current, err := us.UserFacts(ctx, key)
-		if err != nil {
-			return res, fmt.Errorf("replace user %s: %w", key, err)
-		}
-		for _, f := range current {
-			if err := us.DeleteUserFact(ctx, key, f.Key); err != nil && !errors.Is(err, chatmem.ErrNotFound) {
-				return res, fmt.Errorf("replace user %s: %w", key, err)
-			}
-		}
 	}
-	if err := us.SetUserFacts(ctx, key, facts); err != nil {
+	err = us.SetDerivedUserFacts(ctx, chatmem.DerivedUserFacts{User: key, Started: im.started, Replace: found, Facts: facts})
+	if errors.Is(err, chatmem.ErrErased) {
+		res.Status, res.Error = StatusConflict, fmt.Sprintf("user %s was erased after the import started: %v", u.ID, err)
+		return res, nil
+	}
+	if err != nil {
 		return res, fmt.Errorf("facts of user %s: %w", key, err)
 	}
 	return res, nil

@@ -107,7 +107,11 @@ func (k *killingStore) SetUserFacts(ctx context.Context, user chatmem.Key, facts
 }
 
 func (k *killingStore) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
-	if err := k.write("SetDerivedUserFacts"); err != nil {
+	kind := "SetDerivedUserFacts"
+	if p.Replace {
+		kind += "(replace)"
+	}
+	if err := k.write(kind); err != nil {
 		return err
 	}
 	return k.Store.(chatmem.UserStore).SetDerivedUserFacts(ctx, p)
@@ -151,8 +155,8 @@ func TestImportResumesAfterAnyWrite(t *testing.T) {
 				policy transfer.Conflict
 				kinds  []string // the writes a clean import makes, at least
 			}{
-				{transfer.ConflictSkip, []string{"Append", "PutSummary", "SetFacts", "SetUserFacts"}},
-				{transfer.ConflictReplace, []string{"Append", "Delete", "PutSummary", "SetFacts", "ReplaceUserFacts"}},
+				{transfer.ConflictSkip, []string{"Append", "PutSummary", "SetFacts", "SetDerivedUserFacts"}},
+				{transfer.ConflictReplace, []string{"Append", "Delete", "PutSummary", "SetFacts", "SetDerivedUserFacts(replace)"}},
 			} {
 				t.Run(string(c.policy), func(t *testing.T) {
 					fresh := func() chatmem.Store {

@@ -169,9 +169,17 @@ func (h *hidingUser) SetUserFacts(ctx context.Context, user chatmem.Key, facts [
 	return h.failingStore.SetUserFacts(ctx, user, facts)
 }
 
-// replaceOnly is a store whose user facts change only through
-// ReplaceUserFacts: its SetUserFacts and DeleteUserFact fail, and
-// ReplaceUserFacts fails too when failReplace is set.
+func (h *hidingUser) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
+	if p.User.ID == h.hide {
+		return nil
+	}
+	return h.failingStore.SetDerivedUserFacts(ctx, p)
+}
+
+// replaceOnly is a store whose user facts change only through one atomic
+// replace, SetDerivedUserFacts with Replace: its SetUserFacts,
+// DeleteUserFact, ReplaceUserFacts and SetDerivedUserFacts without Replace
+// fail, and the replace fails too when failReplace is set.
 type replaceOnly struct {
 	chatmem.Store
 	failReplace bool
@@ -197,8 +205,11 @@ func (r *replaceOnly) SetUserFacts(context.Context, chatmem.Key, []chatmem.Fact)
 	return errRefused
 }
 
-func (r *replaceOnly) SetDerivedUserFacts(context.Context, chatmem.DerivedUserFacts) error {
-	return errRefused
+func (r *replaceOnly) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
+	if !p.Replace || r.failReplace {
+		return errRefused
+	}
+	return r.us().SetDerivedUserFacts(ctx, p)
 }
 
 func (r *replaceOnly) DeleteUserFact(context.Context, chatmem.Key, string) error { return errRefused }
@@ -207,15 +218,13 @@ func (r *replaceOnly) DeleteUser(ctx context.Context, user chatmem.Key) (int, er
 	return r.us().DeleteUser(ctx, user)
 }
 
-func (r *replaceOnly) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
-	if r.failReplace {
-		return errRefused
-	}
-	return r.Store.(chatmem.UserFactReplacer).ReplaceUserFacts(ctx, user, facts)
+func (r *replaceOnly) ReplaceUserFacts(context.Context, chatmem.Key, []chatmem.Fact) error {
+	return errRefused
 }
 
 // TestImportReplaceUserAtomic: an import with on-conflict replace swaps a
-// user's facts with one ReplaceUserFacts, never a delete and then a write;
+// user's facts with one atomic replace (SetDerivedUserFacts with Replace),
+// never a delete and then a write;
 // when that fails, the stored facts are all still there.
 func TestImportReplaceUserAtomic(t *testing.T) {
 	src := memory.New()
@@ -295,5 +304,78 @@ func TestExportUser(t *testing.T) {
 				t.Fatalf("re-export differs:\n%s", firstDiff(want.Bytes(), got.Bytes()))
 			}
 		})
+	}
+}
+
+// erasingStore erases one user when the import first reads that user's
+// facts: the erasure lands after the import started and before the
+// user's record is written.
+type erasingStore struct {
+	*failingStore
+	erase string
+	done  bool
+}
+
+func (e *erasingStore) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
+	if user.ID == e.erase && !e.done {
+		e.done = true
+		if _, err := e.failingStore.DeleteUser(ctx, user); err != nil {
+			return nil, err
+		}
+	}
+	return e.failingStore.UserFacts(ctx, user)
+}
+
+// TestImportUserErased: a user erased after an import started is not
+// brought back by the import's record of the user, under either policy:
+// the record is reported (a conflict that names the erasure), the user's
+// facts stay empty and unlisted, and the rest of the file is imported.
+func TestImportUserErased(t *testing.T) {
+	src := memory.New()
+	fill(t, src, 4)
+	fillLoneUsers(t, src)
+	data := export(t, src)
+	solo := chatmem.Key{Tenant: tenant, ID: "solo"}
+	for _, s := range stores {
+		for _, policy := range []transfer.Conflict{transfer.ConflictSkip, transfer.ConflictReplace} {
+			t.Run(s.name+"/"+string(policy), func(t *testing.T) {
+				dst := s.open(t)
+				us := dst.(chatmem.UserStore)
+				if policy == transfer.ConflictReplace {
+					if err := us.SetUserFacts(t.Context(), solo, []chatmem.Fact{{Key: "name", Value: "Someone else", SetBy: "app", Confidence: 1, CreatedAt: base}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				st := &erasingStore{failingStore: &failingStore{Store: dst}, erase: solo.ID}
+				st.ok.Store(1 << 30)
+				totals, results := importAll(t, st, data, transfer.ImportOptions{OnConflict: policy})
+				if !st.done {
+					t.Fatal("the import never read solo's facts")
+				}
+				var got *transfer.Result
+				for i, r := range results {
+					if r.User == solo.ID {
+						got = &results[i]
+					}
+				}
+				if got == nil || got.Status != transfer.StatusConflict || !strings.Contains(got.Error, "erased") {
+					t.Fatalf("solo's result = %+v, want a conflict that names the erasure", got)
+				}
+				if totals.Users != 3 || totals.Conflicts != 1 || totals.Created != totals.Conversations+2 {
+					t.Errorf("totals = %+v, want every record but solo's created", totals)
+				}
+				if facts, err := us.UserFacts(t.Context(), solo); err != nil || len(facts) != 0 {
+					t.Errorf("solo's facts after the import = %+v, %v; want none", facts, err)
+				}
+				p, err := dst.(chatmem.UserLister).Users(t.Context(), tenant, chatmem.PageRequest{Limit: 100})
+				if err != nil || slices.Contains(p.Users, solo.ID) || !slices.Contains(p.Users, "kavya") {
+					t.Errorf("Users after the import = %v, %v; want kavya and no solo", p.Users, err)
+				}
+				// A later import, which started after the erasure, restores solo.
+				if totals, _ := importAll(t, dst, data, transfer.ImportOptions{OnConflict: policy}); totals.Created != 1 || totals.Conflicts != 0 {
+					t.Errorf("import after the erasure: %+v, want solo created, the rest unchanged", totals)
+				}
+			})
+		}
 	}
 }
