@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/chatmem/chatmem"
 )
@@ -109,7 +110,7 @@ func Migrate(ctx context.Context, from, to chatmem.Store, tenant string, opts Mi
 	}
 	// The users with facts and no conversation left, whom the
 	// conversations did not bring.
-	im := &importer{st: to, tenant: tenant, opts: ImportOptions{OnConflict: onConflictOrSkip(opts.OnConflict)}}
+	im := &importer{st: to, tenant: tenant, opts: ImportOptions{OnConflict: onConflictOrSkip(opts.OnConflict)}, started: time.Now()}
 	err = eachUser(ctx, from, tenant, func(user chatmem.Key) error {
 		var line bytes.Buffer
 		if err := writeLoneUser(ctx, from, user, &line); err != nil || line.Len() == 0 {
