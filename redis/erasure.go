@@ -152,19 +152,12 @@ return 0
 // replace flag, then setUserFactsScript's pairs. It replies 0, 1 (nothing
 // written) while an erasure runs or if one started since the epoch, or 2
 // (nothing written) if one completed at or after the start.
-var setDerivedUserFactsScript = newScript(luaPrelude + luaErasure + `
+var setDerivedUserFactsScript = newScript(luaPrelude + luaErasure + luaSetFactPairs + `
 local epoch, running, finished = erasureOf(redis.call('HGET', KEYS[3], ARGV[1]))
 if running or (ARGV[2] ~= '' and epoch ~= tonumber(ARGV[2])) then return 1 end
 if ARGV[3] ~= '0' and finished ~= '0' and not lt(finished, ARGV[3]) then return 2 end
-local facts, hist = KEYS[1], KEYS[2]
-if ARGV[4] == '1' then redis.call('DEL', facts, hist) end
-for i = 5, #ARGV, 2 do
-  local name, fact = ARGV[i], ARGV[i + 1]
-  redis.call('HSET', facts, name, fact)
-  local h = redis.call('HGET', hist, name)
-  if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
-  redis.call('HSET', hist, name, h)
-end
+if ARGV[4] == '1' then redis.call('DEL', KEYS[1], KEYS[2]) end
+setFactPairs(KEYS[1], KEYS[2], 5)
 return 0
 `)
 

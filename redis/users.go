@@ -551,16 +551,25 @@ var setUserFactsScript = newScript(setUserFactsLua)
 var replaceUserFactsScript = newScript(`redis.call('DEL', KEYS[1], KEYS[2])
 ` + setUserFactsLua)
 
-const setUserFactsLua = `
-local facts, hist = KEYS[1], KEYS[2]
-for i = 1, #ARGV, 2 do
-  local name, fact = ARGV[i], ARGV[i + 1]
-  redis.call('HSET', facts, name, fact)
-  local h = redis.call('HGET', hist, name)
-  if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
-  redis.call('HSET', hist, name, h)
-end
+const setUserFactsLua = luaSetFactPairs + `
+setFactPairs(KEYS[1], KEYS[2], 1)
 return 0
+`
+
+// luaSetFactPairs defines setFactPairs(facts, hist, from): ARGV from
+// index from on holds one pair per fact, its key and its JSON; each
+// becomes its key's current value in the hash facts and is appended to
+// the key's history (a JSON array) in hist.
+const luaSetFactPairs = `
+local function setFactPairs(facts, hist, from)
+  for i = from, #ARGV, 2 do
+    local name, fact = ARGV[i], ARGV[i + 1]
+    redis.call('HSET', facts, name, fact)
+    local h = redis.call('HGET', hist, name)
+    if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
+    redis.call('HSET', hist, name, h)
+  end
+end
 `
 
 // deleteUserConversationScript deletes a conversation, expired or not,
