@@ -7,5 +7,6 @@
 // does the same with README.md's Go quick start, and
 // TestExamplesOutsideModule runs the root package's examples there.
 // TestDependenciesListed checks that the licence of every direct
-// dependency is on record in docs/dependencies.md.
+// dependency is on record in docs/dependencies.md, and
+// TestDocsNameNoIssues that the docs refer to no issue by number.
 package outside
