@@ -91,17 +91,18 @@ type BenchResult struct {
 	FillSeconds    float64 `json:"fill_s"`
 	// FloorP50us is the p50 of the same turns made by a plain Go loop in
 	// the same process, over a slice (LoopWindow), and FloorRatio is P50us
-	// over it: how far a turn is from its in-process floor (issue 18). Set
+	// over it: how far a turn is from its in-process floor. Set
 	// for token_budget without facts, the window the loop makes.
 	FloorP50us float64 `json:"floor_p50_us,omitempty"`
 	FloorRatio float64 `json:"floor_ratio,omitempty"`
 	// TurnP50us is the p50 of the same turn as one Memory.Turn call, and
 	// StoreFloorP50us the p50 of the store's raw floor of it
 	// (BenchConfig.Floor); TurnFloorRatio is TurnP50us over
-	// StoreFloorP50us (issue 18's turn/floor). FirstTurnP50us is the p50
+	// StoreFloorP50us: how far a turn is from the same job done raw on the
+	// backend (docs/performance.md). FirstTurnP50us is the p50
 	// of a new process's first turn (Memory.Turn of a new Memory on the
 	// store opened again, BenchConfig.Reopen), and FirstTurnRatio is it
-	// over TurnP50us (issue 18's first/turn). Set for token_budget without
+	// over TurnP50us: what a cold start costs against a steady turn. Set for token_budget without
 	// facts; the store floor's and the first turn's with a Floor and a
 	// Reopen. The append+context turn (P50us), the Memory.Turn and the
 	// floor are measured in one loop, in rotating order, and a first turn
@@ -185,9 +186,9 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 	// With token_budget without facts, the same turn as one Memory.Turn,
 	// the store's floor and a new process's first turn are measured beside
 	// the append+context turn.
-	issue18 := p.Kind == chatmem.PolicyTokenBudget && !p.Facts
+	floors := p.Kind == chatmem.PolicyTokenBudget && !p.Facts
 	var floor StoreFloor
-	if issue18 && cfg.Floor != nil {
+	if floors && cfg.Floor != nil {
 		var err error
 		if floor, err = cfg.Floor(ctx, n, text(0)); err != nil {
 			return BenchResult{}, fmt.Errorf("bench: the store's floor: %w", err)
@@ -204,7 +205,7 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 
 	// Each turn appends the next message and reads the context, as a chat
 	// backend does once per user message. A few warm-up turns come first.
-	// With issue18, each iteration makes the turn three ways in rotating
+	// With floors on, each iteration makes the turn three ways in rotating
 	// order (Append then Context; Memory.Turn; the floor), so that a busy
 	// machine slows them alike.
 	const warmup = 10
@@ -228,7 +229,7 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 		return nil
 	}
 	ops := []func() error{appendContext}
-	if issue18 {
+	if floors {
 		ops = append(ops, func() error { return turn(mem) })
 		if floor != nil {
 			ops = append(ops, func() error {
@@ -253,7 +254,7 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 				timings[op] = append(timings[op], time.Since(t0))
 			}
 		}
-		if issue18 && cfg.Reopen != nil && i >= warmup && (i-warmup)%firstTurnEvery == 0 && len(firsts) < maxFirstTurns {
+		if floors && cfg.Reopen != nil && i >= warmup && (i-warmup)%firstTurnEvery == 0 && len(firsts) < maxFirstTurns {
 			d, err := firstTurn(ctx, mem, cfg.Reopen, turn)
 			if err != nil {
 				return BenchResult{}, err
@@ -268,7 +269,7 @@ func Bench(ctx context.Context, mem *chatmem.Memory, cfg BenchConfig, log io.Wri
 	durations := timings[0]
 	r := BenchResult{Policy: string(p.Kind), Messages: n, Budget: p.Budget, P50us: percentile(durations, 0.50),
 		P99us: percentile(durations, 0.99), WindowMessages: window, FillSeconds: fill.Seconds()}
-	if issue18 {
+	if floors {
 		counter, err := mem.Counter("")
 		if err != nil {
 			return BenchResult{}, err

@@ -26,7 +26,7 @@ type TurnFloor func(ctx context.Context, content string) error
 // alternate, in rotating order, so that a busy machine slows them alike; every 25th iteration (at most 40 times) a store reopen returns
 // (a new client or pool: another process) takes one turn, timed from
 // its Memory's first call. It reports the medians (turn-ns, floor-ns,
-// first-ns, append+context-ns) and the ratios issue 18 sets: turn/floor
+// first-ns, append+context-ns) and the ratios docs/performance.md reports: turn/floor
 // (of the medians; and turn/floor-sum, of the totals), the same for
 // append+context, and first/turn.
 func BenchmarkTurnFloor(b *testing.B, s chatmem.Store, reopen func(b *testing.B) chatmem.Store, opts chatmem.Options, n int, floor TurnFloor) {
@@ -114,7 +114,7 @@ func BenchmarkTurnFloor(b *testing.B, s chatmem.Store, reopen func(b *testing.B)
 	}
 }
 
-// BenchmarkTurnVsFloor is a store's issue-18 benchmark against its raw
+// BenchmarkTurnVsFloor is a store's turn benchmark against its raw
 // floor: for each n in sizes, on a store open returns (one per n, whose
 // cleanup open registers), floor/n=N times the floor alone (newFloor's, on
 // that store's backend) and vs-floor/n=N runs BenchmarkTurnFloor, with

@@ -40,7 +40,7 @@ func (c *recountConfig) command() *settings.Command {
 	}
 }
 
-// runRecount recounts conversations under another tokenizer (issue 3): each
+// runRecount recounts conversations under another tokenizer: each
 // conversation records the tokenizer its stored counts came from, a context
 // read with another one counts on the fly, and this command makes the other
 // one the conversation's.
