@@ -72,6 +72,13 @@ type Policy struct {
 	// that keeps no index of users (UserSearcher), recalls from its own
 	// history. Only policies that recall take it.
 	Scope string
+	// Cache is "" (the window slides by a turn each turn) or CacheStable
+	// (its front stays the same from request to request, so a provider's
+	// prompt cache serves it). Only budgeted policies take it.
+	Cache string
+	// LowWater is the percent of Budget a CacheStable window drops to when
+	// it must move: 1 to 95, or 0 for DefaultLowWater.
+	LowWater int
 }
 
 // recalls reports whether p adds recalled messages.
@@ -98,6 +105,21 @@ func (p Policy) Validate() error {
 	}
 	if p.Recall && p.Kind != PolicySummaryBuffer && p.Kind != PolicyRecall {
 		return fmt.Errorf("%w: recall is an option of summary_buffer (and what recall does), not of %s", ErrInvalid, p.Kind)
+	}
+	switch p.Cache {
+	case "":
+		if p.LowWater != 0 {
+			return fmt.Errorf("%w: low_water is an option of cache=%s", ErrInvalid, CacheStable)
+		}
+	case CacheStable:
+		if p.Kind == PolicyAll || p.Kind == PolicyLastTurns {
+			return fmt.Errorf("%w: cache=%s is an option of token_budget, summary_buffer and recall, not of %s", ErrInvalid, CacheStable, p.Kind)
+		}
+		if p.LowWater < 0 || p.LowWater > 95 {
+			return fmt.Errorf("%w: low_water must be from 1 to 95 percent of the budget (or 0 for %d), got %d", ErrInvalid, DefaultLowWater, p.LowWater)
+		}
+	default:
+		return fmt.Errorf("%w: unknown cache mode %q (want %s, or none)", ErrInvalid, p.Cache, CacheStable)
 	}
 	switch p.Scope {
 	case "", ScopeConversation:
@@ -270,8 +292,23 @@ func splitPinned(msgs []Message) (pinned, recent []Message) {
 // If recent has a user message but no window starting with one fits, Select
 // returns ErrBudgetTooSmall. Window.Dropped counts the messages of pinned and
 // recent not sent; Memory corrects it to the whole conversation.
+//
+// With Cache CacheStable, the window is anchored to the tokens of recent
+// (see CacheStable): give Select the whole conversation, as Apply does.
+// Memory anchors it to the conversation's stored total instead, so a tail
+// is enough there.
 func Select(p Policy, pinned, recent []Message) (Window, error) {
-	return selectWindow(p, pinned, recent, false)
+	w, err := selectWindow(p, pinned, recent, false)
+	if err != nil || p.Cache != CacheStable {
+		return w, err
+	}
+	var total int64
+	for _, m := range recent {
+		if m.Role != RoleSystem {
+			total += int64(m.Tokens)
+		}
+	}
+	return stabilize(p, w, total), nil
 }
 
 // selectWindow is Select. With share, the window's Messages may be a part

@@ -98,7 +98,11 @@ type oaRequest struct {
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	User              string          `json:"user"`
-	ResponseFormat    *struct {
+	// PromptCacheKey asks for the request's prefix to be cached (OpenAI's
+	// prompt_cache_key; chatmem's proxy sets it for cache-stable
+	// windows): the transport then marks Anthropic cache breakpoints.
+	PromptCacheKey string `json:"prompt_cache_key"`
+	ResponseFormat *struct {
 		Type       string `json:"type"`
 		JSONSchema *struct {
 			Schema json.RawMessage `json:"schema"`
@@ -143,9 +147,11 @@ type oaPart struct {
 // ---- Anthropic request ----
 
 type anRequest struct {
-	Model         string         `json:"model"`
-	MaxTokens     int64          `json:"max_tokens"`
-	System        string         `json:"system,omitempty"`
+	Model     string `json:"model"`
+	MaxTokens int64  `json:"max_tokens"`
+	// System is the system prompt: a string, or text blocks when a
+	// cache breakpoint marks its end.
+	System        any            `json:"system,omitempty"`
 	Messages      []anMessage    `json:"messages"`
 	StopSequences []string       `json:"stop_sequences,omitempty"`
 	Stream        bool           `json:"stream,omitempty"`
@@ -171,7 +177,19 @@ type anBlock struct {
 	Input     json.RawMessage `json:"input,omitempty"`
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   string          `json:"content,omitempty"`
+	// CacheControl marks a cache breakpoint: the prompt up to and with
+	// this block is cached.
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
+
+// cacheControl is a block's cache_control.
+type cacheControl struct {
+	Type string `json:"type"` // "ephemeral"
+}
+
+// ephemeral is Anthropic's (only) cache type: five minutes, renewed by
+// each read.
+var ephemeral = &cacheControl{Type: "ephemeral"}
 
 type anTool struct {
 	Name        string          `json:"name"`
@@ -187,6 +205,22 @@ func (e *requestError) Error() string { return e.msg }
 
 func invalidf(format string, args ...any) error {
 	return &requestError{msg: fmt.Sprintf(format, args...)}
+}
+
+// markCacheBreakpoints marks two of the four cache breakpoints Anthropic
+// allows: the end of the system prompt (which caches the tools with it),
+// and the request's last block, so that the next request, which repeats
+// this one and adds a turn (a cache-stable window), reads all of it from
+// the cache: Anthropic looks for an earlier entry up to about 20 blocks
+// before each breakpoint. Reads cost a tenth of the input price, writes
+// 1.25 times it; a prompt under the model's minimum length is sent
+// uncached, with no error.
+func markCacheBreakpoints(out *anRequest) {
+	if sys, ok := out.System.(string); ok {
+		out.System = []anBlock{{Type: "text", Text: sys, CacheControl: ephemeral}}
+	}
+	last := &out.Messages[len(out.Messages)-1]
+	last.Content[len(last.Content)-1].CacheControl = ephemeral
 }
 
 // translateRequest turns an OpenAI chat completions request body into a
@@ -313,7 +347,12 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 			})
 		}
 	}
-	out.System = strings.Join(system, "\n\n")
+	if sys := strings.Join(system, "\n\n"); sys != "" {
+		out.System = sys
+	}
+	if in.PromptCacheKey != "" {
+		markCacheBreakpoints(out)
+	}
 
 	for i, t := range in.Tools {
 		if t.Type != "function" {

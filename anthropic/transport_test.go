@@ -939,3 +939,48 @@ func TestTransportStreamEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestTransportCacheBreakpoints: a request with prompt_cache_key (what
+// chatmem's proxy sends for a cache-stable window) marks two Anthropic
+// cache breakpoints, the end of the system prompt and the request's last
+// block, and nothing else changes; without it, none.
+func TestTransportCacheBreakpoints(t *testing.T) {
+	f := newMessagesFake(t)
+	send := func(body string) map[string]any {
+		t.Helper()
+		resp := post(t, f.transport(t), body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %v", resp.StatusCode, decode(t, resp))
+		}
+		resp.Body.Close()
+		req, _ := f.last(t)
+		return req
+	}
+	plain := send(toolTurnRequest)
+	keyed := send(strings.Replace(toolTurnRequest, "{", `{"prompt_cache_key": "chatmem:acme:c1",`, 1))
+	if s := mustJSON(t, plain); strings.Contains(s, "cache_control") {
+		t.Errorf("a request without prompt_cache_key marked breakpoints: %s", s)
+	}
+	jsonEq(t, "system", keyed["system"], `[{"type": "text", "text": "You are terse.\n\nUse tools.", "cache_control": {"type": "ephemeral"}}]`)
+	for k := range plain {
+		if k != "system" && k != "messages" {
+			jsonEq(t, k, keyed[k], mustJSON(t, plain[k]))
+		}
+	}
+	km, pm := keyed["messages"].([]any), plain["messages"].([]any)
+	n := len(km)
+	if n != len(pm) {
+		t.Fatalf("%d messages with prompt_cache_key, %d without", n, len(pm))
+	}
+	for i := range n - 1 {
+		jsonEq(t, fmt.Sprintf("message %d", i), km[i], mustJSON(t, pm[i]))
+	}
+	jsonEq(t, "last message", km[n-1].(map[string]any)["content"], `[
+	  {"type": "tool_result", "tool_use_id": "call_paris", "content": "18C"},
+	  {"type": "tool_result", "tool_use_id": "call_rome", "content": "24C"},
+	  {"type": "text", "text": "Which is warmer?", "cache_control": {"type": "ephemeral"}}
+	]`)
+	if c := strings.Count(mustJSON(t, keyed), "cache_control"); c != 2 {
+		t.Errorf("%d breakpoints, want 2 (Anthropic allows 4)", c)
+	}
+}

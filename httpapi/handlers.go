@@ -92,48 +92,66 @@ func (s *Server) appendMessages(c *call) error {
 	if err != nil {
 		return err
 	}
+	msgs, opts, err := s.appendRequest(c)
+	if err != nil {
+		return err
+	}
+	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
+		return s.mem.Append(c.r.Context(), key, msgs, opts)
+	})
+	if err != nil {
+		return err
+	}
+	status := appendStatus(c, res)
+	writeJSON(c.w, status, AppendResponse{Messages: nonNil(res.Messages), Conversation: conversationOf(key.ID, res.Conversation)})
+	return nil
+}
+
+// appendRequest reads an append's headers (If-Match, Idempotency-Key) and
+// body, as POST /v1/conversations/{id}/messages and /turn take them.
+func (s *Server) appendRequest(c *call) ([]chatmem.Message, chatmem.AppendOptions, error) {
 	var opts chatmem.AppendOptions
 	// A header sent empty is a client's mistake, not an absent header.
 	if v, ok, err := singleHeader(c.r, "If-Match"); err != nil {
-		return err
+		return nil, opts, err
 	} else if ok {
 		n, err := parseIfMatch(v)
 		if err != nil {
-			return err
+			return nil, opts, err
 		}
 		opts.ExpectedLastSeq = &n
 	}
 	if v, ok, err := singleHeader(c.r, "Idempotency-Key"); err != nil {
-		return err
+		return nil, opts, err
 	} else if ok {
 		if err := checkIdempotencyKey(v); err != nil {
-			return err
+			return nil, opts, err
 		}
 		opts.IdempotencyKey = v
 	}
 	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
 	if err != nil {
-		return err
+		return nil, opts, err
 	}
 	req, err := decodeAppend(body, s.limits)
 	if err != nil {
-		return err
+		return nil, opts, err
 	}
 	opts.Tokenizer, opts.TTL, opts.User = req.Tokenizer, req.TTL(), req.User
-	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-		return s.mem.Append(c.r.Context(), key, req.Messages, opts)
-	})
-	if err != nil {
-		return err
-	}
+	return req.Messages, opts, nil
+}
+
+// appendStatus sets an append's response headers (ETag, and
+// Idempotent-Replayed on a retry) and returns its status: 201, or 200
+// for a retry answered from its idempotency key.
+func appendStatus(c *call, res chatmem.AppendResult) int {
 	status := http.StatusCreated
 	if res.Replayed {
 		c.w.Header().Set("Idempotent-Replayed", "true")
 		status = http.StatusOK
 	}
 	c.w.Header().Set("ETag", etag(res.Conversation.LastSeq))
-	writeJSON(c.w, status, AppendResponse{Messages: nonNil(res.Messages), Conversation: conversationOf(key.ID, res.Conversation)})
-	return nil
+	return status
 }
 
 func (s *Server) listMessages(c *call) error {
@@ -175,31 +193,58 @@ func (s *Server) getContext(c *call) error {
 	if err != nil {
 		return err
 	}
-	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer")
+	p, copts, err := contextParams(c)
 	if err != nil {
 		return err
 	}
-	// Parameters left out take the defaults every surface shares
-	// (chatmem.DefaultPolicy, DefaultBudget, DefaultTurns).
+	w, err := timed(s, "context", func() (chatmem.Window, error) {
+		return s.mem.Context(c.r.Context(), key, p, copts)
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, s.sentWindow(p, w))
+	return nil
+}
+
+// sentWindow observes the size of a window about to be answered under p
+// and returns it with its nil lists as [].
+func (s *Server) sentWindow(p chatmem.Policy, w chatmem.Window) chatmem.Window {
+	w.Messages = nonNil(w.Messages)
+	w.Facts = nonNil(w.Facts)
+	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
+	return w
+}
+
+// contextParams reads a context read's query parameters (policy, budget,
+// turns, facts, recall, recent, scope, tokenizer), as GET
+// /v1/conversations/{id}/context and POST .../turn take them. Parameters
+// left out take the defaults every surface shares (chatmem.DefaultPolicy,
+// DefaultBudget, DefaultTurns).
+func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
+	var none chatmem.ContextOptions
+	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer")
+	if err != nil {
+		return chatmem.Policy{}, none, err
+	}
 	p := chatmem.Policy{Kind: chatmem.PolicyKind(q.Get("policy"))}
 	if !q.Has("policy") {
 		p.Kind = chatmem.DefaultPolicy
 	}
-	switch {
-	case !slices.Contains(chatmem.Policies, p.Kind):
-		return fmt.Errorf("%w: parameter policy: unknown policy %q (want one of %s)", chatmem.ErrInvalid, p.Kind, policyNames())
+	if !slices.Contains(chatmem.Policies, p.Kind) {
+		return p, none, fmt.Errorf("%w: parameter policy: unknown policy %q (want one of %s)", chatmem.ErrInvalid, p.Kind, policyNames())
 	}
 	budget, err := intParam(q, "budget", 0, 1, 1<<31-1)
 	if err != nil {
-		return err
+		return p, none, err
 	}
 	turns, err := intParam(q, "turns", 0, 1, 1<<31-1)
 	if err != nil {
-		return err
+		return p, none, err
 	}
 	recent, err := intParam(q, "recent", 0, 1, 1<<31-1)
 	if err != nil {
-		return err
+		return p, none, err
 	}
 	p.Budget, p.Turns, p.Recent = int(budget), int(turns), int(recent)
 	switch {
@@ -210,32 +255,22 @@ func (s *Server) getContext(c *call) error {
 	}
 	if v := q.Get("facts"); v != "" {
 		if p.Facts, err = strconv.ParseBool(v); err != nil {
-			return fmt.Errorf("%w: parameter facts must be true or false, got %q", chatmem.ErrInvalid, v)
+			return p, none, fmt.Errorf("%w: parameter facts must be true or false, got %q", chatmem.ErrInvalid, v)
 		}
 	}
 	if v := q.Get("recall"); v != "" {
 		if p.Recall, err = strconv.ParseBool(v); err != nil {
-			return fmt.Errorf("%w: parameter recall must be true or false, got %q", chatmem.ErrInvalid, v)
+			return p, none, fmt.Errorf("%w: parameter recall must be true or false, got %q", chatmem.ErrInvalid, v)
 		}
 	}
 	if p.Scope, err = scopeParam(q.Get("scope"), p); err != nil {
-		return fmt.Errorf("%w: parameter scope: %w", chatmem.ErrInvalid, err)
+		return p, none, fmt.Errorf("%w: parameter scope: %w", chatmem.ErrInvalid, err)
 	}
 	tok := q.Get("tokenizer")
 	if len(tok) > maxTokenizerLen {
-		return fmt.Errorf("%w: parameter tokenizer is over %d characters", chatmem.ErrInvalid, maxTokenizerLen)
+		return p, none, fmt.Errorf("%w: parameter tokenizer is over %d characters", chatmem.ErrInvalid, maxTokenizerLen)
 	}
-	w, err := timed(s, "context", func() (chatmem.Window, error) {
-		return s.mem.Context(c.r.Context(), key, p, chatmem.ContextOptions{Tokenizer: tok})
-	})
-	if err != nil {
-		return err
-	}
-	w.Messages = nonNil(w.Messages)
-	w.Facts = nonNil(w.Facts)
-	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
-	writeJSON(c.w, http.StatusOK, w)
-	return nil
+	return p, chatmem.ContextOptions{Tokenizer: tok}, nil
 }
 
 // scopeParam checks v, the recall scope a request asks for under p: empty,

@@ -112,7 +112,7 @@ func leaks(b []byte) []string {
 // conversation and not the body.
 func routeBody(rt route) string {
 	switch {
-	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/messages"):
+	case rt.Method == http.MethodPost && (strings.HasSuffix(rt.Pattern, "/messages") || strings.HasSuffix(rt.Pattern, "/turn")):
 		return `{"messages":[{"role":"user","content":"globex was here"}]}`
 	case rt.Method == http.MethodPatch || rt.Method == http.MethodPut:
 		return `{"facts":[{"key":"card","value":"globex overwrote it"}]}`

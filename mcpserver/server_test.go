@@ -268,6 +268,8 @@ func TestBadInput(t *testing.T) {
 		{"append_messages", map[string]any{"conversation": "c2", "messages": []any{user}, "tenant": "globex"}, "tenant"},
 		{"append_messages", map[string]any{"conversation": "c2", "messages": "hello"}, "messages"},
 		{"append_messages", map[string]any{"conversation": "c2", "messages": []any{map[string]any{"role": "user", "content": "a\x00b"}}}, "NUL"},
+		{"append_messages", map[string]any{"conversation": "c1", "messages": []any{user}, "context": map[string]any{"policy": "bogus"}}, `context: invalid input: unknown policy "bogus"`},
+		{"append_messages", map[string]any{"conversation": "c1", "messages": []any{user}, "context": map[string]any{"turns": 2}}, "turns is an option of last_turns"},
 		{"get_context", map[string]any{"conversation": "c1", "policy": "bogus"}, `unknown policy "bogus"`},
 		{"get_context", map[string]any{"conversation": "c1", "budget": -1}, "negative"},
 		{"get_context", map[string]any{"conversation": "c1", "budget": 3}, "budget too small"},

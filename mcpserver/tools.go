@@ -198,9 +198,27 @@ func (t *tools) append(ctx context.Context, _ *mcp.CallToolRequest, in AppendInp
 			return nil, AppendOutput{}, err
 		}
 	}
+	var p chatmem.Policy
+	if in.Context != nil {
+		if p, err = policy(*in.Context); err != nil {
+			return nil, AppendOutput{}, fmt.Errorf("context: %w", err)
+		}
+	}
 	// The store checks the user in the append's own transaction, so a
-	// conflict writes nothing.
-	res, err := t.mem.Append(ctx, key, msgs, chatmem.AppendOptions{User: in.User, Started: started})
+	// conflict writes nothing. With a context, Memory.Turn appends and
+	// assembles the window in as few round trips as the store allows.
+	opts := chatmem.AppendOptions{User: in.User, Started: started}
+	var res chatmem.AppendResult
+	var w chatmem.Window
+	var werr error
+	if in.Context != nil {
+		res, w, err = t.mem.Turn(ctx, key, msgs, opts, p, chatmem.ContextOptions{})
+		if err != nil && res.Conversation.LastSeq > 0 {
+			werr, err = err, nil // the append landed; the window failed
+		}
+	} else {
+		res, err = t.mem.Append(ctx, key, msgs, opts)
+	}
 	if err != nil {
 		if in.User != "" && errors.Is(err, chatmem.ErrConflict) && !errors.Is(err, chatmem.ErrErased) {
 			err = t.userConflict(ctx, key, in.User, err)
@@ -220,6 +238,15 @@ func (t *tools) append(ctx context.Context, _ *mcp.CallToolRequest, in AppendInp
 	}
 	text := fmt.Sprintf("Stored %d message(s) in %s as seq %d-%d (%d tokens); it now holds %d messages, %d tokens.",
 		len(out.Messages), of, out.Messages[0].Seq, out.Messages[len(out.Messages)-1].Seq, added, out.LastSeq, out.Tokens)
+	switch {
+	case werr != nil:
+		// The messages are stored: say so, and why there is no window.
+		return nil, AppendOutput{}, fmt.Errorf("%s The window could not be assembled: %w", text, t.toolError(ctx, "append_messages", werr))
+	case in.Context != nil:
+		window, wtext := contextOutput(key, p, w)
+		out.Context = &window
+		text += "\nContext: " + wtext
+	}
 	return textResult(text), out, nil
 }
 
@@ -239,7 +266,7 @@ func (t *tools) userConflict(ctx context.Context, key chatmem.Key, user string, 
 }
 
 // policy turns get_context's input into a Policy, with the defaults.
-func policy(in ContextInput) (chatmem.Policy, error) {
+func policy(in WindowOptions) (chatmem.Policy, error) {
 	p := chatmem.Policy{Kind: chatmem.PolicyKind(in.Policy), Budget: in.Budget, Turns: in.Turns, Facts: in.Facts, Scope: in.Scope}
 	if p.Kind == "" {
 		p.Kind = chatmem.PolicyTokenBudget
@@ -275,7 +302,7 @@ func (t *tools) context(ctx context.Context, _ *mcp.CallToolRequest, in ContextI
 	if err != nil {
 		return nil, ContextOutput{}, err
 	}
-	p, err := policy(in)
+	p, err := policy(in.WindowOptions)
 	if err != nil {
 		return nil, ContextOutput{}, err
 	}
@@ -283,6 +310,13 @@ func (t *tools) context(ctx context.Context, _ *mcp.CallToolRequest, in ContextI
 	if err != nil {
 		return nil, ContextOutput{}, t.toolError(ctx, "get_context", notFound(key.ID, err))
 	}
+	out, text := contextOutput(key, p, w)
+	return textResult(text), out, nil
+}
+
+// contextOutput is w, assembled under p for key, as get_context answers
+// it: the structured result and its transcript.
+func contextOutput(key chatmem.Key, p chatmem.Policy, w chatmem.Window) (ContextOutput, string) {
 	out := ContextOutput{Conversation: key.ID, Policy: string(p.Kind), Messages: make([]Message, len(w.Messages)),
 		Tokens: w.Tokens, Dropped: w.Dropped, Facts: factsOf(w.Facts)}
 	for i, m := range w.Messages {
@@ -301,7 +335,7 @@ func (t *tools) context(ctx context.Context, _ *mcp.CallToolRequest, in ContextI
 		b.WriteByte('\n')
 		writeLine(&b, m.Seq, m.Role, m.Kind, m.Content, m.ToolCalls)
 	}
-	return textResult(b.String()), out, nil
+	return out, b.String()
 }
 
 // writeLine writes one message as a transcript line: "#3 user: text".

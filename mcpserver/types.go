@@ -44,6 +44,7 @@ type AppendInput struct {
 	Conversation string         `json:"conversation" jsonschema:"the conversation's ID: 1 to 128 characters from A-Z a-z 0-9 . _ : @ -, starting with a letter or digit; a new ID starts a conversation"`
 	User         string         `json:"user,omitempty" jsonschema:"the person the conversation is with (an ID with the rules of conversation IDs); a new conversation is bound to this user for good, so the user's facts follow them into it. Later appends may repeat it or leave it out; another user is refused"`
 	Messages     []MessageInput `json:"messages" jsonschema:"the new messages, oldest first; they are added after the stored ones"`
+	Context      *WindowOptions `json:"context,omitempty" jsonschema:"also return the window to send the model right after the append, under these options (get_context's), in the same call: one round trip for a chatbot's turn. {} takes get_context's defaults"`
 }
 
 // Stored is one message append_messages stored.
@@ -55,21 +56,28 @@ type Stored struct {
 
 // AppendOutput is append_messages' result.
 type AppendOutput struct {
-	Conversation string   `json:"conversation"`
-	User         string   `json:"user,omitempty" jsonschema:"the user the conversation belongs to, if any"`
-	Messages     []Stored `json:"messages" jsonschema:"the stored messages, in order"`
-	LastSeq      int64    `json:"last_seq" jsonschema:"the conversation's newest sequence number (its message count)"`
-	Tokens       int64    `json:"tokens" jsonschema:"the tokens of every message the conversation holds"`
+	Conversation string         `json:"conversation"`
+	User         string         `json:"user,omitempty" jsonschema:"the user the conversation belongs to, if any"`
+	Messages     []Stored       `json:"messages" jsonschema:"the stored messages, in order"`
+	LastSeq      int64          `json:"last_seq" jsonschema:"the conversation's newest sequence number (its message count)"`
+	Tokens       int64          `json:"tokens" jsonschema:"the tokens of every message the conversation holds"`
+	Context      *ContextOutput `json:"context,omitempty" jsonschema:"the window after the append, when context was given"`
 }
 
 // ContextInput is get_context's input.
 type ContextInput struct {
 	Conversation string `json:"conversation" jsonschema:"the conversation's ID"`
-	Policy       string `json:"policy,omitempty" jsonschema:"what to send: token_budget (the default: the newest messages that fit budget), summary_buffer (a summary of older messages plus the newest), recall (the newest plus older messages relevant to the newest user message), last_turns (the last turns turns) or all"`
-	Budget       int    `json:"budget,omitempty" jsonschema:"tokens the whole window may take (default 4000 for token_budget, summary_buffer and recall; no cap for last_turns and all when omitted)"`
-	Turns        int    `json:"turns,omitempty" jsonschema:"for last_turns: how many turns (default 10); a turn starts at a user message"`
-	Facts        bool   `json:"facts,omitempty" jsonschema:"also send the known facts about the conversation's user as a system message"`
-	Scope        string `json:"scope,omitempty" jsonschema:"for recall: conversation (the default: recall from this conversation) or user (recall from all of the conversation's user's conversations, this one included, each recalled message marked with its conversation and date)"`
+	WindowOptions
+}
+
+// WindowOptions say what window to assemble: get_context's options, and
+// append_messages' context.
+type WindowOptions struct {
+	Policy string `json:"policy,omitempty" jsonschema:"what to send: token_budget (the default: the newest messages that fit budget), summary_buffer (a summary of older messages plus the newest), recall (the newest plus older messages relevant to the newest user message), last_turns (the last turns turns) or all"`
+	Budget int    `json:"budget,omitempty" jsonschema:"tokens the whole window may take (default 4000 for token_budget, summary_buffer and recall; no cap for last_turns and all when omitted)"`
+	Turns  int    `json:"turns,omitempty" jsonschema:"for last_turns: how many turns (default 10); a turn starts at a user message"`
+	Facts  bool   `json:"facts,omitempty" jsonschema:"also send the known facts about the conversation's user as a system message"`
+	Scope  string `json:"scope,omitempty" jsonschema:"for recall: conversation (the default: recall from this conversation) or user (recall from all of the conversation's user's conversations, this one included, each recalled message marked with its conversation and date)"`
 }
 
 // Message is a message as get_context and the resources give it.

@@ -1,0 +1,98 @@
+package chatmem
+
+// CacheStable is the Policy.Cache mode that keeps the front of a budgeted
+// window byte-identical from one request to the next, so that a
+// provider's prompt cache (OpenAI's automatic prefix cache, Anthropic's
+// cache_control breakpoints, Gemini's implicit cache) serves it at a
+// fraction of the input price.
+//
+// A plain token_budget window slides by a turn every turn: its first
+// message changes with each request, and nothing after the system prompt
+// is ever cached. A cache-stable window keeps its first message while the
+// conversation still fits the budget from there; when the next request
+// would not fit, it drops in one step to about LowWater percent of the
+// budget (still starting on a user message, tool calls kept whole with
+// their results), and stays there again for the turns that follow.
+//
+// Where the window starts is a function of the stored conversation alone,
+// with no state kept between requests: the start moves at fixed points of
+// the conversation's running token count (every Budget-LowWater% tokens),
+// so every replica, and a restarted process, sends the same window. The
+// window never exceeds the budget, and it is never longer than the plain
+// window of the same policy: it is that window with older turns left out.
+const CacheStable = "stable"
+
+// DefaultLowWater is the percent of the budget a cache-stable window
+// drops to when it must move, when Policy.LowWater is 0.
+const DefaultLowWater = 60
+
+// stableStep is how many tokens a cache-stable window under p moves its
+// start by: the budget less its low-water mark (at least 1). It depends on
+// p alone, not on what else the request holds (facts, a summary), so that
+// a change of those does not move the start needlessly.
+func (p Policy) stableStep() int64 {
+	low := p.LowWater
+	if low == 0 {
+		low = DefaultLowWater
+	}
+	return max(int64(p.Budget)-int64(p.Budget)*int64(low)/100, 1)
+}
+
+// stableLimit returns the most tokens a cache-stable window's recent part
+// may hold when the conversation's messages (system messages aside) hold
+// total tokens and avail are left for the recent part: total less the
+// fewest whole steps that bring it within avail. While total grows by
+// less than a step, the limit's start (total - limit) stays put.
+func (p Policy) stableLimit(total int64, avail int) int {
+	if avail < 0 || total <= int64(avail) {
+		return avail
+	}
+	step := p.stableStep()
+	k := (total - int64(avail) + step - 1) / step
+	return int(total - k*step)
+}
+
+// stabilize trims w, a window selected under p from a conversation whose
+// non-system messages hold total tokens, to its cache-stable form: its
+// recent part (after the pinned system messages) loses whole units from
+// the front until it holds at most p.stableLimit tokens, then starts on a
+// user message. The recent part must run to the conversation's newest
+// message, as Select's does; w is returned as it is when p is not
+// cache-stable or already fits.
+func stabilize(p Policy, w Window, total int64) Window {
+	if p.Cache != CacheStable || p.Budget <= 0 {
+		return w
+	}
+	avail := p.Budget - w.Parts.System - w.Parts.Facts - w.Parts.Summary - w.Parts.Recalled - w.Parts.Overhead
+	limit := p.stableLimit(total, avail)
+	if w.Parts.Recent <= limit {
+		return w
+	}
+	first := 0
+	for first < len(w.Messages) && w.Messages[first].Role == RoleSystem {
+		first++
+	}
+	cut, recent := first, w.Parts.Recent
+	for cut < len(w.Messages) && (recent > limit || w.Messages[cut].Role != RoleUser) {
+		end := cut + 1
+		if len(w.Messages[cut].ToolCalls) > 0 {
+			for end < len(w.Messages) && w.Messages[end].Role == RoleTool {
+				end++
+			}
+		}
+		for _, m := range w.Messages[cut:end] {
+			recent -= m.Tokens
+		}
+		cut = end
+	}
+	if cut == len(w.Messages) {
+		return w // nothing of it starts a window within the limit: keep the plain one
+	}
+	msgs := make([]Message, 0, first+len(w.Messages)-cut)
+	msgs = append(append(msgs, w.Messages[:first]...), w.Messages[cut:]...)
+	w.Dropped += len(w.Messages) - len(msgs)
+	w.Tokens -= w.Parts.Recent - recent
+	w.Parts.Recent = recent
+	w.Messages = msgs
+	return w
+}
