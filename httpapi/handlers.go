@@ -155,7 +155,7 @@ func (s *Server) listMessages(c *call) error {
 	}
 	// One more than asked, to tell whether another page follows.
 	msgs, err := timed(s, "range", func() ([]chatmem.Message, error) {
-		return s.mem.Store().Range(c.r.Context(), key, int64(after), int(limit)+1)
+		return s.mem.Messages(c.r.Context(), key, int64(after), int(limit)+1)
 	})
 	if err != nil {
 		return err
@@ -285,7 +285,7 @@ func (s *Server) listConversations(c *call) error {
 		if q.Has("user") {
 			return s.userConversations(c, q.Get("user"), req)
 		}
-		return s.mem.Store().List(c.r.Context(), c.tenant, req)
+		return s.mem.List(c.r.Context(), c.tenant, req)
 	})
 	if err != nil {
 		return err
@@ -304,7 +304,7 @@ func (s *Server) getConversation(c *call) error {
 		return err
 	}
 	conv, err := timed(s, "conversation", func() (chatmem.Conversation, error) {
-		return s.mem.Store().Conversation(c.r.Context(), key)
+		return s.mem.Conversation(c.r.Context(), key)
 	})
 	if err != nil {
 		return err
@@ -521,7 +521,7 @@ func (s *Server) readyz(c *call) error {
 	ctx, cancel := context.WithTimeout(c.r.Context(), readyTimeout)
 	defer cancel()
 	_, err := timed(s, "ping", func() (struct{}, error) {
-		return struct{}{}, s.mem.Store().Ping(ctx)
+		return struct{}{}, s.mem.Ping(ctx)
 	})
 	if err != nil {
 		if !errors.Is(err, chatmem.ErrUnavailable) {

@@ -51,15 +51,17 @@ func (s *Server) exportConversation(c *call) error {
 	if _, err := query(c.r); err != nil {
 		return err
 	}
-	st := s.mem.Store()
-	if _, err := st.Conversation(c.r.Context(), key); err != nil {
+	if _, err := s.mem.Conversation(c.r.Context(), key); err != nil {
 		return err
 	}
 	bw := startNDJSON(c.w)
-	err = transfer.WriteHeader(bw)
-	if err == nil {
-		_, err = transfer.WriteConversation(c.r.Context(), st, key, bw)
-	}
+	err = s.mem.Export(func(st chatmem.Store) error {
+		if err := transfer.WriteHeader(bw); err != nil {
+			return err
+		}
+		_, err := transfer.WriteConversation(c.r.Context(), st, key, bw)
+		return err
+	})
 	s.endStream(c, bw, err)
 	return nil
 }
@@ -83,8 +85,7 @@ func (s *Server) exportTenant(c *call) error {
 	if err != nil {
 		return err
 	}
-	st := s.mem.Store()
-	page, err := st.List(c.r.Context(), c.tenant, chatmem.PageRequest{After: after, Limit: int(limit)})
+	page, err := s.mem.List(c.r.Context(), c.tenant, chatmem.PageRequest{After: after, Limit: int(limit)})
 	if err != nil {
 		return err
 	}
@@ -97,12 +98,15 @@ func (s *Server) exportTenant(c *call) error {
 		c.w.Header().Set("Link", fmt.Sprintf(`</v1/export?after=%s&limit=%d>; rel="next"`, page.Next, limit))
 	}
 	bw := startNDJSON(c.w)
-	err = transfer.Export(c.r.Context(), st, c.tenant, bw, transfer.ExportOptions{IDs: ids, Progress: func(int64, int64) { extendDeadlines(c.w) }})
-	if err == nil && page.Next == "" {
+	err = s.mem.Export(func(st chatmem.Store) error {
+		err := transfer.Export(c.r.Context(), st, c.tenant, bw, transfer.ExportOptions{IDs: ids, Progress: func(int64, int64) { extendDeadlines(c.w) }})
+		if err != nil || page.Next != "" {
+			return err
+		}
 		// The last page brings the users no conversation brought: those
 		// with facts and no live conversation.
-		err = transfer.WriteUsersWithoutConversations(c.r.Context(), st, c.tenant, bw, func() { extendDeadlines(c.w) })
-	}
+		return transfer.WriteUsersWithoutConversations(c.r.Context(), st, c.tenant, bw, func() { extendDeadlines(c.w) })
+	})
 	s.endStream(c, bw, err)
 	return nil
 }
@@ -144,7 +148,14 @@ func (s *Server) importNDJSON(c *call) error {
 	}
 	body := http.MaxBytesReader(c.w, c.r.Body, s.limits.MaxImportBytes)
 	var bw *bufio.Writer
+	var forget func(chatmem.Key)
 	each := func(r transfer.Result) error {
+		switch r.Status {
+		case transfer.StatusCreated, transfer.StatusResumed, transfer.StatusReplaced:
+			if r.Conversation != "" {
+				forget(chatmem.Key{Tenant: c.tenant, ID: r.Conversation})
+			}
+		}
 		extendDeadlines(c.w)
 		if bw == nil {
 			bw = startNDJSON(c.w)
@@ -163,7 +174,13 @@ func (s *Server) importNDJSON(c *call) error {
 		Limits:     chatmem.Limits{MaxContentBytes: s.limits.MaxContentBytes},
 		Tokenizer:  func(name string) error { _, err := s.mem.Counter(name); return err },
 	}
-	totals, err := transfer.Import(c.r.Context(), s.mem.Store(), c.tenant, body, opts, each)
+	var totals transfer.Totals
+	err = s.mem.Import(func(st chatmem.Store, f func(chatmem.Key)) error {
+		forget = f
+		var err error
+		totals, err = transfer.Import(c.r.Context(), st, c.tenant, body, opts, each)
+		return err
+	})
 	if bw == nil {
 		if err != nil {
 			return fromBodyError(err)

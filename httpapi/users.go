@@ -316,9 +316,10 @@ func (s *Server) exportUser(c *call) error {
 // (transfer.ExportUser): the header, the user's record and each of the
 // user's conversations, as GET /v1/export writes them.
 func (s *Server) exportUserChatmem(c *call, user chatmem.Key) error {
-	st := s.mem.Store()
 	bw := startNDJSON(c.w)
-	err := transfer.ExportUser(c.r.Context(), st, user, &deadlineWriter{w: bw, rw: c.w})
+	err := s.mem.Export(func(st chatmem.Store) error {
+		return transfer.ExportUser(c.r.Context(), st, user, &deadlineWriter{w: bw, rw: c.w})
+	})
 	s.endStream(c, bw, err)
 	return nil
 }
@@ -344,7 +345,7 @@ func (s *Server) userExportLine(ctx context.Context, user chatmem.Key, conv chat
 	key := conv.Key
 	var msgs []chatmem.Message
 	for after := int64(0); ; {
-		batch, err := s.mem.Store().Range(ctx, key, after, exportPage)
+		batch, err := s.mem.Messages(ctx, key, after, exportPage)
 		if err != nil {
 			return UserExportLine{}, err
 		}
@@ -384,7 +385,7 @@ func (s *Server) proxyUser(ctx context.Context, key chatmem.Key, user string) (s
 	if err := chatmem.ValidateUser(user); err != nil {
 		return "", fmt.Errorf("header %s: %w", headerUser, err)
 	}
-	conv, err := s.mem.Store().Conversation(ctx, key)
+	conv, err := s.mem.Conversation(ctx, key)
 	switch {
 	case errors.Is(err, chatmem.ErrNotFound):
 		return user, nil
