@@ -13,58 +13,6 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-// Conversation is a conversation as the API shows it: its ID and its
-// metadata (created_at, last_seq, tokens, ...). The tenant is the caller's
-// and is not shown; Key is not set by the Client.
-type Conversation struct {
-	ID string `json:"id"`
-	chatmem.Conversation
-}
-
-// AppendResponse is the answer to an append: the stored messages (with
-// seq, tokens and created_at) and the conversation after it. Replayed is
-// set by the Client when the append was a retry answered from the
-// idempotency key (status 200, Idempotent-Replayed: true).
-type AppendResponse struct {
-	Messages     []chatmem.Message `json:"messages"`
-	Conversation Conversation      `json:"conversation"`
-	Replayed     bool              `json:"-"`
-}
-
-// MessagesPage is one page of GET /v1/conversations/{id}/messages.
-// NextAfter is the after= of the next page, nil on the last one.
-type MessagesPage struct {
-	Messages  []chatmem.Message `json:"messages"`
-	NextAfter *int64            `json:"next_after"`
-}
-
-// ConversationPage is one page of GET /v1/conversations. Next is the
-// after= of the next page, empty on the last one.
-type ConversationPage struct {
-	Conversations []Conversation `json:"conversations"`
-	Next          string         `json:"next"`
-}
-
-// FactInput is a fact as PATCH and PUT take it. Confidence 0 (or absent)
-// means 1; SourceSeq is the message it came from, if any. Facts set through
-// the API have set_by "app".
-type FactInput struct {
-	Key        string  `json:"key"`
-	Value      string  `json:"value"`
-	Confidence float64 `json:"confidence,omitempty"`
-	SourceSeq  int64   `json:"source_seq,omitempty"`
-}
-
-// FactsBody is the body of PATCH and PUT /v1/conversations/{id}/facts.
-type FactsBody struct {
-	Facts []FactInput `json:"facts"`
-}
-
-// factsResponse is the answer of the facts routes.
-type factsResponse struct {
-	Facts []chatmem.Fact `json:"facts"`
-}
-
 // maxFactsPerRequest bounds the facts of one PATCH or PUT.
 const maxFactsPerRequest = 1000
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
 	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/transfer"
@@ -25,14 +26,14 @@ func TestTransfer(t *testing.T) {
 			acme, globex := ts.client(acmeKey), ts.client(globexKey)
 			ctx := t.Context()
 			for i := range 5 {
-				_, err := acme.Append(ctx, fmt.Sprintf("kavya-%d", i), seed.History(), ClientAppendOptions{})
+				_, err := acme.Append(ctx, fmt.Sprintf("kavya-%d", i), seed.History(), client.AppendOptions{})
 				must(t, "append", err)
 			}
 			_, err := acme.PatchFacts(ctx, "kavya-1", []FactInput{{Key: "name", Value: "Kavya"}, {Key: "order_id", Value: "SE-10423", SourceSeq: 1}})
 			must(t, "patch facts", err)
 			_, err = acme.PatchFacts(ctx, "kavya-1", []FactInput{{Key: "name", Value: "Kavya R."}})
 			must(t, "patch facts", err)
-			_, err = globex.Append(ctx, "globex-only", seed.History()[:1], ClientAppendOptions{})
+			_, err = globex.Append(ctx, "globex-only", seed.History()[:1], client.AppendOptions{})
 			must(t, "append", err)
 			// Users whose facts were set with no conversation: the export's
 			// last page brings acme's, and never globex's.
@@ -206,10 +207,10 @@ func TestUserExportChatmem(t *testing.T) {
 	acme, globex := ts.client(acmeKey), ts.client(globexKey)
 	ctx := t.Context()
 	for _, id := range []string{"kavya-2", "kavya-1"} {
-		_, err := acme.Append(ctx, id, seed.History(), ClientAppendOptions{User: "kavya"})
+		_, err := acme.Append(ctx, id, seed.History(), client.AppendOptions{User: "kavya"})
 		must(t, "append", err)
 	}
-	_, err := acme.Append(ctx, "someone-else", seed.History()[:1], ClientAppendOptions{})
+	_, err := acme.Append(ctx, "someone-else", seed.History()[:1], client.AppendOptions{})
 	must(t, "append", err)
 	_, err = acme.PutUserFacts(ctx, "kavya", []FactInput{{Key: "name", Value: "Kavya <K>"}})
 	must(t, "put user facts", err)

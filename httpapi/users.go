@@ -205,13 +205,6 @@ func (s *Server) deleteUserFacts(c *call) error {
 	return nil
 }
 
-// DeleteUserResponse is the answer to DELETE /v1/users/{user}.
-type DeleteUserResponse struct {
-	// DeletedConversations counts the conversations this call deleted (0
-	// when an earlier call already erased the user).
-	DeletedConversations int `json:"deleted_conversations"`
-}
-
 // deleteUser erases the user and everything held about them. It may be
 // repeated: after a failure, calling it again finishes the job.
 func (s *Server) deleteUser(c *call) error {
@@ -225,19 +218,6 @@ func (s *Server) deleteUser(c *call) error {
 	}
 	writeJSON(c.w, http.StatusOK, DeleteUserResponse{DeletedConversations: n})
 	return nil
-}
-
-// UserExportLine is one line of GET /v1/users/{user}/export: first the
-// user's own facts ("type":"user"), then one line per conversation of the
-// user ("type":"conversation") with its messages, its facts and their
-// history, and its summary.
-type UserExportLine struct {
-	Type         string            `json:"type"`
-	User         string            `json:"user"`
-	Conversation *Conversation     `json:"conversation,omitempty"`
-	Messages     []chatmem.Message `json:"messages,omitempty"`
-	Facts        []chatmem.Fact    `json:"facts"`
-	Summary      *chatmem.Summary  `json:"summary,omitempty"`
 }
 
 // exportPage is how many conversations, and messages, the export reads at
