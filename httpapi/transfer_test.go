@@ -240,3 +240,40 @@ func TestUserExportChatmem(t *testing.T) {
 		t.Errorf("GET /v1/users/kavya/export?format=csv: %d %s, want 400 invalid_request", r.status, r.body)
 	}
 }
+
+// TestImportReplaceDropsTail: an import that replaces a conversation with
+// one of the same creation time, length and token counts (the case the
+// tail cache's own checks cannot tell from the original) is what the next
+// context read shows, not the cached messages of the one it replaced.
+func TestImportReplaceDropsTail(t *testing.T) {
+	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	c := ts.client(acmeKey)
+	ctx := t.Context()
+	_, err := c.Append(ctx, "kavya", seed.History(), client.AppendOptions{})
+	must(t, "Append", err)
+	var file bytes.Buffer
+	must(t, "ExportConversation", c.ExportConversation(ctx, "kavya", &file))
+	p := client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 400}
+	// Each import replaces the conversation with the file's, edited: from
+	// the first on, the stored creation time is the file's (the export's
+	// precision), so the second replaces a conversation with its twin.
+	for _, socks := range []string{"cycling socks", "jogging socks"} {
+		edited := strings.Replace(file.String(), "running socks", socks, 1)
+		if edited == file.String() {
+			t.Fatal("the export does not hold the text to edit")
+		}
+		_, totals, err := c.Import(ctx, strings.NewReader(edited), transfer.ConflictReplace)
+		if err != nil || totals.Replaced != 1 {
+			t.Fatalf("Import(replace, %s) = %+v, %v; want 1 replaced", socks, totals, err)
+		}
+		w, err := c.Context(ctx, "kavya", p) // fills the tail cache
+		must(t, "Context after the import", err)
+		var texts []string
+		for _, m := range w.Messages {
+			texts = append(texts, m.Content)
+		}
+		if all := strings.Join(texts, "\n"); !strings.Contains(all, socks) {
+			t.Errorf("the window after importing %s holds:\n%s", socks, all)
+		}
+	}
+}
