@@ -204,22 +204,13 @@ func (r rawResponse) apiError() *client.Error {
 	return e
 }
 
-// convPath returns the path of conversation id, or of its sub-resource.
-func convPath(id, sub string) string {
-	p := "/v1/conversations/" + url.PathEscape(id)
-	if sub != "" {
-		p += "/" + sub
-	}
-	return p
-}
+// convPath and userPath return the path of a conversation or a user, or
+// of its sub-resource, as the Go client builds them.
+func convPath(id, sub string) string   { return resourcePath("/v1/conversations/", id, sub) }
+func userPath(user, sub string) string { return resourcePath("/v1/users/", user, sub) }
 
-// userPath returns the path of user, or of its sub-resource.
-func userPath(user, sub string) string {
-	p := "/v1/users/" + url.PathEscape(user)
-	if sub != "" {
-		p += "/" + sub
-	}
-	return p
+func resourcePath(prefix, id, sub string) string {
+	return strings.TrimSuffix(prefix+url.PathEscape(id)+"/"+sub, "/")
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
