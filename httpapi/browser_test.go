@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
 // browserEnv is a server without API keys (the default local setup) that
@@ -43,7 +44,7 @@ func newBrowserEnv(t *testing.T, opts Options) *browserEnv {
 	env.testServer = newTestServer(t, newMemory(t, openSQLite(t), nil), opts)
 	c := env.client("")
 	ctx := t.Context()
-	_, err := c.Append(ctx, secretID, []chatmem.Message{{Role: chatmem.RoleUser, Content: "My card is " + secretContent}}, ClientAppendOptions{})
+	_, err := c.Append(ctx, secretID, []chatmem.Message{{Role: chatmem.RoleUser, Content: "My card is " + secretContent}}, client.AppendOptions{})
 	must(t, "Append(secret)", err)
 	_, err = c.PatchFacts(ctx, secretID, []FactInput{{Key: "card", Value: secretFact}})
 	must(t, "PatchFacts(secret)", err)
@@ -242,7 +243,7 @@ func (env *browserEnv) restore(t *testing.T) {
 	c := env.client("")
 	ctx := t.Context()
 	_ = c.Delete(ctx, secretID)
-	_, err := c.Append(ctx, secretID, []chatmem.Message{{Role: chatmem.RoleUser, Content: "My card is " + secretContent}}, ClientAppendOptions{})
+	_, err := c.Append(ctx, secretID, []chatmem.Message{{Role: chatmem.RoleUser, Content: "My card is " + secretContent}}, client.AppendOptions{})
 	must(t, "Append(secret)", err)
 	_, err = c.PatchUserFacts(ctx, browserUser, []FactInput{{Key: "email", Value: "kavya@example.com"}})
 	must(t, "PatchUserFacts", err)
@@ -345,7 +346,7 @@ func TestCORSOrigins(t *testing.T) {
 	if r := env.raw(t, http.MethodPost, "/v1/conversations/c1/messages", "", map[string]string{"Origin": app, "Content-Type": "text/plain"}, appendBody); r.status != http.StatusUnsupportedMediaType {
 		t.Errorf("text/plain from %s: %d, want 415", app, r.status)
 	}
-	if _, err := env.client("").Append(t.Context(), "c1", []chatmem.Message{{Role: chatmem.RoleUser, Content: "from Go"}}, ClientAppendOptions{}); err != nil {
+	if _, err := env.client("").Append(t.Context(), "c1", []chatmem.Message{{Role: chatmem.RoleUser, Content: "from Go"}}, client.AppendOptions{}); err != nil {
 		t.Errorf("the Go client with CORS origins configured: %v", err)
 	}
 }

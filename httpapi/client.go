@@ -1,334 +1,52 @@
 package httpapi
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
-	"time"
 
-	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
-// Client calls a chatmem server's REST API. It is safe for concurrent use.
-// Every method returns an *Error for an error response, which unwraps to
-// the matching sentinel (errors.Is(err, chatmem.ErrNotFound)), and wraps
-// chatmem.ErrUnavailable when the server cannot be reached.
-type Client struct {
-	base string
-	key  string
-	hc   *http.Client
-}
+// The Go client moved to package client, which links no server code; the
+// names below keep programs written against this package compiling.
 
-// NewClient returns a Client for the server at baseURL
-// ("http://127.0.0.1:8080"), sending apiKey as a bearer token unless it is
-// empty. A nil httpClient means http.DefaultClient.
+// Client calls a chatmem server's REST API.
+//
+// Deprecated: use client.Client.
+type Client = client.Client
+
+// NewClient returns a Client for the server at baseURL.
+//
+// Deprecated: use client.New.
 func NewClient(baseURL, apiKey string, httpClient *http.Client) *Client {
-	if httpClient == nil {
-		httpClient = http.DefaultClient
-	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, hc: httpClient}
+	return client.New(baseURL, apiKey, httpClient)
 }
 
 // ClientAppendOptions qualify one Client.Append.
-type ClientAppendOptions struct {
-	// IfMatch, if set, makes the append fail with chatmem.ErrConflict
-	// unless the conversation's last sequence number is *IfMatch.
-	IfMatch *int64
-	// IdempotencyKey, if set, makes a retry of the same append a no-op that
-	// answers with the original messages (AppendResponse.Replayed).
-	IdempotencyKey string
-	// Tokenizer names the counter of a new conversation.
-	Tokenizer string
-	// User binds a conversation the append creates to that user; an
-	// existing conversation must be the user's (chatmem.ErrConflict).
-	User string
-	// TTL, if positive, makes the conversation expire that long after the
-	// append; it is sent in whole seconds, rounded up.
-	TTL time.Duration
-}
-
-// ContextParams select the context to assemble; see chatmem.Policy.
-type ContextParams struct {
-	Policy    chatmem.PolicyKind
-	Budget    int
-	Turns     int
-	Facts     bool
-	Tokenizer string
-	// Scope is the recall scope (chatmem.Policy.Scope): "" or "user".
-	Scope string
-}
-
-// Append appends msgs to the conversation id, creating it if needed.
-func (c *Client) Append(ctx context.Context, id string, msgs []chatmem.Message, opts ClientAppendOptions) (AppendResponse, error) {
-	body := AppendRequest{Messages: msgs, Tokenizer: opts.Tokenizer, User: opts.User}
-	if opts.TTL > 0 {
-		body.TTLSeconds = int64((opts.TTL + time.Second - 1) / time.Second)
-	}
-	h := http.Header{}
-	if opts.IfMatch != nil {
-		h.Set("If-Match", etag(*opts.IfMatch))
-	}
-	if opts.IdempotencyKey != "" {
-		h.Set("Idempotency-Key", opts.IdempotencyKey)
-	}
-	var out AppendResponse
-	resp, err := c.do(ctx, http.MethodPost, convPath(id, "messages"), nil, h, body, &out)
-	if err != nil {
-		return AppendResponse{}, err
-	}
-	out.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	out.Conversation.Key = chatmem.Key{}
-	return out, nil
-}
-
-// Messages returns up to limit messages of the conversation with a
-// sequence number after after (limit 0: the server's default of 100).
-func (c *Client) Messages(ctx context.Context, id string, after int64, limit int) (MessagesPage, error) {
-	q := url.Values{}
-	if after > 0 {
-		q.Set("after", strconv.FormatInt(after, 10))
-	}
-	if limit != 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	var out MessagesPage
-	_, err := c.do(ctx, http.MethodGet, convPath(id, "messages"), q, nil, nil, &out)
-	return out, err
-}
-
-// Context assembles the conversation's context under p.
-func (c *Client) Context(ctx context.Context, id string, p ContextParams) (chatmem.Window, error) {
-	q := url.Values{"policy": {string(p.Policy)}}
-	if p.Budget != 0 {
-		q.Set("budget", strconv.Itoa(p.Budget))
-	}
-	if p.Turns != 0 {
-		q.Set("turns", strconv.Itoa(p.Turns))
-	}
-	if p.Facts {
-		q.Set("facts", "true")
-	}
-	if p.Tokenizer != "" {
-		q.Set("tokenizer", p.Tokenizer)
-	}
-	if p.Scope != "" {
-		q.Set("scope", p.Scope)
-	}
-	var out chatmem.Window
-	_, err := c.do(ctx, http.MethodGet, convPath(id, "context"), q, nil, nil, &out)
-	return out, err
-}
-
-// Conversation returns the conversation's metadata.
-func (c *Client) Conversation(ctx context.Context, id string) (Conversation, error) {
-	var out Conversation
-	_, err := c.do(ctx, http.MethodGet, convPath(id, ""), nil, nil, nil, &out)
-	return out, err
-}
-
-// List returns one page of the caller's conversations with IDs after after
-// (limit 0: the server's default of 50).
-func (c *Client) List(ctx context.Context, after string, limit int) (ConversationPage, error) {
-	return c.list(ctx, url.Values{}, after, limit)
-}
-
-// list returns one page of the conversations q selects.
-func (c *Client) list(ctx context.Context, q url.Values, after string, limit int) (ConversationPage, error) {
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit != 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	var out ConversationPage
-	_, err := c.do(ctx, http.MethodGet, "/v1/conversations", q, nil, nil, &out)
-	return out, err
-}
-
-// Delete deletes the conversation.
-func (c *Client) Delete(ctx context.Context, id string) error {
-	_, err := c.do(ctx, http.MethodDelete, convPath(id, ""), nil, nil, nil, nil)
-	return err
-}
-
-// Facts returns the conversation's current facts, ordered by key.
-func (c *Client) Facts(ctx context.Context, id string) ([]chatmem.Fact, error) {
-	return c.facts(ctx, http.MethodGet, convPath(id, "facts"), nil, nil)
-}
-
-// SetFacts sets facts, leaving the conversation's other facts as they
-// are, and returns the facts after (PATCH .../facts), as
-// chatmem.Memory.SetFacts does.
-func (c *Client) SetFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
-	return c.facts(ctx, http.MethodPatch, convPath(id, "facts"), nil, factsBody(facts))
-}
-
-// ReplaceFacts makes facts the conversation's facts (deleting the keys it
-// does not name) and returns the facts after (PUT .../facts).
-func (c *Client) ReplaceFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
-	return c.facts(ctx, http.MethodPut, convPath(id, "facts"), nil, factsBody(facts))
-}
-
-// PatchFacts is SetFacts.
 //
-// Deprecated: use SetFacts, the library's name.
-func (c *Client) PatchFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
-	return c.SetFacts(ctx, id, facts)
-}
+// Deprecated: use client.AppendOptions.
+type ClientAppendOptions = client.AppendOptions
 
-// PutFacts is ReplaceFacts.
+// ContextParams select the context a Client assembles.
 //
-// Deprecated: use ReplaceFacts.
-func (c *Client) PutFacts(ctx context.Context, id string, facts []FactInput) ([]chatmem.Fact, error) {
-	return c.ReplaceFacts(ctx, id, facts)
-}
+// Deprecated: use client.ContextParams.
+type ContextParams = client.ContextParams
 
-// facts sends a request to a facts resource (a conversation's or a
-// user's), with body as its JSON body unless it is nil, and returns the
-// facts it answers with.
-func (c *Client) facts(ctx context.Context, method, path string, q url.Values, body any) ([]chatmem.Fact, error) {
-	var out factsResponse
-	_, err := c.do(ctx, method, path, q, nil, body, &out)
-	return out.Facts, err
-}
+// The bodies of the API's requests and answers, which the server encodes
+// and the Go client decodes, are package client's.
+type (
+	Conversation       = client.Conversation
+	AppendRequest      = client.AppendRequest
+	AppendResponse     = client.AppendResponse
+	MessagesPage       = client.MessagesPage
+	ConversationPage   = client.ConversationPage
+	FactInput          = client.FactInput
+	FactsBody          = client.FactsBody
+	SearchRequest      = client.SearchRequest
+	SearchHit          = client.SearchHit
+	SearchResponse     = client.SearchResponse
+	UserList           = client.UserList
+	DeleteUserResponse = client.DeleteUserResponse
+	UserExportLine     = client.UserExportLine
 
-// factsBody is the body of a PUT or PATCH of facts; no facts is an empty
-// list, not null.
-func factsBody(facts []FactInput) FactsBody {
-	return FactsBody{Facts: nonNil(facts)}
-}
-
-// DeleteFact deletes the named fact (chatmem.ErrNotFound if it has no
-// value).
-func (c *Client) DeleteFact(ctx context.Context, id, key string) error {
-	_, err := c.do(ctx, http.MethodDelete, convPath(id, "facts"), url.Values{"key": {key}}, nil, nil, nil)
-	return err
-}
-
-// DeleteFacts deletes every fact of the conversation.
-func (c *Client) DeleteFacts(ctx context.Context, id string) error {
-	_, err := c.do(ctx, http.MethodDelete, convPath(id, "facts"), nil, nil, nil, nil)
-	return err
-}
-
-// Summary returns the conversation's rolling summary (chatmem.ErrNotFound
-// until one is written).
-func (c *Client) Summary(ctx context.Context, id string) (chatmem.Summary, error) {
-	var out chatmem.Summary
-	_, err := c.do(ctx, http.MethodGet, convPath(id, "summary"), nil, nil, nil, &out)
-	return out, err
-}
-
-// Health checks that the server is up (/healthz).
-func (c *Client) Health(ctx context.Context) error {
-	_, err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, nil, nil)
-	return err
-}
-
-// Ready checks that the server and its store are up (/readyz).
-func (c *Client) Ready(ctx context.Context) error {
-	_, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil, nil)
-	return err
-}
-
-// convPath returns the path of conversation id, or of its sub-resource.
-// The ID is escaped, so an ID with a slash or ".." stays one path segment
-// (which the server then refuses).
-func convPath(id, sub string) string {
-	p := "/v1/conversations/" + url.PathEscape(id)
-	if sub != "" {
-		p += "/" + sub
-	}
-	return p
-}
-
-// do sends one request with in (if not nil) as the JSON body, and decodes a
-// 2xx response's body into out (if not nil). A non-2xx response is returned
-// as an *Error.
-func (c *Client) do(ctx context.Context, method, path string, q url.Values, h http.Header, in, out any) (*http.Response, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, fmt.Errorf("chatmem api: encode %s %s: %w", method, path, err)
-		}
-		body = bytes.NewReader(b)
-		h = h.Clone()
-		if h == nil {
-			h = http.Header{}
-		}
-		h.Set("Content-Type", "application/json")
-	}
-	resp, err := c.send(ctx, method, path, q, h, body)
-	if err != nil {
-		return resp, err
-	}
-	defer resp.Body.Close()
-	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp, nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return resp, fmt.Errorf("chatmem api: %s %s: decode response: %w", method, path, err)
-	}
-	return resp, nil
-}
-
-// send makes one request with headers h and body, and returns a 2xx
-// response with its body unread (the caller closes it). A non-2xx
-// response is returned as an *Error, with the response (its body closed).
-func (c *Client) send(ctx context.Context, method, path string, q url.Values, h http.Header, body io.Reader) (*http.Response, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, fmt.Errorf("chatmem api: %w: %w", chatmem.ErrInvalid, err)
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	if req.Header.Get("Accept") == "" {
-		req.Header.Set("Accept", "application/json")
-	}
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("chatmem api: %s %s: %w", method, path, ctx.Err())
-		}
-		return nil, fmt.Errorf("chatmem api: %s %s: %w: %w", method, path, chatmem.ErrUnavailable, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		return resp, responseError(resp)
-	}
-	return resp, nil
-}
-
-// responseError reads an error response into an *Error. A body that is not
-// the API's error shape leaves Code empty and puts the start of the body
-// into Message.
-func responseError(resp *http.Response) *Error {
-	e := &Error{Status: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var body errorBody
-	if err := json.Unmarshal(b, &body); err == nil && body.Error.Code != "" {
-		e.Code, e.Message = body.Error.Code, body.Error.Message
-		return e
-	}
-	e.Message = strings.TrimSpace(string(b[:min(len(b), 200)]))
-	if e.Message == "" {
-		e.Message = http.StatusText(resp.StatusCode)
-	}
-	return e
-}
+	factsResponse = client.FactsResponse
+)

@@ -10,27 +10,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/chatmem/chatmem"
 )
-
-// AppendRequest is the body of POST /v1/conversations/{id}/messages.
-type AppendRequest struct {
-	// Messages are OpenAI-style chat messages (role, content, name,
-	// tool_calls, tool_call_id; metadata and created_at are kept too).
-	Messages []chatmem.Message `json:"messages"`
-	// Tokenizer names the counter of a new conversation ("estimate",
-	// "o200k_base", ...); an existing conversation keeps its own.
-	Tokenizer string `json:"tokenizer,omitempty"`
-	// TTLSeconds, if positive, makes the conversation expire that long
-	// after this append.
-	TTLSeconds int64 `json:"ttl_seconds,omitempty"`
-	// User binds a conversation this append creates to the user (an ID
-	// of the caller's tenant); an existing conversation must be that
-	// user's (409 otherwise). Empty: no user.
-	User string `json:"user,omitempty"`
-}
 
 // maxTTLSeconds bounds ttl_seconds (100 years), far below where a
 // time.Duration overflows.
@@ -78,9 +60,6 @@ func decodeAppend(body []byte, l Limits) (AppendRequest, error) {
 	}
 	return req, nil
 }
-
-// TTL returns TTLSeconds as a duration.
-func (r AppendRequest) TTL() time.Duration { return time.Duration(r.TTLSeconds) * time.Second }
 
 // decodeStrict decodes body, which must hold exactly one JSON value, into
 // v, refusing fields v does not have. Nested values with their own

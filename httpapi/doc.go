@@ -1,4 +1,4 @@
-// Package httpapi is chatmem's REST API and a Go client for it.
+// Package httpapi is chatmem's REST API; its Go client is package client.
 //
 // [New] returns a [Server], a [net/http.Handler] over a [chatmem.Memory]:
 // JSON in and out under /v1, with conversations, their messages, the
@@ -12,10 +12,11 @@
 //   - Every route the server answers is listed once, in the routes table in
 //     routes.go; the mux, the 405 answers and the OpenAPI test all read it.
 //   - Errors are always {"error":{"code":"...","message":"..."}}, and the
-//     status and code come from one table (errorCodes) that maps the root
-//     package's sentinels; anything unmapped is a 500 whose details go to
-//     the log only. The [Client] maps codes back, so errors.Is(err,
-//     chatmem.ErrNotFound) works on both sides of the wire.
+//     status and code come from one table (client.ErrorCodes) that maps the
+//     root package's sentinels; anything unmapped is a 500 whose details go
+//     to the log only. The Go client maps codes back, so errors.Is(err,
+//     chatmem.ErrNotFound) works on both sides of the wire. The request and
+//     answer bodies are package client's types too.
 //   - With API keys configured ([Options.Keys]), the tenant comes from the
 //     key and never from the request; another tenant's conversation is a
 //     404, as if it did not exist. Without keys every request is

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
 )
 
@@ -43,7 +44,7 @@ func TestEndToEnd(t *testing.T) {
 func testSeed(t *testing.T, ts *testServer) {
 	ctx := t.Context()
 	c := ts.client(acmeKey)
-	res, err := c.Append(ctx, "seed", seed.History(), ClientAppendOptions{Tokenizer: "estimate"})
+	res, err := c.Append(ctx, "seed", seed.History(), client.AppendOptions{Tokenizer: "estimate"})
 	must(t, "Append(seed)", err)
 	if res.Replayed {
 		t.Error("Append(seed).Replayed = true, want false")
@@ -63,7 +64,7 @@ func testSeed(t *testing.T, ts *testServer) {
 	}
 
 	for _, tc := range []struct{ budget, msgs, tokens, dropped int }{{100, 5, 63, 0}, {40, 3, 36, 2}, {25, 1, 9, 4}} {
-		w, err := c.Context(ctx, "seed", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: tc.budget})
+		w, err := c.Context(ctx, "seed", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: tc.budget})
 		must(t, fmt.Sprintf("Context(budget=%d)", tc.budget), err)
 		if len(w.Messages) != tc.msgs || w.Tokens != tc.tokens || w.Dropped != tc.dropped {
 			t.Errorf("Context(budget=%d) = %d msgs, %d tokens, %d dropped; want %d, %d, %d",
@@ -73,29 +74,29 @@ func testSeed(t *testing.T, ts *testServer) {
 			t.Errorf("Context(budget=%d).Parts.Recent = %d, want %d", tc.budget, w.Parts.Recent, tc.tokens)
 		}
 	}
-	w, err := c.Context(ctx, "seed", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
+	w, err := c.Context(ctx, "seed", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
 	must(t, "Context(budget=40)", err)
 	if got := w.Messages[0].Content; got != "Ok. Also, do you have running socks?" {
 		t.Errorf("Context(budget=40) first message = %q", got)
 	}
-	w, err = c.Context(ctx, "seed", ContextParams{Policy: chatmem.PolicyLastTurns, Turns: 1})
+	w, err = c.Context(ctx, "seed", client.ContextParams{Policy: chatmem.PolicyLastTurns, Turns: 1})
 	must(t, "Context(last_turns=1)", err)
 	if len(w.Messages) != 1 || w.Messages[0].Seq != 5 {
 		t.Errorf("Context(last_turns=1) = %d messages, want the last one", len(w.Messages))
 	}
-	w, err = c.Context(ctx, "seed", ContextParams{Policy: chatmem.PolicyAll})
+	w, err = c.Context(ctx, "seed", client.ContextParams{Policy: chatmem.PolicyAll})
 	must(t, "Context(all)", err)
 	if len(w.Messages) != 5 || w.Tokens != 63 {
 		t.Errorf("Context(all) = %d msgs %d tokens, want 5, 63", len(w.Messages), w.Tokens)
 	}
-	w, err = c.Context(ctx, "seed", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40, Tokenizer: "o200k_base"})
+	w, err = c.Context(ctx, "seed", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40, Tokenizer: "o200k_base"})
 	must(t, "Context(budget=40, tokenizer=o200k_base)", err)
 	if len(w.Messages) == 0 || w.Parts.Overhead == 0 {
 		t.Errorf("Context(tokenizer=o200k_base) = %d msgs, overhead %d; want a window counted with o200k framing", len(w.Messages), w.Parts.Overhead)
 	}
 
 	// The budget is smaller than the newest user message: 422.
-	_, err = c.Context(ctx, "seed", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 3})
+	_, err = c.Context(ctx, "seed", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 3})
 	wantAPIError(t, "Context(budget=3)", err, http.StatusUnprocessableEntity, "budget_too_small")
 	if !errors.Is(err, chatmem.ErrBudgetTooSmall) {
 		t.Errorf("Context(budget=3) error %v is not ErrBudgetTooSmall", err)
@@ -125,9 +126,9 @@ func testConflictAndIdempotency(t *testing.T, ts *testServer) {
 	msg := func(s string) []chatmem.Message { return []chatmem.Message{{Role: chatmem.RoleUser, Content: s}} }
 
 	// If-Match 0 creates; a second If-Match 0 conflicts.
-	_, err := c.Append(ctx, id, msg("first"), ClientAppendOptions{IfMatch: ptr(int64(0))})
+	_, err := c.Append(ctx, id, msg("first"), client.AppendOptions{IfMatch: ptr(int64(0))})
 	must(t, "Append(If-Match 0)", err)
-	_, err = c.Append(ctx, id, msg("again"), ClientAppendOptions{IfMatch: ptr(int64(0))})
+	_, err = c.Append(ctx, id, msg("again"), client.AppendOptions{IfMatch: ptr(int64(0))})
 	wantAPIError(t, "Append(stale If-Match 0)", err, http.StatusConflict, "conflict")
 	if !errors.Is(err, chatmem.ErrConflict) {
 		t.Errorf("stale If-Match error %v is not ErrConflict", err)
@@ -136,7 +137,7 @@ func testConflictAndIdempotency(t *testing.T, ts *testServer) {
 		t.Error("error has no request ID")
 	}
 
-	res, err := c.Append(ctx, id, msg("second"), ClientAppendOptions{IfMatch: ptr(int64(1)), IdempotencyKey: "req-42"})
+	res, err := c.Append(ctx, id, msg("second"), client.AppendOptions{IfMatch: ptr(int64(1)), IdempotencyKey: "req-42"})
 	must(t, "Append(If-Match 1, key)", err)
 	if res.Replayed || len(res.Messages) != 1 || res.Messages[0].Seq != 2 {
 		t.Fatalf("Append(If-Match 1) = replayed %v, %d messages; want a fresh seq 2", res.Replayed, len(res.Messages))
@@ -144,7 +145,7 @@ func testConflictAndIdempotency(t *testing.T, ts *testServer) {
 	// The retry (even with its now stale If-Match) replays: same seqs,
 	// nothing added.
 	for i := range 2 {
-		again, err := c.Append(ctx, id, msg("second"), ClientAppendOptions{IfMatch: ptr(int64(1)), IdempotencyKey: "req-42"})
+		again, err := c.Append(ctx, id, msg("second"), client.AppendOptions{IfMatch: ptr(int64(1)), IdempotencyKey: "req-42"})
 		must(t, "Append(retry)", err)
 		if !again.Replayed || len(again.Messages) != 1 || again.Messages[0].Seq != 2 || again.Messages[0].Content != "second" {
 			t.Errorf("retry %d = replayed %v, %v; want the original seq 2 replayed", i, again.Replayed, again.Messages)
@@ -155,7 +156,7 @@ func testConflictAndIdempotency(t *testing.T, ts *testServer) {
 		t.Errorf("raw retry = %d, Idempotent-Replayed %q; want 200 true", r.status, r.header.Get("Idempotent-Replayed"))
 	}
 	// The key with another body names another request: refused.
-	_, err = c.Append(ctx, id, msg("second, edited"), ClientAppendOptions{IdempotencyKey: "req-42"})
+	_, err = c.Append(ctx, id, msg("second, edited"), client.AppendOptions{IdempotencyKey: "req-42"})
 	wantAPIError(t, "Append(req-42 with another body)", err, http.StatusUnprocessableEntity, "idempotency_key_reused")
 	if !errors.Is(err, chatmem.ErrIdempotencyKeyReused) {
 		t.Errorf("reused key error %v is not ErrIdempotencyKeyReused", err)
@@ -189,7 +190,7 @@ func testTenancy(t *testing.T, ts *testServer) {
 	}
 	_, err = globex.Messages(ctx, "seed", 0, 0)
 	wantAPIError(t, "globex Messages(seed)", err, http.StatusNotFound, "not_found")
-	_, err = globex.Context(ctx, "seed", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
+	_, err = globex.Context(ctx, "seed", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
 	wantAPIError(t, "globex Context(seed)", err, http.StatusNotFound, "not_found")
 	wantAPIError(t, "globex Delete(seed)", globex.Delete(ctx, "seed"), http.StatusNotFound, "not_found")
 	page, err := globex.List(ctx, "", 0)
@@ -199,7 +200,7 @@ func testTenancy(t *testing.T, ts *testServer) {
 	}
 
 	// globex's own "seed" is another conversation; acme's is untouched.
-	res, err := globex.Append(ctx, "seed", []chatmem.Message{{Role: chatmem.RoleUser, Content: "globex here"}}, ClientAppendOptions{})
+	res, err := globex.Append(ctx, "seed", []chatmem.Message{{Role: chatmem.RoleUser, Content: "globex here"}}, client.AppendOptions{})
 	must(t, "globex Append(seed)", err)
 	if res.Messages[0].Seq != 1 {
 		t.Errorf("globex Append(seed) seq = %d, want 1 (a conversation of its own)", res.Messages[0].Seq)
@@ -252,7 +253,7 @@ func testPaging(t *testing.T, ts *testServer) {
 	}
 
 	for _, id := range []string{"page-a", "page-b", "page-c"} {
-		_, err := c.Append(ctx, id, []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi"}}, ClientAppendOptions{})
+		_, err := c.Append(ctx, id, []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi"}}, client.AppendOptions{})
 		must(t, "Append("+id+")", err)
 	}
 	var ids []string
@@ -281,16 +282,16 @@ func testToolCalls(t *testing.T, ts *testServer) {
 	call := chatmem.Message{Role: chatmem.RoleAssistant, ToolCalls: []chatmem.ToolCall{
 		{ID: "call_1", Type: "function", Function: chatmem.FunctionCall{Name: "track", Arguments: `{"order":"SE-10423"}`}},
 	}}
-	_, err := c.Append(ctx, "tools", []chatmem.Message{{Role: chatmem.RoleUser, Content: "Where is SE-10423?"}, call}, ClientAppendOptions{})
+	_, err := c.Append(ctx, "tools", []chatmem.Message{{Role: chatmem.RoleUser, Content: "Where is SE-10423?"}, call}, client.AppendOptions{})
 	must(t, "Append(user, call)", err)
-	_, err = c.Append(ctx, "tools", []chatmem.Message{{Role: chatmem.RoleTool, ToolCallID: "call_2", Content: "??"}}, ClientAppendOptions{})
+	_, err = c.Append(ctx, "tools", []chatmem.Message{{Role: chatmem.RoleTool, ToolCallID: "call_2", Content: "??"}}, client.AppendOptions{})
 	wantAPIError(t, "Append(result of an unknown call)", err, http.StatusBadRequest, "invalid_request")
-	res, err := c.Append(ctx, "tools", []chatmem.Message{{Role: chatmem.RoleTool, ToolCallID: "call_1", Content: "out for delivery"}}, ClientAppendOptions{})
+	res, err := c.Append(ctx, "tools", []chatmem.Message{{Role: chatmem.RoleTool, ToolCallID: "call_1", Content: "out for delivery"}}, client.AppendOptions{})
 	must(t, "Append(result)", err)
 	if res.Messages[0].Seq != 3 {
 		t.Errorf("result seq = %d, want 3", res.Messages[0].Seq)
 	}
-	w, err := c.Context(ctx, "tools", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 1000})
+	w, err := c.Context(ctx, "tools", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 1000})
 	must(t, "Context(tools)", err)
 	if len(w.Messages) != 3 || len(w.Messages[1].ToolCalls) != 1 || w.Messages[1].ToolCalls[0].Function.Arguments != `{"order":"SE-10423"}` {
 		t.Errorf("Context(tools) = %+v, want user, call (arguments kept), result", w.Messages)
@@ -301,7 +302,7 @@ func testToolCalls(t *testing.T, ts *testServer) {
 func testTTL(t *testing.T, ts *testServer) {
 	c := ts.client(acmeKey)
 	before := time.Now()
-	res, err := c.Append(t.Context(), "ttl", []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi"}}, ClientAppendOptions{TTL: time.Hour})
+	res, err := c.Append(t.Context(), "ttl", []chatmem.Message{{Role: chatmem.RoleUser, Content: "hi"}}, client.AppendOptions{TTL: time.Hour})
 	must(t, "Append(TTL 1h)", err)
 	exp := res.Conversation.ExpiresAt
 	if exp.Before(before.Add(59*time.Minute)) || exp.After(before.Add(61*time.Minute)) {
@@ -320,7 +321,7 @@ func testConcurrentAppends(t *testing.T, ts *testServer) {
 		c := ts.client(acmeKey)
 		wg.Go(func() {
 			for i := range each {
-				_, err := c.Append(ctx, "busy", []chatmem.Message{{Role: chatmem.RoleUser, Content: fmt.Sprintf("writer %d message %d", w, i)}}, ClientAppendOptions{})
+				_, err := c.Append(ctx, "busy", []chatmem.Message{{Role: chatmem.RoleUser, Content: fmt.Sprintf("writer %d message %d", w, i)}}, client.AppendOptions{})
 				if err != nil {
 					errs <- err
 				}
@@ -380,7 +381,7 @@ func testFacts(t *testing.T, ts *testServer) {
 		t.Errorf("PatchFacts(city) = %v; want the others kept", got)
 	}
 
-	w, err := c.Context(ctx, id, ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 100, Facts: true})
+	w, err := c.Context(ctx, id, client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 100, Facts: true})
 	must(t, "Context(facts=true)", err)
 	if len(w.Facts) != 3 || w.Parts.Facts == 0 {
 		t.Errorf("Context(facts=true) facts = %v, parts.facts %d; want 3 facts sent", keys(w.Facts), w.Parts.Facts)
@@ -434,7 +435,7 @@ func testDelete(t *testing.T, ts *testServer) {
 	wantAPIError(t, "Conversation(deleted)", err, http.StatusNotFound, "not_found")
 	_, err = c.Messages(ctx, "seed", 0, 0)
 	wantAPIError(t, "Messages(deleted)", err, http.StatusNotFound, "not_found")
-	_, err = c.Context(ctx, "seed", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
+	_, err = c.Context(ctx, "seed", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
 	wantAPIError(t, "Context(deleted)", err, http.StatusNotFound, "not_found")
 	wantAPIError(t, "Delete(deleted)", c.Delete(ctx, "seed"), http.StatusNotFound, "not_found")
 	page, err := c.List(ctx, "", 1000)
@@ -445,7 +446,7 @@ func testDelete(t *testing.T, ts *testServer) {
 		}
 	}
 	// The ID may be used again, from seq 1.
-	res, err := c.Append(ctx, "seed", seed.History()[:1], ClientAppendOptions{})
+	res, err := c.Append(ctx, "seed", seed.History()[:1], client.AppendOptions{})
 	must(t, "Append(seed) after delete", err)
 	if res.Messages[0].Seq != 1 {
 		t.Errorf("Append after delete seq = %d, want 1", res.Messages[0].Seq)

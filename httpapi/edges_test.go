@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
 // TestInputEdges sends, over every store, requests an attacker would try:
@@ -40,7 +41,7 @@ func testInputEdges(t *testing.T, ts *testServer, store chatmem.Store) {
 	const id = "edges"
 	const msgs = "/v1/conversations/" + id + "/messages"
 	const facts = "/v1/conversations/" + id + "/facts"
-	_, err := c.Append(ctx, id, []chatmem.Message{{Role: chatmem.RoleUser, Content: "hello"}}, ClientAppendOptions{Tokenizer: "estimate", IdempotencyKey: "req-1"})
+	_, err := c.Append(ctx, id, []chatmem.Message{{Role: chatmem.RoleUser, Content: "hello"}}, client.AppendOptions{Tokenizer: "estimate", IdempotencyKey: "req-1"})
 	must(t, "Append(hello)", err)
 	_, hasFacts := store.(chatmem.FactStore)
 	if hasFacts {
@@ -158,7 +159,7 @@ func testInputEdges(t *testing.T, ts *testServer, store chatmem.Store) {
 		{Role: chatmem.RoleUser, Content: "first", CreatedAt: chatmem.MinTime},
 		{Role: chatmem.RoleUser, Content: "last", CreatedAt: chatmem.MaxTime.Add(-time.Microsecond)},
 		{Role: chatmem.RoleUser, Content: "zoned", CreatedAt: time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.FixedZone("+02", 7200))},
-	}, ClientAppendOptions{})
+	}, client.AppendOptions{})
 	must(t, "Append(range ends)", err)
 	want := []time.Time{chatmem.MinTime, chatmem.MaxTime.Add(-time.Microsecond), time.Date(2024, 5, 6, 5, 8, 9, 123456000, time.UTC)}
 	page, err := c.Messages(ctx, id, res.Messages[0].Seq-1, 10)
@@ -177,7 +178,7 @@ type stored struct {
 	Facts        []chatmem.Fact
 }
 
-func readBack(t *testing.T, c *Client, id string, facts bool) stored {
+func readBack(t *testing.T, c *client.Client, id string, facts bool) stored {
 	t.Helper()
 	var s stored
 	var err error

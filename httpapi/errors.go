@@ -2,64 +2,62 @@ package httpapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
-	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
-// Errors of the HTTP layer that have no sentinel in the root package. A
-// Client's *Error unwraps to them, as it does to the root sentinels.
+// Errors of the HTTP layer that have no sentinel in the root package.
+// They are package client's (the same values), so that the server and the
+// Go client agree on them.
 var (
 	// ErrUnauthorized reports a request without a valid API key.
-	ErrUnauthorized = errors.New("unauthorized")
+	ErrUnauthorized = client.ErrUnauthorized
 	// ErrMethodNotAllowed reports a known path asked with a method it does
 	// not serve.
-	ErrMethodNotAllowed = errors.New("method not allowed")
+	ErrMethodNotAllowed = client.ErrMethodNotAllowed
 	// ErrRateLimited reports a tenant over its configured request rate.
-	ErrRateLimited = errors.New("rate limited")
+	ErrRateLimited = client.ErrRateLimited
 	// ErrRequestTimeout reports a request body that did not arrive within
 	// the server's read timeout.
-	ErrRequestTimeout = errors.New("request timeout")
+	ErrRequestTimeout = client.ErrRequestTimeout
 	// ErrHeaderTooLarge reports request headers over Limits.MaxHeaderBytes.
-	ErrHeaderTooLarge = errors.New("request headers too large")
+	ErrHeaderTooLarge = client.ErrHeaderTooLarge
 	// ErrForbidden reports a request a browser sent for a page of another
 	// site (its Origin), or, on a server without API keys, under a Host
 	// that is not one of the server's names (DNS rebinding).
-	ErrForbidden = errors.New("forbidden")
+	ErrForbidden = client.ErrForbidden
 	// ErrUnsupportedMediaType reports a body whose Content-Type the route
 	// does not take (JSON; NDJSON for the import).
-	ErrUnsupportedMediaType = errors.New("unsupported media type")
+	ErrUnsupportedMediaType = client.ErrUnsupportedMediaType
 )
 
-// errorCodes is the one table from errors to HTTP statuses and error codes,
-// for the server (an error that matches no entry is a 500 "internal") and
-// for the Client (a code maps back to its error). It is searched in order,
-// so the generic ErrInvalid comes last: an error wrapping both it and a more
-// specific sentinel takes the specific one.
-var errorCodes = []struct {
+// Error is an error response from the server, as the Go client returns
+// it.
+//
+// Deprecated: use client.Error.
+type Error = client.Error
+
+// errorCode is one entry of errorCodes.
+type errorCode struct {
 	err    error
 	status int
 	code   string
-}{
-	{chatmem.ErrNotFound, http.StatusNotFound, "not_found"},
-	{chatmem.ErrConflict, http.StatusConflict, "conflict"},
-	{chatmem.ErrIdempotencyKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused"},
-	{chatmem.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
-	{chatmem.ErrBudgetTooSmall, http.StatusUnprocessableEntity, "budget_too_small"},
-	{chatmem.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
-	{ErrUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{ErrForbidden, http.StatusForbidden, "forbidden"},
-	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
-	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
-	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout"},
-	{ErrHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, "header_too_large"},
-	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
-	{chatmem.ErrInvalid, http.StatusBadRequest, "invalid_request"},
 }
 
+// errorCodes is the one table from errors to HTTP statuses and error codes
+// (client.ErrorCodes, which the Go client maps back), searched in order;
+// an error that matches no entry is a 500 "internal".
+var errorCodes = func() []errorCode {
+	var out []errorCode
+	for _, e := range client.ErrorCodes() {
+		out = append(out, errorCode{err: e.Err, status: e.Status, code: e.Code})
+	}
+	return out
+}()
+
 // codeInternal is the code of every error the table does not map.
-const codeInternal = "internal"
+const codeInternal = client.CodeInternal
 
 // classify returns the status and code for err.
 func classify(err error) (status int, code string) {
@@ -75,58 +73,7 @@ func classify(err error) (status int, code string) {
 	return http.StatusInternalServerError, codeInternal
 }
 
-// sentinelOf returns the error a code stands for, or nil.
-func sentinelOf(code string) error {
-	for _, e := range errorCodes {
-		if e.code == code {
-			return e.err
-		}
-	}
-	return nil
-}
-
 // errorBody is the JSON shape of every error response.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
+type errorBody = client.ErrorBody
 
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// Error is an error response from the server, as the Client returns it.
-// Unwrap returns the sentinel its code stands for (chatmem.ErrNotFound for
-// "not_found", ErrUnauthorized for "unauthorized", ...), so callers match it
-// with errors.Is as they would match the library's errors.
-type Error struct {
-	// Status is the HTTP status code.
-	Status int
-	// Code is the error code ("not_found", "conflict", ...); empty when the
-	// response had no error body (a proxy's error page, say).
-	Code string
-	// Message says what went wrong, for people.
-	Message string
-	// RequestID is the response's X-Request-Id, for finding the server's
-	// log line.
-	RequestID string
-}
-
-// Error returns the status, code, message and request ID in one line.
-func (e *Error) Error() string {
-	s := fmt.Sprintf("chatmem api: %d", e.Status)
-	if e.Code != "" {
-		s += " " + e.Code
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	if e.RequestID != "" {
-		s += " (request " + e.RequestID + ")"
-	}
-	return s
-}
-
-// Unwrap returns the sentinel error for e.Code, or nil for "internal" and
-// unknown codes.
-func (e *Error) Unwrap() error { return sentinelOf(e.Code) }
+type errorDetail = client.ErrorDetail

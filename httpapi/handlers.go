@@ -13,58 +13,6 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-// Conversation is a conversation as the API shows it: its ID and its
-// metadata (created_at, last_seq, tokens, ...). The tenant is the caller's
-// and is not shown; Key is not set by the Client.
-type Conversation struct {
-	ID string `json:"id"`
-	chatmem.Conversation
-}
-
-// AppendResponse is the answer to an append: the stored messages (with
-// seq, tokens and created_at) and the conversation after it. Replayed is
-// set by the Client when the append was a retry answered from the
-// idempotency key (status 200, Idempotent-Replayed: true).
-type AppendResponse struct {
-	Messages     []chatmem.Message `json:"messages"`
-	Conversation Conversation      `json:"conversation"`
-	Replayed     bool              `json:"-"`
-}
-
-// MessagesPage is one page of GET /v1/conversations/{id}/messages.
-// NextAfter is the after= of the next page, nil on the last one.
-type MessagesPage struct {
-	Messages  []chatmem.Message `json:"messages"`
-	NextAfter *int64            `json:"next_after"`
-}
-
-// ConversationPage is one page of GET /v1/conversations. Next is the
-// after= of the next page, empty on the last one.
-type ConversationPage struct {
-	Conversations []Conversation `json:"conversations"`
-	Next          string         `json:"next"`
-}
-
-// FactInput is a fact as PATCH and PUT take it. Confidence 0 (or absent)
-// means 1; SourceSeq is the message it came from, if any. Facts set through
-// the API have set_by "app".
-type FactInput struct {
-	Key        string  `json:"key"`
-	Value      string  `json:"value"`
-	Confidence float64 `json:"confidence,omitempty"`
-	SourceSeq  int64   `json:"source_seq,omitempty"`
-}
-
-// FactsBody is the body of PATCH and PUT /v1/conversations/{id}/facts.
-type FactsBody struct {
-	Facts []FactInput `json:"facts"`
-}
-
-// factsResponse is the answer of the facts routes.
-type factsResponse struct {
-	Facts []chatmem.Fact `json:"facts"`
-}
-
 // maxFactsPerRequest bounds the facts of one PATCH or PUT.
 const maxFactsPerRequest = 1000
 
@@ -173,7 +121,7 @@ func (s *Server) listMessages(c *call) error {
 	}
 	// One more than asked, to tell whether another page follows.
 	msgs, err := timed(s, "range", func() ([]chatmem.Message, error) {
-		return s.mem.Store().Range(c.r.Context(), key, int64(after), int(limit)+1)
+		return s.mem.Messages(c.r.Context(), key, int64(after), int(limit)+1)
 	})
 	if err != nil {
 		return err
@@ -320,7 +268,7 @@ func (s *Server) listConversations(c *call) error {
 		if q.Has("user") {
 			return s.userConversations(c, q.Get("user"), req)
 		}
-		return s.mem.Store().List(c.r.Context(), c.tenant, req)
+		return s.mem.List(c.r.Context(), c.tenant, req)
 	})
 	if err != nil {
 		return err
@@ -339,7 +287,7 @@ func (s *Server) getConversation(c *call) error {
 		return err
 	}
 	conv, err := timed(s, "conversation", func() (chatmem.Conversation, error) {
-		return s.mem.Store().Conversation(c.r.Context(), key)
+		return s.mem.Conversation(c.r.Context(), key)
 	})
 	if err != nil {
 		return err
@@ -556,7 +504,7 @@ func (s *Server) readyz(c *call) error {
 	ctx, cancel := context.WithTimeout(c.r.Context(), readyTimeout)
 	defer cancel()
 	_, err := timed(s, "ping", func() (struct{}, error) {
-		return struct{}{}, s.mem.Store().Ping(ctx)
+		return struct{}{}, s.mem.Ping(ctx)
 	})
 	if err != nil {
 		if !errors.Is(err, chatmem.ErrUnavailable) {

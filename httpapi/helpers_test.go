@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/testenv"
 	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/postgres"
@@ -143,7 +146,7 @@ func newTestServer(t *testing.T, mem *chatmem.Memory, opts Options) *testServer 
 	return &testServer{Server: ts, api: api, log: buf}
 }
 
-func (ts *testServer) client(key string) *Client { return NewClient(ts.URL, key, ts.Client()) }
+func (ts *testServer) client(key string) *client.Client { return client.New(ts.URL, key, ts.Client()) }
 
 // rawResponse is a response read in full.
 type rawResponse struct {
@@ -191,10 +194,23 @@ func (ts *testServer) raw(t *testing.T, method, path, key string, header map[str
 	return rawResponse{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
-// apiError decodes r as an error response.
-func (r rawResponse) apiError() *Error {
-	resp := &http.Response{StatusCode: r.status, Header: r.header, Body: io.NopCloser(bytes.NewReader(r.body))}
-	return responseError(resp)
+// apiError decodes r as an error response, as the Go client reads one.
+func (r rawResponse) apiError() *client.Error {
+	e := &client.Error{Status: r.status, RequestID: r.header.Get("X-Request-Id")}
+	var body client.ErrorBody
+	if err := json.Unmarshal(r.body, &body); err == nil {
+		e.Code, e.Message = body.Error.Code, body.Error.Message
+	}
+	return e
+}
+
+// convPath and userPath return the path of a conversation or a user, or
+// of its sub-resource, as the Go client builds them.
+func convPath(id, sub string) string   { return resourcePath("/v1/conversations/", id, sub) }
+func userPath(user, sub string) string { return resourcePath("/v1/users/", user, sub) }
+
+func resourcePath(prefix, id, sub string) string {
+	return strings.TrimSuffix(prefix+url.PathEscape(id)+"/"+sub, "/")
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
@@ -225,13 +241,13 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-// wantAPIError checks that err is an *Error with the status and code, and
+// wantAPIError checks that err is an *client.Error with the status and code, and
 // that it unwraps to sentinel (if not nil).
-func wantAPIError(t *testing.T, what string, err error, status int, code string) *Error {
+func wantAPIError(t *testing.T, what string, err error, status int, code string) *client.Error {
 	t.Helper()
-	e, ok := err.(*Error)
+	e, ok := err.(*client.Error)
 	if !ok {
-		t.Fatalf("%s: error = %v (%T), want *Error %d %s", what, err, err, status, code)
+		t.Fatalf("%s: error = %v (%T), want *client.Error %d %s", what, err, err, status, code)
 	}
 	if e.Status != status || e.Code != code {
 		t.Errorf("%s: error = %d %s (%s), want %d %s", what, e.Status, e.Code, e.Message, status, code)

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
 	"github.com/chatmem/chatmem/internal/testenv"
 	"github.com/chatmem/chatmem/memory"
@@ -42,7 +43,7 @@ const htmlContent = "<script>alert(1)</script><b>bold</b>"
 // any console error or exception. Screenshots
 // go to $CHATMEM_ARTIFACTS (default: a temporary directory).
 func TestInspector(t *testing.T) {
-	ts, client := inspectorServer(t)
+	ts, cl := inspectorServer(t)
 	ctx := t.Context()
 	artifacts := artifactsDir(t)
 
@@ -123,7 +124,7 @@ func TestInspector(t *testing.T) {
 	b.wait(`document.activeElement && document.activeElement.dataset.role === "fact-value"`)
 	b.do(chromedp.KeyEvent("Kavya Rao" + kb.Enter)) // the value is selected, so typing replaces it
 	b.wait(`document.querySelector('#fact-rows tr[data-key="name"] .value').textContent === "Kavya Rao"`)
-	facts, err := client.Facts(ctx, "seed")
+	facts, err := cl.Facts(ctx, "seed")
 	must(t, "Facts(seed)", err)
 	i := slices.IndexFunc(facts, func(f chatmem.Fact) bool { return f.Key == "name" })
 	if i < 0 || facts[i].Value != "Kavya Rao" || facts[i].SetBy != "app" {
@@ -133,7 +134,7 @@ func TestInspector(t *testing.T) {
 	// Delete a fact in the page.
 	b.do(chromedp.Click(chromedp.CSS(`#fact-rows tr[data-key="order_id"] button[data-action="delete"]`)))
 	b.wait(`document.querySelector('#fact-rows tr[data-key="order_id"]') === null`)
-	facts, err = client.Facts(ctx, "seed")
+	facts, err = cl.Facts(ctx, "seed")
 	must(t, "Facts(seed)", err)
 	if slices.ContainsFunc(facts, func(f chatmem.Fact) bool { return f.Key == "order_id" }) {
 		t.Errorf("after the delete, Facts(seed) = %+v; want no order_id", facts)
@@ -142,7 +143,7 @@ func TestInspector(t *testing.T) {
 	// A user opened by ID: their conversations, and every value of their
 	// facts as the API's history gives it, superseded ones with the time
 	// and the message that superseded them.
-	history, err := client.UserFactHistory(ctx, "u-kavya", "")
+	history, err := cl.UserFactHistory(ctx, "u-kavya", "")
 	must(t, "UserFacts(u-kavya, history)", err)
 	if !slices.ContainsFunc(history, func(f chatmem.Fact) bool {
 		return f.Key == "email" && f.Value == "kavya@example.com" && f.SupersededBy != nil && *f.SupersededBy == chatmem.FactRef{Conversation: "kavya-2", Seq: 1}
@@ -220,7 +221,7 @@ func TestInspector(t *testing.T) {
 	b.wait(`document.getElementById("confirm-dialog").open`)
 	b.do(chromedp.Click(chromedp.ID("confirm-delete")))
 	b.wait(`document.getElementById("conversation").hidden && !document.querySelector('#conv-rows button[data-id="support-html"]')`)
-	if _, err := client.Conversation(ctx, "support-html"); err == nil {
+	if _, err := cl.Conversation(ctx, "support-html"); err == nil {
 		t.Error("support-html still exists after the page deleted it")
 	}
 
@@ -234,7 +235,7 @@ func TestInspector(t *testing.T) {
 // leaves its older messages dimmed as dropped; on a conversation over the
 // proxy's default budget, at that budget.
 func TestInspectorDefaultBudget(t *testing.T) {
-	ts, client := inspectorServer(t)
+	ts, cl := inspectorServer(t)
 	ctx := t.Context()
 	long := make([]chatmem.Message, 60)
 	for i := range long {
@@ -243,13 +244,13 @@ func TestInspectorDefaultBudget(t *testing.T) {
 			long[i].Role = chatmem.RoleAssistant
 		}
 	}
-	_, err := client.Append(ctx, "long", long, ClientAppendOptions{Tokenizer: "estimate"})
+	_, err := cl.Append(ctx, "long", long, client.AppendOptions{Tokenizer: "estimate"})
 	must(t, "Append(long)", err)
 
 	b := startBrowser(t)
 	b.signIn(ts.URL)
 	for _, conv := range []string{"seed", "long"} {
-		c, err := client.Conversation(ctx, conv)
+		c, err := cl.Conversation(ctx, conv)
 		must(t, "Conversation("+conv+")", err)
 		total := int(c.Tokens + c.SystemTokens)
 		b.open(conv)
@@ -340,15 +341,15 @@ func TestInspectorPolicyControls(t *testing.T) {
 // marked with its scope, and on a key both have the conversation's sent and
 // the user's marked as not sent, as the API's window has them.
 func TestInspectorFacts(t *testing.T) {
-	ts, client := inspectorServer(t)
+	ts, cl := inspectorServer(t)
 	ctx := t.Context()
-	_, err := client.PatchFacts(ctx, "kavya-2", []FactInput{{Key: "name", Value: "Kavya R."}, {Key: "order_id", Value: "SE-20001"}})
+	_, err := cl.PatchFacts(ctx, "kavya-2", []FactInput{{Key: "name", Value: "Kavya R."}, {Key: "order_id", Value: "SE-20001"}})
 	must(t, "PatchFacts(kavya-2)", err)
 	b := startBrowser(t)
 	b.signIn(ts.URL)
 	const rows = `[...document.querySelectorAll("#fact-rows tr")].map(r => [r.dataset.key, r.querySelector(".scope").textContent, r.dataset.sent, r.querySelector(".value").firstChild.textContent].join(" "))`
 	for _, conv := range []string{"kavya-1", "kavya-2"} {
-		w, err := client.Context(ctx, conv, ContextParams{Policy: chatmem.PolicyAll, Facts: true})
+		w, err := cl.Context(ctx, conv, client.ContextParams{Policy: chatmem.PolicyAll, Facts: true})
 		must(t, "Context("+conv+", facts)", err)
 		var want []string
 		for _, f := range w.Facts {
@@ -380,7 +381,7 @@ func TestInspectorFacts(t *testing.T) {
 	b.wait(`document.activeElement && document.activeElement.dataset.role === "fact-value"`)
 	b.do(chromedp.KeyEvent("k.rao@example.com" + kb.Enter))
 	b.wait(`document.querySelector('#fact-rows tr[data-key="email"][data-scope="user"] .value').textContent === "k.rao@example.com"`)
-	facts, err := client.UserFacts(ctx, "u-kavya")
+	facts, err := cl.UserFacts(ctx, "u-kavya")
 	must(t, "UserFacts(u-kavya)", err)
 	if i := slices.IndexFunc(facts, func(f chatmem.Fact) bool { return f.Key == "email" }); i < 0 || facts[i].Value != "k.rao@example.com" {
 		t.Errorf("after the edit, UserFacts(u-kavya) = %+v; want email k.rao@example.com", facts)
@@ -549,7 +550,7 @@ const contrastJS = `(() => {
 // holding HTML and tool calls, two of user u-kavya, one in Hindi and Tamil,
 // and another tenant's. It skips (fails under CI) without Chromium, and
 // returns the server and a client with acme's key.
-func inspectorServer(t *testing.T) (*httptest.Server, *Client) {
+func inspectorServer(t *testing.T) (*httptest.Server, *client.Client) {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		testenv.SkipOrFail(t, "no Chromium at %s (apt-get install chromium; .ci/run installs it): %v", chromiumPath, err)
@@ -566,19 +567,19 @@ func inspectorServer(t *testing.T) (*httptest.Server, *Client) {
 	}
 	ts := httptest.NewServer(api)
 	t.Cleanup(ts.Close)
-	client := NewClient(ts.URL, acmeKey, ts.Client())
+	cl := client.New(ts.URL, acmeKey, ts.Client())
 	ctx := t.Context()
-	_, err = client.Append(ctx, "seed", seed.History(), ClientAppendOptions{Tokenizer: "estimate"})
+	_, err = cl.Append(ctx, "seed", seed.History(), client.AppendOptions{Tokenizer: "estimate"})
 	must(t, "Append(seed)", err)
-	if _, err := client.PatchFacts(ctx, "seed", []FactInput{{Key: "name", Value: "Kavya", SourceSeq: 1}}); err != nil {
+	if _, err := cl.PatchFacts(ctx, "seed", []FactInput{{Key: "name", Value: "Kavya", SourceSeq: 1}}); err != nil {
 		t.Fatalf("PatchFacts(seed): %v", err)
 	}
-	_, err = client.Append(ctx, "support-html", []chatmem.Message{
+	_, err = cl.Append(ctx, "support-html", []chatmem.Message{
 		{Role: chatmem.RoleUser, Content: htmlContent},
 		{Role: chatmem.RoleAssistant, ToolCalls: []chatmem.ToolCall{{ID: "call_1", Type: "function", Function: chatmem.FunctionCall{Name: "lookup_order", Arguments: `{"order_id":"SE-10423"}`}}}},
 		{Role: chatmem.RoleTool, ToolCallID: "call_1", Content: `{"status":"out_for_delivery","eta":"20:00"}`},
 		{Role: chatmem.RoleAssistant, Content: "Your order is out for delivery and arrives by 8 pm."},
-	}, ClientAppendOptions{Tokenizer: "estimate"})
+	}, client.AppendOptions{Tokenizer: "estimate"})
 	must(t, "Append(support-html)", err)
 	// A user with two conversations: the rule extractor takes her name and
 	// email from the first, and a new email from the second supersedes the
@@ -587,8 +588,8 @@ func inspectorServer(t *testing.T) (*httptest.Server, *Client) {
 		{"kavya-1", "Hi, my name is Kavya and my email is kavya@example.com."},
 		{"kavya-2", "My email is now kavya.rao@example.com, please use that."},
 	} {
-		_, err = client.Append(ctx, c.id, []chatmem.Message{{Role: chatmem.RoleUser, Content: c.text}, {Role: chatmem.RoleAssistant, Content: "Noted."}},
-			ClientAppendOptions{Tokenizer: "estimate", User: "u-kavya"})
+		_, err = cl.Append(ctx, c.id, []chatmem.Message{{Role: chatmem.RoleUser, Content: c.text}, {Role: chatmem.RoleAssistant, Content: "Noted."}},
+			client.AppendOptions{Tokenizer: "estimate", User: "u-kavya"})
 		must(t, "Append("+c.id+")", err)
 	}
 	msgs := make([]chatmem.Message, len(indicTexts))
@@ -598,12 +599,12 @@ func inspectorServer(t *testing.T) (*httptest.Server, *Client) {
 			msgs[i].Role = chatmem.RoleAssistant
 		}
 	}
-	_, err = client.Append(ctx, "support-indic", msgs, ClientAppendOptions{Tokenizer: "estimate"})
+	_, err = cl.Append(ctx, "support-indic", msgs, client.AppendOptions{Tokenizer: "estimate"})
 	must(t, "Append(support-indic)", err)
 	// Another tenant's conversation, which the page must never show.
-	_, err = NewClient(ts.URL, globexKey, ts.Client()).Append(ctx, "globex-only", seed.History()[:1], ClientAppendOptions{})
+	_, err = client.New(ts.URL, globexKey, ts.Client()).Append(ctx, "globex-only", seed.History()[:1], client.AppendOptions{})
 	must(t, "Append(globex-only)", err)
-	return ts, client
+	return ts, cl
 }
 
 // indicTexts are the messages of conversation support-indic, in the

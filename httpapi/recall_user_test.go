@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
 // smallTalk makes n alternating user and assistant messages of small talk.
@@ -51,15 +52,15 @@ func TestContextScopeUser(t *testing.T) {
 			acme, globex := ts.client(acmeKey), ts.client(globexKey)
 			msgs := kettleOrder()
 			for i := 0; i < len(msgs); i += 20 {
-				_, err := acme.Append(ctx, "mon", msgs[i:min(i+20, len(msgs))], ClientAppendOptions{User: "kavya"})
+				_, err := acme.Append(ctx, "mon", msgs[i:min(i+20, len(msgs))], client.AppendOptions{User: "kavya"})
 				must(t, "Append(mon)", err)
 			}
 			ask := []chatmem.Message{{Role: chatmem.RoleUser, Content: "Which order number did I give for the kettle?"}}
-			for _, c := range []*Client{acme, globex} {
-				_, err := c.Append(ctx, "fri", ask, ClientAppendOptions{User: "kavya"})
+			for _, c := range []*client.Client{acme, globex} {
+				_, err := c.Append(ctx, "fri", ask, client.AppendOptions{User: "kavya"})
 				must(t, "Append(fri)", err)
 			}
-			p := ContextParams{Policy: chatmem.PolicyRecall, Budget: 200, Scope: chatmem.ScopeUser}
+			p := client.ContextParams{Policy: chatmem.PolicyRecall, Budget: 200, Scope: chatmem.ScopeUser}
 			w, err := acme.Context(ctx, "fri", p)
 			must(t, "Context(fri, scope user)", err)
 			found := false
@@ -77,7 +78,7 @@ func TestContextScopeUser(t *testing.T) {
 			if text := fmt.Sprint(contentsOfMsgs(w.Messages)); strings.Contains(text, "SE-10423") {
 				t.Errorf("another tenant's kavya got %s", text)
 			}
-			w, err = acme.Context(ctx, "fri", ContextParams{Policy: chatmem.PolicyRecall, Budget: 200})
+			w, err = acme.Context(ctx, "fri", client.ContextParams{Policy: chatmem.PolicyRecall, Budget: 200})
 			must(t, "Context(fri)", err)
 			if text := fmt.Sprint(contentsOfMsgs(w.Messages)); strings.Contains(text, "SE-10423") {
 				t.Errorf("conversation scope recalled another conversation: %s", text)

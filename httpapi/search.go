@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/chatmem/chatmem"
 )
@@ -15,37 +14,6 @@ import (
 // words, with the ranking MCP's search_memory and chatmem.Memory.Search
 // use. They are POST, not GET, so that a query of any length (and text a
 // URL would need to escape) travels in the body; they change nothing.
-
-// SearchRequest is the body of the search routes. Limit 0 means
-// chatmem.DefaultSearchLimit (10); at most chatmem.MaxSearchLimit (100).
-// Scope, on the conversation route only, is "conversation" (the default)
-// or "user": all of the conversation's user's conversations.
-type SearchRequest struct {
-	Query string `json:"query"`
-	Limit int    `json:"limit,omitempty"`
-	Scope string `json:"scope,omitempty"`
-}
-
-// SearchHit is one message a search found: where it is (conversation and
-// seq), when it was stored, who said it, its text and its score (the
-// summed inverse document frequency of the query words it holds; higher
-// is better).
-type SearchHit struct {
-	Conversation string    `json:"conversation"`
-	Seq          int64     `json:"seq"`
-	Time         time.Time `json:"time,omitzero"`
-	Role         string    `json:"role"`
-	Name         string    `json:"name,omitempty"`
-	Text         string    `json:"text"`
-	Score        float64   `json:"score"`
-}
-
-// SearchResponse is the answer of the search routes: the hits, best first
-// (newer first among equal scores).
-type SearchResponse struct {
-	Query string      `json:"query"`
-	Hits  []SearchHit `json:"hits"`
-}
 
 // readSearch reads and checks a search body; userRoute refuses a scope,
 // which only the conversation route takes.
@@ -139,14 +107,6 @@ func (s *Server) writeSearch(c *call, req SearchRequest, conv string, search fun
 	}
 	writeJSON(c.w, http.StatusOK, out)
 	return nil
-}
-
-// UserList is one page of GET /v1/users: the IDs of the tenant's users
-// that have a fact or a live conversation, in byte order. Next is the
-// after= of the next page, empty on the last one.
-type UserList struct {
-	Users []string `json:"users"`
-	Next  string   `json:"next"`
 }
 
 // listUsers answers GET /v1/users?after=&limit=.

@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
 // TestSearchRoutes drives POST /v1/conversations/{id}/search, POST
@@ -25,7 +28,7 @@ func TestSearchRoutes(t *testing.T) {
 func testSearchRoutes(t *testing.T, ts *testServer, mem *chatmem.Memory) {
 	ctx := t.Context()
 	c := ts.client(acmeKey)
-	say := func(c *Client, id, user string, texts ...string) {
+	say := func(c *client.Client, id, user string, texts ...string) {
 		t.Helper()
 		msgs := make([]chatmem.Message, len(texts))
 		for i, text := range texts {
@@ -34,7 +37,7 @@ func testSearchRoutes(t *testing.T, ts *testServer, mem *chatmem.Memory) {
 				msgs[i].Role = chatmem.RoleAssistant
 			}
 		}
-		_, err := c.Append(ctx, id, msgs, ClientAppendOptions{User: user})
+		_, err := c.Append(ctx, id, msgs, client.AppendOptions{User: user})
 		must(t, "Append("+id+")", err)
 	}
 	say(c, "mon", "kavya", "Hi, I'm Kavya. My order SE-10423 hasn't arrived.", "Sorry Kavya! It is out for delivery.", "Do you have running socks?")
@@ -64,9 +67,12 @@ func testSearchRoutes(t *testing.T, ts *testServer, mem *chatmem.Memory) {
 	}{
 		{"SearchUser(kavya)", func() (SearchResponse, error) { return c.SearchUser(ctx, "kavya", "order SE-10423", 5) }},
 		{"scope user from fri", func() (SearchResponse, error) {
+			r := ts.raw(t, "POST", convPath("fri", "search"), acmeKey, nil, `{"query":"order SE-10423","limit":5,"scope":"user"}`)
 			var out SearchResponse
-			_, err := c.do(ctx, "POST", convPath("fri", "search"), nil, nil, SearchRequest{Query: "order SE-10423", Limit: 5, Scope: "user"}, &out)
-			return out, err
+			if r.status != http.StatusOK {
+				return out, r.apiError()
+			}
+			return out, json.Unmarshal(r.body, &out)
 		}},
 	} {
 		res, err := search.do()
@@ -144,7 +150,7 @@ func TestContextDefaults(t *testing.T) {
 		msgs = append(msgs, chatmem.Message{Role: role, Content: strings.Repeat("word ", 200)})
 	}
 	for i := 0; i < len(msgs); i += 10 {
-		_, err := c.Append(ctx, "long", msgs[i:i+10], ClientAppendOptions{})
+		_, err := c.Append(ctx, "long", msgs[i:i+10], client.AppendOptions{})
 		must(t, "Append", err)
 	}
 	for _, tc := range []struct{ got, want string }{

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
 // The data of acme's conversation that no other tenant may see.
@@ -52,7 +53,7 @@ func setupSecret(t *testing.T, ts *testServer) []chatmem.Message {
 		{Role: chatmem.RoleUser, Content: "My card is " + secretContent},
 		{Role: chatmem.RoleAssistant, Content: "Noted: " + secretContent},
 	}
-	_, err := acme.Append(ctx, secretID, msgs, ClientAppendOptions{})
+	_, err := acme.Append(ctx, secretID, msgs, client.AppendOptions{})
 	must(t, "acme Append(secret)", err)
 	store := ts.api.mem.Store()
 	if _, ok := store.(chatmem.FactStore); ok {

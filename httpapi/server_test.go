@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
 	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/offline"
@@ -76,7 +77,7 @@ func TestNewErrors(t *testing.T) {
 func TestNoKeys(t *testing.T) {
 	store := memory.New()
 	ts := newTestServer(t, newMemory(t, store, nil), Options{Keys: []Key{}})
-	_, err := ts.client("").Append(t.Context(), "c1", seed.History(), ClientAppendOptions{})
+	_, err := ts.client("").Append(t.Context(), "c1", seed.History(), client.AppendOptions{})
 	must(t, "Append without a key", err)
 	if _, err := store.Conversation(t.Context(), chatmem.Key{Tenant: chatmem.DefaultTenant, ID: "c1"}); err != nil {
 		t.Errorf("conversation not stored under the default tenant: %v", err)
@@ -103,9 +104,9 @@ func TestOperations(t *testing.T) {
 		}
 	}
 
-	_, err := c.Append(ctx, "m", seed.History(), ClientAppendOptions{})
+	_, err := c.Append(ctx, "m", seed.History(), client.AppendOptions{})
 	must(t, "Append", err)
-	_, err = c.Context(ctx, "m", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
+	_, err = c.Context(ctx, "m", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
 	must(t, "Context", err)
 	_, err = c.Conversation(ctx, "missing")
 	wantAPIError(t, "Conversation(missing)", err, 404, "not_found")
@@ -248,14 +249,14 @@ func TestSummary(t *testing.T) {
 	ts := newTestServer(t, mem, Options{})
 	c := ts.client(acmeKey)
 	ctx := t.Context()
-	_, err := c.Append(ctx, "s", seed.History(), ClientAppendOptions{})
+	_, err := c.Append(ctx, "s", seed.History(), client.AppendOptions{})
 	must(t, "Append", err)
 	sum, err := c.Summary(ctx, "s")
 	must(t, "Summary", err)
 	if sum.Text == "" || sum.CoversSeq == 0 || sum.Summarizer != "offline" || sum.Tokens == 0 {
 		t.Errorf("Summary = %+v; want text, covers_seq, summarizer offline, tokens", sum)
 	}
-	w, err := c.Context(ctx, "s", ContextParams{Policy: chatmem.PolicySummaryBuffer, Budget: 200})
+	w, err := c.Context(ctx, "s", client.ContextParams{Policy: chatmem.PolicySummaryBuffer, Budget: 200})
 	must(t, "Context(summary_buffer)", err)
 	if w.Summary == nil || w.Summary.CoversSeq != sum.CoversSeq || w.Parts.Summary == 0 {
 		t.Errorf("Context(summary_buffer) summary = %+v, parts %+v; want the summary sent", w.Summary, w.Parts)
@@ -264,40 +265,21 @@ func TestSummary(t *testing.T) {
 	wantAPIError(t, "globex Summary(acme's)", err, 404, "not_found")
 }
 
-// TestClientError checks how the Client reads error responses.
-func TestClientError(t *testing.T) {
-	for _, tc := range []struct {
-		status int
-		body   string
-		code   string
-		is     error
-	}{
-		{404, `{"error":{"code":"not_found","message":"gone"}}`, "not_found", chatmem.ErrNotFound},
-		{409, `{"error":{"code":"conflict","message":"x"}}`, "conflict", chatmem.ErrConflict},
-		{413, `{"error":{"code":"too_large","message":"x"}}`, "too_large", chatmem.ErrTooLarge},
-		{422, `{"error":{"code":"budget_too_small","message":"x"}}`, "budget_too_small", chatmem.ErrBudgetTooSmall},
-		{400, `{"error":{"code":"invalid_request","message":"x"}}`, "invalid_request", chatmem.ErrInvalid},
-		{401, `{"error":{"code":"unauthorized","message":"x"}}`, "unauthorized", ErrUnauthorized},
-		{405, `{"error":{"code":"method_not_allowed","message":"x"}}`, "method_not_allowed", ErrMethodNotAllowed},
-		{503, `{"error":{"code":"unavailable","message":"x"}}`, "unavailable", chatmem.ErrUnavailable},
-		{500, `{"error":{"code":"internal","message":"x"}}`, "internal", nil},
-		{502, `<html>bad gateway</html>`, "", nil},
-	} {
-		r := rawResponse{status: tc.status, header: http.Header{"X-Request-Id": {"rid"}}, body: []byte(tc.body)}
-		e := r.apiError()
-		if e.Status != tc.status || e.Code != tc.code || e.RequestID != "rid" || e.Message == "" {
-			t.Errorf("responseError(%d %s) = %+v", tc.status, tc.body, e)
+// TestErrorTable: the server answers each error of the table with its
+// status and code, and the Go client's *Error for that code unwraps to it,
+// so errors.Is works on both sides of the wire.
+func TestErrorTable(t *testing.T) {
+	for _, e := range client.ErrorCodes() {
+		status, code := classify(fmt.Errorf("wrapped: %w", e.Err))
+		if status != e.Status || code != e.Code {
+			t.Errorf("classify(%v) = %d %s, want %d %s", e.Err, status, code, e.Status, e.Code)
 		}
-		var err error = e
-		if tc.is != nil && !errors.Is(err, tc.is) || tc.is == nil && errors.Unwrap(err) != nil {
-			t.Errorf("responseError(%d %s) unwraps to %v, want %v", tc.status, tc.body, errors.Unwrap(err), tc.is)
+		if err := error(&client.Error{Status: status, Code: code}); !errors.Is(err, e.Err) {
+			t.Errorf("the client's error for %d %s unwraps to %v, want %v", status, code, errors.Unwrap(err), e.Err)
 		}
-		// The server's table gives the same status for the sentinel.
-		if tc.is != nil {
-			if status, code := classify(fmt.Errorf("wrapped: %w", tc.is)); status != tc.status || code != tc.code {
-				t.Errorf("classify(%v) = %d %s, want %d %s", tc.is, status, code, tc.status, tc.code)
-			}
-		}
+	}
+	if status, code := classify(errors.New("disk on fire")); status != 500 || code != codeInternal {
+		t.Errorf("classify(an unmapped error) = %d %s, want 500 %s", status, code, codeInternal)
 	}
 }
 

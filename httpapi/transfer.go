@@ -2,14 +2,10 @@ package httpapi
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/chatmem/chatmem"
@@ -51,15 +47,17 @@ func (s *Server) exportConversation(c *call) error {
 	if _, err := query(c.r); err != nil {
 		return err
 	}
-	st := s.mem.Store()
-	if _, err := st.Conversation(c.r.Context(), key); err != nil {
+	if _, err := s.mem.Conversation(c.r.Context(), key); err != nil {
 		return err
 	}
 	bw := startNDJSON(c.w)
-	err = transfer.WriteHeader(bw)
-	if err == nil {
-		_, err = transfer.WriteConversation(c.r.Context(), st, key, bw)
-	}
+	err = s.mem.Export(func(st chatmem.Store) error {
+		if err := transfer.WriteHeader(bw); err != nil {
+			return err
+		}
+		_, err := transfer.WriteConversation(c.r.Context(), st, key, bw)
+		return err
+	})
 	s.endStream(c, bw, err)
 	return nil
 }
@@ -83,8 +81,7 @@ func (s *Server) exportTenant(c *call) error {
 	if err != nil {
 		return err
 	}
-	st := s.mem.Store()
-	page, err := st.List(c.r.Context(), c.tenant, chatmem.PageRequest{After: after, Limit: int(limit)})
+	page, err := s.mem.List(c.r.Context(), c.tenant, chatmem.PageRequest{After: after, Limit: int(limit)})
 	if err != nil {
 		return err
 	}
@@ -97,12 +94,15 @@ func (s *Server) exportTenant(c *call) error {
 		c.w.Header().Set("Link", fmt.Sprintf(`</v1/export?after=%s&limit=%d>; rel="next"`, page.Next, limit))
 	}
 	bw := startNDJSON(c.w)
-	err = transfer.Export(c.r.Context(), st, c.tenant, bw, transfer.ExportOptions{IDs: ids, Progress: func(int64, int64) { extendDeadlines(c.w) }})
-	if err == nil && page.Next == "" {
+	err = s.mem.Export(func(st chatmem.Store) error {
+		err := transfer.Export(c.r.Context(), st, c.tenant, bw, transfer.ExportOptions{IDs: ids, Progress: func(int64, int64) { extendDeadlines(c.w) }})
+		if err != nil || page.Next != "" {
+			return err
+		}
 		// The last page brings the users no conversation brought: those
 		// with facts and no live conversation.
-		err = transfer.WriteUsersWithoutConversations(c.r.Context(), st, c.tenant, bw, func() { extendDeadlines(c.w) })
-	}
+		return transfer.WriteUsersWithoutConversations(c.r.Context(), st, c.tenant, bw, func() { extendDeadlines(c.w) })
+	})
 	s.endStream(c, bw, err)
 	return nil
 }
@@ -144,7 +144,14 @@ func (s *Server) importNDJSON(c *call) error {
 	}
 	body := http.MaxBytesReader(c.w, c.r.Body, s.limits.MaxImportBytes)
 	var bw *bufio.Writer
+	var forget func(chatmem.Key)
 	each := func(r transfer.Result) error {
+		switch r.Status {
+		case transfer.StatusCreated, transfer.StatusResumed, transfer.StatusReplaced:
+			if r.Conversation != "" {
+				forget(chatmem.Key{Tenant: c.tenant, ID: r.Conversation})
+			}
+		}
 		extendDeadlines(c.w)
 		if bw == nil {
 			bw = startNDJSON(c.w)
@@ -163,7 +170,13 @@ func (s *Server) importNDJSON(c *call) error {
 		Limits:     chatmem.Limits{MaxContentBytes: s.limits.MaxContentBytes},
 		Tokenizer:  func(name string) error { _, err := s.mem.Counter(name); return err },
 	}
-	totals, err := transfer.Import(c.r.Context(), s.mem.Store(), c.tenant, body, opts, each)
+	var totals transfer.Totals
+	err = s.mem.Import(func(st chatmem.Store, f func(chatmem.Key)) error {
+		forget = f
+		var err error
+		totals, err = transfer.Import(c.r.Context(), st, c.tenant, body, opts, each)
+		return err
+	})
 	if bw == nil {
 		if err != nil {
 			return fromBodyError(err)
@@ -185,93 +198,4 @@ func fromBodyError(err error) error {
 		return fmt.Errorf("%w: the import body is over the limit of %d bytes", chatmem.ErrTooLarge, tooBig.Limit)
 	}
 	return err
-}
-
-// ExportConversation writes the conversation's chatmem/v1 export (header
-// included) to w, as the server streams it.
-func (c *Client) ExportConversation(ctx context.Context, id string, w io.Writer) error {
-	return c.streamTo(ctx, http.MethodGet, convPath(id, "export"), nil, nil, w)
-}
-
-// Export writes one page of the tenant's conversations as chatmem/v1 (header
-// included) to w and returns the after= of the next page ("" on the last).
-// limit 0 is the server's default of 50.
-func (c *Client) Export(ctx context.Context, after string, limit int, w io.Writer) (string, error) {
-	q := url.Values{}
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit != 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	var next string
-	err := c.streamTo(ctx, http.MethodGet, "/v1/export", q, func(h http.Header) { next = h.Get("X-Chatmem-Next") }, w)
-	return next, err
-}
-
-// Import sends a chatmem/v1 stream from r to the caller's tenant, with the
-// conflict policy onConflict ("" is skip), and returns the result of each
-// conversation and the totals. An error the server met after it started
-// answering is returned with the results before it.
-func (c *Client) Import(ctx context.Context, r io.Reader, onConflict transfer.Conflict) ([]transfer.Result, transfer.Totals, error) {
-	q := url.Values{}
-	if onConflict != "" {
-		q.Set("on_conflict", string(onConflict))
-	}
-	var results []transfer.Result
-	var totals transfer.Totals
-	resp, err := c.send(ctx, http.MethodPost, "/v1/import", q, http.Header{"Content-Type": {ndjsonType}, "Accept": {ndjsonType}}, r)
-	if err != nil {
-		return nil, totals, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		// A line is a result, the totals, or an error ({"error":{...}},
-		// where a result's error is a string).
-		var line struct {
-			Totals *transfer.Totals `json:"totals"`
-			Error  json.RawMessage  `json:"error"`
-		}
-		var res transfer.Result
-		err := json.Unmarshal(sc.Bytes(), &line)
-		if err == nil && len(line.Error) > 0 && line.Error[0] == '{' {
-			var e errorDetail
-			if err = json.Unmarshal(line.Error, &e); err == nil {
-				return results, totals, &Error{Status: resp.StatusCode, Code: e.Code, Message: e.Message, RequestID: resp.Header.Get("X-Request-Id")}
-			}
-		}
-		if err == nil && line.Totals != nil {
-			return results, *line.Totals, nil
-		}
-		if err == nil {
-			err = json.Unmarshal(sc.Bytes(), &res)
-		}
-		if err != nil {
-			return results, totals, fmt.Errorf("chatmem api: POST /v1/import: decode answer: %w", err)
-		}
-		results = append(results, res)
-	}
-	if err := sc.Err(); err != nil {
-		return results, totals, fmt.Errorf("chatmem api: POST /v1/import: %w", err)
-	}
-	return results, totals, fmt.Errorf("chatmem api: POST /v1/import: the answer ended before its totals")
-}
-
-// streamTo sends a request without a body and copies a successful answer's
-// body to w, calling head (if set) with its headers first.
-func (c *Client) streamTo(ctx context.Context, method, path string, q url.Values, head func(http.Header), w io.Writer) error {
-	resp, err := c.send(ctx, method, path, q, http.Header{"Accept": {ndjsonType}}, nil)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if head != nil {
-		head(resp.Header)
-	}
-	if _, err := io.Copy(w, resp.Body); err != nil {
-		return fmt.Errorf("chatmem api: %s %s: %w", method, path, err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
 	"github.com/chatmem/chatmem/memory"
 	"github.com/chatmem/chatmem/transfer"
@@ -25,14 +26,14 @@ func TestTransfer(t *testing.T) {
 			acme, globex := ts.client(acmeKey), ts.client(globexKey)
 			ctx := t.Context()
 			for i := range 5 {
-				_, err := acme.Append(ctx, fmt.Sprintf("kavya-%d", i), seed.History(), ClientAppendOptions{})
+				_, err := acme.Append(ctx, fmt.Sprintf("kavya-%d", i), seed.History(), client.AppendOptions{})
 				must(t, "append", err)
 			}
 			_, err := acme.PatchFacts(ctx, "kavya-1", []FactInput{{Key: "name", Value: "Kavya"}, {Key: "order_id", Value: "SE-10423", SourceSeq: 1}})
 			must(t, "patch facts", err)
 			_, err = acme.PatchFacts(ctx, "kavya-1", []FactInput{{Key: "name", Value: "Kavya R."}})
 			must(t, "patch facts", err)
-			_, err = globex.Append(ctx, "globex-only", seed.History()[:1], ClientAppendOptions{})
+			_, err = globex.Append(ctx, "globex-only", seed.History()[:1], client.AppendOptions{})
 			must(t, "append", err)
 			// Users whose facts were set with no conversation: the export's
 			// last page brings acme's, and never globex's.
@@ -206,10 +207,10 @@ func TestUserExportChatmem(t *testing.T) {
 	acme, globex := ts.client(acmeKey), ts.client(globexKey)
 	ctx := t.Context()
 	for _, id := range []string{"kavya-2", "kavya-1"} {
-		_, err := acme.Append(ctx, id, seed.History(), ClientAppendOptions{User: "kavya"})
+		_, err := acme.Append(ctx, id, seed.History(), client.AppendOptions{User: "kavya"})
 		must(t, "append", err)
 	}
-	_, err := acme.Append(ctx, "someone-else", seed.History()[:1], ClientAppendOptions{})
+	_, err := acme.Append(ctx, "someone-else", seed.History()[:1], client.AppendOptions{})
 	must(t, "append", err)
 	_, err = acme.PutUserFacts(ctx, "kavya", []FactInput{{Key: "name", Value: "Kavya <K>"}})
 	must(t, "put user facts", err)
@@ -237,5 +238,42 @@ func TestUserExportChatmem(t *testing.T) {
 	r := ts.raw(t, "GET", "/v1/users/kavya/export?format=csv", acmeKey, nil, "")
 	if e := r.apiError(); r.status != 400 || e == nil || e.Code != "invalid_request" {
 		t.Errorf("GET /v1/users/kavya/export?format=csv: %d %s, want 400 invalid_request", r.status, r.body)
+	}
+}
+
+// TestImportReplaceDropsTail: an import that replaces a conversation with
+// one of the same creation time, length and token counts (the case the
+// tail cache's own checks cannot tell from the original) is what the next
+// context read shows, not the cached messages of the one it replaced.
+func TestImportReplaceDropsTail(t *testing.T) {
+	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	c := ts.client(acmeKey)
+	ctx := t.Context()
+	_, err := c.Append(ctx, "kavya", seed.History(), client.AppendOptions{})
+	must(t, "Append", err)
+	var file bytes.Buffer
+	must(t, "ExportConversation", c.ExportConversation(ctx, "kavya", &file))
+	p := client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 400}
+	// Each import replaces the conversation with the file's, edited: from
+	// the first on, the stored creation time is the file's (the export's
+	// precision), so the second replaces a conversation with its twin.
+	for _, socks := range []string{"cycling socks", "jogging socks"} {
+		edited := strings.Replace(file.String(), "running socks", socks, 1)
+		if edited == file.String() {
+			t.Fatal("the export does not hold the text to edit")
+		}
+		_, totals, err := c.Import(ctx, strings.NewReader(edited), transfer.ConflictReplace)
+		if err != nil || totals.Replaced != 1 {
+			t.Fatalf("Import(replace, %s) = %+v, %v; want 1 replaced", socks, totals, err)
+		}
+		w, err := c.Context(ctx, "kavya", p) // fills the tail cache
+		must(t, "Context after the import", err)
+		var texts []string
+		for _, m := range w.Messages {
+			texts = append(texts, m.Content)
+		}
+		if all := strings.Join(texts, "\n"); !strings.Contains(all, socks) {
+			t.Errorf("the window after importing %s holds:\n%s", socks, all)
+		}
 	}
 }

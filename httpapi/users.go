@@ -205,13 +205,6 @@ func (s *Server) deleteUserFacts(c *call) error {
 	return nil
 }
 
-// DeleteUserResponse is the answer to DELETE /v1/users/{user}.
-type DeleteUserResponse struct {
-	// DeletedConversations counts the conversations this call deleted (0
-	// when an earlier call already erased the user).
-	DeletedConversations int `json:"deleted_conversations"`
-}
-
 // deleteUser erases the user and everything held about them. It may be
 // repeated: after a failure, calling it again finishes the job.
 func (s *Server) deleteUser(c *call) error {
@@ -225,19 +218,6 @@ func (s *Server) deleteUser(c *call) error {
 	}
 	writeJSON(c.w, http.StatusOK, DeleteUserResponse{DeletedConversations: n})
 	return nil
-}
-
-// UserExportLine is one line of GET /v1/users/{user}/export: first the
-// user's own facts ("type":"user"), then one line per conversation of the
-// user ("type":"conversation") with its messages, its facts and their
-// history, and its summary.
-type UserExportLine struct {
-	Type         string            `json:"type"`
-	User         string            `json:"user"`
-	Conversation *Conversation     `json:"conversation,omitempty"`
-	Messages     []chatmem.Message `json:"messages,omitempty"`
-	Facts        []chatmem.Fact    `json:"facts"`
-	Summary      *chatmem.Summary  `json:"summary,omitempty"`
 }
 
 // exportPage is how many conversations, and messages, the export reads at
@@ -316,9 +296,10 @@ func (s *Server) exportUser(c *call) error {
 // (transfer.ExportUser): the header, the user's record and each of the
 // user's conversations, as GET /v1/export writes them.
 func (s *Server) exportUserChatmem(c *call, user chatmem.Key) error {
-	st := s.mem.Store()
 	bw := startNDJSON(c.w)
-	err := transfer.ExportUser(c.r.Context(), st, user, &deadlineWriter{w: bw, rw: c.w})
+	err := s.mem.Export(func(st chatmem.Store) error {
+		return transfer.ExportUser(c.r.Context(), st, user, &deadlineWriter{w: bw, rw: c.w})
+	})
 	s.endStream(c, bw, err)
 	return nil
 }
@@ -344,7 +325,7 @@ func (s *Server) userExportLine(ctx context.Context, user chatmem.Key, conv chat
 	key := conv.Key
 	var msgs []chatmem.Message
 	for after := int64(0); ; {
-		batch, err := s.mem.Store().Range(ctx, key, after, exportPage)
+		batch, err := s.mem.Messages(ctx, key, after, exportPage)
 		if err != nil {
 			return UserExportLine{}, err
 		}
@@ -384,7 +365,7 @@ func (s *Server) proxyUser(ctx context.Context, key chatmem.Key, user string) (s
 	if err := chatmem.ValidateUser(user); err != nil {
 		return "", fmt.Errorf("header %s: %w", headerUser, err)
 	}
-	conv, err := s.mem.Store().Conversation(ctx, key)
+	conv, err := s.mem.Conversation(ctx, key)
 	switch {
 	case errors.Is(err, chatmem.ErrNotFound):
 		return user, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
 // TestUsers drives the user routes through the Client, against a real
@@ -26,7 +27,7 @@ func testUsers(t *testing.T, ts *testServer) {
 	c := ts.client(acmeKey)
 	say := func(id, user, text string) AppendResponse {
 		t.Helper()
-		res, err := c.Append(ctx, id, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, ClientAppendOptions{User: user})
+		res, err := c.Append(ctx, id, []chatmem.Message{{Role: chatmem.RoleUser, Content: text}}, client.AppendOptions{User: user})
 		must(t, "Append("+id+")", err)
 		return res
 	}
@@ -36,9 +37,9 @@ func testUsers(t *testing.T, ts *testServer) {
 	say("fri", "kavya", "about my order")
 	say("other", "ravi", "hello")
 	say("mon", "", "no user named: fine")
-	_, err := c.Append(ctx, "mon", []chatmem.Message{{Role: chatmem.RoleUser, Content: "x"}}, ClientAppendOptions{User: "ravi"})
+	_, err := c.Append(ctx, "mon", []chatmem.Message{{Role: chatmem.RoleUser, Content: "x"}}, client.AppendOptions{User: "ravi"})
 	wantAPIError(t, "Append(mon, user ravi)", err, 409, "conflict")
-	_, err = c.Append(ctx, "mon", []chatmem.Message{{Role: chatmem.RoleUser, Content: "x"}}, ClientAppendOptions{User: "a b"})
+	_, err = c.Append(ctx, "mon", []chatmem.Message{{Role: chatmem.RoleUser, Content: "x"}}, client.AppendOptions{User: "a b"})
 	wantAPIError(t, "Append(user a b)", err, 400, "invalid_request")
 	if conv, err := c.Conversation(ctx, "mon"); err != nil || conv.User != "kavya" || conv.LastSeq != 2 {
 		t.Errorf("Conversation(mon) = %q at %d, %v; want kavya at 2", conv.User, conv.LastSeq, err)
@@ -57,7 +58,7 @@ func testUsers(t *testing.T, ts *testServer) {
 	must(t, "PatchUserFacts", err)
 	_, err = c.PatchFacts(ctx, "fri", []FactInput{{Key: "language", Value: "en"}, {Key: "order_id", Value: "A-1"}})
 	must(t, "PatchFacts(fri)", err)
-	w, err := c.Context(ctx, "fri", ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 500, Facts: true})
+	w, err := c.Context(ctx, "fri", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 500, Facts: true})
 	must(t, "Context(fri, facts)", err)
 	var seen []string
 	for _, f := range w.Facts {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/progress"
 )
 
@@ -62,7 +62,7 @@ func Load(ctx context.Context, cfg LoadConfig, log io.Writer) (LoadResult, error
 	transport := &http.Transport{MaxIdleConns: cfg.Conversations, MaxIdleConnsPerHost: cfg.Conversations, IdleConnTimeout: time.Minute,
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	defer transport.CloseIdleConnections()
-	client := httpapi.NewClient(cfg.URL, cfg.APIKey, &http.Client{Transport: transport, Timeout: 30 * time.Second})
+	api := client.New(cfg.URL, cfg.APIKey, &http.Client{Transport: transport, Timeout: 30 * time.Second})
 
 	run := fmt.Sprintf("load-%d", time.Now().UnixNano())
 	acked := make([]int64, cfg.Conversations)
@@ -91,11 +91,11 @@ func Load(ctx context.Context, cfg LoadConfig, log io.Writer) (LoadResult, error
 					msg.Role = chatmem.RoleAssistant
 				}
 				t0 := time.Now()
-				_, err := client.Append(lctx, id, []chatmem.Message{msg}, httpapi.ClientAppendOptions{IdempotencyKey: fmt.Sprint(turn)})
+				_, err := api.Append(lctx, id, []chatmem.Message{msg}, client.AppendOptions{IdempotencyKey: fmt.Sprint(turn)})
 				if lctx.Err() != nil {
 					// Cut off by the end of the run: the append may or may
 					// not have landed; settle it with the same idempotency key.
-					_, err = client.Append(context.WithoutCancel(ctx), id, []chatmem.Message{msg}, httpapi.ClientAppendOptions{IdempotencyKey: fmt.Sprint(turn)})
+					_, err = api.Append(context.WithoutCancel(ctx), id, []chatmem.Message{msg}, client.AppendOptions{IdempotencyKey: fmt.Sprint(turn)})
 					if err == nil {
 						acked[c]++
 					}
@@ -108,7 +108,7 @@ func Load(ctx context.Context, cfg LoadConfig, log io.Writer) (LoadResult, error
 					// The append may have landed before the error: settle it
 					// with the same idempotency key, then stop this client.
 					time.Sleep(100 * time.Millisecond)
-					if _, err := client.Append(context.WithoutCancel(ctx), id, []chatmem.Message{msg}, httpapi.ClientAppendOptions{IdempotencyKey: fmt.Sprint(turn)}); err == nil {
+					if _, err := api.Append(context.WithoutCancel(ctx), id, []chatmem.Message{msg}, client.AppendOptions{IdempotencyKey: fmt.Sprint(turn)}); err == nil {
 						acked[c]++
 					}
 					return
@@ -116,7 +116,7 @@ func Load(ctx context.Context, cfg LoadConfig, log io.Writer) (LoadResult, error
 				acked[c]++
 				al = append(al, time.Since(t0))
 				t0 = time.Now()
-				_, err = client.Context(lctx, id, httpapi.ContextParams{Policy: cfg.Policy.Kind, Budget: cfg.Policy.Budget, Turns: cfg.Policy.Turns})
+				_, err = api.Context(lctx, id, client.ContextParams{Policy: cfg.Policy.Kind, Budget: cfg.Policy.Budget, Turns: cfg.Policy.Turns})
 				if lctx.Err() != nil {
 					return
 				}
@@ -147,28 +147,28 @@ func Load(ctx context.Context, cfg LoadConfig, log io.Writer) (LoadResult, error
 	if !cfg.Verify {
 		return res, nil
 	}
-	found, err := verifyLoad(ctx, client, run, acked, log)
+	found, err := verifyLoad(ctx, api, run, acked, log)
 	res.Found = found
 	res.Verified = err == nil && found == res.Acknowledged
 	if err != nil {
 		return res, err
 	}
 	for c := range cfg.Conversations {
-		client.Delete(ctx, fmt.Sprintf("%s-%d", run, c))
+		api.Delete(ctx, fmt.Sprintf("%s-%d", run, c))
 	}
 	return res, nil
 }
 
 // verifyLoad reads every conversation back: exactly the acknowledged
 // appends, dense sequence numbers, in the order they were sent.
-func verifyLoad(ctx context.Context, client *httpapi.Client, run string, acked []int64, log io.Writer) (int64, error) {
+func verifyLoad(ctx context.Context, api *client.Client, run string, acked []int64, log io.Writer) (int64, error) {
 	var found int64
 	bar := progress.New(log, "verifying conversations", len(acked))
 	for c, want := range acked {
 		id := fmt.Sprintf("%s-%d", run, c)
 		var after int64
 		for {
-			page, err := client.Messages(ctx, id, after, 1000)
+			page, err := api.Messages(ctx, id, after, 1000)
 			if errors.Is(err, chatmem.ErrNotFound) && want == 0 {
 				break
 			}

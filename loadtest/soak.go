@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/progress"
 )
 
@@ -311,7 +311,7 @@ func (r SoakResult) Line() string {
 // soak is one running soak test.
 type soak struct {
 	cfg    SoakConfig
-	client *httpapi.Client
+	client *client.Client
 	hc     *http.Client
 	convs  []*soakConv
 	log    io.Writer
@@ -353,7 +353,7 @@ func Soak(ctx context.Context, cfg SoakConfig, log io.Writer) (SoakResult, error
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	defer transport.CloseIdleConnections()
 	hc := &http.Client{Transport: transport, Timeout: 30 * time.Second}
-	s := &soak{cfg: cfg, client: httpapi.NewClient(cfg.URL, cfg.APIKey, hc), hc: hc, log: log}
+	s := &soak{cfg: cfg, client: client.New(cfg.URL, cfg.APIKey, hc), hc: hc, log: log}
 	run := fmt.Sprintf("soak-%d", time.Now().UnixNano())
 	s.convs = make([]*soakConv, cfg.Conversations)
 	for i := range s.convs {
@@ -469,7 +469,7 @@ func (s *soak) append(ctx context.Context, r *rand.Rand, c *soakConv) {
 		c.inflight[first+int32(j)] = true
 	}
 	c.sent += int64(n)
-	opts := httpapi.ClientAppendOptions{IdempotencyKey: fmt.Sprintf("g%d-a%d", c.gen, c.appends-1)}
+	opts := client.AppendOptions{IdempotencyKey: fmt.Sprintf("g%d-a%d", c.gen, c.appends-1)}
 	c.mu.Unlock()
 
 	res, err := s.client.Append(ctx, c.id, msgs, opts)
@@ -514,8 +514,8 @@ func (s *soak) append(ctx context.Context, r *rand.Rand, c *soakConv) {
 
 // soakPolicy draws a context policy: every kind, budgets from tight to
 // roomy, facts a third of the time.
-func soakPolicy(r *rand.Rand) httpapi.ContextParams {
-	p := httpapi.ContextParams{Facts: r.IntN(3) == 0}
+func soakPolicy(r *rand.Rand) client.ContextParams {
+	p := client.ContextParams{Facts: r.IntN(3) == 0}
 	switch r.IntN(4) {
 	case 0:
 		p.Policy = chatmem.PolicyAll
@@ -571,7 +571,7 @@ func (s *soak) context(ctx context.Context, r *rand.Rand, c *soakConv) {
 // acknowledged before the read (maxAcked), starting at seq 1 for
 // PolicyAll and reaching back to the summary; the summary and facts name
 // only this generation. The caller holds c.mu.
-func checkWindow(c *soakConv, num int, p httpapi.ContextParams, w chatmem.Window, maxAcked int64) error {
+func checkWindow(c *soakConv, num int, p client.ContextParams, w chatmem.Window, maxAcked int64) error {
 	var prev, firstSeq int64
 	for _, m := range w.Messages {
 		if m.Metadata[chatmem.MetaKey] != "" {

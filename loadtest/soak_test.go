@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/sqlite"
 )
 
@@ -253,7 +253,7 @@ func TestSoakChecks(t *testing.T) {
 		x.Seq = seq
 		return x
 	}
-	all := httpapi.ContextParams{Policy: chatmem.PolicyAll}
+	all := client.ContextParams{Policy: chatmem.PolicyAll}
 	good := chatmem.Window{Messages: []chatmem.Message{msg(1, 2, 0), msg(2, 2, 1), msg(3, 2, 2)}}
 	if err := checkWindow(c, 7, all, good, 3); err != nil {
 		t.Errorf("a window as logged: %v", err)

@@ -64,7 +64,7 @@ func (t *tools) listResources(ctx context.Context, req *mcp.ListResourcesRequest
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor: " + err.Error()}
 		}
 	}
-	page, err := t.mem.Store().List(ctx, t.tenant, chatmem.PageRequest{After: after, Limit: resourcePageSize})
+	page, err := t.mem.List(ctx, t.tenant, chatmem.PageRequest{After: after, Limit: resourcePageSize})
 	if err != nil {
 		return nil, t.toolError(ctx, "resources/list", err)
 	}
@@ -87,7 +87,7 @@ func (t *tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	key := chatmem.Key{Tenant: t.tenant, ID: id}
-	conv, err := t.mem.Store().Conversation(ctx, key)
+	conv, err := t.mem.Conversation(ctx, key)
 	if errors.Is(err, chatmem.ErrNotFound) {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
@@ -95,7 +95,7 @@ func (t *tools) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 		return nil, t.toolError(ctx, "resources/read", err)
 	}
 	after := max(conv.LastSeq-int64(t.maxResource), 0)
-	msgs, err := t.mem.Store().Range(ctx, key, after, t.maxResource)
+	msgs, err := t.mem.Messages(ctx, key, after, t.maxResource)
 	if errors.Is(err, chatmem.ErrNotFound) {
 		return nil, mcp.ResourceNotFoundError(uri) // deleted meanwhile
 	}

@@ -253,7 +253,7 @@ func (t *tools) append(ctx context.Context, _ *mcp.CallToolRequest, in AppendInp
 // userConflict rewords an append's conflict over its user for the model,
 // naming the conversation's user (the tenant's own data).
 func (t *tools) userConflict(ctx context.Context, key chatmem.Key, user string, err error) error {
-	c, cerr := t.mem.Store().Conversation(ctx, key)
+	c, cerr := t.mem.Conversation(ctx, key)
 	if cerr != nil {
 		return err
 	}
@@ -526,7 +526,7 @@ func (t *tools) list(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) 
 		}
 		page, err = t.mem.UserConversations(ctx, user, req)
 	} else {
-		page, err = t.mem.Store().List(ctx, t.tenant, req)
+		page, err = t.mem.List(ctx, t.tenant, req)
 	}
 	if err != nil {
 		return nil, ListOutput{}, t.toolError(ctx, "list_conversations", err)

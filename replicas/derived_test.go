@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/llm/llmtest"
 )
 
@@ -112,7 +112,7 @@ func testDerivedOnce(t *testing.T, storeURL string) {
 				id := fmt.Sprintf("d%d-w%d-k%d", (w+k)%derivedConversations, w, k)
 				content := id + " please keep this in mind about my order and its delivery next week"
 				r := reps[(w+k)%len(reps)]
-				resp, err := r.client.Append(ctx, conv, []chatmem.Message{{Role: chatmem.RoleUser, Content: content}}, httpapi.ClientAppendOptions{})
+				resp, err := r.client.Append(ctx, conv, []chatmem.Message{{Role: chatmem.RoleUser, Content: content}}, client.AppendOptions{})
 				if err != nil {
 					t.Errorf("append %s: %v", id, err)
 					return

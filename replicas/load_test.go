@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/client"
 )
 
 func TestPostgres(t *testing.T) {
@@ -75,7 +75,7 @@ func testReplicas(t *testing.T, storeURL string) {
 				content := fmt.Sprintf("w%d-k%d", w, k)
 				a := pick(w + k)
 				wasKilled := killed.Load()
-				resp, err := reps[a].client.Append(ctx, conv, []chatmem.Message{{Role: chatmem.RoleUser, Content: content}}, httpapi.ClientAppendOptions{})
+				resp, err := reps[a].client.Append(ctx, conv, []chatmem.Message{{Role: chatmem.RoleUser, Content: content}}, client.AppendOptions{})
 				if err != nil {
 					if a == 0 && killed.Load() {
 						mu.Lock()
@@ -102,7 +102,7 @@ func testReplicas(t *testing.T, storeURL string) {
 
 				// Read your write through another replica.
 				b := pick(a + 1)
-				win, err := reps[b].client.Context(ctx, conv, httpapi.ContextParams{Policy: chatmem.PolicyLastTurns, Turns: 1000})
+				win, err := reps[b].client.Context(ctx, conv, client.ContextParams{Policy: chatmem.PolicyLastTurns, Turns: 1000})
 				if err != nil {
 					if b == 0 && killed.Load() {
 						continue

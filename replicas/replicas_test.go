@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/testenv"
 )
 
@@ -67,7 +67,7 @@ func redisClusterURL(tb testing.TB) string {
 type replica struct {
 	url    string
 	cmd    *exec.Cmd
-	client *httpapi.Client
+	client *client.Client
 	done   chan struct{} // closed when the process has exited
 }
 
@@ -126,7 +126,7 @@ func startReplicas(tb testing.TB, storeURL string, n int, extra ...string) []*re
 		case <-time.After(60 * time.Second):
 			tb.Fatalf("replica %d did not listen within a minute", i)
 		}
-		r.client = httpapi.NewClient(r.url, "", hc)
+		r.client = client.New(r.url, "", hc)
 		reps = append(reps, r)
 	}
 	return reps

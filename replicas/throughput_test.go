@@ -14,7 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/testenv"
 )
 
@@ -101,9 +101,9 @@ func drive(t *testing.T, reps []*replica, d time.Duration, appends bool) int64 {
 				conv := fmt.Sprintf("b%d", (c+i*benchClients)%benchConvs)
 				var err error
 				if appends {
-					_, err = r.client.Append(ctx, conv, []chatmem.Message{{Role: chatmem.RoleUser, Content: benchText}}, httpapi.ClientAppendOptions{})
+					_, err = r.client.Append(ctx, conv, []chatmem.Message{{Role: chatmem.RoleUser, Content: benchText}}, client.AppendOptions{})
 				} else {
-					_, err = r.client.Context(ctx, conv, httpapi.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 1000})
+					_, err = r.client.Context(ctx, conv, client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 1000})
 				}
 				if err != nil {
 					t.Errorf("%v", err)

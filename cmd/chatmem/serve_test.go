@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/httpapi"
+	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
 	"github.com/chatmem/chatmem/internal/testenv"
 )
@@ -276,16 +276,16 @@ func TestServe(t *testing.T) {
 	go io.Copy(io.Discard, pr)
 	base := strings.TrimSpace(strings.TrimPrefix(line, "chatmem listening on "))
 
-	acme := httpapi.NewClient(base, "k1", nil)
-	if _, err := acme.Append(ctx, "kavya", seed.History(), httpapi.ClientAppendOptions{}); err != nil {
+	acme := client.New(base, "k1", nil)
+	if _, err := acme.Append(ctx, "kavya", seed.History(), client.AppendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := acme.Context(ctx, "kavya", httpapi.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
+	w, err := acme.Context(ctx, "kavya", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40})
 	if err != nil || len(w.Messages) != 3 || w.Tokens != 36 {
 		t.Fatalf("context at 40 = %d messages, %d tokens, %v; want 3, 36", len(w.Messages), w.Tokens, err)
 	}
-	globex := httpapi.NewClient(base, "k2", nil)
-	if _, err := globex.Context(ctx, "kavya", httpapi.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40}); !errors.Is(err, chatmem.ErrNotFound) {
+	globex := client.New(base, "k2", nil)
+	if _, err := globex.Context(ctx, "kavya", client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 40}); !errors.Is(err, chatmem.ErrNotFound) {
 		t.Errorf("another tenant reads the conversation: %v, want ErrNotFound", err)
 	}
 	cancel()

@@ -1,0 +1,11 @@
+package chatmem
+
+// CachedOf reports what m keeps of the conversation between turns: an
+// entry in the tail cache, and one in the summary cache.
+func CachedOf(m *Memory, key Key) (tail, summary bool) {
+	_, _, tail = m.tails.peek(key)
+	m.summaries.mu.Lock()
+	defer m.summaries.mu.Unlock()
+	_, summary = m.summaries.entries[key]
+	return tail, summary
+}
