@@ -71,14 +71,80 @@ type ContextParams struct {
 	Tokenizer string
 	// Scope is the recall scope (chatmem.Policy.Scope): "" or "user".
 	Scope string
+	// Recall and Recent are chatmem.Policy's.
+	Recall bool
+	Recent int
+	// Cache is "" or chatmem.CacheStable, with its LowWater percent.
+	Cache    string
+	LowWater int
+}
+
+// query is p as the context read's query parameters; a zero field is
+// left out (the server's default).
+func (p ContextParams) query() url.Values {
+	q := url.Values{}
+	if p.Policy != "" {
+		q.Set("policy", string(p.Policy))
+	}
+	for name, n := range map[string]int{"budget": p.Budget, "turns": p.Turns, "recent": p.Recent, "low_water": p.LowWater} {
+		if n != 0 {
+			q.Set(name, strconv.Itoa(n))
+		}
+	}
+	for name, v := range map[string]string{"tokenizer": p.Tokenizer, "scope": p.Scope, "cache": p.Cache} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	if p.Facts {
+		q.Set("facts", "true")
+	}
+	if p.Recall {
+		q.Set("recall", "true")
+	}
+	return q
 }
 
 // Append appends msgs to the conversation id, creating it if needed.
 func (c *Client) Append(ctx context.Context, id string, msgs []chatmem.Message, opts AppendOptions) (AppendResponse, error) {
+	var out AppendResponse
+	resp, err := c.do(ctx, http.MethodPost, convPath(id, "messages"), nil, opts.header(), opts.body(msgs), &out)
+	if err != nil {
+		return AppendResponse{}, err
+	}
+	out.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+	out.Conversation.Key = chatmem.Key{}
+	return out, nil
+}
+
+// Turn is one turn of a chatbot in one request: it appends msgs as Append
+// does and returns the window to send the model under p, as Context would
+// right after the append (POST /v1/conversations/{id}/turn). When the
+// append lands but the window cannot be assembled, the error is the
+// window's (such as a 422 budget_too_small) and the append stands: a
+// retry with the same IdempotencyKey replays it.
+func (c *Client) Turn(ctx context.Context, id string, msgs []chatmem.Message, opts AppendOptions, p ContextParams) (TurnResponse, error) {
+	var out TurnResponse
+	resp, err := c.do(ctx, http.MethodPost, convPath(id, "turn"), p.query(), opts.header(), opts.body(msgs), &out)
+	if err != nil {
+		return TurnResponse{}, err
+	}
+	out.Appended.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
+	out.Appended.Conversation.Key = chatmem.Key{}
+	return out, nil
+}
+
+// body is the append request of msgs under opts.
+func (opts AppendOptions) body(msgs []chatmem.Message) AppendRequest {
 	body := AppendRequest{Messages: msgs, Tokenizer: opts.Tokenizer, User: opts.User}
 	if opts.TTL > 0 {
 		body.TTLSeconds = int64((opts.TTL + time.Second - 1) / time.Second)
 	}
+	return body
+}
+
+// header is an append's If-Match and Idempotency-Key under opts.
+func (opts AppendOptions) header() http.Header {
 	h := http.Header{}
 	if opts.IfMatch != nil {
 		h.Set("If-Match", etag(*opts.IfMatch))
@@ -86,14 +152,7 @@ func (c *Client) Append(ctx context.Context, id string, msgs []chatmem.Message, 
 	if opts.IdempotencyKey != "" {
 		h.Set("Idempotency-Key", opts.IdempotencyKey)
 	}
-	var out AppendResponse
-	resp, err := c.do(ctx, http.MethodPost, convPath(id, "messages"), nil, h, body, &out)
-	if err != nil {
-		return AppendResponse{}, err
-	}
-	out.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	out.Conversation.Key = chatmem.Key{}
-	return out, nil
+	return h
 }
 
 // Messages returns up to limit messages of the conversation with a
@@ -113,24 +172,8 @@ func (c *Client) Messages(ctx context.Context, id string, after int64, limit int
 
 // Context assembles the conversation's context under p.
 func (c *Client) Context(ctx context.Context, id string, p ContextParams) (chatmem.Window, error) {
-	q := url.Values{"policy": {string(p.Policy)}}
-	if p.Budget != 0 {
-		q.Set("budget", strconv.Itoa(p.Budget))
-	}
-	if p.Turns != 0 {
-		q.Set("turns", strconv.Itoa(p.Turns))
-	}
-	if p.Facts {
-		q.Set("facts", "true")
-	}
-	if p.Tokenizer != "" {
-		q.Set("tokenizer", p.Tokenizer)
-	}
-	if p.Scope != "" {
-		q.Set("scope", p.Scope)
-	}
 	var out chatmem.Window
-	_, err := c.do(ctx, http.MethodGet, convPath(id, "context"), q, nil, nil, &out)
+	_, err := c.do(ctx, http.MethodGet, convPath(id, "context"), p.query(), nil, nil, &out)
 	return out, err
 }
 

@@ -47,6 +47,15 @@ type AppendResponse struct {
 	Replayed     bool              `json:"-"`
 }
 
+// TurnResponse is the answer to POST /v1/conversations/{id}/turn: what
+// the append stored, as POST .../messages answers it, and the window to
+// send the model, as GET .../context answers it, read as the conversation
+// stands right after the append.
+type TurnResponse struct {
+	Appended AppendResponse `json:"appended"`
+	Window   chatmem.Window `json:"window"`
+}
+
 // MessagesPage is one page of GET /v1/conversations/{id}/messages.
 // NextAfter is the after= of the next page, nil on the last one.
 type MessagesPage struct {

@@ -37,6 +37,7 @@ type (
 	Conversation       = client.Conversation
 	AppendRequest      = client.AppendRequest
 	AppendResponse     = client.AppendResponse
+	TurnResponse       = client.TurnResponse
 	MessagesPage       = client.MessagesPage
 	ConversationPage   = client.ConversationPage
 	FactInput          = client.FactInput

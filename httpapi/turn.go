@@ -1,15 +1,8 @@
 package httpapi
 
-import "github.com/chatmem/chatmem"
-
-// TurnResponse is the answer to POST /v1/conversations/{id}/turn: what the
-// append stored, as POST .../messages answers it, and the window to send
-// the model, as GET .../context answers it, read as the conversation
-// stands right after the append.
-type TurnResponse struct {
-	Appended AppendResponse `json:"appended"`
-	Window   chatmem.Window `json:"window"`
-}
+import (
+	"github.com/chatmem/chatmem"
+)
 
 // turn is one turn of a chatbot in one request: the append of POST
 // .../messages (same body, If-Match and Idempotency-Key) and the context

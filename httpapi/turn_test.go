@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/client"
 )
 
 // TestTurnRoute drives POST /v1/conversations/{id}/turn on every store as
@@ -128,4 +129,23 @@ func testTurnRoute(t *testing.T, ts *testServer) {
 	if w := contextNow("after budget 1"); w.Messages[len(w.Messages)-1].Seq != last+1 {
 		t.Errorf("after the 422 the conversation ends at seq %d, want %d (the append landed)", w.Messages[len(w.Messages)-1].Seq, last+1)
 	}
+
+	// The Go client's Turn: the same call, typed; a retry replays.
+	c := ts.client(acmeKey)
+	msgs := []chatmem.Message{{Role: chatmem.RoleUser, Content: "typed question about my order"}}
+	opts := client.AppendOptions{IdempotencyKey: "typed-1"}
+	params := client.ContextParams{Policy: chatmem.PolicyTokenBudget, Budget: 60}
+	got, err := c.Turn(t.Context(), "chat", msgs, opts, params)
+	must(t, "Client.Turn", err)
+	n := len(got.Window.Messages)
+	if got.Appended.Replayed || len(got.Appended.Messages) != 1 || got.Appended.Messages[0].Seq != last+2 || n == 0 || got.Window.Messages[n-1].Seq != last+2 {
+		t.Errorf("Client.Turn = appended %+v (replayed %v), window ending %+v; want seq %d in both", got.Appended.Messages, got.Appended.Replayed, got.Window.Messages[n-1], last+2)
+	}
+	again, err = c.Turn(t.Context(), "chat", msgs, opts, params)
+	must(t, "Client.Turn retry", err)
+	if !again.Appended.Replayed || again.Appended.Conversation.LastSeq != last+2 {
+		t.Errorf("Client.Turn retry: replayed %v, last seq %d; want a replay ending at %d", again.Appended.Replayed, again.Appended.Conversation.LastSeq, last+2)
+	}
+	_, err = c.Turn(t.Context(), "chat", msgs, client.AppendOptions{}, client.ContextParams{Policy: "nope"})
+	wantAPIError(t, "Client.Turn bad policy", err, http.StatusBadRequest, "invalid_request")
 }
