@@ -38,7 +38,7 @@ type BenchConfig struct {
 	// of a turn on a conversation of n messages of content (Bench calls it
 	// once, after the fill, and drops the floor afterwards): the same job
 	// done directly on the backend, with the store's own client or driver
-	// (redis.TurnFloor, postgres.TurnFloor, sqlite.TurnFloor), or, for the
+	// (internal/floor: redisfloor, postgresfloor, sqlitefloor), or, for the
 	// in-process store, LoopFloor. Nil: no store floor is measured.
 	Floor func(ctx context.Context, n int, content string) (StoreFloor, error)
 	// Reopen, for token_budget without facts, opens the store again as a
@@ -49,8 +49,8 @@ type BenchConfig struct {
 	Reopen func(ctx context.Context) (chatmem.Store, error)
 }
 
-// StoreFloor is a store's raw floor of Bench's turn, which
-// redis.(*Floor), postgres.(*Floor) and sqlite.(*Floor) are. Its methods
+// StoreFloor is a store's raw floor of Bench's turn, which the Floors of
+// redisfloor, postgresfloor and sqlitefloor (internal/floor) are. Its methods
 // need not be safe for concurrent use.
 type StoreFloor interface {
 	// Turn appends a user message of content and reads the newest
@@ -91,17 +91,17 @@ type BenchResult struct {
 	FillSeconds    float64 `json:"fill_s"`
 	// FloorP50us is the p50 of the same turns made by a plain Go loop in
 	// the same process, over a slice (LoopWindow), and FloorRatio is P50us
-	// over it: how far a turn is from its in-process floor (issue 18). Set
+	// over it: how far a turn is from its in-process floor. Set
 	// for token_budget without facts, the window the loop makes.
 	FloorP50us float64 `json:"floor_p50_us,omitempty"`
 	FloorRatio float64 `json:"floor_ratio,omitempty"`
 	// TurnP50us is the p50 of the same turn as one Memory.Turn call, and
 	// StoreFloorP50us the p50 of the store's raw floor of it
 	// (BenchConfig.Floor); TurnFloorRatio is TurnP50us over
-	// StoreFloorP50us (issue 18's turn/floor). FirstTurnP50us is the p50
+	// StoreFloorP50us. FirstTurnP50us is the p50
 	// of a new process's first turn (Memory.Turn of a new Memory on the
 	// store opened again, BenchConfig.Reopen), and FirstTurnRatio is it
-	// over TurnP50us (issue 18's first/turn). Set for token_budget without
+	// over TurnP50us. Set for token_budget without
 	// facts; the store floor's and the first turn's with a Floor and a
 	// Reopen. The append+context turn (P50us), the Memory.Turn and the
 	// floor are measured in one loop, in rotating order, and a first turn

@@ -12,9 +12,9 @@ import (
 
 // TurnFloor is a store's raw floor for BenchmarkTurnFloor: the turn's job
 // done directly on the backend (append a message of content, read the
-// newest messages back), in one round trip: the Turn method of the floor
-// the store's package makes (redis.TurnFloor, postgres.TurnFloor,
-// sqlite.TurnFloor), which chatmem bench measures too.
+// newest messages back), in one round trip: the Turn method of the store's
+// floor (internal/floor: redisfloor, postgresfloor, sqlitefloor), which
+// chatmem bench measures too.
 type TurnFloor func(ctx context.Context, content string) error
 
 // BenchmarkTurnFloor compares, in one loop, a turn through
@@ -26,7 +26,7 @@ type TurnFloor func(ctx context.Context, content string) error
 // alternate, in rotating order, so that a busy machine slows them alike; every 25th iteration (at most 40 times) a store reopen returns
 // (a new client or pool: another process) takes one turn, timed from
 // its Memory's first call. It reports the medians (turn-ns, floor-ns,
-// first-ns, append+context-ns) and the ratios issue 18 sets: turn/floor
+// first-ns, append+context-ns) and the ratios: turn/floor
 // (of the medians; and turn/floor-sum, of the totals), the same for
 // append+context, and first/turn.
 func BenchmarkTurnFloor(b *testing.B, s chatmem.Store, reopen func(b *testing.B) chatmem.Store, opts chatmem.Options, n int, floor TurnFloor) {
