@@ -38,7 +38,7 @@ type BenchConfig struct {
 	// of a turn on a conversation of n messages of content (Bench calls it
 	// once, after the fill, and drops the floor afterwards): the same job
 	// done directly on the backend, with the store's own client or driver
-	// (redis.TurnFloor, postgres.TurnFloor, sqlite.TurnFloor), or, for the
+	// (internal/floor: redisfloor, postgresfloor, sqlitefloor), or, for the
 	// in-process store, LoopFloor. Nil: no store floor is measured.
 	Floor func(ctx context.Context, n int, content string) (StoreFloor, error)
 	// Reopen, for token_budget without facts, opens the store again as a
@@ -49,8 +49,8 @@ type BenchConfig struct {
 	Reopen func(ctx context.Context) (chatmem.Store, error)
 }
 
-// StoreFloor is a store's raw floor of Bench's turn, which
-// redis.(*Floor), postgres.(*Floor) and sqlite.(*Floor) are. Its methods
+// StoreFloor is a store's raw floor of Bench's turn, which the Floors of
+// redisfloor, postgresfloor and sqlitefloor (internal/floor) are. Its methods
 // need not be safe for concurrent use.
 type StoreFloor interface {
 	// Turn appends a user message of content and reads the newest

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.FactMarker = (*Store)(nil)
@@ -30,13 +31,11 @@ func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created ti
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
-		}
+	if err := storekit.CheckFacts(facts); err != nil {
+		return err
 	}
-	if prev < 0 || through <= prev {
-		return fmt.Errorf("%w: fact mark %d..%d is not a forward move", chatmem.ErrInvalid, prev, through)
+	if err := storekit.CheckFactMark(prev, through); err != nil {
+		return err
 	}
 	now := time.Now()
 	c, err := s.getOfForWrite(ctx, key, &created)
@@ -44,21 +43,13 @@ func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created ti
 		return err
 	}
 	defer s.mu.Unlock()
-	if through > c.meta.LastSeq {
-		return fmt.Errorf("%w: fact mark %d is beyond the last message %d", chatmem.ErrInvalid, through, c.meta.LastSeq)
+	if err := storekit.CheckFactMarkWithin(through, c.meta.LastSeq); err != nil {
+		return err
 	}
 	if c.factSeq != prev {
 		return fmt.Errorf("%w: the fact mark of %s is %d, not %d", chatmem.ErrConflict, key, c.factSeq, prev)
 	}
-	if len(facts) > 0 && c.facts == nil {
-		c.facts = make(map[string][]chatmem.Fact)
-	}
-	for _, f := range facts {
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		c.facts[f.Key] = append(c.facts[f.Key], f)
-	}
+	c.facts = recordFacts(c.facts, facts, now, false)
 	c.factSeq = through
 	return nil
 }
@@ -68,8 +59,8 @@ func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created ti
 // tenants in order and each tenant's sorted IDs from after, so its cost
 // follows the conversations it passes over.
 func (s *Store) FactLaggards(ctx context.Context, after chatmem.Key, limit int) ([]chatmem.Key, error) {
-	if limit < 1 || limit > 1000 {
-		return nil, fmt.Errorf("%w: page limit %d is outside 1..1000", chatmem.ErrInvalid, limit)
+	if err := storekit.CheckPageLimit(limit); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

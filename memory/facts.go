@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // Facts returns the current value of every fact key of the conversation,
@@ -65,10 +66,8 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
-		}
+	if err := storekit.CheckFacts(facts); err != nil {
+		return err
 	}
 	now := time.Now()
 	c, err := s.getOfForWrite(ctx, key, created)
@@ -76,16 +75,31 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 		return err
 	}
 	defer s.mu.Unlock()
-	if len(facts) > 0 && c.facts == nil {
-		c.facts = make(map[string][]chatmem.Fact)
+	c.facts = recordFacts(c.facts, facts, now, false)
+	return nil
+}
+
+// recordFacts appends facts, valid, to the histories of their keys in
+// the owner's map m, which it makes if there is none, and returns m: a
+// conversation's facts and (user) a user's alike, a user's keeping no
+// scope nor timeline of its own. A zero CreatedAt is set to now.
+func recordFacts(m map[string][]chatmem.Fact, facts []chatmem.Fact, now time.Time, user bool) map[string][]chatmem.Fact {
+	if len(facts) == 0 {
+		return m
+	}
+	if m == nil {
+		m = make(map[string][]chatmem.Fact, len(facts))
 	}
 	for _, f := range facts {
 		if f.CreatedAt.IsZero() {
 			f.CreatedAt = now
 		}
-		c.facts[f.Key] = append(c.facts[f.Key], f)
+		if user {
+			f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
+		}
+		m[f.Key] = append(m[f.Key], f)
 	}
-	return nil
+	return m
 }
 
 // DeleteFact removes the named fact and its history; see chatmem.FactStore.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var (
@@ -198,25 +199,14 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	if err := ctx.Err(); err != nil {
 		return chatmem.AppendResult{}, err
 	}
-	if err := key.Validate(); err != nil {
+	if err := storekit.CheckAppend(key, msgs, opts); err != nil {
 		return chatmem.AppendResult{}, err
-	}
-	if len(msgs) == 0 {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
-	}
-	if opts.User != "" {
-		if err := chatmem.ValidateUser(opts.User); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("user: %w", err)
-		}
 	}
 	now := opts.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
 	for i, m := range msgs {
-		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
-		}
 		if len(m.Content) > maxContent {
 			return chatmem.AppendResult{}, fmt.Errorf("%w: message %d: content of %d bytes", chatmem.ErrTooLarge, i, len(m.Content))
 		}
@@ -373,15 +363,12 @@ func (s *Store) List(ctx context.Context, tenantName string, page chatmem.PageRe
 	if err := ctx.Err(); err != nil {
 		return chatmem.Page{}, err
 	}
-	if err := chatmem.ValidateID(tenantName); err != nil {
-		return chatmem.Page{}, fmt.Errorf("tenant: %w", err)
+	if err := storekit.CheckTenant(tenantName); err != nil {
+		return chatmem.Page{}, err
 	}
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = 50
-	case limit < 0 || limit > 1000:
-		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is not within 1..1000", chatmem.ErrInvalid, limit)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.Page{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -490,8 +477,8 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 	if err := key.Validate(); err != nil {
 		return chatmem.Conversation{}, nil, err
 	}
-	if limit < 1 {
-		return chatmem.Conversation{}, nil, fmt.Errorf("%w: limit %d is below 1", chatmem.ErrInvalid, limit)
+	if err := storekit.CheckLimit(limit); err != nil {
+		return chatmem.Conversation{}, nil, err
 	}
 	c, err := s.get(ctx, key)
 	if err != nil {

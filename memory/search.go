@@ -2,11 +2,11 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // searchIndex is a conversation's recall index: the inverted index
@@ -54,11 +54,8 @@ func (c *conversation) catchUpIndex() {
 // copy of at most limit entries, once the index has caught up with the
 // messages appended since the last read of it.
 func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, before int64, limit int) ([][]int64, error) {
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: postings limit must be at least 1, not %d", chatmem.ErrInvalid, limit)
-	}
-	if i := slices.Index(terms, ""); i >= 0 {
-		return nil, fmt.Errorf("%w: search term %d is empty", chatmem.ErrInvalid, i)
+	if err := storekit.CheckPostings(terms, limit); err != nil {
+		return nil, err
 	}
 	c, err := s.get(ctx, key)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // The summary and the facts are written conditionally on the
@@ -49,7 +50,7 @@ func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.T
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if err := checkSummary(sum, prev); err != nil {
+	if err := storekit.CheckSummary(sum, prev); err != nil {
 		return err
 	}
 	if sum.CreatedAt.IsZero() {
@@ -63,23 +64,9 @@ func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.T
 	if c.summary.CoversSeq != prev {
 		return fmt.Errorf("%w: the summary of %s covers seq %d, not %d", chatmem.ErrConflict, key, c.summary.CoversSeq, prev)
 	}
-	if sum.CoversSeq > c.meta.LastSeq {
-		return fmt.Errorf("%w: summary covers seq %d, past the last message %d of %s", chatmem.ErrInvalid, sum.CoversSeq, c.meta.LastSeq, key)
+	if err := storekit.CheckSummaryWithin(sum.CoversSeq, c.meta.LastSeq); err != nil {
+		return fmt.Errorf("summary of %s: %w", key, err)
 	}
 	c.summary = sum
-	return nil
-}
-
-// checkSummary reports, wrapping chatmem.ErrInvalid, what is wrong with sum
-// put over prev whatever the conversation holds.
-func checkSummary(sum chatmem.Summary, prev int64) error {
-	switch {
-	case sum.Text == "":
-		return fmt.Errorf("%w: summary text is empty", chatmem.ErrInvalid)
-	case prev < 0:
-		return fmt.Errorf("%w: previous summary seq %d is negative", chatmem.ErrInvalid, prev)
-	case sum.CoversSeq <= prev:
-		return fmt.Errorf("%w: summary covers seq %d, not after the previous summary's %d", chatmem.ErrInvalid, sum.CoversSeq, prev)
-	}
 	return nil
 }

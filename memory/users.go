@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // userRecord is one user of a tenant: the IDs of the conversations bound to it,
@@ -79,7 +80,7 @@ func (s *Store) readUser(ctx context.Context, user chatmem.Key) (*userRecord, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
@@ -89,26 +90,12 @@ func (s *Store) readUser(ctx context.Context, user chatmem.Key) (*userRecord, er
 	return nil, nil
 }
 
-// validateUser checks a user key.
-func validateUser(user chatmem.Key) error {
-	if err := chatmem.ValidateID(user.Tenant); err != nil {
-		return fmt.Errorf("tenant: %w", err)
-	}
-	if err := chatmem.ValidateUser(user.ID); err != nil {
-		return fmt.Errorf("user: %w", err)
-	}
-	return nil
-}
-
 // UserConversations returns one page of the user's live conversations in
 // ID order; see chatmem.UserStore.
 func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = 50
-	case limit < 0 || limit > 1000:
-		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is not within 1..1000", chatmem.ErrInvalid, limit)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.Page{}, err
 	}
 	u, err := s.readUser(ctx, user)
 	if err != nil {
@@ -180,10 +167,10 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return err
 	}
-	if err := validateFacts(facts); err != nil || len(facts) == 0 {
+	if err := storekit.CheckFacts(facts); err != nil || len(facts) == 0 {
 		return err
 	}
 	s.mu.Lock()
@@ -200,13 +187,13 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateUser(p.User); err != nil {
+	if err := storekit.CheckUser(p.User); err != nil {
 		return err
 	}
 	if err := p.Check(); err != nil {
 		return err
 	}
-	if err := validateFacts(p.Facts); err != nil {
+	if err := storekit.CheckFacts(p.Facts); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -244,16 +231,6 @@ func (s *Store) fence(user chatmem.Key, started time.Time) error {
 	return nil
 }
 
-// validateFacts checks each of facts.
-func validateFacts(facts []chatmem.Fact) error {
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
-		}
-	}
-	return nil
-}
-
 // putUserFacts records facts, valid, as the user's, after the facts it has
 // or (replace) instead of them. A zero CreatedAt is set to now. The caller
 // holds s.mu for writing.
@@ -265,16 +242,10 @@ func (s *Store) putUserFacts(user chatmem.Key, facts []chatmem.Fact, replace boo
 		s.tenants[user.Tenant] = tn
 	}
 	u := tn.user(user.ID)
-	if u.facts == nil || replace {
-		u.facts = make(map[string][]chatmem.Fact)
+	if replace {
+		u.facts = nil
 	}
-	for _, f := range facts {
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
-		u.facts[f.Key] = append(u.facts[f.Key], f)
-	}
+	u.facts = recordFacts(u.facts, facts, now, true)
 }
 
 // DeleteUserFact removes the named user fact and its history; see
@@ -283,7 +254,7 @@ func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name strin
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return err
 	}
 	if err := chatmem.ValidateFactKey(name); err != nil {
@@ -312,7 +283,7 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -363,15 +334,12 @@ func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageReque
 	if err := ctx.Err(); err != nil {
 		return chatmem.UserPage{}, err
 	}
-	if err := chatmem.ValidateID(tenant); err != nil {
-		return chatmem.UserPage{}, fmt.Errorf("tenant: %w", err)
+	if err := storekit.CheckTenant(tenant); err != nil {
+		return chatmem.UserPage{}, err
 	}
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = 50
-	case limit < 0 || limit > 1000:
-		return chatmem.UserPage{}, fmt.Errorf("%w: page limit %d is not within 1..1000", chatmem.ErrInvalid, limit)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.UserPage{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -417,13 +385,10 @@ func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckReplaceFacts(user, facts); err != nil {
 		return err
 	}
-	if len(facts) == 0 {
-		return fmt.Errorf("%w: replace the facts of user %s with none", chatmem.ErrInvalid, user)
-	}
-	if err := validateFacts(facts); err != nil {
+	if err := storekit.CheckFacts(facts); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -3,11 +3,11 @@ package memory
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.UserSearcher = (*Store)(nil)
@@ -89,11 +89,8 @@ func (u *userRecord) unindexForUser(conv string) {
 // reads its list back from the newest entry; entries of conversations that
 // expired and were not swept yet are passed over.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: postings limit must be at least 1, not %d", chatmem.ErrInvalid, limit)
-	}
-	if i := slices.Index(terms, ""); i >= 0 {
-		return nil, fmt.Errorf("%w: search term %d is empty", chatmem.ErrInvalid, i)
+	if err := storekit.CheckPostings(terms, limit); err != nil {
+		return nil, err
 	}
 	u, err := s.readUser(ctx, user)
 	if err != nil {

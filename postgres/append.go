@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // Append stores msgs at the end of the conversation in one transaction (see
@@ -66,16 +67,8 @@ func (s *Store) AppendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 // appendTail is Append, and with q set AppendTail.
 func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, q *chatmem.TailQuery) (chatmem.AppendResult, chatmem.TailRead, error) {
 	op := "postgres: append to " + key.String()
-	if err := key.Validate(); err != nil {
+	if err := storekit.CheckAppend(key, msgs, opts); err != nil {
 		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%s: %w", op, err)
-	}
-	if len(msgs) == 0 {
-		return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%s: %w: no messages to append", op, chatmem.ErrInvalid)
-	}
-	if opts.User != "" {
-		if err := chatmem.ValidateUser(opts.User); err != nil {
-			return chatmem.AppendResult{}, chatmem.TailRead{}, fmt.Errorf("%s: user: %w", op, err)
-		}
 	}
 	now := opts.Now
 	if now.IsZero() {

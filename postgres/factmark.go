@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.FactMarker = (*Store)(nil)
@@ -57,12 +58,12 @@ func (s *Store) FactMark(ctx context.Context, key chatmem.Key) (chatmem.FactMark
 // from prev to through in the same transaction, under the conversation's
 // row lock; see chatmem.FactMarker. Nothing is written on error.
 func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact, prev, through int64) error {
-	if prev < 0 || through <= prev {
-		return fmt.Errorf("postgres: set facts of %s: %w: fact mark %d..%d is not a forward move", key, chatmem.ErrInvalid, prev, through)
+	if err := storekit.CheckFactMark(prev, through); err != nil {
+		return fmt.Errorf("postgres: set facts of %s: %w", key, err)
 	}
 	return s.setFacts(ctx, key, &created, facts, func(tx pgx.Tx, lastSeq int64) error {
-		if through > lastSeq {
-			return fmt.Errorf("%w: fact mark %d is beyond the last message %d", chatmem.ErrInvalid, through, lastSeq)
+		if err := storekit.CheckFactMarkWithin(through, lastSeq); err != nil {
+			return err
 		}
 		var seq, last int64
 		var at time.Time
@@ -82,8 +83,8 @@ func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created ti
 // chatmem.FactMarker. A page costs the conversations it passes over.
 func (s *Store) FactLaggards(ctx context.Context, after chatmem.Key, limit int) ([]chatmem.Key, error) {
 	const op = "postgres: fact laggards"
-	if limit < 1 || limit > 1000 {
-		return nil, fmt.Errorf("%s: %w: page limit %d is outside 1..1000", op, chatmem.ErrInvalid, limit)
+	if err := storekit.CheckPageLimit(limit); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.pool.Query(ctx, s.factQuery(selectFactLaggards), after.Tenant, after.ID, s.now(), limit)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // Facts returns the current value of every fact key of the conversation,
@@ -97,40 +98,17 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 	if err := key.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	n := len(facts)
-	var (
-		keys, values, setBy []string
-		sourceSeq           = make([]int64, n)
-		confidence          = make([]float64, n)
-		createdAt           = make([]time.Time, n)
-		last                = make(map[string]int, n) // index of each key's last fact
-	)
 	now := s.now()
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("%s: fact %d: %w", op, i, err)
-		}
-		if err := storableText("set_by", f.SetBy); err != nil {
-			return fmt.Errorf("%s: fact %d: %w", op, i, err)
-		}
-		keys, values, setBy = append(keys, f.Key), append(values, f.Value), append(setBy, f.SetBy)
-		sourceSeq[i], confidence[i] = f.SourceSeq, f.Confidence
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		createdAt[i] = dbTime(f.CreatedAt)
-		last[f.Key] = i
+	b, err := newFactBatch(facts, now)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	gen, err := generation(op, created)
 	if err != nil {
 		return err
 	}
-	if n == 0 && created == nil {
+	if len(facts) == 0 && created == nil {
 		return s.live(ctx, op, key)
-	}
-	distinct := make([]string, 0, len(last))
-	for k := range last {
-		distinct = append(distinct, k)
 	}
 
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -143,20 +121,7 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 				return err
 			}
 		}
-		if n == 0 {
-			return nil
-		}
-		rows, err := tx.Query(ctx, s.q.retireFacts, key.Tenant, key.ID, distinct)
-		if err != nil {
-			return err
-		}
-		versions, current, err := nextVersions(rows, keys, last)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, s.q.insertFacts, key.Tenant, key.ID,
-			keys, versions, current, values, sourceSeq, setBy, confidence, createdAt)
-		return err
+		return b.write(ctx, tx, key, s.q.retireFacts, s.q.insertFacts, false)
 	})
 	if err != nil {
 		return wrap(ctx, op, err)
@@ -209,6 +174,74 @@ func scanFacts(rows pgx.Rows) ([]chatmem.Fact, error) {
 		facts = append(facts, f)
 	}
 	return facts, rows.Err()
+}
+
+// factBatch is a batch of facts as the statements that write them take
+// it, one array per column, for a conversation's facts and a user's alike.
+type factBatch struct {
+	keys, values, setBy, convs []string
+	sourceSeq                  []int64
+	confidence                 []float64
+	createdAt                  []time.Time
+	last                       map[string]int // index of each key's last fact
+}
+
+// newFactBatch checks facts (chatmem.ErrInvalid, also for a SetBy that
+// PostgreSQL's text cannot hold) and returns them as a batch, a zero
+// CreatedAt set to now and every time kept to the microsecond.
+func newFactBatch(facts []chatmem.Fact, now time.Time) (*factBatch, error) {
+	if err := storekit.CheckFacts(facts); err != nil {
+		return nil, err
+	}
+	n := len(facts)
+	b := &factBatch{
+		keys: make([]string, n), values: make([]string, n), setBy: make([]string, n), convs: make([]string, n),
+		sourceSeq: make([]int64, n), confidence: make([]float64, n), createdAt: make([]time.Time, n),
+		last: make(map[string]int, n),
+	}
+	for i, f := range facts {
+		if err := storableText("set_by", f.SetBy); err != nil {
+			return nil, fmt.Errorf("fact %d: %w", i, err)
+		}
+		b.keys[i], b.values[i], b.setBy[i], b.convs[i] = f.Key, f.Value, f.SetBy, f.Conversation
+		b.sourceSeq[i], b.confidence[i] = f.SourceSeq, f.Confidence
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		b.createdAt[i] = dbTime(f.CreatedAt)
+		b.last[f.Key] = i
+	}
+	return b, nil
+}
+
+// write inserts the batch, in tx, as the facts of owner (a conversation's
+// key or a user's), with the statements of their scope: retire makes the
+// current values of the batch's keys history and returns each key's newest
+// version, and insert adds the batch's facts after them, the last one per
+// key current. A user's facts name their conversation; a conversation's
+// do not (insert takes the column only for a user's).
+func (b *factBatch) write(ctx context.Context, tx pgx.Tx, owner chatmem.Key, retire, insert string, user bool) error {
+	if len(b.keys) == 0 {
+		return nil
+	}
+	distinct := make([]string, 0, len(b.last))
+	for k := range b.last {
+		distinct = append(distinct, k)
+	}
+	rows, err := tx.Query(ctx, retire, owner.Tenant, owner.ID, distinct)
+	if err != nil {
+		return err
+	}
+	versions, current, err := nextVersions(rows, b.keys, b.last)
+	if err != nil {
+		return err
+	}
+	args := []any{owner.Tenant, owner.ID, b.keys, versions, current, b.values, b.sourceSeq, b.setBy, b.confidence, b.createdAt}
+	if user {
+		args = append(args, b.convs)
+	}
+	_, err = tx.Exec(ctx, insert, args...)
+	return err
 }
 
 // nextVersions numbers a batch of facts after the versions rows returns

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // Conversation returns the conversation's metadata, or wraps
@@ -35,8 +36,8 @@ func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conv
 // limit outside 0..1000.
 func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.Page, error) {
 	op := "postgres: list " + tenant
-	if err := chatmem.ValidateID(tenant); err != nil {
-		return chatmem.Page{}, fmt.Errorf("%s: tenant: %w", op, err)
+	if err := storekit.CheckTenant(tenant); err != nil {
+		return chatmem.Page{}, fmt.Errorf("%s: %w", op, err)
 	}
 	return s.page(ctx, op, tenant, page, s.q.list)
 }
@@ -46,12 +47,9 @@ func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageReques
 // plus one, and then args. It wraps chatmem.ErrInvalid for a limit outside
 // 0..1000 (0: 50).
 func (s *Store) page(ctx context.Context, op, tenant string, page chatmem.PageRequest, sql string, args ...any) (chatmem.Page, error) {
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = 50
-	case limit < 0 || limit > 1000:
-		return chatmem.Page{}, fmt.Errorf("%s: %w: page limit %d, want 1 to 1000", op, chatmem.ErrInvalid, limit)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.Page{}, fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.pool.Query(ctx, sql, append([]any{tenant, page.After, s.now(), limit + 1}, args...)...)
 	if err != nil {
@@ -127,8 +125,8 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 	if err := key.Validate(); err != nil {
 		return chatmem.Conversation{}, nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if limit < 1 {
-		return chatmem.Conversation{}, nil, fmt.Errorf("%s: %w: limit %d is below 1", op, chatmem.ErrInvalid, limit)
+	if err := storekit.CheckLimit(limit); err != nil {
+		return chatmem.Conversation{}, nil, fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.pool.Query(ctx, s.q.conversationSince, key.Tenant, key.ID, s.now(), after, limit)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // batch is an append's messages as the column arrays insertMessages
@@ -39,9 +40,6 @@ func encodeBatch(msgs []chatmem.Message, now time.Time) (*batch, error) {
 	}
 	for i, m := range msgs {
 		if err := storable(m); err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
 		m = m.Clone()
@@ -77,11 +75,8 @@ func encodeBatch(msgs []chatmem.Message, now time.Time) (*batch, error) {
 // back), and NUL or invalid UTF-8 outside content (text and jsonb refuse
 // them; encoding/json would silently replace invalid UTF-8).
 func storable(m chatmem.Message) error {
-	if !m.Role.Valid() {
-		return fmt.Errorf("%w: unknown role %q", chatmem.ErrInvalid, m.Role)
-	}
-	if m.Tokens < 0 {
-		return fmt.Errorf("%w: negative token count %d", chatmem.ErrInvalid, m.Tokens)
+	if err := storekit.CheckMessage(m); err != nil {
+		return err
 	}
 	text := storableText
 	if err := text("name", m.Name); err != nil {

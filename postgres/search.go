@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.Searcher = (*Store)(nil)
@@ -30,13 +31,10 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 	if err := key.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%s: %w: limit %d, want at least 1", op, chatmem.ErrInvalid, limit)
-	}
-	send, err := termsToSend(terms)
-	if err != nil {
+	if err := storekit.CheckPostings(terms, limit); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	send := termsToSend(terms)
 	if len(terms) == 0 {
 		if err := s.live(ctx, op, key); err != nil {
 			return nil, err
@@ -125,18 +123,15 @@ func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) (
 }
 
 // termsToSend returns the query's terms as Postings and UserPostings send
-// them: a term that text cannot hold (NUL, invalid UTF-8) was never
-// indexed, so it is sent as "" and has no postings. An empty term wraps
-// chatmem.ErrInvalid.
-func termsToSend(terms []string) ([]string, error) {
+// them, once storekit.CheckPostings has checked them: a term that text
+// cannot hold (NUL, invalid UTF-8) was never indexed, so it is sent as ""
+// and has no postings.
+func termsToSend(terms []string) []string {
 	send := make([]string, len(terms))
 	for i, t := range terms {
-		if t == "" {
-			return nil, fmt.Errorf("%w: term %d is empty", chatmem.ErrInvalid, i)
-		}
 		if storableText("term", t) == nil {
 			send[i] = t
 		}
 	}
-	return send, nil
+	return send
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.GenerationWriter = (*Store)(nil)
@@ -64,13 +65,8 @@ func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.T
 	if err := key.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	switch {
-	case sum.Text == "":
-		return fmt.Errorf("%s: %w: summary text is empty", op, chatmem.ErrInvalid)
-	case prev < 0:
-		return fmt.Errorf("%s: %w: previous summary seq is negative", op, chatmem.ErrInvalid)
-	case sum.CoversSeq <= prev:
-		return fmt.Errorf("%s: %w: summary covers seq %d, not after the previous summary's", op, chatmem.ErrInvalid, sum.CoversSeq)
+	if err := storekit.CheckSummary(sum, prev); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := storableText("summarizer", sum.Summarizer); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -102,10 +98,7 @@ func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.T
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("%w: the stored summary does not cover seq %d", chatmem.ErrConflict, prev)
 		}
-		if sum.CoversSeq > last {
-			return fmt.Errorf("%w: summary covers seq %d, past the last message %d", chatmem.ErrInvalid, sum.CoversSeq, last)
-		}
-		return nil
+		return storekit.CheckSummaryWithin(sum.CoversSeq, last)
 	})
 	if err != nil {
 		return wrap(ctx, op, err)

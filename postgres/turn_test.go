@@ -12,18 +12,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/floor/postgresfloor"
 	"github.com/chatmem/chatmem/internal/testenv"
 	"github.com/chatmem/chatmem/postgres"
 	"github.com/chatmem/chatmem/storetest"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
-// BenchmarkTurn is issue 18's turn on PostgreSQL, with its floor beside
+// BenchmarkTurn is a chat turn on PostgreSQL, with its floor beside
 // it:
 //
 //	memory/...   storetest.BenchmarkTurn: Memory.Append + Memory.Context
 //	             per turn (n=N), the context read alone (read/n=N)
-//	floor/n=N    raw SQL (postgres.TurnFloor): one INSERT of the message and one SELECT of the
+//	floor/n=N    raw SQL (postgresfloor): one INSERT of the message and one SELECT of the
 //	             newest 64 by primary key, sent as one batch: one round
 //	             trip, one implicit transaction, committed with the
 //	             server's durability settings (synchronous_commit as
@@ -50,10 +51,10 @@ func BenchmarkTurn(b *testing.B) {
 		})
 }
 
-// sqlFloor is postgres.TurnFloor on s, of n messages of the benchmark's
-// first content, dropped when b ends.
+// sqlFloor is postgresfloor's floor in s's schema, of n messages of the
+// benchmark's first content, dropped when b ends.
 func sqlFloor(b *testing.B, s *postgres.Store, n int) storetest.TurnFloor {
-	f, err := postgres.TurnFloor(b.Context(), s, n, storetest.TurnContent(0))
+	f, err := postgresfloor.New(b.Context(), s.Pool(), s.Schema(), n, storetest.TurnContent(0))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/erasure"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var (
@@ -119,22 +120,11 @@ func userConflict(have, want string) error {
 	return fmt.Errorf("%w: the conversation belongs to another user than %q", chatmem.ErrConflict, want)
 }
 
-// validateUser checks a user key.
-func validateUser(user chatmem.Key) error {
-	if err := chatmem.ValidateID(user.Tenant); err != nil {
-		return fmt.Errorf("tenant: %w", err)
-	}
-	if err := chatmem.ValidateUser(user.ID); err != nil {
-		return fmt.Errorf("user: %w", err)
-	}
-	return nil
-}
-
 // UserConversations returns one page of the user's live conversations in
 // ID order; see chatmem.UserStore.
 func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
 	op := "postgres: conversations of user " + user.String()
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return chatmem.Page{}, fmt.Errorf("%s: %w", op, err)
 	}
 	out, err := s.page(ctx, op, user.Tenant, page, s.uq.page, user.ID)
@@ -148,7 +138,7 @@ func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page ch
 // (byte order); see chatmem.UserStore.
 func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
 	op := "postgres: facts of user " + user.String()
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	facts, err := s.queryUserFacts(ctx, s.uq.facts, user.Tenant, user.ID)
@@ -162,7 +152,7 @@ func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact
 // order they were set; see chatmem.UserStore.
 func (s *Store) UserFactHistory(ctx context.Context, user chatmem.Key, name string) ([]chatmem.Fact, error) {
 	op := fmt.Sprintf("postgres: history of fact %q of user %s", name, user)
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if err := chatmem.ValidateFactKey(name); err != nil {
@@ -230,8 +220,8 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 // chatmem.UserFactReplacer.
 func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
 	op := "postgres: replace facts of user " + user.String()
-	if len(facts) == 0 {
-		return fmt.Errorf("%s: %w: no facts", op, chatmem.ErrInvalid)
+	if err := storekit.CheckReplaceFacts(user, facts); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return s.setUserFacts(ctx, op, user, facts, true, nil)
 }
@@ -241,42 +231,19 @@ func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []
 // its conversation (or the user's erasure record, for from.Started) passes
 // the check of SetDerivedUserFacts.
 func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, facts []chatmem.Fact, replace bool, from *chatmem.DerivedUserFacts) error {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	now := s.now()
+	b, err := newFactBatch(facts, now)
+	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	n := len(facts)
-	var (
-		keys, values, setBy, convs []string
-		sourceSeq                  = make([]int64, n)
-		confidence                 = make([]float64, n)
-		createdAt                  = make([]time.Time, n)
-		last                       = make(map[string]int, n)
-	)
-	now := s.now()
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("%s: fact %d: %w", op, i, err)
-		}
-		if err := storableText("set_by", f.SetBy); err != nil {
-			return fmt.Errorf("%s: fact %d: %w", op, i, err)
-		}
-		keys, values, setBy = append(keys, f.Key), append(values, f.Value), append(setBy, f.SetBy)
-		convs = append(convs, f.Conversation)
-		sourceSeq[i], confidence[i] = f.SourceSeq, f.Confidence
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		createdAt[i] = dbTime(f.CreatedAt)
-		last[f.Key] = i
-	}
 	if n == 0 && from == nil {
 		return nil
 	}
-	distinct := make([]string, 0, len(last))
-	for k := range last {
-		distinct = append(distinct, k)
-	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.uq.lock, user.Tenant, user.ID); err != nil {
 			return err
 		}
@@ -304,17 +271,7 @@ func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, f
 				return err
 			}
 		}
-		rows, err := tx.Query(ctx, s.uq.retire, user.Tenant, user.ID, distinct)
-		if err != nil {
-			return err
-		}
-		versions, current, err := nextVersions(rows, keys, last)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, s.uq.insert, user.Tenant, user.ID,
-			keys, versions, current, values, sourceSeq, setBy, confidence, createdAt, convs)
-		return err
+		return b.write(ctx, tx, user, s.uq.retire, s.uq.insert, true)
 	})
 	if err != nil {
 		return wrap(ctx, op, err)
@@ -326,7 +283,7 @@ func (s *Store) setUserFacts(ctx context.Context, op string, user chatmem.Key, f
 // chatmem.UserStore.
 func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
 	op := fmt.Sprintf("postgres: delete fact %q of user %s", name, user)
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if err := chatmem.ValidateFactKey(name); err != nil {
@@ -360,7 +317,7 @@ func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name strin
 // for every delete in PostgreSQL.
 func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 	op := "postgres: delete user " + user.String()
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	// The record goes first, under the user's lock, which the appends
@@ -443,15 +400,12 @@ func (s *Store) checkErasure(ctx context.Context, tx pgx.Tx, user chatmem.Key, s
 // see chatmem.UserLister.
 func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.UserPage, error) {
 	op := "postgres: users of " + tenant
-	if err := chatmem.ValidateID(tenant); err != nil {
-		return chatmem.UserPage{}, fmt.Errorf("%s: tenant: %w", op, err)
+	if err := storekit.CheckTenant(tenant); err != nil {
+		return chatmem.UserPage{}, fmt.Errorf("%s: %w", op, err)
 	}
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = 50
-	case limit < 0 || limit > 1000:
-		return chatmem.UserPage{}, fmt.Errorf("%s: %w: page limit %d, want 1 to 1000", op, chatmem.ErrInvalid, limit)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.UserPage{}, fmt.Errorf("%s: %w", op, err)
 	}
 	rows, err := s.pool.Query(ctx, s.uq.users, tenant, page.After, s.now(), limit+1)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.UserSearcher = (*Store)(nil)
@@ -103,16 +104,13 @@ JOIN {s}.messages m ON m.tenant = $1 AND m.conv_id = h.conv AND m.seq = h.seq`),
 // is safe for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	op := "postgres: user postings of " + user.String()
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%s: %w: limit %d, want at least 1", op, chatmem.ErrInvalid, limit)
-	}
-	send, err := termsToSend(terms)
-	if err != nil {
+	if err := storekit.CheckPostings(terms, limit); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	send := termsToSend(terms)
 	out := make([][]chatmem.UserHit, len(terms))
 	for i := range out {
 		out[i] = []chatmem.UserHit{}
@@ -162,7 +160,7 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 // concurrent use.
 func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []chatmem.UserHit) ([]chatmem.UserMessage, error) {
 	op := "postgres: user messages of " + user.String()
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	want := slices.Clone(hits)

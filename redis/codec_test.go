@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/floor/redisfloor"
 )
 
 // withSeq does to an encoded record what the append script does.
@@ -116,6 +117,25 @@ func checkEncodeRecord(t *testing.T, i int, m chatmem.Message) {
 	want, werr := jsonRecord(m)
 	if (err == nil) != (werr == nil) || string(got) != string(want) {
 		t.Errorf("case %d: encodeRecord = %s, %v; encoding/json = %s, %v", i, got, err, want, werr)
+	}
+}
+
+// TestFloorRecord checks that the turn floor's records (redisfloor) are
+// the store's, byte for byte, so that the floor stores and reads what the
+// store's turn does.
+func TestFloorRecord(t *testing.T) {
+	for i, m := range []chatmem.Message{
+		{Role: chatmem.RoleUser, Content: "What is the capital of France?", Tokens: 7},
+		{Role: chatmem.RoleAssistant, Content: "\"quoted\" <b> & \u2028 \x00 \xff", Tokens: 0},
+		{Role: chatmem.RoleUser, Tokens: 3},
+	} {
+		want, err := encodeRecord(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := redisfloor.Record([]byte("x"), m.Role, m.Content, m.Tokens); string(got) != "x"+string(want) {
+			t.Errorf("case %d: redisfloor.Record = %s, want x%s", i, got, want)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/erasure"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // Erasure records (chatmem.UserStore.DeleteUser) live in the user's hash
@@ -235,7 +236,7 @@ func (s *Store) finishErasure(ctx context.Context, user chatmem.Key, epoch int64
 // is written first; see users.go).
 func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
 	user := p.User
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return err
 	}
 	if err := p.Check(); err != nil {

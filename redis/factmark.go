@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.FactMarker = (*Store)(nil)
@@ -58,7 +58,7 @@ func factSeq(fields map[string]string) int64 {
 // -1 for a missing or expired conversation, or one created at another
 // time; -2 if the mark is not prev; -3 if through is beyond last_seq; else
 // 0.
-var setFactsThroughScript = newScript(luaPrelude + `
+var setFactsThroughScript = newScript(luaPrelude + luaSetFactPairs + `
 local meta, facts, hist = KEYS[1], KEYS[2], KEYS[3]
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'created_at', 'fact_seq', 'fact_of')
 if not m[1] or expired(m[2], ARGV[1]) then return -1 end
@@ -67,13 +67,7 @@ local mark = '0'
 if m[5] and m[5] == m[3] and m[4] then mark = m[4] end
 if mark ~= ARGV[3] then return -2 end
 if lt(m[1], ARGV[4]) then return -3 end
-for i = 5, #ARGV, 2 do
-  local name, fact = ARGV[i], ARGV[i + 1]
-  redis.call('HSET', facts, name, fact)
-  local h = redis.call('HGET', hist, name)
-  if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
-  redis.call('HSET', hist, name, h)
-end
+setFactPairs(facts, hist, 5)
 redis.call('HSET', meta, 'fact_seq', ARGV[4], 'fact_of', m[3])
 if #ARGV >= 5 then
   keepExpiry(meta, facts)
@@ -89,25 +83,15 @@ func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created ti
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	if prev < 0 || through <= prev {
-		return fmt.Errorf("%w: fact mark %d..%d is not a forward move", chatmem.ErrInvalid, prev, through)
+	if err := storekit.CheckFactMark(prev, through); err != nil {
+		return err
 	}
 	now := s.now()
 	gen, ok := generation(&created)
-	args := make([]any, 0, 4+2*len(facts))
-	args = append(args, nanos(now), gen, strconv.FormatInt(prev, 10), strconv.FormatInt(through, 10))
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
-		}
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		b, err := json.Marshal(f)
-		if err != nil {
-			return fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
-		}
-		args = append(args, f.Key, b)
+	args, err := appendFactArgs(make([]any, 0, 4+2*len(facts)), facts, now, false,
+		nanos(now), gen, strconv.FormatInt(prev, 10), strconv.FormatInt(through, 10))
+	if err != nil {
+		return err
 	}
 	if !ok {
 		return notFound(key)
@@ -133,8 +117,8 @@ func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created ti
 // index of IDs from after, a page at a time, reading the pages' meta
 // hashes in one pipelined round trip.
 func (s *Store) FactLaggards(ctx context.Context, after chatmem.Key, limit int) ([]chatmem.Key, error) {
-	if limit < 1 || limit > maxPage {
-		return nil, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, limit, maxPage)
+	if err := storekit.CheckPageLimit(limit); err != nil {
+		return nil, err
 	}
 	tenants, err := s.tenants(ctx)
 	if err != nil {

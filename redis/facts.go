@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.FactStore = (*Store)(nil)
@@ -87,20 +88,9 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 	}
 	now := s.now()
 	gen, ok := generation(created)
-	args := make([]any, 0, 2+2*len(facts))
-	args = append(args, nanos(now), gen)
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return fmt.Errorf("fact %d: %w", i, err)
-		}
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		b, err := json.Marshal(f)
-		if err != nil {
-			return fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
-		}
-		args = append(args, f.Key, b)
+	args, err := appendFactArgs(make([]any, 0, 2+2*len(facts)), facts, now, false, nanos(now), gen)
+	if err != nil {
+		return err
 	}
 	if !ok {
 		return notFound(key)
@@ -113,6 +103,31 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 		return notFound(key)
 	}
 	return nil
+}
+
+// appendFactArgs checks facts and appends to args first head, then the
+// fact scripts' arguments for facts: one pair per fact, its key and its
+// JSON, with a zero CreatedAt set to now. It serves a conversation's facts
+// and (user) a user's, which keep no scope nor timeline of their own.
+func appendFactArgs(args []any, facts []chatmem.Fact, now time.Time, user bool, head ...any) ([]any, error) {
+	if err := storekit.CheckFacts(facts); err != nil {
+		return nil, err
+	}
+	args = append(args, head...)
+	for i, f := range facts {
+		if f.CreatedAt.IsZero() {
+			f.CreatedAt = now
+		}
+		if user {
+			f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
+		}
+		b, err := json.Marshal(f)
+		if err != nil {
+			return nil, fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
+		}
+		args = append(args, f.Key, b)
+	}
+	return args, nil
 }
 
 // DeleteFact removes the named fact and its history with one script.

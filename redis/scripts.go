@@ -535,23 +535,34 @@ return 0
 // (empty: any), then one pair per fact: its key and its JSON. It replies
 // -1 for a missing or expired conversation, or one created at another
 // time, else 0.
-var setFactsScript = newScript(luaPrelude + `
+var setFactsScript = newScript(luaPrelude + luaSetFactPairs + `
 local meta, facts, hist = KEYS[1], KEYS[2], KEYS[3]
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'created_at')
 if not m[1] or expired(m[2], ARGV[1]) then return -1 end
 if ARGV[2] ~= '' and m[3] ~= ARGV[2] then return -1 end
 if #ARGV < 3 then return 0 end
-for i = 3, #ARGV, 2 do
-  local name, fact = ARGV[i], ARGV[i + 1]
-  redis.call('HSET', facts, name, fact)
-  local h = redis.call('HGET', hist, name)
-  if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
-  redis.call('HSET', hist, name, h)
-end
+setFactPairs(facts, hist, 3)
 keepExpiry(meta, facts)
 keepExpiry(meta, hist)
 return 0
 `)
+
+// luaSetFactPairs defines setFactPairs(facts, hist, from): ARGV from
+// index from on holds one pair per fact, its key and its JSON; each
+// becomes its key's current value in the hash facts and is appended to
+// the key's history (a JSON array) in hist. A conversation's facts and a
+// user's are written by it alike.
+const luaSetFactPairs = `
+local function setFactPairs(facts, hist, from)
+  for i = from, #ARGV, 2 do
+    local name, fact = ARGV[i], ARGV[i + 1]
+    redis.call('HSET', facts, name, fact)
+    local h = redis.call('HGET', hist, name)
+    if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
+    redis.call('HSET', hist, name, h)
+  end
+end
+`
 
 // deleteFactScript removes a fact's current value and history.
 //

@@ -10,6 +10,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // The lexical index (chatmem.Searcher): every non-system message is
@@ -56,13 +57,8 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: postings limit %d is below 1", chatmem.ErrInvalid, limit)
-	}
-	for i, t := range terms {
-		if t == "" {
-			return nil, fmt.Errorf("%w: search term %d is empty", chatmem.ErrInvalid, i)
-		}
+	if err := storekit.CheckPostings(terms, limit); err != nil {
+		return nil, err
 	}
 	// What must be indexed: the messages before before, as far as the
 	// conversation reached when Postings was called. Later appends may

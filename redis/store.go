@@ -17,6 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // DefaultPrefix is the key prefix of a zero Options.
@@ -353,19 +354,11 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	fail := func(err error) (chatmem.AppendResult, chatmem.TailRead, error) {
 		return chatmem.AppendResult{}, chatmem.TailRead{}, err
 	}
-	if err := key.Validate(); err != nil {
+	if err := storekit.CheckAppend(key, msgs, opts); err != nil {
 		return fail(err)
-	}
-	if len(msgs) == 0 {
-		return fail(fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid))
 	}
 	if opts.TTL < 0 {
 		return fail(fmt.Errorf("%w: negative TTL %v", chatmem.ErrInvalid, opts.TTL))
-	}
-	if opts.User != "" {
-		if err := chatmem.ValidateUser(opts.User); err != nil {
-			return fail(fmt.Errorf("user: %w", err))
-		}
 	}
 	now := opts.Now
 	if now.IsZero() {
@@ -413,13 +406,7 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	}
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
-		if !m.Role.Valid() {
-			return fail(fmt.Errorf("message %d: %w: unknown role %q", i, chatmem.ErrInvalid, m.Role))
-		}
-		if m.Tokens < 0 {
-			return fail(fmt.Errorf("message %d: %w: negative token count %d", i, chatmem.ErrInvalid, m.Tokens))
-		}
-		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
+		if err := storekit.CheckMessage(m); err != nil {
 			return fail(fmt.Errorf("message %d: %w", i, err))
 		}
 		m = m.Clone()
@@ -757,22 +744,16 @@ func notFound(key chatmem.Key) error {
 	return fmt.Errorf("conversation %s: %w", key, chatmem.ErrNotFound)
 }
 
-// maxPage is the largest PageRequest.Limit.
-const maxPage = 1000
-
 // List returns the tenant's conversations in ID order from the tenant's
 // index, skipping (and removing) members whose conversation no longer
 // exists. See the package documentation.
 func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.Page, error) {
-	if err := chatmem.ValidateID(tenant); err != nil {
-		return chatmem.Page{}, fmt.Errorf("tenant: %w", err)
+	if err := storekit.CheckTenant(tenant); err != nil {
+		return chatmem.Page{}, err
 	}
-	limit := page.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	if limit < 0 || limit > maxPage {
-		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, page.Limit, maxPage)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.Page{}, err
 	}
 	index := s.indexKey(tenant)
 	after := page.After
@@ -1150,8 +1131,8 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 	if err := key.Validate(); err != nil {
 		return chatmem.Conversation{}, nil, err
 	}
-	if limit < 1 {
-		return chatmem.Conversation{}, nil, fmt.Errorf("%w: limit %d is below 1", chatmem.ErrInvalid, limit)
+	if err := storekit.CheckLimit(limit); err != nil {
+		return chatmem.Conversation{}, nil, err
 	}
 	const op = "conversation and messages of"
 	reply, err := s.run(ctx, sinceScript, s.keysAt(key, kMeta, kMsgs), nanos(s.now()), after, limit)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var (
@@ -68,14 +69,10 @@ func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.T
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	switch {
-	case sum.Text == "":
-		return fmt.Errorf("%w: summary text is empty", chatmem.ErrInvalid)
-	case prev < 0:
-		return fmt.Errorf("%w: previous summary seq %d is negative", chatmem.ErrInvalid, prev)
-	case sum.CoversSeq <= prev:
-		return fmt.Errorf("%w: summary covers seq %d, not after the previous summary's %d", chatmem.ErrInvalid, sum.CoversSeq, prev)
-	case sum.Tokens < 0:
+	if err := storekit.CheckSummary(sum, prev); err != nil {
+		return err
+	}
+	if sum.Tokens < 0 {
 		return fmt.Errorf("%w: summary has %d tokens", chatmem.ErrInvalid, sum.Tokens)
 	}
 	gen, ok := generation(created)
@@ -102,7 +99,9 @@ func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.T
 		if code == 1 {
 			return fmt.Errorf("%w: the summary of %s covers seq %d, not %d", chatmem.ErrConflict, key, n, prev)
 		}
-		return fmt.Errorf("%w: summary covers seq %d, past the last message %d of %s", chatmem.ErrInvalid, sum.CoversSeq, n, key)
+		if err := storekit.CheckSummaryWithin(sum.CoversSeq, n); err != nil {
+			return fmt.Errorf("summary of %s: %w", key, err)
+		}
 	}
 	return fmt.Errorf("redis: put summary of %s: unexpected script reply %v", key, reply)
 }

@@ -11,16 +11,17 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/floor/redisfloor"
 	"github.com/chatmem/chatmem/internal/testenv"
 	"github.com/chatmem/chatmem/storetest"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
-// BenchmarkTurn is issue 18's turn on Redis, with its floor beside it:
+// BenchmarkTurn is a chat turn on Redis, with its floor beside it:
 //
 //	memory/...   storetest.BenchmarkTurn: Memory.Append + Memory.Context
 //	             per turn (n=N), the context read alone (read/n=N)
-//	floor/n=N    raw Redis (TurnFloor): RPUSH of the message's record and
+//	floor/n=N    raw Redis (redisfloor): RPUSH of the message's record and
 //	             LRANGE of the newest 64, pipelined (one round trip)
 //	vs-floor/n=N storetest.BenchmarkTurnFloor: Memory.Turn and the floor
 //	             alternating in one loop, and a new process's first turn
@@ -43,10 +44,10 @@ func BenchmarkTurn(b *testing.B) {
 		})
 }
 
-// redisFloor is TurnFloor on s, of n messages of the benchmark's first
-// content, dropped when b ends.
+// redisFloor is redisfloor's floor beside s's keys, of n messages of the
+// benchmark's first content, dropped when b ends.
 func redisFloor(b *testing.B, s *Store, n int) storetest.TurnFloor {
-	f, err := TurnFloor(b.Context(), s, n, storetest.TurnContent(0))
+	f, err := redisfloor.New(b.Context(), s.Client(), s.Prefix(), n, storetest.TurnContent(0))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/erasure"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var (
@@ -73,30 +73,16 @@ func (s *Store) listUser(ctx context.Context, user chatmem.Key) error {
 	return wrap(ctx, s.client.ZAdd(ctx, s.usersKey(user.Tenant), goredis.Z{Member: user.ID}).Err())
 }
 
-// validateUser checks a user key.
-func validateUser(user chatmem.Key) error {
-	if err := chatmem.ValidateID(user.Tenant); err != nil {
-		return fmt.Errorf("tenant: %w", err)
-	}
-	if err := chatmem.ValidateUser(user.ID); err != nil {
-		return fmt.Errorf("user: %w", err)
-	}
-	return nil
-}
-
 // UserConversations returns one page of the user's live conversations in
 // ID order, from the user's index, skipping members whose conversation is
 // gone or is not the user's; see chatmem.UserStore.
 func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return chatmem.Page{}, err
 	}
-	limit := page.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	if limit < 0 || limit > maxPage {
-		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, page.Limit, maxPage)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.Page{}, err
 	}
 	index := s.userKeys(user)[0]
 	after := page.After
@@ -161,7 +147,7 @@ func (s *Store) metas(ctx context.Context, tenant string, ids []string) ([]chatm
 // UserFacts returns the current value of every user fact, ordered by key
 // (byte order), with one HGETALL; see chatmem.UserStore.
 func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
 	fields, err := s.client.HGetAll(ctx, s.userKeys(user)[1]).Result()
@@ -183,7 +169,7 @@ func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact
 // UserFactHistory returns every value the named user fact has had, oldest
 // first, with one HGET; see chatmem.UserStore.
 func (s *Store) UserFactHistory(ctx context.Context, user chatmem.Key, name string) ([]chatmem.Fact, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
 	if err := chatmem.ValidateFactKey(name); err != nil {
@@ -206,7 +192,7 @@ func (s *Store) UserFactHistory(ctx context.Context, user chatmem.Key, name stri
 // SetUserFacts records facts as the user's, in order, with one script;
 // see chatmem.UserStore.
 func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return err
 	}
 	args, err := s.userFactArgs(facts)
@@ -226,11 +212,8 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 // records facts, with one script on the user's slot; see
 // chatmem.UserFactReplacer.
 func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckReplaceFacts(user, facts); err != nil {
 		return err
-	}
-	if len(facts) == 0 {
-		return fmt.Errorf("%w: replace the facts of user %s with none", chatmem.ErrInvalid, user)
 	}
 	args, err := s.userFactArgs(facts)
 	if err != nil {
@@ -245,32 +228,16 @@ func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []
 	return nil
 }
 
-// userFactArgs checks facts and returns the scripts' arguments for them:
-// one pair per fact, its key and its JSON.
+// userFactArgs checks facts and returns the user-fact scripts' arguments
+// for them (appendFactArgs).
 func (s *Store) userFactArgs(facts []chatmem.Fact) ([]any, error) {
-	now := s.now()
-	args := make([]any, 0, 2*len(facts))
-	for i, f := range facts {
-		if err := f.Validate(); err != nil {
-			return nil, fmt.Errorf("fact %d: %w", i, err)
-		}
-		if f.CreatedAt.IsZero() {
-			f.CreatedAt = now
-		}
-		f.Scope, f.ValidFrom, f.ValidTo, f.SupersededBy = "", time.Time{}, time.Time{}, nil
-		b, err := json.Marshal(f)
-		if err != nil {
-			return nil, fmt.Errorf("fact %d: %w: %v", i, chatmem.ErrInvalid, err)
-		}
-		args = append(args, f.Key, b)
-	}
-	return args, nil
+	return appendFactArgs(make([]any, 0, 2*len(facts)), facts, s.now(), true)
 }
 
 // DeleteUserFact removes the named user fact and its history; see
 // chatmem.UserStore.
 func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return err
 	}
 	if err := chatmem.ValidateFactKey(name); err != nil {
@@ -302,7 +269,7 @@ const eraseBatch = 100
 // deletes the user's keys. Every step is safe to repeat, so after an
 // error calling it again finishes.
 func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return 0, err
 	}
 	// The record goes first: from then on no append of the user is
@@ -368,15 +335,12 @@ func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
 // are skipped, and stay until DeleteUser: removing them here could race
 // with a write that has listed the user and not yet written.
 func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.UserPage, error) {
-	if err := chatmem.ValidateID(tenant); err != nil {
-		return chatmem.UserPage{}, fmt.Errorf("tenant: %w", err)
+	if err := storekit.CheckTenant(tenant); err != nil {
+		return chatmem.UserPage{}, err
 	}
-	limit := page.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	if limit < 0 || limit > maxPage {
-		return chatmem.UserPage{}, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, page.Limit, maxPage)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.UserPage{}, err
 	}
 	if err := s.listUsersOnce(ctx); err != nil {
 		return chatmem.UserPage{}, fmt.Errorf("redis: users of %s: %w", tenant, err)
@@ -554,22 +518,6 @@ var replaceUserFactsScript = newScript(`redis.call('DEL', KEYS[1], KEYS[2])
 const setUserFactsLua = luaSetFactPairs + `
 setFactPairs(KEYS[1], KEYS[2], 1)
 return 0
-`
-
-// luaSetFactPairs defines setFactPairs(facts, hist, from): ARGV from
-// index from on holds one pair per fact, its key and its JSON; each
-// becomes its key's current value in the hash facts and is appended to
-// the key's history (a JSON array) in hist.
-const luaSetFactPairs = `
-local function setFactPairs(facts, hist, from)
-  for i = from, #ARGV, 2 do
-    local name, fact = ARGV[i], ARGV[i + 1]
-    redis.call('HSET', facts, name, fact)
-    local h = redis.call('HGET', hist, name)
-    if h then h = string.sub(h, 1, -2) .. ',' .. fact .. ']' else h = '[' .. fact .. ']' end
-    redis.call('HSET', hist, name, h)
-  end
-end
 `
 
 // deleteUserConversationScript deletes a conversation, expired or not,

@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.UserSearcher = (*Store)(nil)
@@ -223,16 +224,11 @@ type userEntry struct {
 // chatmem.ErrInvalid for a bad user, limit < 1 or an empty term. It is
 // safe for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: postings limit %d is below 1", chatmem.ErrInvalid, limit)
-	}
-	for i, t := range terms {
-		if t == "" {
-			return nil, fmt.Errorf("%w: search term %d is empty", chatmem.ErrInvalid, i)
-		}
+	if err := storekit.CheckPostings(terms, limit); err != nil {
+		return nil, err
 	}
 	out := make([][]chatmem.UserHit, len(terms))
 	for i := range out {
@@ -362,7 +358,7 @@ func (s *Store) checkUserConversations(ctx context.Context, user chatmem.Key, co
 // trip per conversation. It wraps chatmem.ErrInvalid for a bad user. It
 // is safe for concurrent use.
 func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []chatmem.UserHit) ([]chatmem.UserMessage, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
 	bySeq := map[string][]int64{}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.FactMarker = (*Store)(nil)
@@ -52,12 +53,12 @@ func (s *Store) FactMark(ctx context.Context, key chatmem.Key) (chatmem.FactMark
 // from prev to through in the same IMMEDIATE transaction; see
 // chatmem.FactMarker. Nothing is written on error.
 func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created time.Time, facts []chatmem.Fact, prev, through int64) error {
-	if prev < 0 || through <= prev {
-		return fmt.Errorf("%w: fact mark %d..%d is not a forward move", chatmem.ErrInvalid, prev, through)
+	if err := storekit.CheckFactMark(prev, through); err != nil {
+		return err
 	}
 	return s.setFacts(ctx, key, &created, facts, func(t tx, conv chatmem.Conversation) error {
-		if through > conv.LastSeq {
-			return fmt.Errorf("%w: fact mark %d is beyond the last message %d", chatmem.ErrInvalid, through, conv.LastSeq)
+		if err := storekit.CheckFactMarkWithin(through, conv.LastSeq); err != nil {
+			return err
 		}
 		var seq, last, at int64
 		if err := t.row(selectFactMark, key.Tenant, key.ID, clampedNanos(s.now())).Scan(&seq, &last, &at); err != nil {
@@ -75,8 +76,8 @@ func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created ti
 // last seq, after the key after, along the primary key; see
 // chatmem.FactMarker. A page costs the conversations it passes over.
 func (s *Store) FactLaggards(ctx context.Context, after chatmem.Key, limit int) ([]chatmem.Key, error) {
-	if limit < 1 || limit > MaxPageLimit {
-		return nil, fmt.Errorf("%w: page limit %d is outside 1..%d", chatmem.ErrInvalid, limit, MaxPageLimit)
+	if err := storekit.CheckPageLimit(limit); err != nil {
+		return nil, err
 	}
 	rows, err := s.r.query(ctx, selectFactLaggards, after.Tenant, after.ID, clampedNanos(s.now()), limit)
 	if err != nil {

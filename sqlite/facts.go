@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // Facts returns the current value of every fact key of the conversation,
@@ -76,7 +77,7 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 		return err
 	}
 	now := s.now()
-	facts, last, keys, err := factBatch(facts, now)
+	b, err := newFactBatch(facts, now)
 	if err != nil {
 		return err
 	}
@@ -96,26 +97,7 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 				return err
 			}
 		}
-		version := make(map[string]int64, len(keys))
-		for _, k := range keys {
-			var v int64 // 0: the key has no value yet
-			if err := t.row(retireFact, key.Tenant, key.ID, k).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			version[k] = v
-		}
-		for i, f := range facts {
-			version[f.Key]++
-			current := 0
-			if last[f.Key] == i {
-				current = 1
-			}
-			if _, err := t.exec(insertFact, key.Tenant, key.ID, f.Key, version[f.Key], current, f.Value, f.SourceSeq,
-				f.SetBy, f.Confidence, f.CreatedAt.UnixNano()); err != nil {
-				return fmt.Errorf("insert fact %d (%s): %w", i, f.Key, err)
-			}
-		}
-		return nil
+		return b.write(t, conversationFacts, key, false)
 	})
 }
 
@@ -180,29 +162,84 @@ func (s *Store) readFacts(ctx context.Context, key chatmem.Key, query string, ar
 	return out, nil
 }
 
-// factBatch checks a batch of facts for SetFacts and SetUserFacts: each
-// valid, its CreatedAt (zero: now) storable. It returns a copy of the
-// batch with the times set, the index of each key's last fact, and the
-// distinct keys in batch order.
-func factBatch(facts []chatmem.Fact, now time.Time) ([]chatmem.Fact, map[string]int, []string, error) {
-	facts = append([]chatmem.Fact(nil), facts...)
-	last := make(map[string]int, len(facts))
-	var keys []string
-	for i := range facts {
-		f := &facts[i]
-		if err := f.Validate(); err != nil {
-			return nil, nil, nil, fmt.Errorf("fact %d: %w", i, err)
-		}
+// factBatch is a batch of facts checked for writing, for a conversation's
+// facts and a user's alike: facts with their times set, last the index of
+// each key's last fact, keys the distinct keys in batch order.
+type factBatch struct {
+	facts []chatmem.Fact
+	last  map[string]int
+	keys  []string
+}
+
+// newFactBatch checks a batch of facts for SetFacts and SetUserFacts: each
+// valid, its CreatedAt (zero: now) storable. The batch holds a copy of
+// facts with the times set.
+func newFactBatch(facts []chatmem.Fact, now time.Time) (*factBatch, error) {
+	if err := storekit.CheckFacts(facts); err != nil {
+		return nil, err
+	}
+	b := &factBatch{facts: append([]chatmem.Fact(nil), facts...), last: make(map[string]int, len(facts))}
+	for i := range b.facts {
+		f := &b.facts[i]
 		if f.CreatedAt.IsZero() {
 			f.CreatedAt = now
 		}
 		if err := checkTime(fmt.Sprintf("fact %d created_at", i), f.CreatedAt); err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
-		if _, ok := last[f.Key]; !ok {
-			keys = append(keys, f.Key)
+		if _, ok := b.last[f.Key]; !ok {
+			b.keys = append(b.keys, f.Key)
 		}
-		last[f.Key] = i
+		b.last[f.Key] = i
 	}
-	return facts, last, keys, nil
+	return b, nil
+}
+
+// factScope is where a batch of facts is written: a conversation's facts
+// or a user's, each with its statements. retire makes a key's current
+// value history and returns its version; insert adds one version of a
+// key, and for a user's facts (user) names the fact's conversation too.
+type factScope struct {
+	retire, insert string
+	user           bool
+}
+
+var (
+	conversationFacts = factScope{retire: retireFact, insert: insertFact}
+	userFacts         = factScope{retire: retireUserFact, insert: insertUserFact, user: true}
+)
+
+// write inserts the batch in t as the facts of owner (a conversation's key
+// or a user's) in scope sc: the current value of each of its keys becomes
+// history, and each fact is stored with its key's next version, the last
+// one per key current. fresh says owner has no facts (they were just
+// deleted), so there is nothing to retire.
+func (b *factBatch) write(t tx, sc factScope, owner chatmem.Key, fresh bool) error {
+	version := make(map[string]int64, len(b.keys)) // absent: the key has no value yet
+	for _, k := range b.keys {
+		if fresh {
+			break // nothing to retire
+		}
+		var v int64
+		if err := t.row(sc.retire, owner.Tenant, owner.ID, k).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		version[k] = v
+	}
+	for i, f := range b.facts {
+		version[f.Key]++
+		current := 0
+		if b.last[f.Key] == i {
+			current = 1
+		}
+		args := []any{owner.Tenant, owner.ID, f.Key, version[f.Key], current, f.Value, f.SourceSeq,
+			f.SetBy, f.Confidence, f.CreatedAt.UnixNano()}
+		if sc.user {
+			args = append(args, f.Conversation)
+		}
+		if _, err := t.exec(sc.insert, args...); err != nil {
+			return fmt.Errorf("insert fact %d (%s): %w", i, f.Key, err)
+		}
+	}
+	return nil
 }

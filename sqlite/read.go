@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // Tail returns the newest messages selected by q, oldest first: the longest
@@ -90,8 +91,8 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 	if err := key.Validate(); err != nil {
 		return chatmem.Conversation{}, nil, err
 	}
-	if limit < 1 {
-		return chatmem.Conversation{}, nil, fmt.Errorf("%w: limit %d is below 1", chatmem.ErrInvalid, limit)
+	if err := storekit.CheckLimit(limit); err != nil {
+		return chatmem.Conversation{}, nil, err
 	}
 	conv, msgs, err := s.conversationSince(ctx, key, after, limit)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // maxIndexedSeq is the largest seq the index can hold: a message's rowid in
@@ -105,13 +106,8 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: postings limit %d is below 1", chatmem.ErrInvalid, limit)
-	}
-	for i, term := range terms {
-		if term == "" {
-			return nil, fmt.Errorf("%w: term %d is empty", chatmem.ErrInvalid, i)
-		}
+	if err := storekit.CheckPostings(terms, limit); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	out := make([][]int64, len(terms))

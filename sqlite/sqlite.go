@@ -208,9 +208,8 @@ func dsn(abs string, opts Options, readOnly bool) string {
 		// cache (2 MiB, 500 pages) keeps a few hundred of them; a user
 		// of a long history has thousands: reading them again from the
 		// file, a turn across 1,000,000 messages took 8.4 ms where it
-		// takes 6.5 with 64 MiB (docs/performance.md, "Issue 17, a
-		// fourth time"). The checkpointer's connection gets the same
-		// setting and reads no pages into it.
+		// takes 6.5 with 64 MiB. The checkpointer's connection gets the
+		// same setting and reads no pages into it.
 		q.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writeCacheKiB))
 	}
 	q.Add("_pragma", "foreign_keys(1)")
@@ -274,6 +273,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Path returns the absolute path of the store's database file.
+func (s *Store) Path() string { return s.path }
 
 // Close ends the committer and the checkpointer and closes the
 // connections (the last one closed checkpoints what is left in the WAL).

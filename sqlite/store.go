@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 // Times are stored as Unix nanoseconds; these bound what fits in an int64.
@@ -102,25 +103,16 @@ func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conv
 	return c, translate(ctx, err)
 }
 
-// DefaultPageLimit and MaxPageLimit bound PageRequest.Limit.
-const (
-	DefaultPageLimit = 50
-	MaxPageLimit     = 1000
-)
-
 // List returns the tenant's live conversations ordered by ID (byte order),
 // one page at a time. An unknown tenant has an empty list. It wraps
 // chatmem.ErrInvalid for a bad tenant or a limit outside 0..1000.
 func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.Page, error) {
-	if err := chatmem.ValidateID(tenant); err != nil {
-		return chatmem.Page{}, fmt.Errorf("tenant: %w", err)
+	if err := storekit.CheckTenant(tenant); err != nil {
+		return chatmem.Page{}, err
 	}
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultPageLimit
-	case limit < 0 || limit > MaxPageLimit:
-		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is not within 1..%d", chatmem.ErrInvalid, page.Limit, MaxPageLimit)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.Page{}, err
 	}
 	// One row more than the page tells whether another page follows.
 	rows, err := s.r.query(ctx, selectPage, tenant, page.After, clampedNanos(s.now()), limit+1)
@@ -214,16 +206,8 @@ type tailRead struct {
 
 // appendTail is Append, and AppendTail when tail is set.
 func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions, tail *tailRead) (chatmem.AppendResult, error) {
-	if err := key.Validate(); err != nil {
+	if err := storekit.CheckAppend(key, msgs, opts); err != nil {
 		return chatmem.AppendResult{}, err
-	}
-	if len(msgs) == 0 {
-		return chatmem.AppendResult{}, fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
-	}
-	if opts.User != "" {
-		if err := chatmem.ValidateUser(opts.User); err != nil {
-			return chatmem.AppendResult{}, fmt.Errorf("user: %w", err)
-		}
 	}
 	now := opts.Now
 	if now.IsZero() {
@@ -245,13 +229,7 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	terms := make([][]string, len(msgs)) // the index's, computed outside the write lock
 	for i, m := range msgs {
 		m = m.Clone()
-		if !m.Role.Valid() {
-			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: unknown role %q", i, chatmem.ErrInvalid, m.Role)
-		}
-		if m.Tokens < 0 {
-			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w: negative token count %d", i, chatmem.ErrInvalid, m.Tokens)
-		}
-		if err := chatmem.ValidateTime("created_at", m.CreatedAt); err != nil {
+		if err := storekit.CheckMessage(m); err != nil {
 			return chatmem.AppendResult{}, fmt.Errorf("message %d: %w", i, err)
 		}
 		if m.CreatedAt.IsZero() {

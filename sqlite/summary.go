@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.GenerationWriter = (*Store)(nil)
@@ -71,13 +72,8 @@ func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.T
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	switch {
-	case sum.Text == "":
-		return fmt.Errorf("summary of %s: %w: text is empty", key, chatmem.ErrInvalid)
-	case prev < 0:
-		return fmt.Errorf("summary of %s: %w: previous summary seq %d is negative", key, chatmem.ErrInvalid, prev)
-	case sum.CoversSeq <= prev:
-		return fmt.Errorf("summary of %s: %w: covers seq %d, not after the previous summary's %d", key, chatmem.ErrInvalid, sum.CoversSeq, prev)
+	if err := storekit.CheckSummary(sum, prev); err != nil {
+		return fmt.Errorf("summary of %s: %w", key, err)
 	}
 	now := s.now()
 	if sum.CreatedAt.IsZero() {
@@ -98,8 +94,8 @@ func (s *Store) putSummary(ctx context.Context, key chatmem.Key, created *time.T
 		if covers != prev {
 			return fmt.Errorf("summary of %s: %w: the stored summary covers seq %d, not %d", key, chatmem.ErrConflict, covers, prev)
 		}
-		if sum.CoversSeq > conv.LastSeq {
-			return fmt.Errorf("summary of %s: %w: covers seq %d, past the last message %d", key, chatmem.ErrInvalid, sum.CoversSeq, conv.LastSeq)
+		if err := storekit.CheckSummaryWithin(sum.CoversSeq, conv.LastSeq); err != nil {
+			return fmt.Errorf("summary of %s: %w", key, err)
 		}
 		_, err = t.exec(upsertSummary, key.Tenant, key.ID, sum.Text, sum.CoversSeq, sum.Tokens, sum.Summarizer,
 			sum.CreatedAt.UnixNano())

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/floor/sqlitefloor"
 	"github.com/chatmem/chatmem/storetest"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
-// BenchmarkTurn is issue 18's turn on SQLite against its floor, and a new
+// BenchmarkTurn is a chat turn on SQLite against its floor, and a new
 // process's first turn against a steady one:
 //
 //	floor/n=N    the floor alone
@@ -23,7 +24,7 @@ import (
 //	             on the file (Open: another process's connections,
 //	             schema check and statements)
 //
-// The floor is TurnFloor: the job done raw with the same driver and
+// The floor is sqlitefloor's: the job done raw with the same driver and
 // durability (WAL, synchronous=FULL) on a table of its own in another file
 // beside the store's: one transaction that INSERTs the message and SELECTs
 // the newest 64 by primary key, committed. (storetest.BenchmarkTurn on SQLite, with and
@@ -36,7 +37,7 @@ func BenchmarkTurn(b *testing.B) {
 	opts := chatmem.Options{Counter: tokenizer.Estimate{}}
 	storetest.BenchmarkTurnVsFloor(b, sizes, opts, func(b *testing.B) *Store { return open(b, filepath.Join(b.TempDir(), "chatmem.db")) },
 		func(b *testing.B, s *Store, n int) storetest.TurnFloor {
-			f, err := TurnFloor(b.Context(), s, n, storetest.TurnContent(0))
+			f, err := sqlitefloor.New(b.Context(), s.Path(), n, storetest.TurnContent(0))
 			if err != nil {
 				b.Fatal(err)
 			}

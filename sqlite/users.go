@@ -9,6 +9,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/erasure"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var (
@@ -94,30 +95,16 @@ func userConflict(key chatmem.Key, have, want string) error {
 	return fmt.Errorf("%w: conversation %s belongs to another user than %q", chatmem.ErrConflict, key, want)
 }
 
-// validateUser checks a user key.
-func validateUser(user chatmem.Key) error {
-	if err := chatmem.ValidateID(user.Tenant); err != nil {
-		return fmt.Errorf("tenant: %w", err)
-	}
-	if err := chatmem.ValidateUser(user.ID); err != nil {
-		return fmt.Errorf("user: %w", err)
-	}
-	return nil
-}
-
 // UserConversations returns one page of the user's live conversations in
 // ID order, along the partial index conversations_user; see
 // chatmem.UserStore.
 func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return chatmem.Page{}, err
 	}
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultPageLimit
-	case limit < 0 || limit > MaxPageLimit:
-		return chatmem.Page{}, fmt.Errorf("%w: page limit %d is not within 1..%d", chatmem.ErrInvalid, page.Limit, MaxPageLimit)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.Page{}, err
 	}
 	rows, err := s.r.query(ctx, selectUserPage, user.Tenant, page.After, clampedNanos(s.now()), limit+1, user.ID)
 	if err != nil {
@@ -145,7 +132,7 @@ func (s *Store) UserConversations(ctx context.Context, user chatmem.Key, page ch
 // UserFacts returns the current value of every user fact, ordered by key
 // (byte order); see chatmem.UserStore.
 func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
 	return s.readUserFacts(ctx, selectUserFacts, user.Tenant, user.ID)
@@ -154,7 +141,7 @@ func (s *Store) UserFacts(ctx context.Context, user chatmem.Key) ([]chatmem.Fact
 // UserFactHistory returns every value the named user fact has had, in the
 // order they were recorded; see chatmem.UserStore.
 func (s *Store) UserFactHistory(ctx context.Context, user chatmem.Key, name string) ([]chatmem.Fact, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
 	if err := chatmem.ValidateFactKey(name); err != nil {
@@ -196,11 +183,10 @@ func (s *Store) readUserFacts(ctx context.Context, query string, args ...any) ([
 // SetUserFacts records facts as the user's in one IMMEDIATE transaction,
 // as SetFacts does for a conversation; see chatmem.UserStore.
 func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return err
 	}
-	now := s.now()
-	facts, last, keys, err := factBatch(facts, now)
+	b, err := newFactBatch(facts, s.now())
 	if err != nil {
 		return err
 	}
@@ -208,47 +194,18 @@ func (s *Store) SetUserFacts(ctx context.Context, user chatmem.Key, facts []chat
 		return nil
 	}
 	return s.write(ctx, func(t tx) error {
-		version := make(map[string]int64, len(keys))
-		for _, k := range keys {
-			var v int64
-			if err := t.row(retireUserFact, user.Tenant, user.ID, k).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			version[k] = v
-		}
-		return insertUserFacts(t, user, facts, last, version)
+		return b.write(t, userFacts, user, false)
 	})
-}
-
-// insertUserFacts inserts facts as the user's, each key's versions after
-// version[key] (0: none yet); last[key] is the index of the key's last
-// fact, which becomes current.
-func insertUserFacts(t tx, user chatmem.Key, facts []chatmem.Fact, last map[string]int, version map[string]int64) error {
-	for i, f := range facts {
-		version[f.Key]++
-		current := 0
-		if last[f.Key] == i {
-			current = 1
-		}
-		if _, err := t.exec(insertUserFact, user.Tenant, user.ID, f.Key, version[f.Key], current, f.Value, f.SourceSeq,
-			f.SetBy, f.Confidence, f.CreatedAt.UnixNano(), f.Conversation); err != nil {
-			return fmt.Errorf("insert user fact %d (%s): %w", i, f.Key, err)
-		}
-	}
-	return nil
 }
 
 // ReplaceUserFacts deletes every fact of the user with its history and
 // records facts, in one IMMEDIATE transaction; see
 // chatmem.UserFactReplacer.
 func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []chatmem.Fact) error {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckReplaceFacts(user, facts); err != nil {
 		return err
 	}
-	if len(facts) == 0 {
-		return fmt.Errorf("%w: replace the facts of user %s with none", chatmem.ErrInvalid, user)
-	}
-	facts, last, keys, err := factBatch(facts, s.now())
+	b, err := newFactBatch(facts, s.now())
 	if err != nil {
 		return err
 	}
@@ -256,7 +213,7 @@ func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []
 		if _, err := t.exec(deleteUserFacts, user.Tenant, user.ID); err != nil {
 			return err
 		}
-		return insertUserFacts(t, user, facts, last, make(map[string]int64, len(keys)))
+		return b.write(t, userFacts, user, true)
 	})
 }
 
@@ -265,15 +222,12 @@ func (s *Store) ReplaceUserFacts(ctx context.Context, user chatmem.Key, facts []
 // index conversations_user, which stops at the page's end; see
 // chatmem.UserLister.
 func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.UserPage, error) {
-	if err := chatmem.ValidateID(tenant); err != nil {
-		return chatmem.UserPage{}, fmt.Errorf("tenant: %w", err)
+	if err := storekit.CheckTenant(tenant); err != nil {
+		return chatmem.UserPage{}, err
 	}
-	limit := page.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultPageLimit
-	case limit < 0 || limit > MaxPageLimit:
-		return chatmem.UserPage{}, fmt.Errorf("%w: page limit %d is not within 1..%d", chatmem.ErrInvalid, page.Limit, MaxPageLimit)
+	limit, err := storekit.PageLimit(page.Limit)
+	if err != nil {
+		return chatmem.UserPage{}, err
 	}
 	rows, err := s.r.query(ctx, selectUsers, tenant, page.After, clampedNanos(s.now()), limit+1)
 	if err != nil {
@@ -305,14 +259,14 @@ func (s *Store) Users(ctx context.Context, tenant string, page chatmem.PageReque
 // chatmem.UserStore.
 func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFacts) error {
 	user := p.User
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return err
 	}
 	if err := p.Check(); err != nil {
 		return err
 	}
 	now := s.now()
-	facts, last, keys, err := factBatch(p.Facts, now)
+	b, err := newFactBatch(p.Facts, now)
 	if err != nil {
 		return err
 	}
@@ -327,28 +281,19 @@ func (s *Store) SetDerivedUserFacts(ctx context.Context, p chatmem.DerivedUserFa
 		}
 		return err
 	}
-	if len(facts) == 0 {
+	if len(p.Facts) == 0 {
 		return s.read(ctx, check)
 	}
 	return s.write(ctx, func(t tx) error {
 		if err := check(t); err != nil {
 			return err
 		}
-		version := make(map[string]int64, len(keys))
 		if p.Replace {
 			if _, err := t.exec(deleteUserFacts, user.Tenant, user.ID); err != nil {
 				return err
 			}
-			return insertUserFacts(t, user, facts, last, version)
 		}
-		for _, k := range keys {
-			var v int64
-			if err := t.row(retireUserFact, user.Tenant, user.ID, k).Scan(&v); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			version[k] = v
-		}
-		return insertUserFacts(t, user, facts, last, version)
+		return b.write(t, userFacts, user, p.Replace)
 	})
 }
 
@@ -376,7 +321,7 @@ func fence(t tx, user chatmem.Key, started int64) error {
 // DeleteUserFact removes the named user fact and its history; see
 // chatmem.UserStore.
 func (s *Store) DeleteUserFact(ctx context.Context, user chatmem.Key, name string) error {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return err
 	}
 	if err := chatmem.ValidateFactKey(name); err != nil {
@@ -413,7 +358,7 @@ const eraseBatch = 64
 // an error wrapping chatmem.ErrUnavailable after the data is deleted:
 // calling it again finishes the checkpoint.
 func (s *Store) DeleteUser(ctx context.Context, user chatmem.Key) (int, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return 0, err
 	}
 	// The record goes first, in its own transaction: from its commit on

@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/storekit"
 )
 
 var _ chatmem.UserSearcher = (*Store)(nil)
@@ -169,16 +170,11 @@ type posting struct{ at, conv, seq int64 }
 // chatmem.ErrInvalid for a bad user, a limit below 1 or an empty term. It
 // is safe for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: postings limit %d is below 1", chatmem.ErrInvalid, limit)
-	}
-	for i, term := range terms {
-		if term == "" {
-			return nil, fmt.Errorf("%w: term %d is empty", chatmem.ErrInvalid, i)
-		}
+	if err := storekit.CheckPostings(terms, limit); err != nil {
+		return nil, err
 	}
 	now := clampedNanos(s.now())
 	uh := userHash(user.Tenant, user.ID)
@@ -532,7 +528,7 @@ func checkUserConversationsSQL(t tx, user chatmem.Key, now int64, nums []int64, 
 // hit. It wraps
 // chatmem.ErrInvalid for a bad user. It is safe for concurrent use.
 func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []chatmem.UserHit) ([]chatmem.UserMessage, error) {
-	if err := validateUser(user); err != nil {
+	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
 	}
 	want := slices.Clone(hits)

@@ -53,12 +53,12 @@ func TurnRole(i int) chatmem.Role {
 }
 
 // BenchmarkTurn measures a chat backend's turn through chatmem.Memory over
-// the stores open returns, the job every store is measured on against its
-// raw floor (docs/performance.md): a conversation of n messages of about
-// 52 tokens (TurnContent), then per operation one Memory.Append of a user
-// message and one Memory.Context under token_budget TurnBudget. opts
-// configures the Memory (opts.Counter is required; the documented figures
-// use the seed's estimator, tokenizer.Estimate). For each n in sizes, open is called once for a
+// the stores open returns, the job every store and its floor are measured on:
+// a conversation of n messages of about 52 tokens (TurnContent), then per
+// operation one Memory.Append of a user message and one Memory.Context
+// under token_budget TurnBudget. opts configures the Memory (opts.Counter
+// is required; the published figures use the seed's estimator,
+// tokenizer.Estimate). For each n in sizes, open is called once for a
 // fresh store (whose cleanup it registers), the conversation is filled
 // through the store directly in batches of 1,000 (counted by opts.Counter),
 // and three sub-benchmarks run on it, in this order (the turns append to

@@ -12,9 +12,9 @@ import (
 
 // TurnFloor is a store's raw floor for BenchmarkTurnFloor: the turn's job
 // done directly on the backend (append a message of content, read the
-// newest messages back), in one round trip: the Turn method of the floor
-// the store's package makes (redis.TurnFloor, postgres.TurnFloor,
-// sqlite.TurnFloor), which chatmem bench measures too.
+// newest messages back), in one round trip: the Turn method of the store's
+// floor (internal/floor: redisfloor, postgresfloor, sqlitefloor), which
+// chatmem bench measures too.
 type TurnFloor func(ctx context.Context, content string) error
 
 // BenchmarkTurnFloor compares, in one loop, a turn through

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/floor/postgresfloor"
+	"github.com/chatmem/chatmem/internal/floor/redisfloor"
+	"github.com/chatmem/chatmem/internal/floor/sqlitefloor"
 	"github.com/chatmem/chatmem/internal/settings"
 	"github.com/chatmem/chatmem/loadtest"
 	"github.com/chatmem/chatmem/memory"
@@ -201,7 +204,7 @@ func benchSoak(ctx context.Context, cfg loadtest.SoakConfig, asJSON bool, stdout
 }
 
 // storeFloor returns the raw floor of a turn on store's backend for
-// loadtest.BenchConfig.Floor: the store package's TurnFloor, or the Go
+// loadtest.BenchConfig.Floor: the store's floor from internal/floor, or the Go
 // loop for the in-process store.
 func storeFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(context.Context, int, string) (loadtest.StoreFloor, error) {
 	switch s := store.(type) {
@@ -209,15 +212,15 @@ func storeFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(c
 		return loadtest.LoopFloor(counter, budget)
 	case *sqlite.Store:
 		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(sqlite.TurnFloor(ctx, s, n, content))
+			return asFloor(sqlitefloor.New(ctx, s.Path(), n, content))
 		}
 	case *redis.Store:
 		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(redis.TurnFloor(ctx, s, n, content))
+			return asFloor(redisfloor.New(ctx, s.Client(), s.Prefix(), n, content))
 		}
 	case *postgres.Store:
 		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(postgres.TurnFloor(ctx, s, n, content))
+			return asFloor(postgresfloor.New(ctx, s.Pool(), s.Schema(), n, content))
 		}
 	}
 	return nil

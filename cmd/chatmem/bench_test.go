@@ -16,7 +16,7 @@ import (
 )
 
 // TestBenchTurnFloor runs chatmem bench --policy token_budget --json on
-// each store for a small size and checks issue 18's fields: Memory.Turn's
+// each store for a small size and checks the turn's fields: Memory.Turn's
 // p50, the store's raw floor's and a new process's first turn's, present
 // and positive, the ratios their quotients, the existing fields kept; and
 // the floor's list, table or file gone afterwards. The in-process store

@@ -1,4 +1,8 @@
-package postgres
+// Package postgresfloor is the raw floor of a chat turn on PostgreSQL, the
+// yardstick of the PostgreSQL store's turn in its benchmarks and in
+// chatmem bench: the turn's job done in plain SQL on the store's pool, on
+// a table of its own.
+package postgresfloor
 
 import (
 	"context"
@@ -13,10 +17,8 @@ import (
 	"github.com/chatmem/chatmem"
 )
 
-// Floor is the raw floor of a chat turn on PostgreSQL, issue 18's
-// yardstick for the store's turn: the turn's job done in plain SQL on the
-// store's pool, on a table of its own. Make one with TurnFloor; it is not
-// safe for concurrent use.
+// Floor is the floor of a turn on one table of messages. Make one with
+// New; it is not safe for concurrent use.
 type Floor struct {
 	pool         *pgxpool.Pool
 	table        string
@@ -27,26 +29,27 @@ type Floor struct {
 // floorRead is how many of the newest rows a floor turn reads back.
 const floorRead = 64
 
-// TurnFloor makes a table of messages keyed by conversation and seq in s's
+// New makes a table of messages keyed by conversation and seq in a store's
 // schema (with a random name; Drop drops it), fills one conversation with
 // n messages of content, alternately of a user and an assistant, gives the
-// table its statistics (ANALYZE) and returns the floor of a turn on it. It
+// table its statistics (ANALYZE) and returns the floor of a turn on it.
+// pool and schema are the store's (postgres.Store's Pool and Schema). It
 // wraps chatmem.ErrInvalid for a negative n and returns the database's
 // errors.
-func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, error) {
+func New(ctx context.Context, pool *pgxpool.Pool, schema string, n int, content string) (*Floor, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("%w: postgres.TurnFloor of %d messages", chatmem.ErrInvalid, n)
+		return nil, fmt.Errorf("%w: a PostgreSQL turn floor of %d messages", chatmem.ErrInvalid, n)
 	}
 	name := "turn_floor_" + strings.ToLower(rand.Text()[:10])
-	table := pgx.Identifier{s.schema, name}.Sanitize()
-	f := &Floor{pool: s.pool, table: table, seq: n,
+	table := pgx.Identifier{schema, name}.Sanitize()
+	f := &Floor{pool: pool, table: table, seq: n,
 		insert: `INSERT INTO ` + table + ` (conv, seq, role, content, tokens) VALUES (1, $1, 'user', $2, $3)`,
 		read:   fmt.Sprintf(`SELECT seq, role, content, tokens, created_at FROM %s WHERE conv = 1 ORDER BY seq DESC LIMIT %d`, table, floorRead)}
-	if _, err := s.pool.Exec(ctx, `CREATE TABLE `+table+` (conv bigint NOT NULL, seq bigint NOT NULL, role text NOT NULL,
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (conv bigint NOT NULL, seq bigint NOT NULL, role text NOT NULL,
 		content bytea NOT NULL, tokens bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (conv, seq))`); err != nil {
 		return nil, fmt.Errorf("postgres: create the turn floor's table: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO `+table+` (conv, seq, role, content, tokens)
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (conv, seq, role, content, tokens)
 		SELECT 1, i, CASE WHEN i % 2 = 1 THEN 'user' ELSE 'assistant' END, $2::bytea, $3
 		FROM generate_series(1, $1::bigint) AS i`, n, []byte(content), len(content)/4); err != nil {
 		_ = f.Drop(context.WithoutCancel(ctx))
@@ -58,7 +61,7 @@ func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, er
 	// of the conversation and sorts them (a bitmap scan and a top-N sort)
 	// instead of 64 backwards along the primary key, so at n=1000 the
 	// floor took 1 to 3 ms, more than the store's turn, and flattered it.
-	if _, err := s.pool.Exec(ctx, `ANALYZE `+table); err != nil {
+	if _, err := pool.Exec(ctx, `ANALYZE `+table); err != nil {
 		_ = f.Drop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("postgres: analyze the turn floor: %w", err)
 	}

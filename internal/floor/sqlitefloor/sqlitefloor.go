@@ -1,4 +1,9 @@
-package sqlite
+// Package sqlitefloor is the raw floor of a chat turn on SQLite, the
+// yardstick of the SQLite store's turn in its benchmarks and in chatmem
+// bench: the turn's job done with the same driver and durability (WAL,
+// synchronous=FULL) on a table of its own, in a database file of its own
+// beside the store's.
+package sqlitefloor
 
 import (
 	"context"
@@ -8,15 +13,15 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+
+	_ "modernc.org/sqlite" // the store's driver
 
 	"github.com/chatmem/chatmem"
 )
 
-// Floor is the raw floor of a chat turn on SQLite, issue 18's yardstick
-// for the store's turn: the turn's job done with the same driver and
-// durability (WAL, synchronous=FULL) on a table of its own, in a database
-// file of its own beside the store's. Make one with TurnFloor; it is not
-// safe for concurrent use.
+// Floor is the floor of a turn on one database file. Make one with New;
+// it is not safe for concurrent use.
 type Floor struct {
 	db   *sql.DB
 	path string
@@ -30,17 +35,21 @@ const (
 	floorReadSQL = `SELECT seq, role, content, tokens, created_at FROM floor WHERE conv = 1 ORDER BY seq DESC LIMIT 64`
 )
 
-// TurnFloor makes a database file of its own in the directory of s's file
-// (Drop removes it), with a table of messages keyed by conversation and
-// seq, fills one conversation with n messages of content, alternately of a
-// user and an assistant, and returns the floor of a turn on it. It wraps
-// chatmem.ErrInvalid for a negative n and returns the file system's and
-// the driver's errors.
-func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, error) {
+// New makes a database file of its own beside a store's file, path
+// (sqlite.Store's Path; Drop removes it), with a table of messages keyed
+// by conversation and seq, fills one conversation with n messages of
+// content, alternately of a user and an assistant, and returns the floor
+// of a turn on it. It wraps chatmem.ErrInvalid for a negative n and
+// returns the file system's and the driver's errors.
+func New(ctx context.Context, path string, n int, content string) (*Floor, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("%w: sqlite.TurnFloor of %d messages", chatmem.ErrInvalid, n)
+		return nil, fmt.Errorf("%w: a SQLite turn floor of %d messages", chatmem.ErrInvalid, n)
 	}
-	file, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".turn-floor-*")
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	file, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".turn-floor-*")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: the turn floor's file: %w", err)
 	}
@@ -71,6 +80,17 @@ func TurnFloor(ctx context.Context, s *Store, n int, content string) (*Floor, er
 		return nil, fmt.Errorf("sqlite: fill the turn floor: %w", err)
 	}
 	return f, nil
+}
+
+// fileURL is the driver's data source name of the file at abs with the
+// query q, as the store writes its own: the path in a file: URI, escaped,
+// so that no character of it is taken for the query.
+func fileURL(abs string, q url.Values) string {
+	p := filepath.ToSlash(abs)
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows drive letter
+	}
+	return (&url.URL{Scheme: "file", Path: p}).String() + "?" + q.Encode()
 }
 
 // Turn is one turn of the floor: one transaction that INSERTs a user
