@@ -431,7 +431,7 @@ func (s *Server) prepareResponse(c *call, req responsesRequest) (*respTurn, erro
 		if err != nil {
 			return nil, err
 		}
-		if conv.LastSeq != prev.Seq && t.store {
+		if conv.LastSeq != prev.Seq {
 			return nil, fmt.Errorf("%w: previous_response_id %q is not the latest response of its chain; branching from an earlier response is not supported", chatmem.ErrConflict, req.PreviousResponseID)
 		}
 		t.key, t.last = key, prev.Seq

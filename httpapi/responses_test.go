@@ -17,6 +17,8 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // newResponsesEnv is a server in front of the fake Chat Completions
@@ -179,4 +181,240 @@ func jsonEqual(t testing.TB, a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
+}
+
+// tenantSnapshot is every conversation of acme with its messages, as JSON.
+func (e *proxyEnv) tenantSnapshot(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	page, err := e.mem.Store().List(ctx, "acme", chatmem.PageRequest{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []any
+	for _, c := range page.Conversations {
+		out = append(out, c.Key.ID, e.stored(t, c.Key.ID))
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+// openAIErrorOf decodes an answer in OpenAI's error shape.
+func openAIErrorOf(t testing.TB, b []byte) openAIErrorDetail {
+	t.Helper()
+	var e struct {
+		Error *openAIErrorDetail `json:"error"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil || e.Error == nil || e.Error.Message == "" || e.Error.Type == "" {
+		t.Fatalf("not OpenAI's error shape: %s", b)
+	}
+	return *e.Error
+}
+
+// TestResponsesBadInput: each refused request answers OpenAI's error shape
+// with its status, stores nothing and calls no upstream.
+func TestResponsesBadInput(t *testing.T) {
+	env := newResponsesEnv(t)
+	status, b := env.do(t, "POST", "/conversations", `{"items":[{"role":"user","content":"hello"}]}`)
+	if status != http.StatusOK {
+		t.Fatalf("create: %d %s", status, b)
+	}
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	status, b = env.do(t, "POST", "/responses", `{"model":"m","conversation":"`+conv.ID+`","input":"hi"}`)
+	if status != http.StatusOK {
+		t.Fatalf("response: %d %s", status, b)
+	}
+	var resp responseObject
+	_ = json.Unmarshal(b, &resp)
+	before, calls := env.tenantSnapshot(t), len(env.up.requests())
+
+	items21 := make([]string, 21)
+	for i := range items21 {
+		items21[i] = `{"role":"user","content":"m"}`
+	}
+	many := "[" + strings.Join(items21, ",") + "]"
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		msg                      string
+	}{
+		{"unknown conversation", "GET", "/conversations/conv_nope", "", 404, "not found"},
+		{"unknown conversation's items", "GET", "/conversations/conv_nope/items", "", 404, "not found"},
+		{"unknown item", "GET", "/conversations/" + conv.ID + "/items/msg_99", "", 404, "not found"},
+		{"unknown response", "GET", "/responses/resp_nope", "", 404, "not found"},
+		{"forged response", "GET", "/responses/" + strings.Replace(resp.ID, "resp_", "resp_0", 1), "", 404, "not found"},
+		{"response in unknown conversation", "POST", "/responses", `{"model":"m","conversation":"conv_nope","input":"x"}`, 404, "not found"},
+		{"unknown previous response", "POST", "/responses", `{"model":"m","previous_response_id":"resp_nope","input":"x"}`, 404, "not found"},
+		{"both", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","previous_response_id":"` + resp.ID + `","input":"x"}`, 400, "cannot be used together"},
+		{"21 items at creation", "POST", "/conversations", `{"items":` + many + `}`, 400, "over the limit of 20"},
+		{"21 items added", "POST", "/conversations/" + conv.ID + "/items", `{"items":` + many + `}`, 400, "over the limit of 20"},
+		{"unsupported item", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":[{"role":"user","content":"x"},{"type":"web_search_call","id":"ws_1"}]}`, 400, "web_search_call"},
+		{"image part", "POST", "/conversations/" + conv.ID + "/items", `{"items":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input_image"},
+		{"hosted tool", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":"x","tools":[{"type":"web_search"}]}`, 400, "web_search"},
+		{"tool output without its call", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":[{"type":"function_call_output","call_id":"call_x","output":"1"}]}`, 400, ""},
+		{"no input", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `"}`, 400, "input"},
+		{"item deletion", "DELETE", "/conversations/" + conv.ID + "/items/msg_2", "", 400, "not supported"},
+		{"response deletion", "DELETE", "/responses/" + resp.ID, "", 400, "not supported"},
+		{"metadata over 16 pairs", "POST", "/conversations/" + conv.ID, `{"metadata":{"1":"","2":"","3":"","4":"","5":"","6":"","7":"","8":"","9":"","10":"","11":"","12":"","13":"","14":"","15":"","16":"","17":""}}`, 400, "16"},
+		{"bad order", "GET", "/conversations/" + conv.ID + "/items?order=up", "", 400, "order"},
+	} {
+		status, b := env.do(t, tc.method, tc.path, tc.body)
+		e := openAIErrorOf(t, b)
+		if status != tc.status || !strings.Contains(e.Message, tc.msg) {
+			t.Errorf("%s: %d %s, want %d with %q", tc.name, status, b, tc.status, tc.msg)
+		}
+	}
+	if after := env.tenantSnapshot(t); after != before {
+		t.Errorf("refused requests changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+	if n := len(env.up.requests()) - calls; n != 0 {
+		t.Errorf("refused requests called the upstream %d times", n)
+	}
+}
+
+// TestResponsesUnmodelledItems: an item type chatmem does not model is
+// stored and read back as it was sent (but for its ID), and never goes to
+// the upstream; the metadata marker does not either.
+func TestResponsesUnmodelledItems(t *testing.T) {
+	env := newResponsesEnv(t)
+	reasoning := `{"type":"reasoning","id":"rs_abc","summary":[{"type":"summary_text","text":"thought about it"}],"encrypted_content":"gAAA"}`
+	status, b := env.do(t, "POST", "/conversations", `{"metadata":{"k":"v"},"items":[{"role":"user","content":"hello"},`+reasoning+`]}`)
+	if status != http.StatusOK {
+		t.Fatalf("create: %d %s", status, b)
+	}
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	status, b = env.do(t, "GET", "/conversations/"+conv.ID+"/items?order=asc", "")
+	var list itemList
+	if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil || len(list.Data) != 2 {
+		t.Fatalf("items: %d %s", status, b)
+	}
+	want := strings.Replace(reasoning, `"rs_abc"`, `"rs_3"`, 1)
+	if !jsonEqual(t, list.Data[1], []byte(want)) {
+		t.Errorf("reasoning item read back as %s, want %s", list.Data[1], want)
+	}
+	status, b = env.do(t, "POST", "/responses", `{"model":"m","conversation":"`+conv.ID+`","input":"next","instructions":"be brief"}`)
+	if status != http.StatusOK {
+		t.Fatalf("response: %d %s", status, b)
+	}
+	msgs := env.up.last(t).messages(t)
+	got, _ := json.Marshal(msgs)
+	wantUp := `[{"content":"be brief","role":"system"},{"content":"hello","role":"user"},{"content":"next","role":"user"}]`
+	if !jsonEqual(t, got, []byte(wantUp)) {
+		t.Errorf("upstream got %s, want %s", got, wantUp)
+	}
+}
+
+// TestResponsesMemoryPolicy: the metadata's chatmem_* keys, like the
+// X-Chatmem-* headers, choose what the upstream gets.
+func TestResponsesMemoryPolicy(t *testing.T) {
+	env := newResponsesEnv(t)
+	_, b := env.do(t, "POST", "/conversations", `{}`)
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	for i := range 4 {
+		body := `{"model":"m","conversation":"` + conv.ID + `","input":"turn ` + string(rune('1'+i)) + `","metadata":{"chatmem_policy":"last_turns","chatmem_turns":"2"}}`
+		if status, b := env.do(t, "POST", "/responses", body); status != http.StatusOK {
+			t.Fatalf("turn %d: %d %s", i+1, status, b)
+		}
+	}
+	if n := len(env.up.last(t).messages(t)); n != 3 {
+		t.Errorf("last_turns 2 sent %d messages, want 3 (user, assistant, user)", n)
+	}
+	if status, b := env.do(t, "POST", "/responses", `{"model":"m","conversation":"`+conv.ID+`","input":"x","metadata":{"chatmem_policy":"nope"}}`); status != http.StatusBadRequest {
+		t.Errorf("unknown policy: %d %s", status, b)
+	}
+}
+
+// TestResponsesStreamBroken: a stream the upstream breaks ends with
+// response.failed and stores nothing of the response.
+func TestResponsesStreamBroken(t *testing.T) {
+	env := newResponsesEnv(t)
+	_, b := env.do(t, "POST", "/conversations", `{"items":[{"role":"user","content":"hello"}]}`)
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	before := env.tenantSnapshot(t)
+	env.up.push(fakeReply{content: "a reply that breaks", breakAfter: 1})
+	status, b := env.do(t, "POST", "/responses", `{"model":"m","conversation":"`+conv.ID+`","input":"go on","stream":true}`)
+	if status != http.StatusOK || !strings.Contains(string(b), "event: response.failed") || strings.Contains(string(b), "response.completed") {
+		t.Errorf("broken stream: %d %s", status, b)
+	}
+	if after := env.tenantSnapshot(t); after != before {
+		t.Errorf("a broken stream changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestResponsesTenants: another tenant's key reads none of acme's
+// responses, even with their IDs.
+func TestResponsesTenants(t *testing.T) {
+	store := memory.New()
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newFakeUpstream(t)
+	api, err := New(mem, Options{Keys: []Key{{Tenant: "acme", Key: proxyKey}, {Tenant: "globex", Key: "globex-key-1"}}, Upstream: &Upstream{BaseURL: up.URL + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	env := &proxyEnv{url: srv.URL, mem: mem, up: up}
+	status, b := env.do(t, "POST", "/responses", `{"model":"m","input":"secret"}`)
+	var resp responseObject
+	if err := json.Unmarshal(b, &resp); status != http.StatusOK || err != nil {
+		t.Fatalf("response: %d %s", status, b)
+	}
+	// globex, with a conversation of the same name.
+	key, _, _ := parseResponseID("globex", resp.ID)
+	if _, err := mem.Append(context.Background(), key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "a"}, {Role: chatmem.RoleAssistant, Content: "b"}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/responses/" + resp.ID, "/responses/" + resp.ID + "/input_items", "/conversations/" + key.ID + "/items"} {
+		req, _ := http.NewRequest("GET", srv.URL+openAIPrefix+p, nil)
+		req.Header.Set("Authorization", "Bearer globex-key-1")
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if strings.Contains(string(b), "secret") || strings.HasPrefix(p, "/responses/") && r.StatusCode != http.StatusNotFound {
+			t.Errorf("globex GET %s: %d %s", p, r.StatusCode, b)
+		}
+	}
+}
+
+// TestResponsesBranchRefused: previous_response_id naming a response that
+// is no longer the latest of its chain is refused (409) and stores nothing.
+func TestResponsesBranchRefused(t *testing.T) {
+	env := newResponsesEnv(t)
+	var ids []string
+	for i := range 2 {
+		body := `{"model":"m","input":"step"}`
+		if i > 0 {
+			body = `{"model":"m","input":"step","previous_response_id":"` + ids[i-1] + `"}`
+		}
+		status, b := env.do(t, "POST", "/responses", body)
+		var r responseObject
+		if err := json.Unmarshal(b, &r); status != http.StatusOK || err != nil {
+			t.Fatalf("step %d: %d %s", i, status, b)
+		}
+		ids = append(ids, r.ID)
+	}
+	before := env.tenantSnapshot(t)
+	status, b := env.do(t, "POST", "/responses", `{"model":"m","input":"branch","previous_response_id":"`+ids[0]+`"}`)
+	if e := openAIErrorOf(t, b); status != http.StatusConflict || !strings.Contains(e.Message, "branching") {
+		t.Errorf("branch: %d %s", status, b)
+	}
+	if after := env.tenantSnapshot(t); after != before {
+		t.Errorf("a refused branch changed the store")
+	}
+	// The input items of the second response are its own.
+	status, b = env.do(t, "GET", "/responses/"+ids[1]+"/input_items", "")
+	var list itemList
+	if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil || len(list.Data) != 1 {
+		t.Errorf("input_items: %d %s", status, b)
+	}
 }
