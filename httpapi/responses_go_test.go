@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -10,6 +12,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/chatmem/chatmem/anthropic"
 )
 
 // TestResponsesOpenAIGo drives the APIs with openai-go's conversations and
@@ -74,5 +78,34 @@ func TestResponsesOpenAIGo(t *testing.T) {
 	}
 	if n := len(env.up.last(t).messages(t)); n != 5 {
 		t.Errorf("the streamed turn sent %d messages, want 5", n)
+	}
+}
+
+// TestResponsesAnthropicUpstream: with the Anthropic Messages API behind
+// the chat completions transport (--upstream-kind anthropic), a response,
+// streamed or not, carries the model's text and is stored.
+func TestResponsesAnthropicUpstream(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			anth := newAnthropicFakeReply(t, "bonjour from claude", 5)
+			tr, err := anthropic.NewChatCompletionsTransport(anthropic.Options{BaseURL: anth.URL, APIKey: "sk-ant-test", Model: "claude-test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := newProxyEnv(t, proxyConfig{baseURL: anth.URL, upClient: &http.Client{Transport: tr}})
+			status, b := env.do(t, "POST", "/responses", fmt.Sprintf(`{"model":"claude-test","input":"hi","stream":%v}`, stream))
+			if status != http.StatusOK {
+				t.Fatalf("%d %s", status, b)
+			}
+			if stream && !strings.Contains(string(b), "event: response.completed") || !strings.Contains(string(b), `"text":"bonjour from claude"`) {
+				t.Fatalf("response: %s", b)
+			}
+			i := strings.Index(string(b), `"id":"resp_`)
+			id, _, _ := strings.Cut(string(b[i+6:]), `"`)
+			status, b = env.do(t, "GET", "/responses/"+id, "")
+			if status != http.StatusOK || !strings.Contains(string(b), `"text":"bonjour from claude"`) {
+				t.Errorf("GET %s: %d %s", id, status, b)
+			}
+		})
 	}
 }
