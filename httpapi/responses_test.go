@@ -418,3 +418,88 @@ func TestResponsesBranchRefused(t *testing.T) {
 		t.Errorf("input_items: %d %s", status, b)
 	}
 }
+
+// TestResponsesAgentsSession runs testdata/node/agents-session.mjs: an
+// OpenAI Agents SDK agent with a function tool, ten turns on an
+// OpenAIConversationsSession kept by chatmem. The session's items are what
+// chatmem stores, item by item.
+func TestResponsesAgentsSession(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.SkipOrFail(t, "Node.js is not installed: %v", err)
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@openai", "agents")); err != nil {
+		testenv.SkipOrFail(t, "the @openai/agents npm package is not installed (run npm ci --prefix testdata/node): %v", err)
+	}
+	env := newResponsesEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "agents-session.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CHATMEM_OPENAI_URL="+env.url+openAIPrefix, "CHATMEM_API_KEY="+proxyKey)
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("node agents-session.mjs: %v\n%s%s\nserver log:\n%s", err, out, stderr, env.log)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	t.Logf("agents: %s", lines[0])
+	// With store: false, the session's conversation is the only one.
+	page, err := env.mem.Store().List(context.Background(), "acme", chatmem.PageRequest{Limit: 1000})
+	if err != nil || len(page.Conversations) != 1 {
+		t.Errorf("%d conversations (%v), want the session's alone", len(page.Conversations), err)
+	}
+	var res struct {
+		Conversation string `json:"conversation"`
+		Items        []struct {
+			ID        string          `json:"id"`
+			Type      string          `json:"type"`
+			Role      string          `json:"role"`
+			Content   json.RawMessage `json:"content"`
+			CallID    string          `json:"callId"`
+			Name      string          `json:"name"`
+			Arguments string          `json:"arguments"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("agents output: %v\n%s", err, out)
+	}
+	var items []item
+	for _, m := range env.stored(t, res.Conversation) {
+		items = append(items, messageItems(m)...)
+	}
+	// Ten turns: user and assistant each, and the tool's call and output.
+	if len(items) != 22 || len(res.Items) != len(items) {
+		t.Fatalf("chatmem stores %d items, the session read %d, want 22", len(items), len(res.Items))
+	}
+	for i, it := range items {
+		var s struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
+		}
+		_ = json.Unmarshal(it.raw, &s)
+		got := res.Items[i]
+		if s.Type == "function_call_output" {
+			// The SDK's own name for it, named after the call.
+			s.Type, s.Name = "function_call_result", s.CallID
+		}
+		if got.ID != it.id || got.Type != s.Type || got.Role != s.Role || got.Name != s.Name || got.CallID != s.CallID {
+			t.Errorf("item %d: the session has %+v, chatmem %s", i, got, it.raw)
+		}
+		if s.Type == "message" && !strings.Contains(string(got.Content), s.Content[0].Text) {
+			t.Errorf("item %d: the session has content %s, chatmem %s", i, got.Content, it.raw)
+		}
+	}
+}
