@@ -72,39 +72,14 @@ func (e *proxyEnv) do(t testing.TB, method, path, body string) (int, []byte) {
 // APIs in front of the fake Chat Completions upstream, and checks that what
 // the client read back is what the store holds, item by item.
 func TestResponsesNodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testenv.SkipOrFail(t, "Node.js is not installed: %v", err)
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "testdata", "node"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		testenv.SkipOrFail(t, "the openai npm package is not installed (run npm ci --prefix testdata/node): %v", err)
-	}
 	env := newResponsesEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "responses-client.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CHATMEM_OPENAI_URL="+env.url+openAIPrefix, "CHATMEM_API_KEY="+proxyKey)
-	out, err := cmd.Output()
-	if err != nil {
-		stderr := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("node responses-client.mjs: %v\n%s%s\nserver log:\n%s", err, out, stderr, env.log)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	t.Logf("node client: %s", lines[0])
+	lines := runNodeScript(t, env, "responses-client.mjs", "openai")
 	var res struct {
 		Conversation string            `json:"conversation"`
 		Items        []json.RawMessage `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("client output: %v\n%s", err, out)
+		t.Fatalf("client output: %v\n%q", err, lines)
 	}
 
 	// The store holds those items, as messages: the metadata markers (one
@@ -167,6 +142,40 @@ func TestResponsesNodeClient(t *testing.T) {
 			t.Errorf("chain request %d carried %d messages, want %d", i+1, n, 2*i+1)
 		}
 	}
+}
+
+// runNodeScript runs a script of testdata/node against env's
+// /openai/v1 and returns its output lines; it skips (or fails under
+// CI=true) without Node.js or the npm package pkg.
+func runNodeScript(t *testing.T, env *proxyEnv, script, pkg string) []string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.SkipOrFail(t, "Node.js is not installed: %v", err)
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
+		testenv.SkipOrFail(t, "the %s npm package is not installed (run npm ci --prefix testdata/node): %v", pkg, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CHATMEM_OPENAI_URL="+env.url+openAIPrefix, "CHATMEM_API_KEY="+proxyKey)
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("node %s: %v\n%s%s\nserver log:\n%s", script, err, out, stderr, env.log)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	t.Logf("%s: %s", script, lines[0])
+	return lines
 }
 
 func jsonEqual(t testing.TB, a, b []byte) bool {
@@ -424,33 +433,8 @@ func TestResponsesBranchRefused(t *testing.T) {
 // OpenAIConversationsSession kept by chatmem. The session's items are what
 // chatmem stores, item by item.
 func TestResponsesAgentsSession(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testenv.SkipOrFail(t, "Node.js is not installed: %v", err)
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "testdata", "node"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@openai", "agents")); err != nil {
-		testenv.SkipOrFail(t, "the @openai/agents npm package is not installed (run npm ci --prefix testdata/node): %v", err)
-	}
 	env := newResponsesEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "agents-session.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CHATMEM_OPENAI_URL="+env.url+openAIPrefix, "CHATMEM_API_KEY="+proxyKey)
-	out, err := cmd.Output()
-	if err != nil {
-		stderr := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		t.Fatalf("node agents-session.mjs: %v\n%s%s\nserver log:\n%s", err, out, stderr, env.log)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	t.Logf("agents: %s", lines[0])
+	lines := runNodeScript(t, env, "agents-session.mjs", filepath.Join("@openai", "agents"))
 	// With store: false, the session's conversation is the only one.
 	page, err := env.mem.Store().List(context.Background(), "acme", chatmem.PageRequest{Limit: 1000})
 	if err != nil || len(page.Conversations) != 1 {
@@ -469,7 +453,7 @@ func TestResponsesAgentsSession(t *testing.T) {
 		} `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("agents output: %v\n%s", err, out)
+		t.Fatalf("agents output: %v\n%q", err, lines)
 	}
 	var items []item
 	for _, m := range env.stored(t, res.Conversation) {
