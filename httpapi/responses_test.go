@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -484,6 +486,71 @@ func TestResponsesAgentsSession(t *testing.T) {
 		}
 		if s.Type == "message" && !strings.Contains(string(got.Content), s.Content[0].Text) {
 			t.Errorf("item %d: the session has content %s, chatmem %s", i, got.Content, it.raw)
+		}
+	}
+}
+
+// TestConversationItemsPages: paging through the items, in either order
+// and with any page size, gives each item once, in order; messages that
+// hold several items (an assistant message with text and tool calls) and
+// conversations longer than a read chunk included.
+func TestConversationItemsPages(t *testing.T) {
+	env := newResponsesEnv(t)
+	_, b := env.do(t, "POST", "/conversations", `{"metadata":{"a":"b"}}`)
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	key := chatmem.Key{Tenant: "acme", ID: conv.ID}
+	var msgs []chatmem.Message
+	for i := range 30 {
+		msgs = append(msgs,
+			chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("q%d", i)},
+			chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("a%d", i), ToolCalls: []chatmem.ToolCall{
+				{ID: fmt.Sprintf("c%d-0", i), Type: "function", Function: chatmem.FunctionCall{Name: "f", Arguments: "{}"}},
+				{ID: fmt.Sprintf("c%d-1", i), Type: "function", Function: chatmem.FunctionCall{Name: "g", Arguments: "{}"}}}},
+			chatmem.Message{Role: chatmem.RoleTool, Content: "1", ToolCallID: fmt.Sprintf("c%d-0", i)},
+			chatmem.Message{Role: chatmem.RoleTool, Content: "2", ToolCallID: fmt.Sprintf("c%d-1", i)})
+	}
+	if _, err := env.mem.Append(context.Background(), key, msgs, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, m := range env.stored(t, conv.ID) {
+		for _, it := range messageItems(m) {
+			all = append(all, it.id)
+		}
+	}
+	if len(all) != 30*6 {
+		t.Fatalf("%d items, want %d", len(all), 30*6)
+	}
+	for _, order := range []string{"asc", "desc"} {
+		want := slices.Clone(all)
+		if order == "desc" {
+			slices.Reverse(want)
+		}
+		for _, limit := range []int{1, 7, 32, 100} {
+			var got []string
+			after := ""
+			for range 200 {
+				status, b := env.do(t, "GET", fmt.Sprintf("/conversations/%s/items?order=%s&limit=%d&after=%s", conv.ID, order, limit, after), "")
+				var list itemList
+				if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil {
+					t.Fatalf("%s %d: %d %s", order, limit, status, b)
+				}
+				for _, raw := range list.Data {
+					var it struct {
+						ID string `json:"id"`
+					}
+					_ = json.Unmarshal(raw, &it)
+					got = append(got, it.ID)
+				}
+				if !list.HasMore {
+					break
+				}
+				after = *list.LastID
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("order %s, limit %d: %d items %v..., want %d %v...", order, limit, len(got), got[:min(8, len(got))], len(want), want[:8])
+			}
 		}
 	}
 }
