@@ -253,6 +253,10 @@ func (s *Server) createResponse(c *call) error {
 	if req.Instructions != nil && *req.Instructions != "" {
 		reserve = []chatmem.Message{{Role: chatmem.RoleSystem, Content: *req.Instructions}}
 	}
+	fields, err := chatFields(req)
+	if err != nil {
+		return err
+	}
 	var window []chatmem.Message
 	switch {
 	case t.key.ID == "":
@@ -269,10 +273,8 @@ func (s *Server) createResponse(c *call) error {
 		t.pending, t.last = nil, res.Conversation.LastSeq
 		fallthrough
 	default:
-		var w chatmem.Window
-		if t.last == 0 {
-			w.Messages = t.pending
-		} else if w, err = s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: t.pending, Reserve: reserve}); err != nil {
+		w, err := s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: t.pending, Reserve: reserve})
+		if err != nil {
 			return err
 		}
 		window = w.Messages
@@ -286,7 +288,7 @@ func (s *Server) createResponse(c *call) error {
 	if t.store {
 		t.obj.ID = responseID(t.nonce, t.seq, t.key.ID)
 	}
-	body, err := chatBody(req, reserve, window)
+	body, err := chatBody(fields, reserve, window)
 	if err != nil {
 		return err
 	}
@@ -597,28 +599,31 @@ type chatTool struct {
 	} `json:"function"`
 }
 
-// chatBody is the Chat Completions request for a response: the
-// instructions and the window as messages, the function tools, the
-// sampling and output fields.
-func chatBody(req responsesRequest, reserve, window []chatmem.Message) ([]byte, error) {
-	var body struct {
-		Model             string          `json:"model"`
-		Messages          json.RawMessage `json:"messages"`
-		Tools             []chatTool      `json:"tools,omitempty"`
-		ToolChoice        any             `json:"tool_choice,omitempty"`
-		ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
-		Temperature       *float64        `json:"temperature,omitempty"`
-		TopP              *float64        `json:"top_p,omitempty"`
-		MaxTokens         *int            `json:"max_completion_tokens,omitempty"`
-		ResponseFormat    any             `json:"response_format,omitempty"`
-		ReasoningEffort   string          `json:"reasoning_effort,omitempty"`
-		User              string          `json:"user,omitempty"`
-		SafetyIdentifier  string          `json:"safety_identifier,omitempty"`
-		PromptCacheKey    string          `json:"prompt_cache_key,omitempty"`
-		ServiceTier       string          `json:"service_tier,omitempty"`
-		Stream            bool            `json:"stream,omitempty"`
-		StreamOptions     any             `json:"stream_options,omitempty"`
-	}
+// chatRequestBody is the Chat Completions request for a response.
+type chatRequestBody struct {
+	Model             string          `json:"model"`
+	Messages          json.RawMessage `json:"messages"`
+	Tools             []chatTool      `json:"tools,omitempty"`
+	ToolChoice        any             `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	Temperature       *float64        `json:"temperature,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	MaxTokens         *int            `json:"max_completion_tokens,omitempty"`
+	ResponseFormat    any             `json:"response_format,omitempty"`
+	ReasoningEffort   string          `json:"reasoning_effort,omitempty"`
+	User              string          `json:"user,omitempty"`
+	SafetyIdentifier  string          `json:"safety_identifier,omitempty"`
+	PromptCacheKey    string          `json:"prompt_cache_key,omitempty"`
+	ServiceTier       string          `json:"service_tier,omitempty"`
+	Stream            bool            `json:"stream,omitempty"`
+	StreamOptions     any             `json:"stream_options,omitempty"`
+}
+
+// chatFields translates the request's fields but its input: the function
+// tools, the tool choice, the sampling and output fields. Its errors
+// refuse the request, before anything is stored.
+func chatFields(req responsesRequest) (*chatRequestBody, error) {
+	var body chatRequestBody
 	body.Model, body.ParallelToolCalls, body.Temperature, body.TopP, body.MaxTokens = req.Model, req.ParallelToolCalls, req.Temperature, req.TopP, req.MaxOutputTokens
 	body.User, body.SafetyIdentifier, body.PromptCacheKey, body.ServiceTier = req.User, req.SafetyIdentifier, req.PromptCacheKey, req.ServiceTier
 	if req.Reasoning != nil {
@@ -693,6 +698,13 @@ func chatBody(req responsesRequest, reserve, window []chatmem.Message) ([]byte, 
 			}
 		}
 	}
+	return &body, nil
+}
+
+// chatBody is the Chat Completions request body: fields with the
+// instructions and the window as its messages (only what can go to the
+// model).
+func chatBody(body *chatRequestBody, reserve, window []chatmem.Message) ([]byte, error) {
 	msgs := []byte{'['}
 	var err error
 	for _, list := range [][]chatmem.Message{reserve, window} {

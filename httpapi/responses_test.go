@@ -262,6 +262,8 @@ func TestResponsesBadInput(t *testing.T) {
 		{"21 items added", "POST", "/conversations/" + conv.ID + "/items", `{"items":` + many + `}`, 400, "over the limit of 20"},
 		{"unsupported item", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":[{"role":"user","content":"x"},{"type":"web_search_call","id":"ws_1"}]}`, 400, "web_search_call"},
 		{"image part", "POST", "/conversations/" + conv.ID + "/items", `{"items":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input_image"},
+		{"hosted tool, new conversation", "POST", "/responses", `{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, 400, "web_search"},
+		{"bad tool_choice, new conversation", "POST", "/responses", `{"model":"m","input":"x","tool_choice":"sometimes"}`, 400, "tool_choice"},
 		{"hosted tool", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":"x","tools":[{"type":"web_search"}]}`, 400, "web_search"},
 		{"tool output without its call", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":[{"type":"function_call_output","call_id":"call_x","output":"1"}]}`, 400, ""},
 		{"no input", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `"}`, 400, "input"},
