@@ -245,7 +245,7 @@ func messageItems(m chatmem.Message) []item {
 		prefix := "item"
 		var old string
 		if json.Unmarshal(obj["id"], &old) == nil {
-			if p, _, ok := strings.Cut(old, "_"); ok && p != "" && !strings.ContainsAny(p, "/?#") {
+			if p, _, ok := strings.Cut(old, "_"); ok && idPrefix(p) {
 				prefix = p
 			}
 		}
@@ -322,6 +322,20 @@ func messageItemOf(m chatmem.Message, id string) item {
 		Content any    `json:"content"`
 	}{"message", id, "completed", role, content})
 	return item{id: id, raw: b}
+}
+
+// idPrefix reports whether p can prefix an item ID: 1 to 16 lowercase
+// letters and digits, as OpenAI's (rs, ws, fc, ...).
+func idPrefix(p string) bool {
+	if len(p) == 0 || len(p) > 16 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // itemSeq returns the sequence number an item ID names, or false.
