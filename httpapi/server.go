@@ -295,7 +295,7 @@ func (s *Server) dispatch(w *statusWriter, r *http.Request) {
 	}
 	if err := s.browser.checkHost(r); err != nil {
 		// Before the mux: under a rebound name, not even a 404 is served.
-		if r.URL.Path == chatCompletionsPattern {
+		if openAIShaped(r.URL.Path) {
 			s.writeOpenAIError(w, r, err)
 		} else {
 			s.writeError(w, r, err)
@@ -303,6 +303,12 @@ func (s *Server) dispatch(w *statusWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// openAIShaped reports whether the errors of path are in OpenAI's shape:
+// the chat proxy's and those of the OpenAI-compatible APIs.
+func openAIShaped(path string) bool {
+	return path == chatCompletionsPattern || strings.HasPrefix(path, openAIPrefix+"/")
 }
 
 // headerBytes approximates the size of r's request line and headers as
@@ -396,7 +402,7 @@ func (s *Server) handler(rt route) http.Handler {
 		info.route = rt.Pattern
 		c := &call{w: w, r: r}
 		writeError := s.writeError
-		if rt.Pattern == chatCompletionsPattern {
+		if openAIShaped(rt.Pattern) {
 			writeError = s.writeOpenAIError
 		}
 		s.browser.corsHeaders(w, r)
