@@ -167,4 +167,3 @@ func TestCacheStableValidate(t *testing.T) {
 		}
 	}
 }
-
