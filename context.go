@@ -9,7 +9,6 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/text/language"
 	"golang.org/x/text/language/display"
@@ -517,95 +516,6 @@ func mergePinned(sys, recent []Message) []Message {
 	return out
 }
 
-// summaryCacheTTL is how long a summary read from the store is reused
-// before it is read again, to see summaries other instances wrote.
-const summaryCacheTTL = 2 * time.Second
-
-// summaryCache keeps each conversation's latest known summary, so most
-// turns need no summary read. Any older summary of the same conversation
-// is still a valid one (summaries only move forward, and Context checks
-// that the window reaches back to it), so a stale entry costs efficiency,
-// never correctness. Entries are tied to the conversation's CreatedAt and
-// checked against its LastSeq, so a deleted and re-created conversation
-// does not see its predecessor's (a re-created conversation with the same
-// CreatedAt and as many messages within 2 s is the remaining blind spot;
-// a store-level generation would close it).
-type summaryCache struct {
-	mu      sync.Mutex
-	entries map[Key]cachedSummary
-	bytes   int // of the entries' keys and texts, roughly
-}
-
-// Both caches of derived data start over when they hold this many
-// entries or bytes: an entry is only a shortcut for a few seconds, so
-// forgetting them all costs a read each, and memory stays bounded however
-// many conversations pass through.
-const (
-	derivedCacheEntries = 100000
-	derivedCacheBytes   = 8 << 20
-)
-
-type cachedSummary struct {
-	created time.Time // the conversation's CreatedAt
-	summary *Summary  // nil: none stored
-	fetched time.Time
-}
-
-// forget drops the conversation's entry.
-func (c *summaryCache) forget(key Key) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, key)
-}
-
-// get returns the cached summary of the conversation with this CreatedAt
-// and LastSeq. Freshness is judged by the wall clock, not Options.Now (a
-// test clock may stand still), and a summary covering more than the
-// conversation holds belongs to a predecessor, whatever its CreatedAt.
-func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok || !e.created.Equal(conv.CreatedAt) || time.Since(e.fetched) > summaryCacheTTL ||
-		(e.summary != nil && e.summary.CoversSeq > conv.LastSeq) {
-		return nil, false
-	}
-	return e.summary, true
-}
-
-// put records what the store holds (read) or what this Memory just wrote.
-func (c *summaryCache) put(key Key, created time.Time, s *Summary) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= derivedCacheEntries || c.bytes >= derivedCacheBytes {
-		c.entries = make(map[Key]cachedSummary) // bounded: only a shortcut
-		c.bytes = 0
-	}
-	c.entries[key] = cachedSummary{created: created, summary: s, fetched: time.Now()}
-	c.bytes += 128 + len(key.Tenant) + len(key.ID)
-	if s != nil {
-		c.bytes += len(s.Text)
-	}
-}
-
-// cachedSummary returns the conversation's summary (nil if none), from the
-// cache when it is fresh.
-func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) (*Summary, error) {
-	if s, ok := m.summaries.get(key, conv); ok {
-		return s, nil
-	}
-	s, err := m.Summary(ctx, key)
-	switch {
-	case err == nil:
-		m.summaries.put(key, conv.CreatedAt, &s)
-		return &s, nil
-	case errors.Is(err, ErrNotFound):
-		m.summaries.put(key, conv.CreatedAt, nil)
-		return nil, nil
-	}
-	return nil, err
-}
-
 // blockKey identifies a text under a counter: a digest, so that the
 // cache's memory does not grow with the texts.
 func blockKey(c Counter, msg Message) [sha256.Size]byte {
@@ -656,4 +566,19 @@ func (b *blockCounts) count(ctx context.Context, c Counter, msg Message) (int, e
 	b.counts[k] = n
 	b.mu.Unlock()
 	return n, nil
+}
+
+// summaryBudget is the budget a summary_buffer read leaves for the summary
+// and the messages after it: the policy's budget less the pinned system
+// messages, the facts block and the request overhead, so that a long system
+// prompt does not push the summary out of the window.
+func (a assembly) summaryBudget() int {
+	b := a.p.Budget - a.p.Overhead
+	for _, m := range a.pinned {
+		b -= m.Tokens
+	}
+	if a.facts != nil {
+		b -= a.facts.msg.Tokens
+	}
+	return b
 }

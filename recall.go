@@ -17,14 +17,6 @@ import (
 // prefixed with a marker; see Memory.Context).
 const MetaRecalled = "recalled"
 
-// TextCounter is implemented by counters that count plain text, without a
-// message's framing. PolicyRecall uses it to count the markers it adds; for
-// counters without it, a marker is taken to cost one token per byte, an
-// upper bound for every tokenizer.
-type TextCounter interface {
-	CountText(text string) (int, error)
-}
-
 // How recall ranks (see recallRanking): these were tuned on LoCoMo and are
 // measured by `chatmem eval` (docs/evaluation.md).
 const (

@@ -17,9 +17,8 @@ const DefaultTailCacheBytes = 32 << 20
 // forward, so a quarter is room enough for the turns that follow, asking
 // as much; a refill reads it on a process's first turn, where every
 // message read is one more decoded (twice the window made that turn 7 to
-// 9 steady turns on Redis, issue 18). When the message past the
-// selection does not fit in the slack, answer fails and the query is read
-// as asked.
+// 9 steady turns on Redis). When the message past the selection does not
+// fit in the slack, answer fails and the query is read as asked.
 func fillSlack(n int) int {
 	if n <= 0 {
 		return 0
