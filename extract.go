@@ -141,7 +141,7 @@ func (m *Memory) setUserFacts(ctx context.Context, key Key, created time.Time, n
 	if len(nf.theirs) == 0 {
 		return nil
 	}
-	err := m.store.(UserStore).SetDerivedUserFacts(ctx, DerivedUserFacts{
+	err := m.caps.users.SetDerivedUserFacts(ctx, DerivedUserFacts{
 		User: Key{Tenant: key.Tenant, ID: nf.user}, Conversation: key.ID, Created: created, Facts: nf.theirs,
 	})
 	if err != nil {
@@ -155,7 +155,7 @@ func (m *Memory) setUserFacts(ctx context.Context, key Key, created time.Time, n
 // for none, or when the store keeps no users), and wraps ErrNotFound if
 // the conversation was deleted (and perhaps created again) since.
 func (m *Memory) userOf(ctx context.Context, key Key, created time.Time) (string, error) {
-	if _, ok := m.store.(UserStore); !ok {
+	if m.caps.users == nil {
 		return "", nil
 	}
 	conv, err := m.store.Conversation(ctx, key)
@@ -175,13 +175,13 @@ func (m *Memory) userOf(ctx context.Context, key Key, created time.Time) (string
 // store a delete and re-create can still slip between the check and the
 // write.
 func (m *Memory) setFactsOf(ctx context.Context, key Key, created time.Time, facts []Fact) error {
-	if gw, ok := m.store.(GenerationWriter); ok {
+	if gw := m.caps.generations; gw != nil {
 		return gw.SetFactsOf(ctx, key, created, facts)
 	}
 	if err := m.sameGeneration(ctx, key, created); err != nil {
 		return err
 	}
-	return m.store.(FactStore).SetFacts(ctx, key, facts)
+	return m.caps.facts.SetFacts(ctx, key, facts)
 }
 
 // factLocks serializes the application's fact writes with an

@@ -100,9 +100,9 @@ func ValidateFactKey(k string) error {
 
 // Facts returns the conversation's current facts, ordered by key.
 func (m *Memory) Facts(ctx context.Context, key Key) ([]Fact, error) {
-	fs, ok := m.store.(FactStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	fs, err := m.factStore()
+	if err != nil {
+		return nil, err
 	}
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -115,9 +115,9 @@ func (m *Memory) Facts(ctx context.Context, key Key) ([]Fact, error) {
 // SourceSeq is past the conversation's last message, wrap ErrInvalid and
 // nothing is written.
 func (m *Memory) SetFacts(ctx context.Context, key Key, facts []Fact) error {
-	fs, ok := m.store.(FactStore)
-	if !ok {
-		return fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	fs, err := m.factStore()
+	if err != nil {
+		return err
 	}
 	if err := key.Validate(); err != nil {
 		return err
@@ -171,9 +171,9 @@ func (m *Memory) checkSources(ctx context.Context, key Key, facts []Fact) error 
 
 // DeleteFact removes the named fact and its history.
 func (m *Memory) DeleteFact(ctx context.Context, key Key, name string) error {
-	fs, ok := m.store.(FactStore)
-	if !ok {
-		return fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	fs, err := m.factStore()
+	if err != nil {
+		return err
 	}
 	if err := key.Validate(); err != nil {
 		return err

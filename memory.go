@@ -117,6 +117,7 @@ func (o SummaryOptions) withDefaults() SummaryOptions {
 // one bounded read from the Store. It is safe for concurrent use.
 type Memory struct {
 	store      Store
+	caps       capabilities // store's optional interfaces
 	counter    Counter
 	counters   func(string) (Counter, error)
 	limits     Limits
@@ -149,14 +150,9 @@ func New(store Store, opts Options) (*Memory, error) {
 		summarizer: opts.Summarizer, extractors: opts.Extractors, sumOpts: opts.Summary.withDefaults(), sync: opts.Sync,
 		embedder: opts.Embedder, autoSummary: opts.Summary.Trigger <= 0,
 	}
-	if _, ok := store.(SummaryStore); opts.Summarizer != nil && !ok {
-		return nil, fmt.Errorf("%w: a summarizer needs a store that keeps summaries", ErrInvalid)
-	}
-	if _, ok := store.(FactStore); len(opts.Extractors) > 0 && !ok {
-		return nil, fmt.Errorf("%w: extractors need a store that keeps facts", ErrInvalid)
-	}
-	if _, ok := store.(VectorStore); opts.Embedder != nil && !ok {
-		return nil, fmt.Errorf("%w: an embedder needs a store that keeps vectors", ErrInvalid)
+	m.caps = capabilitiesOf(store)
+	if err := m.caps.check(opts); err != nil {
+		return nil, err
 	}
 	m.worker.init(max(opts.QueueSize, 0), opts.Workers)
 	m.tails.init(opts.TailCacheBytes)
@@ -426,7 +422,7 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 	var res AppendResult
 	var read *TailRead
 	var err error
-	if ta, ok := m.store.(TailAppender); ok && tail != nil {
+	if ta := m.caps.tailAppend; ta != nil && tail != nil {
 		var r TailRead
 		if res, r, err = ta.AppendTail(ctx, key, counted, opts, *tail); err == nil && !res.Replayed {
 			read = &r

@@ -106,7 +106,7 @@ func (m *Memory) Start() error {
 	for range w.n {
 		w.wg.Go(m.run)
 	}
-	if fm, ok := m.store.(FactMarker); ok && len(m.extractors) > 0 {
+	if fm := m.caps.factMarks; fm != nil && len(m.extractors) > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.stopScan, w.scanning = cancel, true
 		w.wg.Go(func() {
@@ -217,7 +217,7 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 // indexEvery messages. Without a running worker (or with Options.Sync),
 // Postings catches up by itself.
 func (m *Memory) indexLater(key Key, created time.Time, msgs []Message) {
-	if _, ok := m.store.(IndexCatcher); !ok || m.sync {
+	if m.caps.indexCatcher == nil || m.sync {
 		return
 	}
 	first, last := msgs[0].Seq, msgs[len(msgs)-1].Seq
@@ -236,7 +236,7 @@ func (m *Memory) indexLater(key Key, created time.Time, msgs []Message) {
 // the next one (or Postings) does the work.
 func (m *Memory) catchUpIndex(ctx context.Context, key Key) {
 	err := m.retry(ctx, "index", func(ctx context.Context) error {
-		err := m.store.(IndexCatcher).IndexPending(ctx, key)
+		err := m.caps.indexCatcher.IndexPending(ctx, key)
 		if errors.Is(err, ErrNotFound) {
 			return nil // gone: nothing to index
 		}
@@ -360,10 +360,10 @@ func (m *Memory) process(ctx context.Context, j job) {
 		}
 	}
 	if j.catchUp {
-		m.logExtract(j.key, m.extractMarked(ctx, m.store.(FactMarker), j))
+		m.logExtract(j.key, m.extractMarked(ctx, m.caps.factMarks, j))
 		return
 	}
-	if fm, ok := m.store.(FactMarker); ok && len(m.extractors) > 0 && j.user {
+	if fm := m.caps.factMarks; fm != nil && len(m.extractors) > 0 && j.user {
 		m.logExtract(j.key, m.extractMarked(ctx, fm, j))
 	} else if len(m.extractors) > 0 && j.user {
 		var err error

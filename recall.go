@@ -707,8 +707,8 @@ func (p *packer) result() []Message {
 // store that is a UserSearcher, it recalls from all of the user's
 // conversations (recallUser).
 func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c Counter, extend bool, user string) (Window, error) {
-	search, ok := m.store.(Searcher)
-	if !ok {
+	search := m.caps.search
+	if search == nil {
 		return Window{}, fmt.Errorf("%w: this store keeps no search index, so it cannot recall", ErrInvalid)
 	}
 	head := 0 // pinned and made-up system messages come first
@@ -716,8 +716,8 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 		head++
 	}
 	recent := w.Messages[head:]
-	us, acrossUser := m.store.(UserSearcher)
-	acrossUser = acrossUser && p.Scope == ScopeUser && user != ""
+	us := m.caps.userSearch
+	acrossUser := us != nil && p.Scope == ScopeUser && user != ""
 	if len(recent) == 0 || recent[0].Seq <= 1 && !acrossUser {
 		return w, nil // the window reaches back to the start: nothing to recall
 	}
@@ -737,7 +737,7 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	left := p.Budget - fixed - kept
 	r := recaller{search: search, key: key, counter: c, speakers: make(map[string]bool), log: m.log.Warn}
 	if m.embedder != nil {
-		r.embedder, r.vectors = m.embedder, m.store.(VectorStore)
+		r.embedder, r.vectors = m.embedder, m.caps.vectors
 	}
 	for _, m := range recent {
 		if m.Name != "" {

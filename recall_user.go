@@ -217,8 +217,8 @@ func (m *Memory) SearchUser(ctx context.Context, user Key, query string, limit i
 	if limit < 1 || limit > MaxSearchLimit {
 		return nil, fmt.Errorf("%w: search limit %d is outside 1..%d", ErrInvalid, limit, MaxSearchLimit)
 	}
-	us, ok := m.store.(UserSearcher)
-	if !ok {
+	us := m.caps.userSearch
+	if us == nil {
 		return nil, fmt.Errorf("%w: this store keeps no search index of users", ErrInvalid)
 	}
 	terms := Terms(query)

@@ -42,8 +42,8 @@ func (m *Memory) Search(ctx context.Context, key Key, query string, limit int) (
 	if limit < 1 || limit > MaxSearchLimit {
 		return nil, fmt.Errorf("%w: search limit %d is outside 1..%d", ErrInvalid, limit, MaxSearchLimit)
 	}
-	s, ok := m.store.(Searcher)
-	if !ok {
+	s := m.caps.search
+	if s == nil {
 		return nil, fmt.Errorf("%w: this store keeps no search index", ErrInvalid)
 	}
 	conv, err := m.store.Conversation(ctx, key)

@@ -62,7 +62,7 @@ func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int
 
 // summarizeHeld is summarize under the lease hold takes or extends.
 func (m *Memory) summarizeHeld(ctx context.Context, key Key, created time.Time, hold holdFunc) (int, error) {
-	ss := m.store.(SummaryStore)
+	ss := m.caps.summaries
 	_, _, limit := m.summaryBounds(key)
 	held := false
 	for {
@@ -241,10 +241,10 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 			return err
 		}
 	}
-	if gw, ok := m.store.(GenerationWriter); ok {
+	if gw := m.caps.generations; gw != nil {
 		err = gw.PutSummaryOf(ctx, key, created, s, prev.CoversSeq)
 	} else {
-		err = m.store.(SummaryStore).PutSummary(ctx, key, s, prev.CoversSeq)
+		err = m.caps.summaries.PutSummary(ctx, key, s, prev.CoversSeq)
 	}
 	if err == nil {
 		m.summaries.put(key, created, &s)

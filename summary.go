@@ -45,8 +45,8 @@ type BoundedSummarizer interface {
 
 // Summary returns the conversation's summary (ErrNotFound if none).
 func (m *Memory) Summary(ctx context.Context, key Key) (Summary, error) {
-	ss, ok := m.store.(SummaryStore)
-	if !ok {
+	ss := m.caps.summaries
+	if ss == nil {
 		return Summary{}, fmt.Errorf("%w: this store keeps no summaries", ErrNotFound)
 	}
 	if err := key.Validate(); err != nil {

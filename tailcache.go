@@ -436,7 +436,7 @@ type sinceRead struct {
 // date come along in the same read (at most maxCatchUp: further behind,
 // the entry is not used); withSince false leaves them out.
 func (m *Memory) conversation(ctx context.Context, key Key, withSince bool) (Conversation, sinceRead, error) {
-	if r, ok := m.store.(SinceReader); ok && withSince {
+	if r := m.caps.since; r != nil && withSince {
 		if after, _, ok := m.tails.peek(key); ok {
 			conv, msgs, err := r.ConversationSince(ctx, key, after, maxCatchUp)
 			return conv, sinceRead{read: err == nil, after: after, msgs: msgs}, err
