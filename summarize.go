@@ -422,3 +422,50 @@ func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) 
 	}
 	return nil, err
 }
+
+// maintainSummary is the maintain step of a context read. With
+// summary_buffer and a summarizer it notes the budget the read leaves the
+// summary and the messages after it (noteSummaryBudget); then, when the
+// window left out a summary that lags behind it (gap), or sends none while
+// it leaves older messages out and the summary follows the budget (a summary
+// that fits may be due), it asks the worker for a summary, for the next
+// read, or with Options.Sync makes it and assembles again. w, gap and err
+// are the assembly's.
+func (m *Memory) maintainSummary(ctx context.Context, c *contextRead, w Window, gap bool, err error) (Window, error) {
+	if c.plan.p.Kind != PolicySummaryBuffer || m.summarizer == nil {
+		return w, err
+	}
+	m.noteSummaryBudget(c.key, c.a.summaryBudget())
+	if err == nil && !gap && m.autoSummary && w.Summary == nil {
+		// No summary sent (none yet, or one made for a larger budget that
+		// does not fit this one), and the window leaves older messages
+		// out: with the trigger and the summary's bound following this
+		// budget, a summary that fits may be due.
+		gap = int(c.last) > storedSent(w, c.last)
+	}
+	switch {
+	case !gap:
+		return w, err
+	case !m.sync:
+		m.requestSummary(c.key, c.conv.CreatedAt)
+		return w, err
+	}
+	// The summary lags behind the window: catch it up, then assemble
+	// again with the new summary (the tail read already reaches it).
+	if _, serr := m.summarize(ctx, c.key, c.conv.CreatedAt); serr != nil {
+		m.log.Warn("summarize before context", "key", c.key.String(), "err", serr)
+		return w, err
+	}
+	s, serr := m.Summary(ctx, c.key)
+	switch {
+	case errors.Is(serr, ErrNotFound):
+		return w, err // nothing was due: the plain window stands
+	case serr != nil:
+		return Window{}, serr
+	}
+	if c.a.summary, serr = summaryPartOf(ctx, s, c.plan.counter, c.plan.recount); serr != nil {
+		return Window{}, serr
+	}
+	w, _, err = c.a.window()
+	return w, err
+}

@@ -125,32 +125,27 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 // prefetchQuery is what the entry Turn fills from its append's reads must
 // answer when the tail cache does not hold the conversation (see
 // TailAppender; the append reads it withSlack, as cachedTail reads to fill
-// an entry): what tail asks under p before the conversation's system
-// tokens and copts' reserved messages are known (they only make it ask
-// less). A recall policy's tail is its recent
-// part, which tail asks for only when the conversation outgrew the budget
-// (else it takes all of it): the prefetch bets on that, the case where
-// recall matters; on a conversation between the two, the entry falls
-// short and the window is read again, as without the prefetch. ok is
-// false when the window is not read from the tail under the
+// an entry): the tail Context plans under p (planContext, tailQuery)
+// before the conversation's system tokens and copts' reserved messages
+// are known (they only make it ask less). A recall policy's tail is its
+// recent part, which Context asks for only when the conversation outgrew
+// the budget (else it takes all of it): the prefetch bets on that, the
+// case where recall matters; on a conversation between the two, the entry
+// falls short and the window is read again, as without the prefetch. ok
+// is false when the window is not read from the tail under the
 // conversation's counts (PolicyAll, a recount to another tokenizer, the
 // cache off), or the budget leaves nothing to read.
 func (m *Memory) prefetchQuery(p Policy, copts ContextOptions, counter Counter) (_ TailQuery, ok bool) {
-	if m.tails.max == 0 || p.Kind == PolicyAll || (copts.Tokenizer != "" && copts.Tokenizer != counter.Name()) {
+	if m.tails.max == 0 || p.Kind == PolicyAll {
 		return TailQuery{}, false
 	}
-	q := TailQuery{Turns: p.Turns}
-	if p.Budget > 0 {
-		if o, ok := counter.(RequestOverhead); ok {
-			p.Overhead = o.RequestOverhead()
-		}
-		q.Tokens = p.Budget - p.Overhead
-		if p.recalls() {
-			q.Tokens = min(q.Tokens, p.recentBudget())
-		}
-		if q.Tokens <= 0 {
-			return TailQuery{}, false
-		}
+	pl, err := m.planContext(p, copts, counter)
+	if err != nil || pl.recount {
+		return TailQuery{}, false
+	}
+	q := pl.p.tailQuery(0, -1)
+	if p.Budget > 0 && q.Tokens == 0 {
+		return TailQuery{}, false
 	}
 	return q, q.CheckSelects() == nil
 }
