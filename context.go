@@ -33,6 +33,15 @@ type ContextOptions struct {
 	// assembled, and Window.Reserved reports them. A budget they use up
 	// wraps ErrBudgetTooSmall.
 	Reserve []Message
+	// Preview marks a read that shows what would be sent (the inspector,
+	// an evaluation's questions, a dry run) rather than a turn's read
+	// (traffic). A preview never changes what is summarized or when: its
+	// budget is not taken as the conversation's summary budget (see
+	// SummaryOptions), it queues no work for the worker, and with
+	// Options.Sync it takes no lease, calls no summarizer and writes
+	// nothing. It reads as any read does (and may fill Memory's caches). In
+	// Turn it makes only the read a preview: the append is traffic.
+	Preview bool
 }
 
 // Metadata values that mark the messages Context makes up, under the
@@ -68,8 +77,9 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 // conversation as known describes it (an append's result: see Turn)
 // instead of reading the conversation's metadata first. It is the recipe
 // of a read, one function a step: plan and read (readContext), assemble
-// (assemble), maintain the summary (maintainSummary), complete the window
-// (lastTurn, then recallInto) and account for what it left out (account).
+// (assemble), maintain the summary (maintainSummary, skipped by previews),
+// complete the window (lastTurn, then recallInto) and account for what it
+// left out (account).
 func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOptions, known *Conversation) (Window, error) {
 	if err := key.Validate(); err != nil {
 		return Window{}, err
@@ -82,7 +92,9 @@ func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOpt
 		return Window{}, err
 	}
 	w, gap, err := m.assemble(ctx, &c)
-	w, err = m.maintainSummary(ctx, &c, w, gap, err)
+	if !opts.Preview {
+		w, err = m.maintainSummary(ctx, &c, w, gap, err)
+	}
 	if err == nil {
 		w, err = m.lastTurn(ctx, &c, w)
 	}

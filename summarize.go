@@ -423,14 +423,15 @@ func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) 
 	return nil, err
 }
 
-// maintainSummary is the maintain step of a context read. With
-// summary_buffer and a summarizer it notes the budget the read leaves the
-// summary and the messages after it (noteSummaryBudget); then, when the
-// window left out a summary that lags behind it (gap), or sends none while
-// it leaves older messages out and the summary follows the budget (a summary
-// that fits may be due), it asks the worker for a summary, for the next
-// read, or with Options.Sync makes it and assembles again. w, gap and err
-// are the assembly's.
+// maintainSummary is the maintain step of a context read that is traffic,
+// not a preview (ContextOptions.Preview skips it). With summary_buffer and a
+// summarizer it notes the budget the read leaves the summary and the
+// messages after it (noteSummaryBudget); then, when the window left out a
+// summary that lags behind it (gap), or sends none while it leaves older
+// messages out and the summary follows the budget (a summary that fits may
+// be due), it asks the worker for a summary, for the next read, or with
+// Options.Sync makes it and assembles again. w, gap and err are the
+// assembly's.
 func (m *Memory) maintainSummary(ctx context.Context, c *contextRead, w Window, gap bool, err error) (Window, error) {
 	if c.plan.p.Kind != PolicySummaryBuffer || m.summarizer == nil {
 		return w, err

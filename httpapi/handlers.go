@@ -175,7 +175,7 @@ func (s *Server) getContext(c *call) error {
 	if err != nil {
 		return err
 	}
-	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer")
+	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer", "preview")
 	if err != nil {
 		return err
 	}
@@ -221,12 +221,19 @@ func (s *Server) getContext(c *call) error {
 	if p.Scope, err = scopeParam(q.Get("scope"), p); err != nil {
 		return fmt.Errorf("%w: parameter scope: %w", chatmem.ErrInvalid, err)
 	}
-	tok := q.Get("tokenizer")
-	if len(tok) > maxTokenizerLen {
+	opts := chatmem.ContextOptions{Tokenizer: q.Get("tokenizer")}
+	if len(opts.Tokenizer) > maxTokenizerLen {
 		return fmt.Errorf("%w: parameter tokenizer is over %d characters", chatmem.ErrInvalid, maxTokenizerLen)
 	}
+	// A preview (the inspector's) shows the window and changes nothing of
+	// what is summarized or when: see chatmem.ContextOptions.Preview.
+	if v := q.Get("preview"); v != "" {
+		if opts.Preview, err = strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%w: parameter preview must be true or false, got %q", chatmem.ErrInvalid, v)
+		}
+	}
 	w, err := timed(s, "context", func() (chatmem.Window, error) {
-		return s.mem.Context(c.r.Context(), key, p, chatmem.ContextOptions{Tokenizer: tok})
+		return s.mem.Context(c.r.Context(), key, p, opts)
 	})
 	if err != nil {
 		return err
