@@ -72,9 +72,10 @@ type Options struct {
 // unsummarized.
 //
 // With Trigger unset (the default), both follow the budget the
-// conversation's summary_buffer context reads leave for the summary and the
-// messages after it (the smallest one this Memory has seen for it, after
-// the pinned system messages, the facts and the request overhead): the
+// conversation's latest summary_buffer read in this Memory left for the
+// summary and the messages after it: the policy's budget less the pinned
+// system messages, the facts, the request overhead and the reserved
+// messages (with recall, the recent part's budget less the same). The
 // summary is extended once the messages after it pass 40% of that budget,
 // until about 20% remain, and it is kept within 55% of the budget
 // (BoundedSummarizer). So summary_buffer sends a summary at any budget with
@@ -82,6 +83,14 @@ type Options struct {
 // larger share (the values were chosen on LoCoMo: docs/evaluation.md).
 // Until a conversation's first such read, and when Trigger is set, the
 // fixed values apply (Trigger 2000, Target Trigger/2).
+//
+// Every summary_buffer read counts (Context, Turn, and the server's
+// context route, proxy and MCP tool, which call them) except previews
+// (ContextOptions.Preview: the inspector, an evaluation's questions,
+// ?preview=true), which never change what is summarized or when. The
+// latest read wins, not the smallest: a conversation moved to a larger
+// budget gets summaries for it, rather than ones sized for a budget it
+// was once read with.
 type SummaryOptions struct {
 	Trigger int // default: follows the budget, else 2000
 	Target  int // default: follows the budget, else Trigger/2

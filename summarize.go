@@ -276,11 +276,12 @@ const (
 	autoSummaryPercent = 55
 )
 
-// summaryBudgets remembers, per conversation, the smallest budget its
-// summary_buffer context reads have used in this process: a summary made
-// for it fits every budget the conversation is read with. It is bounded;
-// a conversation it forgets goes back to the fixed defaults until its next
-// read.
+// summaryBudgets remembers, per conversation, the budget its latest
+// summary_buffer traffic read in this process left for the summary and
+// the messages after it (see maintainSummary): the summaries follow what
+// the conversation is read with now. Previews (ContextOptions.Preview) are
+// not noted. It is bounded; a conversation it forgets goes back to the
+// fixed defaults until its next read.
 type summaryBudgets struct {
 	mu sync.Mutex
 	m  map[Key]int
@@ -294,7 +295,7 @@ func (b *summaryBudgets) note(key Key, budget int) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if old, ok := b.m[key]; ok && old <= budget {
+	if old, ok := b.m[key]; ok && old == budget {
 		return false
 	}
 	if b.m == nil || len(b.m) >= derivedCacheEntries {

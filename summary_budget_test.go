@@ -153,10 +153,10 @@ func TestSummaryFixedOptionsStillApply(t *testing.T) {
 	}
 }
 
-// TestSummaryFollowsSmallestBudget: a conversation read at 4,096 tokens and
-// then at 256 gets a summary that fits the smaller budget, and still sends
-// it, with no gap, at the larger one.
-func TestSummaryFollowsSmallestBudget(t *testing.T) {
+// TestSummaryFitsEachBudget: a conversation read at 4,096 tokens and then
+// at 256 gets a summary that fits the smaller budget, and still sends it,
+// with no gap, when read at the larger one again.
+func TestSummaryFitsEachBudget(t *testing.T) {
 	ctx := context.Background()
 	mem, err := chatmem.New(memory.New(), chatmem.Options{
 		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,

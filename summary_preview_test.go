@@ -80,3 +80,53 @@ func TestPreviewChangesNoSummary(t *testing.T) {
 		})
 	}
 }
+
+// TestSummaryFollowsLatestBudget: the summaries follow the budget of the
+// latest traffic read, not the smallest ever seen: a conversation read at
+// 256 tokens and then at 4,096 is not summarized again for appends that
+// pass 256's trigger but not 4,096's.
+func TestSummaryFollowsLatestBudget(t *testing.T) {
+	ctx := context.Background()
+	mem, err := chatmem.New(memory.New(), chatmem.Options{
+		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := chatmem.Key{Tenant: "t", ID: "moved-up"}
+	msgs := longConversation(160)
+	if _, err := mem.Append(ctx, key, msgs[:300], chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, budget := range []int{256, 4096} {
+		w, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicySummaryBuffer, Budget: budget}, chatmem.ContextOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Summary == nil {
+			t.Fatalf("budget %d: no summary sent", budget)
+		}
+	}
+	before, err := mem.Summary(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Append(ctx, key, msgs[300:], chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := mem.Summary(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.CoversSeq != before.CoversSeq {
+		t.Errorf("read last at 4096, the summary moved from 1-%d to 1-%d for %d new messages: it follows a smaller budget",
+			before.CoversSeq, after.CoversSeq, len(msgs)-300)
+	}
+	w, err := mem.Context(ctx, key, chatmem.Policy{Kind: chatmem.PolicySummaryBuffer, Budget: 4096}, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Summary == nil || w.Tokens > 4096 {
+		t.Errorf("at 4096 after the appends: summary %v, %d tokens", w.Summary != nil, w.Tokens)
+	}
+}
