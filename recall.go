@@ -721,13 +721,7 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	if len(recent) == 0 || recent[0].Seq <= 1 && !acrossUser {
 		return w, nil // the window reaches back to the start: nothing to recall
 	}
-	query := ""
-	for i := len(recent) - 1; i >= 0; i-- {
-		if recent[i].Role == RoleUser {
-			query = recent[i].Content
-			break
-		}
-	}
+	query := newestUserText(recent)
 	cut := 0
 	if p.Kind == PolicyRecall {
 		cut = recentCut(recent, p.recentBudget())
@@ -757,19 +751,50 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	if err != nil {
 		return Window{}, fmt.Errorf("recall for %s: %w", key, err)
 	}
-	// Give what is left back to the cut messages, newest unit first, up to
-	// the first recalled one.
 	floor := int64(0)
 	if len(recalled) > 0 {
 		floor = recalled[len(recalled)-1].Seq
 	}
-	spare := left - used
+	recent, ext, err := m.giveBack(ctx, key, p, recent, cut, floor, left-used, extend)
+	if err != nil {
+		return Window{}, err
+	}
+	out := make([]Message, 0, head+len(recalled)+len(recent)-ext)
+	out = append(out, w.Messages[:head]...)
+	out = append(out, recalled...)
+	out = append(out, recent[ext:]...)
+	w.Messages = out
+	w.Parts.Recent = sumTokens(recent[ext:])
+	w.Parts.Recalled = used
+	w.Tokens = fixed + w.Parts.Recent + used
+	return w, nil
+}
+
+// newestUserText is the content of the newest user message of msgs:
+// recall's query.
+func newestUserText(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleUser {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// giveBack gives what recall left (spare tokens) back to the messages of
+// recent (the window's) before cut, newest unit first, down to the
+// first recalled message (floor), and returns where the window's recent
+// part then starts (ext, at a user message). For PolicyRecall, when only
+// the recent part was read (cut 0, extend: the stored counts are the
+// window's), it first reads the messages before recent that spare can
+// hold, and recent comes back with them.
+func (m *Memory) giveBack(ctx context.Context, key Key, p Policy, recent []Message, cut int, floor int64, spare int, extend bool) (_ []Message, ext int, _ error) {
 	if p.Kind == PolicyRecall && cut == 0 && spare > 0 && extend && recent[0].Seq > floor+1 {
 		// Only the recent part was read (Memory.tail): recall left room, so
 		// read the messages before it that the room can hold.
 		longer, err := m.store.Tail(ctx, key, TailQuery{Tokens: sumTokens(recent) + spare})
 		if err != nil {
-			return Window{}, fmt.Errorf("context of %s: %w", key, err)
+			return nil, 0, fmt.Errorf("context of %s: %w", key, err)
 		}
 		var before []Message
 		for _, msg := range longer {
@@ -782,7 +807,7 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 			cut = len(before)
 		}
 	}
-	ext := cut
+	ext = cut
 	for ext > 0 {
 		u := prevUnit(recent, ext)
 		if recent[u.start].Seq <= floor || u.tokens > spare {
@@ -792,18 +817,9 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 		ext = u.start
 	}
 	for ext < cut && recent[ext].Role != RoleUser { // the recent part starts with a user message
-		u := nextUnit(recent, ext)
-		ext = u
+		ext = nextUnit(recent, ext)
 	}
-	out := make([]Message, 0, head+len(recalled)+len(recent)-ext)
-	out = append(out, w.Messages[:head]...)
-	out = append(out, recalled...)
-	out = append(out, recent[ext:]...)
-	w.Messages = out
-	w.Parts.Recent = sumTokens(recent[ext:])
-	w.Parts.Recalled = used
-	w.Tokens = fixed + w.Parts.Recent + used
-	return w, nil
+	return recent, ext, nil
 }
 
 // recentCut returns where the newest part of recent (a window's messages,

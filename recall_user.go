@@ -102,9 +102,19 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 		return nil, 0, err
 	}
 
-	// Renumber the conversations oldest first (by the earliest message
-	// read of each), current still last, so that what is recalled reads
-	// in the order it was said.
+	convs, bySeq, ranked = oldestFirst(convs, bySeq, ranked, current)
+	limit = int64(len(convs))<<userSeqBits | before
+	r.mark = userMarker(convs)
+	return r.pack(ctx, query, ranked, bySeq, limit, budget)
+}
+
+// oldestFirst renumbers the conversations of recall across a user's
+// conversations oldest first (by the earliest message read of each),
+// current still last, so that what is recalled reads in the order it was
+// said; conversations of which nothing was read drop out. The messages
+// come back as copies carrying MetaConversation and MetaSeq, and those of
+// other conversations than current with Seq 0.
+func oldestFirst(convs []string, bySeq map[int64]Message, ranked []scored, current string) ([]string, map[int64]Message, []scored) {
 	first := make(map[int64]time.Time)
 	for k, m := range bySeq {
 		if p := k >> userSeqBits; first[p].IsZero() || m.CreatedAt.Before(first[p]) {
@@ -146,10 +156,14 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 			kept = append(kept, scored{move(c.seq), c.score})
 		}
 	}
-	convs, bySeq, ranked = newConvs, moved, kept
-	limit = int64(len(convs))<<userSeqBits | before
+	return newConvs, moved, kept
+}
 
-	r.mark = func(b []byte, k int64, t time.Time, withTime bool) []byte {
+// userMarker marks a message recalled across a user's conversations (see
+// recaller.mark) with its conversation, one of convs by its number:
+// "[conv-id #12 2026-05-01 10:00] ".
+func userMarker(convs []string) func(b []byte, k int64, t time.Time, withTime bool) []byte {
+	return func(b []byte, k int64, t time.Time, withTime bool) []byte {
 		if !withTime {
 			return appendMarker(b, k&userSeqMask, t, false)
 		}
@@ -161,7 +175,6 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 		b = t.UTC().AppendFormat(b, "2006-01-02 15:04")
 		return append(b, "] "...)
 	}
-	return r.pack(ctx, query, ranked, bySeq, limit, budget)
 }
 
 // numberUserHits numbers the hits of postings (a UserPostings answer) for
