@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 
+	"github.com/chatmem/chatmem/internal/bounded"
 	"golang.org/x/text/language"
 	"golang.org/x/text/language/display"
 )
@@ -544,28 +544,19 @@ func blockKey(c Counter, msg Message) [sha256.Size]byte {
 // (the facts block), by counter and text: facts change rarely, so most
 // turns count nothing, as for stored messages.
 type blockCounts struct {
-	mu     sync.Mutex
-	counts map[[sha256.Size]byte]int
+	bounded.Map[[sha256.Size]byte, int]
 }
 
 func (b *blockCounts) count(ctx context.Context, c Counter, msg Message) (int, error) {
 	k := blockKey(c, msg)
-	b.mu.Lock()
-	n, ok := b.counts[k]
-	b.mu.Unlock()
-	if ok {
+	if n, ok := b.Get(k); ok {
 		return n, nil
 	}
 	n, err := c.Count(ctx, msg)
 	if err != nil {
 		return 0, err
 	}
-	b.mu.Lock()
-	if b.counts == nil || len(b.counts) >= 10000 {
-		b.counts = make(map[[sha256.Size]byte]int) // bounded: only a shortcut
-	}
-	b.counts[k] = n
-	b.mu.Unlock()
+	b.Put(k, n, 0)
 	return n, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"github.com/chatmem/chatmem/internal/bounded"
 )
 
 // extract runs every extractor over the messages from..to and stores the
@@ -230,9 +232,7 @@ const factCacheTTL = 2 * time.Second
 // neither reads nor writes. It is tied to the conversation's CreatedAt and
 // dropped when this Memory sets or deletes facts itself.
 type factCache struct {
-	mu      sync.Mutex
-	entries map[Key]cachedFacts
-	bytes   int // of the entries' keys and values, roughly
+	bounded.Map[Key, cachedFacts] // sized by the keys and values, roughly
 }
 
 type cachedFacts struct {
@@ -242,42 +242,26 @@ type cachedFacts struct {
 }
 
 func (c *factCache) get(key Key, created, now time.Time) (map[string]string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
+	e, ok := c.Get(key)
 	if !ok || created.IsZero() || !e.created.Equal(created) || now.Sub(e.fetched) > factCacheTTL {
 		return nil, false
 	}
-	return maps.Clone(e.values), true
+	return maps.Clone(e.values), true // put's values are never changed after
 }
 
 func (c *factCache) put(key Key, created time.Time, values map[string]string, now time.Time) {
 	if created.IsZero() {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= derivedCacheEntries || c.bytes >= derivedCacheBytes {
-		c.entries = make(map[Key]cachedFacts) // bounded: only a shortcut
-		c.bytes = 0
-	}
-	c.entries[key] = cachedFacts{created: created, values: values, fetched: now}
-	c.bytes += 128 + len(key.Tenant) + len(key.ID)
+	size := 128 + len(key.Tenant) + len(key.ID)
 	for k, v := range values {
-		c.bytes += 64 + len(k) + len(v)
+		size += 64 + len(k) + len(v)
 	}
+	c.Put(key, cachedFacts{created: created, values: values, fetched: now}, size)
 }
 
-func (c *factCache) forget(key Key) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, key)
-}
+func (c *factCache) forget(key Key) { c.Delete(key) }
 
 // forgetAll drops every entry: a user's facts changed, and the entries of
 // the user's conversations hold them (it is only a shortcut).
-func (c *factCache) forgetAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.entries, c.bytes = nil, 0
-}
+func (c *factCache) forgetAll() { c.Clear() }

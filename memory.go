@@ -165,6 +165,7 @@ func New(store Store, opts Options) (*Memory, error) {
 	}
 	m.worker.init(max(opts.QueueSize, 0), opts.Workers)
 	m.tails.init(opts.TailCacheBytes)
+	m.boundCaches()
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -172,6 +173,29 @@ func New(store Store, opts Options) (*Memory, error) {
 		m.log, m.defaultLog = slog.New(slog.DiscardHandler), true
 	}
 	return m, nil
+}
+
+// The caches of derived data (summaries, fact values, the counts of the
+// blocks Context makes up, summary budgets and the worker's estimates)
+// start over when they hold this many entries (or bytes, for those that
+// hold texts): an entry is only a shortcut, for a few seconds or until
+// something changes, so forgetting them all costs a read or a count each,
+// and memory stays bounded however many conversations pass through. The
+// tail cache, whose entries save a turn's reads, is a true LRU
+// (tailCache).
+const (
+	derivedCacheEntries = 100000
+	derivedCacheBytes   = 8 << 20
+	blockCountEntries   = 10000
+)
+
+// boundCaches sets the bounds of the caches of derived data.
+func (m *Memory) boundCaches() {
+	m.summaries.MaxEntries, m.summaries.MaxBytes = derivedCacheEntries, derivedCacheBytes
+	m.facts.MaxEntries, m.facts.MaxBytes = derivedCacheEntries, derivedCacheBytes
+	m.blocks.MaxEntries = blockCountEntries
+	m.budgets.MaxEntries = derivedCacheEntries
+	m.worker.unsummarized.MaxEntries = derivedCacheEntries
 }
 
 // Store returns the store Memory reads and writes. Delete a conversation

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/chatmem/chatmem/internal/bounded"
 )
 
 // job is the work pending for one conversation: extract facts from the
@@ -55,8 +57,7 @@ type worker struct {
 	// summary, as of the last check plus what this Memory appended since,
 	// so that most appends need no store read to know the summarizer has
 	// nothing to do. A miss only costs a check.
-	unsumMu      sync.Mutex
-	unsummarized map[Key]int
+	unsummarized bounded.Map[Key, int]
 	wg           sync.WaitGroup
 	dropped      int64
 	// stopScan ends the startup scan for lagging fact marks (Close);
@@ -82,7 +83,6 @@ func (w *worker) init(size, n int) {
 	w.pending = make(map[Key]*job)
 	w.next = make(map[Key]*job)
 	w.active = make(map[Key]bool)
-	w.unsummarized = make(map[Key]int)
 }
 
 // Start starts the workers that write summaries and extract facts after
@@ -389,28 +389,21 @@ func (m *Memory) process(ctx context.Context, j job) {
 // belowTrigger adds j's tokens to the conversation's estimate and reports
 // whether it is known to stay at or below trigger, so no check is needed.
 func (w *worker) belowTrigger(j job, trigger int) bool {
-	w.unsumMu.Lock()
-	defer w.unsumMu.Unlock()
-	est, ok := w.unsummarized[j.key]
-	if !ok || est+j.tokens > trigger {
-		return false
-	}
-	w.unsummarized[j.key] = est + j.tokens
-	return true
+	return w.unsummarized.Update(j.key, 0, func(est int, ok bool) (int, bool) {
+		if !ok || est+j.tokens > trigger {
+			return est, false
+		}
+		return est + j.tokens, true
+	})
 }
 
 // setUnsummarized records what a check found (known) or forgets the estimate.
 func (w *worker) setUnsummarized(key Key, tokens int, known bool) {
-	w.unsumMu.Lock()
-	defer w.unsumMu.Unlock()
 	if !known || tokens < 0 {
-		delete(w.unsummarized, key)
+		w.unsummarized.Delete(key)
 		return
 	}
-	if len(w.unsummarized) >= 100000 {
-		clear(w.unsummarized) // bounded: estimates are only a shortcut
-	}
-	w.unsummarized[key] = tokens
+	w.unsummarized.Put(key, tokens, 0)
 }
 
 // retry calls f with a per-call timeout until it succeeds, the retries are

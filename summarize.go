@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/chatmem/chatmem/internal/bounded"
 )
 
 // recreated is the error for work on a conversation that was deleted and
@@ -283,8 +284,7 @@ const (
 // not noted. It is bounded; a conversation it forgets goes back to the
 // fixed defaults until its next read.
 type summaryBudgets struct {
-	mu sync.Mutex
-	m  map[Key]int
+	bounded.Map[Key, int] // a forgotten budget is noted again at the next read
 }
 
 // note records budget for key and reports whether the remembered budget
@@ -293,23 +293,9 @@ func (b *summaryBudgets) note(key Key, budget int) bool {
 	if budget < 1 {
 		return false
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if old, ok := b.m[key]; ok && old == budget {
-		return false
-	}
-	if b.m == nil || len(b.m) >= derivedCacheEntries {
-		b.m = make(map[Key]int) // bounded: a forgotten budget is noted again at the next read
-	}
-	b.m[key] = budget
-	return true
-}
-
-func (b *summaryBudgets) get(key Key) (int, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n, ok := b.m[key]
-	return n, ok
+	return b.Update(key, 0, func(old int, ok bool) (int, bool) {
+		return budget, !ok || old != budget
+	})
 }
 
 // summaryBounds returns when key's summary is extended (once more than
@@ -319,7 +305,7 @@ func (b *summaryBudgets) get(key Key) (int, bool) {
 // budget, else the defaults (2000 and 1000, no bound).
 func (m *Memory) summaryBounds(key Key) (trigger, target, limit int) {
 	if m.autoSummary {
-		if b, ok := m.budgets.get(key); ok {
+		if b, ok := m.budgets.Get(key); ok {
 			return max(b*autoTriggerPercent/100, 2), max(b*autoTargetPercent/100, 1), max(b*autoSummaryPercent/100, 1)
 		}
 	}
@@ -349,19 +335,8 @@ const summaryCacheTTL = 2 * time.Second
 // CreatedAt and as many messages within 2 s is the remaining blind spot;
 // a store-level generation would close it).
 type summaryCache struct {
-	mu      sync.Mutex
-	entries map[Key]cachedSummary
-	bytes   int // of the entries' keys and texts, roughly
+	bounded.Map[Key, cachedSummary] // sized by the keys and texts, roughly
 }
-
-// Both caches of derived data start over when they hold this many
-// entries or bytes: an entry is only a shortcut for a few seconds, so
-// forgetting them all costs a read each, and memory stays bounded however
-// many conversations pass through.
-const (
-	derivedCacheEntries = 100000
-	derivedCacheBytes   = 8 << 20
-)
 
 type cachedSummary struct {
 	created time.Time // the conversation's CreatedAt
@@ -370,20 +345,14 @@ type cachedSummary struct {
 }
 
 // forget drops the conversation's entry.
-func (c *summaryCache) forget(key Key) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, key)
-}
+func (c *summaryCache) forget(key Key) { c.Delete(key) }
 
 // get returns the cached summary of the conversation with this CreatedAt
 // and LastSeq. Freshness is judged by the wall clock, not Options.Now (a
 // test clock may stand still), and a summary covering more than the
 // conversation holds belongs to a predecessor, whatever its CreatedAt.
 func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
+	e, ok := c.Get(key)
 	if !ok || !e.created.Equal(conv.CreatedAt) || time.Since(e.fetched) > summaryCacheTTL ||
 		(e.summary != nil && e.summary.CoversSeq > conv.LastSeq) {
 		return nil, false
@@ -393,17 +362,11 @@ func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
 
 // put records what the store holds (read) or what this Memory just wrote.
 func (c *summaryCache) put(key Key, created time.Time, s *Summary) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= derivedCacheEntries || c.bytes >= derivedCacheBytes {
-		c.entries = make(map[Key]cachedSummary) // bounded: only a shortcut
-		c.bytes = 0
-	}
-	c.entries[key] = cachedSummary{created: created, summary: s, fetched: time.Now()}
-	c.bytes += 128 + len(key.Tenant) + len(key.ID)
+	size := 128 + len(key.Tenant) + len(key.ID)
 	if s != nil {
-		c.bytes += len(s.Text)
+		size += len(s.Text)
 	}
+	c.Put(key, cachedSummary{created: created, summary: s, fetched: time.Now()}, size)
 }
 
 // cachedSummary returns the conversation's summary (nil if none), from the
