@@ -20,18 +20,7 @@ func TestPreviewChangesNoSummary(t *testing.T) {
 	ctx := context.Background()
 	for _, sync := range []bool{true, false} {
 		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
-			mem, err := chatmem.New(memory.New(), chatmem.Options{
-				Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: sync,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !sync {
-				if err := mem.Start(); err != nil {
-					t.Fatal(err)
-				}
-				defer mem.Close()
-			}
+			mem := summarizing(t, sync)
 			key := chatmem.Key{Tenant: "t", ID: "previewed"}
 			msgs := longConversation(160)
 			if _, err := mem.Append(ctx, key, msgs[:300], chatmem.AppendOptions{}); err != nil {
@@ -129,4 +118,25 @@ func TestSummaryFollowsLatestBudget(t *testing.T) {
 	if w.Summary == nil || w.Tokens > 4096 {
 		t.Errorf("at 4096 after the appends: summary %v, %d tokens", w.Summary != nil, w.Tokens)
 	}
+}
+
+// summarizing returns a Memory with the offline summarizer and the
+// default SummaryOptions (the summaries follow the budget), summarizing
+// in Append and Context (sync) or in its worker, started and closed with
+// the test.
+func summarizing(t *testing.T, sync bool) *chatmem.Memory {
+	t.Helper()
+	mem, err := chatmem.New(memory.New(), chatmem.Options{
+		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: sync,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sync {
+		if err := mem.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mem.Close() })
+	}
+	return mem
 }
