@@ -11,8 +11,8 @@ type capabilities struct {
 	// Summarizer, Summary returns ErrNotFound and summary_buffer sends a
 	// plain window.
 	summaries SummaryStore
-	// facts keeps facts. Without it New refuses Extractors, the fact
-	// methods wrap ErrInvalid (factStore) and p.Facts sends none.
+	// facts keeps facts. Without it New refuses Extractors, and the fact
+	// methods and a read with Policy.Facts wrap ErrInvalid (factStore).
 	facts FactStore
 	// vectors keeps embeddings. Without it New refuses an Embedder.
 	vectors VectorStore
@@ -49,8 +49,8 @@ type capabilities struct {
 	// since reads the messages after the tail cache's entry with the
 	// conversation's metadata. Without it they are a second read.
 	since SinceReader
-	// tailAppend reads a tail in the append's round trip. Without it Turn
-	// reads its window after the append.
+	// tailAppend reads a tail in the append's round trip. Without it a
+	// Turn the tail cache cannot serve reads its window after the append.
 	tailAppend TailAppender
 }
 

@@ -33,8 +33,9 @@ import (
 //     tail (a budget, turns, summary or recall policy under the
 //     conversation's own counts), the append reads the conversation's
 //     system messages and the newest messages the policy can use in its
-//     own round trip, and they fill the tail cache: the turn is one round
-//     trip (plus a summary-buffer policy's summary and recall's search).
+//     own round trip (planned as the read plans its tail: prefetchQuery),
+//     and they fill the tail cache: the turn is one round trip (plus a
+//     summary-buffer policy's summary and recall's search).
 //     Otherwise the window is read after the append, for the
 //     conversation its result describes, with no second read of its
 //     metadata.
@@ -44,12 +45,15 @@ import (
 // anything is written. An error of the context's assembly (such as
 // ErrBudgetTooSmall) comes with the result of the append, which landed.
 func (m *Memory) Turn(ctx context.Context, key Key, msgs []Message, opts AppendOptions, p Policy, copts ContextOptions) (AppendResult, Window, error) {
+	// Check everything that can be checked before any I/O.
 	if err := p.Validate(); err != nil {
 		return AppendResult{}, Window{}, err
 	}
 	if err := m.checkAppend(key, msgs, &opts); err != nil {
 		return AppendResult{}, Window{}, err
 	}
+	// Append: without a read first when it can (turnAppend), else as
+	// Append does.
 	res, landed, err := m.turnAppend(ctx, key, msgs, opts, p, copts)
 	if err != nil {
 		return AppendResult{}, Window{}, err
@@ -59,6 +63,8 @@ func (m *Memory) Turn(ctx context.Context, key Key, msgs []Message, opts AppendO
 			return AppendResult{}, Window{}, err
 		}
 	}
+	// Read the context of the conversation the append's result describes
+	// (Context's recipe: see context).
 	known := &res.Conversation
 	if res.Replayed {
 		known = nil // as it is now: read it
