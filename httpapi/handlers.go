@@ -214,11 +214,18 @@ func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 	if p.Scope, err = scopeParam(q.Get("scope"), p); err != nil {
 		return p, none, fmt.Errorf("%w: parameter scope: %w", chatmem.ErrInvalid, err)
 	}
-	tok := q.Get("tokenizer")
-	if len(tok) > maxTokenizerLen {
+	opts := chatmem.ContextOptions{Tokenizer: q.Get("tokenizer")}
+	if len(opts.Tokenizer) > maxTokenizerLen {
 		return p, none, fmt.Errorf("%w: parameter tokenizer is over %d characters", chatmem.ErrInvalid, maxTokenizerLen)
 	}
-	return p, chatmem.ContextOptions{Tokenizer: tok}, nil
+	// A preview (the inspector's) shows the window and changes nothing of
+	// what is summarized or when: see chatmem.ContextOptions.Preview.
+	if v := q.Get("preview"); v != "" {
+		if opts.Preview, err = strconv.ParseBool(v); err != nil {
+			return p, none, fmt.Errorf("%w: parameter preview must be true or false, got %q", chatmem.ErrInvalid, v)
+		}
+	}
+	return p, opts, nil
 }
 
 // scopeParam checks v, the recall scope a request asks for under p: empty,
