@@ -37,6 +37,9 @@ type Upstream struct {
 	// Policy is the default context policy, which the X-Chatmem-* headers
 	// override per request. The zero value means token_budget 4000.
 	Policy chatmem.Policy
+	// OnDiverge is what a request whose history diverges from the stored
+	// conversation gets: DivergeRefuse (the default) or DivergeFork.
+	OnDiverge string
 }
 
 // DefaultProxyPolicy is the policy a zero Upstream.Policy stands for.
@@ -44,10 +47,11 @@ var DefaultProxyPolicy = chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget:
 
 // upstream is a checked Upstream.
 type upstream struct {
-	url    string // BaseURL + "/chat/completions"
-	key    string
-	client *http.Client
-	policy chatmem.Policy
+	url       string // BaseURL + "/chat/completions"
+	key       string
+	client    *http.Client
+	policy    chatmem.Policy
+	onDiverge string
 }
 
 func newUpstream(u Upstream) (*upstream, error) {
@@ -62,11 +66,18 @@ func newUpstream(u Upstream) (*upstream, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("upstream policy: %w", err)
 	}
+	onDiverge := u.OnDiverge
+	if onDiverge == "" {
+		onDiverge = DivergeRefuse
+	}
+	if !slices.Contains(DivergeModes, onDiverge) {
+		return nil, fmt.Errorf("%w: upstream OnDiverge %q: want one of %s", chatmem.ErrInvalid, u.OnDiverge, strings.Join(DivergeModes, ", "))
+	}
 	client := u.HTTPClient
 	if client == nil {
 		client = defaultUpstreamClient()
 	}
-	return &upstream{url: strings.TrimSuffix(u.BaseURL, "/") + "/chat/completions", key: u.APIKey, client: client, policy: p}, nil
+	return &upstream{url: strings.TrimSuffix(u.BaseURL, "/") + "/chat/completions", key: u.APIKey, client: client, policy: p, onDiverge: onDiverge}, nil
 }
 
 // defaultUpstreamClient bounds connecting and waiting for the response
@@ -93,6 +104,9 @@ const (
 	headerFacts        = "X-Chatmem-Facts"
 	headerScope        = "X-Chatmem-Scope"
 	headerWindowTokens = "X-Chatmem-Window-Tokens"
+	// headerRetry says the request was read as a retry of the stored
+	// turn: its reply is not stored.
+	headerRetry = "X-Chatmem-Retry"
 )
 
 // Metadata keys of a stored reply: the prompt tokens of its turn as the
@@ -113,11 +127,19 @@ const (
 var errNoUpstream = fmt.Errorf("%w: no upstream configured", chatmem.ErrUnavailable)
 
 // chatCompletions is the chat proxy. Without X-Chatmem-Conversation it
-// forwards the request as it is; with it, the request's messages are the
-// turn's new ones: system (and developer) messages are not stored but sent
-// first, as this request's pinned system prompt; the others are stored;
-// the stored context under the policy replaces the messages; every other
-// field goes to the upstream untouched; and a successful reply is stored.
+// forwards the request as it is; with it, system (and developer) messages
+// are not stored but sent first, as this request's pinned system prompt;
+// the others are lined up with the stored conversation (reconcile: the
+// full history, a trimmed one and only the new message all work) and
+// what it does not hold yet is stored; the stored context under the
+// policy replaces the messages; every other field goes to the upstream
+// untouched; and a successful reply is stored. A request that asks a
+// stored turn again (its messages are stored, followed by their reply)
+// appends nothing and is answered by a new completion over the history up
+// to that turn, which is not stored (X-Chatmem-Retry: true); a request
+// whose history diverges from the stored one is refused (409
+// history_diverged) or, with Upstream.OnDiverge DivergeFork, stored as a
+// fork (forkID) that the response names in X-Chatmem-Conversation.
 // A reply that does not complete (an upstream error, a client that goes
 // away, a stream that breaks before [DONE]) is not stored, partial or
 // whole, so the history stays valid; the turn's own messages are stored
@@ -213,6 +235,34 @@ func (s *Server) proxyChat(c *call) error {
 		}
 	}
 	upto := int64(-1) // the last Seq of a turn appended first: the history it is answered from
+	// Only what the stored conversation does not hold yet is appended.
+	for forks := 0; ; forks++ {
+		rec, err := s.reconcile(ctx, t.key, msgs)
+		if err != nil {
+			return err
+		}
+		if rec.shape == shapeNew {
+			msgs = msgs[rec.from:]
+			s.metrics.proxyHistory.WithLabelValues("continued").Inc()
+			break
+		}
+		if rec.shape == shapeRetry {
+			msgs, upto, t.retry = nil, rec.upto, true
+			c.w.Header().Set(headerRetry, "true")
+			s.metrics.proxyHistory.WithLabelValues("retry").Inc()
+			break
+		}
+		if s.up.onDiverge != DivergeFork || forks == maxForks {
+			s.metrics.proxyHistory.WithLabelValues("refused").Inc()
+			return &errDiverged{index: requestIndex(system, rec.from), seq: rec.seq, ended: rec.from == len(msgs)}
+		}
+		// The client's branch, from the conversation's first message,
+		// is a conversation of its own.
+		s.metrics.proxyHistory.WithLabelValues("forked").Inc()
+		t.key.ID = forkID(t.key.ID, msgs[:min(rec.from+1, len(msgs))])
+		t.user = rec.user
+		c.w.Header().Set(headerConversation, t.key.ID)
+	}
 	appendFirst := func() error {
 		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user, Started: t.started}
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
@@ -328,6 +378,10 @@ type turn struct {
 	// reply, or alone when the request ends without one.
 	pending []chatmem.Message
 
+	// retry is set for a request that asks a stored turn again: its
+	// reply is not stored (the turn keeps the one it has).
+	retry bool
+
 	// started is when the turn began: its appends cannot re-create a
 	// conversation of a user erased since (AppendOptions.Started).
 	started time.Time
@@ -361,8 +415,21 @@ func (s *Server) writePending(ctx context.Context, t *turn) {
 // systemMessage is a system (or developer) message of the request: sent
 // as the client wrote it, counted as a system message.
 type systemMessage struct {
-	raw json.RawMessage
-	msg chatmem.Message
+	raw   json.RawMessage
+	msg   chatmem.Message
+	index int // in the request's messages
+}
+
+// requestIndex returns the index in the request's messages of the i-th
+// message that is not a system message (len of them: the index after
+// the last).
+func requestIndex(system []systemMessage, i int) int {
+	for _, m := range system {
+		if m.index <= i {
+			i++
+		}
+	}
+	return i
 }
 
 // splitMessages decodes the request's messages into its system prompt and
@@ -400,7 +467,7 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 			if err := m.Validate(limits); err != nil {
 				return nil, nil, fmt.Errorf("message %d: %w", i, err)
 			}
-			system = append(system, systemMessage{raw: r, msg: m})
+			system = append(system, systemMessage{raw: r, msg: m, index: i})
 			continue
 		}
 		if err := m.Validate(limits); err != nil {
@@ -623,7 +690,7 @@ func (s *Server) replyMessage(t *turn, content string, calls []chatmem.ToolCall,
 // with the same Idempotency-Key stored first, if it did.
 func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message) (stored *chatmem.Message, _ error) {
 	msgs := slices.Clip(t.pending)
-	if reply != nil {
+	if reply != nil && !t.retry {
 		msgs = append(msgs, *reply)
 	}
 	if len(msgs) == 0 {
@@ -1040,6 +1107,10 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 		return
 	}
 	status, code := classify(err)
+	var param *string
+	if de := (*errDiverged)(nil); errors.As(err, &de) {
+		code, param = codeDiverged, &paramMessages
+	}
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		status, code = statusClientClosed, "client_closed_request"
 	}
@@ -1055,8 +1126,11 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 	case status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="chatmem"`)
 	}
-	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType(status), Code: code}})
+	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType(status), Param: param, Code: code}})
 }
+
+// paramMessages is the param a history_diverged error names.
+var paramMessages = "messages"
 
 // openAIErrorType is the OpenAI error type for a status.
 func openAIErrorType(status int) string {

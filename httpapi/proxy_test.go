@@ -264,6 +264,8 @@ type proxyConfig struct {
 	upClient *http.Client // nil: the default upstream client
 	noUp     bool
 	logLevel slog.Level
+	// onDiverge is Upstream.OnDiverge.
+	onDiverge string
 }
 
 func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
@@ -290,7 +292,7 @@ func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
 		if base == "" {
 			base = env.up.URL + "/v1"
 		}
-		o.Upstream = &Upstream{BaseURL: base, APIKey: upstreamKey, Policy: cfg.policy, HTTPClient: cfg.upClient}
+		o.Upstream = &Upstream{BaseURL: base, APIKey: upstreamKey, Policy: cfg.policy, HTTPClient: cfg.upClient, OnDiverge: cfg.onDiverge}
 	}
 	if env.api, err = New(mem, o); err != nil {
 		t.Fatal(err)
