@@ -44,7 +44,7 @@ type serveConfig struct {
 	rateLimit                                          float64
 	rateBurst                                          int
 	upstream, upstreamKind, upstreamKey, upstreamModel string
-	proxyPolicy                                        string
+	proxyPolicy, proxyOnDiverge                        string
 	embedder, embeddingModel                           string
 	embeddingDims                                      int
 	proxyBudget                                        int
@@ -91,6 +91,8 @@ func (c *serveConfig) command() *settings.Command {
 		{Name: "proxy-policy", Group: groupProxy, Value: settings.Choice(&c.proxyPolicy, string(chatmem.DefaultPolicy), policyNames()...),
 			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
 		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, chatmem.DefaultBudget, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
+		{Name: "proxy-on-diverge", Group: groupProxy, Value: settings.Choice(&c.proxyOnDiverge, httpapi.DivergeRefuse, httpapi.DivergeModes...),
+			Help: "what a request whose history differs from the stored conversation gets (an edited message, a dropped reply):\nrefuse (409 history_diverged) or fork (the client's branch becomes a conversation of its own, named in X-Chatmem-Conversation)"},
 
 		{Name: "summarizer", Group: groupDerived, Value: settings.Choice(&c.summarizer, "offline", "offline", "openai", "anthropic", "none"),
 			Help: "summarizer for summary_buffer: offline (no model), openai (any Chat Completions endpoint), anthropic, or none"},
@@ -316,7 +318,7 @@ func (c serveConfig) upstreamConfig() (*httpapi.Upstream, error) {
 	if err := p.Validate(); err != nil {
 		return nil, &exitError{code: 2, err: fmt.Errorf("proxy-policy: %w", err)}
 	}
-	up := &httpapi.Upstream{BaseURL: c.upstream, APIKey: c.upstreamKey, Policy: p}
+	up := &httpapi.Upstream{BaseURL: c.upstream, APIKey: c.upstreamKey, Policy: p, OnDiverge: c.proxyOnDiverge}
 	switch c.upstreamKind {
 	case "openai", "":
 	case "anthropic":

@@ -78,6 +78,36 @@ func TestServeSettingsPrecedence(t *testing.T) {
 	}
 }
 
+// TestServeProxySettings: the chat proxy's settings reach its Upstream.
+func TestServeProxySettings(t *testing.T) {
+	t.Setenv("CHATMEM_UPSTREAM_URL", "http://127.0.0.1:9/v1")
+	for _, tt := range []struct {
+		env  map[string]string
+		want httpapi.Upstream
+	}{
+		{nil, httpapi.Upstream{OnDiverge: httpapi.DivergeRefuse}},
+		{map[string]string{"CHATMEM_PROXY_ON_DIVERGE": "fork"}, httpapi.Upstream{OnDiverge: httpapi.DivergeFork}},
+	} {
+		for k, v := range tt.env {
+			t.Setenv(k, v)
+		}
+		var c serveConfig
+		if err := parseSettings(c.command(), nil, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		up, err := c.upstreamConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up.OnDiverge != tt.want.OnDiverge {
+			t.Errorf("%v: OnDiverge %q, want %q", tt.env, up.OnDiverge, tt.want.OnDiverge)
+		}
+		for k := range tt.env {
+			os.Unsetenv(k)
+		}
+	}
+}
+
 // TestServeRefusesBadConfig: a bad setting exits 2 with one line naming it
 // and what it accepts, and the help to read; the server does not start.
 func TestServeRefusesBadConfig(t *testing.T) {
@@ -97,6 +127,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--insecure=maybe"}, nil, `--insecure: "maybe" is not a boolean: want true or false`},
 		{[]string{"--upstream-kind", "gemini"}, nil, `--upstream-kind: "gemini" is unknown: want one of openai, anthropic`},
 		{[]string{"--proxy-policy", "everything"}, nil, `--proxy-policy: "everything" is unknown`},
+		{[]string{"--proxy-on-diverge", "rewind"}, nil, `--proxy-on-diverge: "rewind" is unknown: want one of refuse, fork`},
 		{[]string{"--tokenizer", "gpt2"}, nil, `--tokenizer: unknown tokenizer "gpt2"`},
 		{[]string{"--summarizer", "magic"}, nil, `--summarizer: "magic" is unknown: want one of offline, openai, anthropic, none`},
 		{[]string{"--extractors", "rules,magic"}, nil, `--extractors: "magic" is unknown`},
