@@ -40,6 +40,16 @@ type Upstream struct {
 	// OnDiverge is what a request whose history diverges from the stored
 	// conversation gets: DivergeRefuse (the default) or DivergeFork.
 	OnDiverge string
+	// Unnamed is what a request that names no conversation gets:
+	// UnnamedForward (the default: sent as it is, without memory, and
+	// answered with X-Chatmem-Memory: off) or UnnamedRefuse (400).
+	Unnamed string
+	// DeriveConversation names the conversation of a request that names
+	// none from the request itself: a hash of the tenant, the end user
+	// (X-Chatmem-User, else the body's user, else safety_identifier) and
+	// the first user message (derivedID). A request without an end user
+	// is not derived: two users must never share a conversation.
+	DeriveConversation bool
 }
 
 // DefaultProxyPolicy is the policy a zero Upstream.Policy stands for.
@@ -52,6 +62,8 @@ type upstream struct {
 	client    *http.Client
 	policy    chatmem.Policy
 	onDiverge string
+	unnamed   string
+	derive    bool
 }
 
 func newUpstream(u Upstream) (*upstream, error) {
@@ -73,11 +85,19 @@ func newUpstream(u Upstream) (*upstream, error) {
 	if !slices.Contains(DivergeModes, onDiverge) {
 		return nil, fmt.Errorf("%w: upstream OnDiverge %q: want one of %s", chatmem.ErrInvalid, u.OnDiverge, strings.Join(DivergeModes, ", "))
 	}
+	unnamed := u.Unnamed
+	if unnamed == "" {
+		unnamed = UnnamedForward
+	}
+	if !slices.Contains(UnnamedModes, unnamed) {
+		return nil, fmt.Errorf("%w: upstream Unnamed %q: want one of %s", chatmem.ErrInvalid, u.Unnamed, strings.Join(UnnamedModes, ", "))
+	}
 	client := u.HTTPClient
 	if client == nil {
 		client = defaultUpstreamClient()
 	}
-	return &upstream{url: strings.TrimSuffix(u.BaseURL, "/") + "/chat/completions", key: u.APIKey, client: client, policy: p, onDiverge: onDiverge}, nil
+	return &upstream{url: strings.TrimSuffix(u.BaseURL, "/") + "/chat/completions", key: u.APIKey, client: client, policy: p,
+		onDiverge: onDiverge, unnamed: unnamed, derive: u.DeriveConversation}, nil
 }
 
 // defaultUpstreamClient bounds connecting and waiting for the response
@@ -104,6 +124,9 @@ const (
 	headerFacts        = "X-Chatmem-Facts"
 	headerScope        = "X-Chatmem-Scope"
 	headerWindowTokens = "X-Chatmem-Window-Tokens"
+	// headerMemory is "off" on the answer to a request that named no
+	// conversation: it went to the upstream without memory.
+	headerMemory = "X-Chatmem-Memory"
 	// headerRetry says the request was read as a retry of the stored
 	// turn: its reply is not stored.
 	headerRetry = "X-Chatmem-Retry"
@@ -194,13 +217,20 @@ func (s *Server) proxyChat(c *call) error {
 	if err != nil {
 		return err
 	}
-	id := c.r.Header.Get(headerConversation)
+	id, err := s.conversationOf(c, req)
+	if err != nil {
+		return err
+	}
 	if id == "" {
+		if s.up.unnamed == UnnamedRefuse {
+			s.metrics.proxyUnnamed.WithLabelValues("refused").Inc()
+			return errUnnamed
+		}
+		s.metrics.proxyUnnamed.WithLabelValues("forwarded").Inc()
+		c.w.Header().Set(headerMemory, "off")
 		return s.forward(c, body, req.stream, nil)
 	}
-	if err := chatmem.ValidateID(id); err != nil {
-		return fmt.Errorf("header %s: %w", headerConversation, err)
-	}
+	c.w.Header().Set(headerConversation, id)
 	t := &turn{key: chatmem.Key{Tenant: c.tenant, ID: id}, started: s.mem.Now()}
 	if t.policy, err = s.proxyPolicy(c.r.Header); err != nil {
 		return err

@@ -264,8 +264,9 @@ type proxyConfig struct {
 	upClient *http.Client // nil: the default upstream client
 	noUp     bool
 	logLevel slog.Level
-	// onDiverge is Upstream.OnDiverge.
-	onDiverge string
+	// onDiverge, unnamed and derive are the Upstream's fields.
+	onDiverge, unnamed string
+	derive             bool
 }
 
 func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
@@ -292,7 +293,8 @@ func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
 		if base == "" {
 			base = env.up.URL + "/v1"
 		}
-		o.Upstream = &Upstream{BaseURL: base, APIKey: upstreamKey, Policy: cfg.policy, HTTPClient: cfg.upClient, OnDiverge: cfg.onDiverge}
+		o.Upstream = &Upstream{BaseURL: base, APIKey: upstreamKey, Policy: cfg.policy, HTTPClient: cfg.upClient,
+			OnDiverge: cfg.onDiverge, Unnamed: cfg.unnamed, DeriveConversation: cfg.derive}
 	}
 	if env.api, err = New(mem, o); err != nil {
 		t.Fatal(err)

@@ -44,7 +44,8 @@ type serveConfig struct {
 	rateLimit                                          float64
 	rateBurst                                          int
 	upstream, upstreamKind, upstreamKey, upstreamModel string
-	proxyPolicy, proxyOnDiverge                        string
+	proxyPolicy, proxyOnDiverge, proxyUnnamed          string
+	proxyDerive                                        bool
 	embedder, embeddingModel                           string
 	embeddingDims                                      int
 	proxyBudget                                        int
@@ -93,6 +94,10 @@ func (c *serveConfig) command() *settings.Command {
 		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, chatmem.DefaultBudget, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
 		{Name: "proxy-on-diverge", Group: groupProxy, Value: settings.Choice(&c.proxyOnDiverge, httpapi.DivergeRefuse, httpapi.DivergeModes...),
 			Help: "what a request whose history differs from the stored conversation gets (an edited message, a dropped reply):\nrefuse (409 history_diverged) or fork (the client's branch becomes a conversation of its own, named in X-Chatmem-Conversation)"},
+		{Name: "proxy-unnamed", Group: groupProxy, Value: settings.Choice(&c.proxyUnnamed, httpapi.UnnamedForward, httpapi.UnnamedModes...),
+			Help: "what a request that names no conversation (X-Chatmem-Conversation, metadata.conversation_id, ?conversation=) gets:\nforward (sent without memory, answered with X-Chatmem-Memory: off) or refuse (400)"},
+		{Name: "proxy-derive-conversation", Group: groupProxy, Value: settings.Bool(&c.proxyDerive, false), Example: "true",
+			Help: "name an unnamed request's conversation from a hash of the tenant, its user (X-Chatmem-User, user or\nsafety_identifier) and its first user message; requests without a user stay unnamed"},
 
 		{Name: "summarizer", Group: groupDerived, Value: settings.Choice(&c.summarizer, "offline", "offline", "openai", "anthropic", "none"),
 			Help: "summarizer for summary_buffer: offline (no model), openai (any Chat Completions endpoint), anthropic, or none"},
@@ -318,7 +323,8 @@ func (c serveConfig) upstreamConfig() (*httpapi.Upstream, error) {
 	if err := p.Validate(); err != nil {
 		return nil, &exitError{code: 2, err: fmt.Errorf("proxy-policy: %w", err)}
 	}
-	up := &httpapi.Upstream{BaseURL: c.upstream, APIKey: c.upstreamKey, Policy: p, OnDiverge: c.proxyOnDiverge}
+	up := &httpapi.Upstream{BaseURL: c.upstream, APIKey: c.upstreamKey, Policy: p, OnDiverge: c.proxyOnDiverge,
+		Unnamed: c.proxyUnnamed, DeriveConversation: c.proxyDerive}
 	switch c.upstreamKind {
 	case "openai", "":
 	case "anthropic":

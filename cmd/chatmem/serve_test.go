@@ -85,8 +85,9 @@ func TestServeProxySettings(t *testing.T) {
 		env  map[string]string
 		want httpapi.Upstream
 	}{
-		{nil, httpapi.Upstream{OnDiverge: httpapi.DivergeRefuse}},
-		{map[string]string{"CHATMEM_PROXY_ON_DIVERGE": "fork"}, httpapi.Upstream{OnDiverge: httpapi.DivergeFork}},
+		{nil, httpapi.Upstream{OnDiverge: httpapi.DivergeRefuse, Unnamed: httpapi.UnnamedForward}},
+		{map[string]string{"CHATMEM_PROXY_ON_DIVERGE": "fork", "CHATMEM_PROXY_UNNAMED": "refuse", "CHATMEM_PROXY_DERIVE_CONVERSATION": "true"},
+			httpapi.Upstream{OnDiverge: httpapi.DivergeFork, Unnamed: httpapi.UnnamedRefuse, DeriveConversation: true}},
 	} {
 		for k, v := range tt.env {
 			t.Setenv(k, v)
@@ -99,8 +100,9 @@ func TestServeProxySettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if up.OnDiverge != tt.want.OnDiverge {
-			t.Errorf("%v: OnDiverge %q, want %q", tt.env, up.OnDiverge, tt.want.OnDiverge)
+		if up.OnDiverge != tt.want.OnDiverge || up.Unnamed != tt.want.Unnamed || up.DeriveConversation != tt.want.DeriveConversation {
+			t.Errorf("%v: OnDiverge %q, Unnamed %q, DeriveConversation %v; want %q, %q, %v", tt.env,
+				up.OnDiverge, up.Unnamed, up.DeriveConversation, tt.want.OnDiverge, tt.want.Unnamed, tt.want.DeriveConversation)
 		}
 		for k := range tt.env {
 			os.Unsetenv(k)
