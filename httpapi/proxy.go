@@ -57,13 +57,15 @@ var DefaultProxyPolicy = chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget:
 
 // upstream is a checked Upstream.
 type upstream struct {
-	url       string // BaseURL + "/chat/completions"
+	base      string // BaseURL without a trailing slash
+	url       string // base + "/chat/completions"
 	key       string
 	client    *http.Client
 	policy    chatmem.Policy
 	onDiverge string
 	unnamed   string
 	derive    bool
+	models    modelsCache
 }
 
 func newUpstream(u Upstream) (*upstream, error) {
@@ -96,8 +98,18 @@ func newUpstream(u Upstream) (*upstream, error) {
 	if client == nil {
 		client = defaultUpstreamClient()
 	}
-	return &upstream{url: strings.TrimSuffix(u.BaseURL, "/") + "/chat/completions", key: u.APIKey, client: client, policy: p,
+	trimmed := strings.TrimSuffix(u.BaseURL, "/")
+	return &upstream{base: trimmed, url: trimmed + "/chat/completions", key: u.APIKey, client: client, policy: p,
 		onDiverge: onDiverge, unnamed: unnamed, derive: u.DeriveConversation}, nil
+}
+
+// authorization is the Authorization header the upstream gets for r:
+// the server's key as a bearer token, or none without one.
+func (u *upstream) authorization(r *http.Request) string {
+	if u.key == "" {
+		return ""
+	}
+	return "Bearer " + u.key
 }
 
 // defaultUpstreamClient bounds connecting and waiting for the response
@@ -602,8 +614,8 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	} else {
 		req.Header.Set("Accept", "application/json")
 	}
-	if s.up.key != "" {
-		req.Header.Set("Authorization", "Bearer "+s.up.key)
+	if auth := s.up.authorization(c.r); auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	if id := infoOf(ctx).id; id != "" {
 		req.Header.Set("X-Request-Id", id)

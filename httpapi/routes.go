@@ -16,6 +16,16 @@ import (
 // the OpenAI clients pointed at it parse.
 const chatCompletionsPattern = "/v1/chat/completions"
 
+// modelsPattern is the upstream's model list, relayed for OpenAI-compatible
+// apps, with the chat proxy's error shape.
+const modelsPattern = "/v1/models"
+
+// openAIRoute reports whether a route's errors are in OpenAI's shape: the
+// chat proxy's and the model routes'.
+func openAIRoute(pattern string) bool {
+	return pattern == chatCompletionsPattern || pattern == modelsPattern || pattern == modelsPattern+"/{model}"
+}
+
 // importPattern is the import's route, whose body is NDJSON.
 const importPattern = "/v1/import"
 
@@ -61,6 +71,8 @@ var routes = []route{
 	{"DELETE", "/v1/users/{user}", true, (*Server).deleteUser, false},
 	{"GET", "/v1/users/{user}/export", true, (*Server).exportUser, false},
 	{"POST", chatCompletionsPattern, true, (*Server).chatCompletions, false},
+	{"GET", modelsPattern, true, (*Server).listModels, false},
+	{"GET", modelsPattern + "/{model}", true, (*Server).getModel, false},
 	{"GET", "/healthz", false, (*Server).healthz, false},
 	{"GET", "/readyz", false, (*Server).readyz, false},
 	{"GET", "/metrics", false, (*Server).getMetrics, false},

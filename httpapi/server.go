@@ -193,6 +193,7 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 			return nil
 		}}))
 	}
+	s.mux.HandleFunc("/v1/", s.openAINotFound)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("%w: no route for %s %s", chatmem.ErrNotFound, r.Method, r.URL.Path))
 	})
@@ -295,7 +296,7 @@ func (s *Server) dispatch(w *statusWriter, r *http.Request) {
 	}
 	if err := s.browser.checkHost(r); err != nil {
 		// Before the mux: under a rebound name, not even a 404 is served.
-		if r.URL.Path == chatCompletionsPattern {
+		if r.URL.Path == chatCompletionsPattern || strings.HasPrefix(r.URL.Path, modelsPattern) {
 			s.writeOpenAIError(w, r, err)
 		} else {
 			s.writeError(w, r, err)
@@ -396,7 +397,7 @@ func (s *Server) handler(rt route) http.Handler {
 		info.route = rt.Pattern
 		c := &call{w: w, r: r}
 		writeError := s.writeError
-		if rt.Pattern == chatCompletionsPattern {
+		if openAIRoute(rt.Pattern) {
 			writeError = s.writeOpenAIError
 		}
 		s.browser.corsHeaders(w, r)
