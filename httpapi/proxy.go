@@ -50,7 +50,23 @@ type Upstream struct {
 	// the first user message (derivedID). A request without an end user
 	// is not derived: two users must never share a conversation.
 	DeriveConversation bool
+	// Auth is whose credential the upstream gets: UpstreamAuthServer (the
+	// default: APIKey) or UpstreamAuthPassthrough (the client's own
+	// Authorization header, relayed as it came, for deployments where
+	// each client brings its own model API key; APIKey must be empty).
+	// Under passthrough, clients of a server with API keys present their
+	// chatmem key in X-Chatmem-Key.
+	Auth string
 }
+
+// Whose credential the upstream gets (Upstream.Auth).
+const (
+	UpstreamAuthServer      = "server"
+	UpstreamAuthPassthrough = "passthrough"
+)
+
+// UpstreamAuthModes are the accepted values of Upstream.Auth.
+var UpstreamAuthModes = []string{UpstreamAuthServer, UpstreamAuthPassthrough}
 
 // DefaultProxyPolicy is the policy a zero Upstream.Policy stands for.
 var DefaultProxyPolicy = chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 4000}
@@ -65,7 +81,9 @@ type upstream struct {
 	onDiverge string
 	unnamed   string
 	derive    bool
-	models    modelsCache
+	// passthrough relays the client's Authorization to the upstream.
+	passthrough bool
+	models      modelsCache
 }
 
 func newUpstream(u Upstream) (*upstream, error) {
@@ -94,18 +112,31 @@ func newUpstream(u Upstream) (*upstream, error) {
 	if !slices.Contains(UnnamedModes, unnamed) {
 		return nil, fmt.Errorf("%w: upstream Unnamed %q: want one of %s", chatmem.ErrInvalid, u.Unnamed, strings.Join(UnnamedModes, ", "))
 	}
+	switch u.Auth {
+	case "", UpstreamAuthServer, UpstreamAuthPassthrough:
+	default:
+		return nil, fmt.Errorf("%w: upstream Auth %q: want one of %s", chatmem.ErrInvalid, u.Auth, strings.Join(UpstreamAuthModes, ", "))
+	}
+	passthrough := u.Auth == UpstreamAuthPassthrough
+	if passthrough && u.APIKey != "" {
+		return nil, fmt.Errorf("%w: upstream: an API key and passthrough auth exclude each other", chatmem.ErrInvalid)
+	}
 	client := u.HTTPClient
 	if client == nil {
 		client = defaultUpstreamClient()
 	}
 	trimmed := strings.TrimSuffix(u.BaseURL, "/")
 	return &upstream{base: trimmed, url: trimmed + "/chat/completions", key: u.APIKey, client: client, policy: p,
-		onDiverge: onDiverge, unnamed: unnamed, derive: u.DeriveConversation}, nil
+		onDiverge: onDiverge, unnamed: unnamed, derive: u.DeriveConversation, passthrough: passthrough}, nil
 }
 
 // authorization is the Authorization header the upstream gets for r:
-// the server's key as a bearer token, or none without one.
+// the server's key as a bearer token, none without one, or under
+// passthrough r's own.
 func (u *upstream) authorization(r *http.Request) string {
+	if u.passthrough {
+		return r.Header.Get("Authorization")
+	}
 	if u.key == "" {
 		return ""
 	}
@@ -136,6 +167,9 @@ const (
 	headerFacts        = "X-Chatmem-Facts"
 	headerScope        = "X-Chatmem-Scope"
 	headerWindowTokens = "X-Chatmem-Window-Tokens"
+	// headerKey carries the chatmem API key on the proxy's routes under
+	// passthrough auth, where Authorization is the upstream's.
+	headerKey = "X-Chatmem-Key"
 	// headerMemory is "off" on the answer to a request that named no
 	// conversation: it went to the upstream without memory.
 	headerMemory = "X-Chatmem-Memory"

@@ -302,6 +302,8 @@ type proxyConfig struct {
 	// onDiverge, unnamed and derive are the Upstream's fields.
 	onDiverge, unnamed string
 	derive             bool
+	// passthrough relays the client's Authorization, without a server key.
+	passthrough bool
 }
 
 func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
@@ -328,7 +330,11 @@ func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
 		if base == "" {
 			base = env.up.URL + "/v1"
 		}
-		o.Upstream = &Upstream{BaseURL: base, APIKey: upstreamKey, Policy: cfg.policy, HTTPClient: cfg.upClient,
+		key, auth := upstreamKey, UpstreamAuthServer
+		if cfg.passthrough {
+			key, auth = "", UpstreamAuthPassthrough
+		}
+		o.Upstream = &Upstream{BaseURL: base, APIKey: key, Auth: auth, Policy: cfg.policy, HTTPClient: cfg.upClient,
 			OnDiverge: cfg.onDiverge, Unnamed: cfg.unnamed, DeriveConversation: cfg.derive}
 	}
 	if env.api, err = New(mem, o); err != nil {

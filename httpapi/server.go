@@ -412,7 +412,7 @@ func (s *Server) handler(rt route) http.Handler {
 			w.Header().Set("Cache-Control", "no-store")
 			c.tenant = chatmem.DefaultTenant
 			if len(s.keys) > 0 {
-				tenant, err := s.authenticate(r)
+				tenant, err := s.authenticate(r, rt.Pattern)
 				if err != nil {
 					writeError(w, r, err)
 					return

@@ -45,6 +45,7 @@ type serveConfig struct {
 	rateBurst                                          int
 	upstream, upstreamKind, upstreamKey, upstreamModel string
 	proxyPolicy, proxyOnDiverge, proxyUnnamed          string
+	upstreamAuth                                       string
 	proxyDerive                                        bool
 	embedder, embeddingModel                           string
 	embeddingDims                                      int
@@ -88,6 +89,8 @@ func (c *serveConfig) command() *settings.Command {
 			Help: "what the upstream speaks: openai, or anthropic (Messages API, translated both ways)"},
 		{Name: "upstream-key", Group: groupProxy, Value: settings.String(&c.upstreamKey, ""), Secret: true, Example: "sk-...",
 			Help: "API key for the upstream (prefer the environment variable to the flag)"},
+		{Name: "upstream-auth", Group: groupProxy, Value: settings.Choice(&c.upstreamAuth, httpapi.UpstreamAuthServer, httpapi.UpstreamAuthModes...),
+			Help: "whose credential the upstream gets: server (--upstream-key) or passthrough (each client's own Authorization;\nclients then send their chatmem key in X-Chatmem-Key; summaries, facts and embeddings still use --llm-api-key)"},
 		{Name: "upstream-model", Group: groupProxy, Value: settings.String(&c.upstreamModel, ""), Example: "claude-sonnet-4-5", Help: "model for requests that name none (anthropic upstream)"},
 		{Name: "proxy-policy", Group: groupProxy, Value: settings.Choice(&c.proxyPolicy, string(chatmem.DefaultPolicy), policyNames()...),
 			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
@@ -324,7 +327,7 @@ func (c serveConfig) upstreamConfig() (*httpapi.Upstream, error) {
 		return nil, &exitError{code: 2, err: fmt.Errorf("proxy-policy: %w", err)}
 	}
 	up := &httpapi.Upstream{BaseURL: c.upstream, APIKey: c.upstreamKey, Policy: p, OnDiverge: c.proxyOnDiverge,
-		Unnamed: c.proxyUnnamed, DeriveConversation: c.proxyDerive}
+		Unnamed: c.proxyUnnamed, DeriveConversation: c.proxyDerive, Auth: c.upstreamAuth}
 	switch c.upstreamKind {
 	case "openai", "":
 	case "anthropic":

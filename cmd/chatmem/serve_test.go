@@ -85,9 +85,9 @@ func TestServeProxySettings(t *testing.T) {
 		env  map[string]string
 		want httpapi.Upstream
 	}{
-		{nil, httpapi.Upstream{OnDiverge: httpapi.DivergeRefuse, Unnamed: httpapi.UnnamedForward}},
-		{map[string]string{"CHATMEM_PROXY_ON_DIVERGE": "fork", "CHATMEM_PROXY_UNNAMED": "refuse", "CHATMEM_PROXY_DERIVE_CONVERSATION": "true"},
-			httpapi.Upstream{OnDiverge: httpapi.DivergeFork, Unnamed: httpapi.UnnamedRefuse, DeriveConversation: true}},
+		{nil, httpapi.Upstream{OnDiverge: httpapi.DivergeRefuse, Unnamed: httpapi.UnnamedForward, Auth: httpapi.UpstreamAuthServer}},
+		{map[string]string{"CHATMEM_PROXY_ON_DIVERGE": "fork", "CHATMEM_PROXY_UNNAMED": "refuse", "CHATMEM_PROXY_DERIVE_CONVERSATION": "true", "CHATMEM_UPSTREAM_AUTH": "passthrough"},
+			httpapi.Upstream{OnDiverge: httpapi.DivergeFork, Unnamed: httpapi.UnnamedRefuse, DeriveConversation: true, Auth: httpapi.UpstreamAuthPassthrough}},
 	} {
 		for k, v := range tt.env {
 			t.Setenv(k, v)
@@ -100,9 +100,9 @@ func TestServeProxySettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if up.OnDiverge != tt.want.OnDiverge || up.Unnamed != tt.want.Unnamed || up.DeriveConversation != tt.want.DeriveConversation {
-			t.Errorf("%v: OnDiverge %q, Unnamed %q, DeriveConversation %v; want %q, %q, %v", tt.env,
-				up.OnDiverge, up.Unnamed, up.DeriveConversation, tt.want.OnDiverge, tt.want.Unnamed, tt.want.DeriveConversation)
+		if up.OnDiverge != tt.want.OnDiverge || up.Unnamed != tt.want.Unnamed || up.DeriveConversation != tt.want.DeriveConversation || up.Auth != tt.want.Auth {
+			t.Errorf("%v: OnDiverge %q, Unnamed %q, DeriveConversation %v, Auth %q; want %q, %q, %v, %q", tt.env,
+				up.OnDiverge, up.Unnamed, up.DeriveConversation, up.Auth, tt.want.OnDiverge, tt.want.Unnamed, tt.want.DeriveConversation, tt.want.Auth)
 		}
 		for k := range tt.env {
 			os.Unsetenv(k)
@@ -129,6 +129,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--insecure=maybe"}, nil, `--insecure: "maybe" is not a boolean: want true or false`},
 		{[]string{"--upstream-kind", "gemini"}, nil, `--upstream-kind: "gemini" is unknown: want one of openai, anthropic`},
 		{[]string{"--proxy-policy", "everything"}, nil, `--proxy-policy: "everything" is unknown`},
+		{[]string{"--upstream", "http://127.0.0.1:9/v1", "--upstream-key", "sk-x", "--upstream-auth", "passthrough"}, nil, "passthrough auth exclude each other"},
 		{[]string{"--proxy-on-diverge", "rewind"}, nil, `--proxy-on-diverge: "rewind" is unknown: want one of refuse, fork`},
 		{[]string{"--tokenizer", "gpt2"}, nil, `--tokenizer: unknown tokenizer "gpt2"`},
 		{[]string{"--summarizer", "magic"}, nil, `--summarizer: "magic" is unknown: want one of offline, openai, anthropic, none`},
