@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -182,5 +183,79 @@ func BenchmarkProxyStream(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkProxyHistory times a proxy turn whose request carries the
+// history, as chat apps send it: the newest 59 stored messages and the new
+// user message (60 in all), on a SQLite conversation of 1,000 and of
+// 100,000 stored messages. Reconciling the request reads O(request)
+// stored messages, so the two cost the same; ns/op is one whole turn (the
+// client, the fake upstream and the commit included).
+func BenchmarkProxyHistory(b *testing.B) {
+	for _, stored := range []int{1_000, 100_000} {
+		b.Run(strconv.Itoa(stored), func(b *testing.B) { benchmarkProxyHistory(b, stored, 60) })
+	}
+}
+
+func benchmarkProxyHistory(b *testing.B, stored, request int) {
+	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	env := newProxyEnv(b, proxyConfig{store: store})
+	env.up.forget = true
+	env.up.answer = func(n int) string { return fmt.Sprintf("%s (reply %d)", benchReply, n) }
+	key := chatmem.Key{Tenant: "acme", ID: "bench"}
+	const batch = 500
+	for i := 0; i < stored; i += batch {
+		msgs := make([]chatmem.Message, 0, batch)
+		for j := i; j < i+batch && j < stored; j += 2 {
+			msgs = append(msgs,
+				chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("%s (%d)", benchUser, j)},
+				chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("%s (%d)", benchReply, j)})
+		}
+		if _, err := env.mem.Append(b.Context(), key, msgs, chatmem.AppendOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	conv, err := env.mem.Conversation(b.Context(), key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	history, err := store.Range(b.Context(), key, conv.LastSeq-int64(request-1), request-1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	header := map[string]string{headerConversation: "bench"}
+	i := 0
+	for b.Loop() {
+		i++
+		msgs := append(slices.Clip(history), chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("%s (new %d)", benchUser, i)})
+		list := make([]json.RawMessage, len(msgs))
+		for k, m := range msgs {
+			list[k], _ = MarshalOpenAIMessage(m)
+		}
+		body, _ := json.Marshal(map[string]any{"model": "gpt-4o-mini", "messages": list})
+		status, _, resp := env.post(b, header, string(body))
+		if status != http.StatusOK {
+			b.Fatalf("%d %s", status, resp)
+		}
+		var cc chatCompletion
+		if err := json.Unmarshal(resp, &cc); err != nil || len(cc.Choices) == 0 || cc.Choices[0].Message.Content == nil {
+			b.Fatalf("reply %s: %v", resp, err)
+		}
+		// The client's history: the newest request-1 messages, the
+		// reply included.
+		history = append(msgs, chatmem.Message{Role: chatmem.RoleAssistant, Content: *cc.Choices[0].Message.Content})[2:]
+	}
+	b.StopTimer()
+	after, err := env.mem.Conversation(b.Context(), key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if grew := after.LastSeq - conv.LastSeq; grew != int64(2*i) {
+		b.Fatalf("the conversation grew by %d messages in %d turns, want %d", grew, i, 2*i)
 	}
 }

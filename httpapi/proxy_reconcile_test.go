@@ -3,11 +3,15 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
 )
 
 // chatMsg is a message in brief's notation: "u:text", "a:text", "s:text"
@@ -267,4 +271,60 @@ func TestOverlap(t *testing.T) {
 			t.Errorf("overlap(%q, %q) = %d, want %d", tc.stored, tc.sent, got, tc.want)
 		}
 	}
+}
+
+// countingStore counts the messages its reads return.
+type countingStore struct {
+	chatmem.Store
+	read atomic.Int64
+}
+
+func (s *countingStore) Range(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.Message, error) {
+	msgs, err := s.Store.Range(ctx, key, after, limit)
+	s.read.Add(int64(len(msgs)))
+	return msgs, err
+}
+
+func (s *countingStore) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
+	msgs, err := s.Store.Tail(ctx, key, q)
+	s.read.Add(int64(len(msgs)))
+	return msgs, err
+}
+
+// TestProxyReconcileReadsRequest: a turn whose request carries 60
+// messages of history reads as many stored messages on a conversation of
+// 20,000 as on one of 2,000: the request's worth and the window's, never
+// the history.
+func TestProxyReconcileReadsRequest(t *testing.T) {
+	reads := map[int]int64{}
+	for _, stored := range []int{2_000, 20_000} {
+		st := &countingStore{Store: memory.New()}
+		env := newProxyEnv(t, proxyConfig{store: st})
+		var history []string
+		for i := 0; i < stored; i += 2 {
+			history = append(history, fmt.Sprintf("u:question %06d", i), fmt.Sprintf("a:answer %06d", i))
+		}
+		for i := 0; i < len(history); i += 1000 {
+			env.seed(t, "c", history[i:min(i+1000, len(history))]...)
+		}
+		for _, request := range [][]string{
+			append(slices.Clone(history[len(history)-59:]), "u:new"), // trimmed
+			append(slices.Clone(history[len(history)-59:]), "u:new"), // a retry
+			{"u:only the new one"},
+		} {
+			st.read.Store(0)
+			status, _, body := env.post(t, map[string]string{headerConversation: "c"}, chatBody(t, request...))
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			reads[stored] += st.read.Load()
+		}
+		if n := len(env.stored(t, "c")); n != stored+4 {
+			t.Errorf("%d stored: %d after the turns, want %d", stored, n, stored+4)
+		}
+	}
+	if reads[2_000] != reads[20_000] || reads[2_000] == 0 {
+		t.Errorf("stored messages read: %v, want the same for both", reads)
+	}
+	t.Logf("stored messages read in three turns: %v", reads)
 }
