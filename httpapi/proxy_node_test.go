@@ -1,14 +1,19 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +121,65 @@ func runNode(t *testing.T, node, dir, script string, env ...string) string {
 		t.Fatalf("node %s: %v\n%s", script, err, out)
 	}
 	return string(out)
+}
+
+// TestProxyNodeSDKs runs the Vercel AI SDK (testdata/node/ai-sdk-history.mjs:
+// generateText and streamText over a growing messages array) and
+// LangChain.js (langchain-history.mjs: ChatOpenAI invoked with the full
+// message list) for 20 turns each, a tool call round trip included. Each
+// sends the full history; the stored conversation must be what the
+// client's last request held, and the reply to it, message by message.
+func TestProxyNodeSDKs(t *testing.T) {
+	node, dir := nodeClient(t)
+	for _, script := range []string{"ai-sdk-history.mjs", "langchain-history.mjs"} {
+		t.Run(script, func(t *testing.T) {
+			pkg := map[string]string{"ai-sdk-history.mjs": "@ai-sdk/openai", "langchain-history.mjs": "@langchain/openai"}[script]
+			if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
+				testenv.SkipOrFail(t, "%s is not installed (run npm ci --prefix testdata/node): %v", pkg, err)
+			}
+			env := newProxyEnv(t, proxyConfig{})
+			for i := 1; i <= 4; i++ {
+				env.up.push(fakeReply{content: fmt.Sprintf("answer %d", i)})
+			}
+			env.up.push(fakeReply{toolCalls: []chatmem.ToolCall{{ID: "call_track_1", Type: "function", Function: chatmem.FunctionCall{Name: "track_order", Arguments: `{"id":"SE-10423"}`}}}})
+			// The client's requests, as the proxy got them.
+			var mu sync.Mutex
+			var last []byte
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == chatCompletionsPattern {
+					b, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(bytes.NewReader(b))
+					mu.Lock()
+					last = b
+					mu.Unlock()
+				}
+				env.api.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			conv := strings.TrimSuffix(script, ".mjs")
+			out := runNode(t, node, dir, script, "CHATMEM_PROXY_URL="+srv.URL+"/v1", "CHATMEM_API_KEY="+proxyKey, "CHATMEM_CONVERSATION="+conv)
+			t.Logf("%s", out)
+
+			var req struct {
+				Messages []map[string]any `json:"messages"`
+			}
+			mu.Lock()
+			err := json.Unmarshal(last, &req)
+			mu.Unlock()
+			if err != nil {
+				t.Fatalf("the last request: %v", err)
+			}
+			var want []string
+			for _, m := range brief(req.Messages) {
+				if !strings.HasPrefix(m, "system:") {
+					want = append(want, m)
+				}
+			}
+			want = append(want, fmt.Sprintf("assistant:answer %d", len(env.up.requests())))
+			if len(want) != 42 {
+				t.Errorf("the client's history is %d messages, want 20 turns, their replies and a tool round trip: 42", len(want))
+			}
+			wantBrief(t, "stored", brief(env.stored(t, conv)), want)
+		})
+	}
 }
