@@ -638,31 +638,15 @@ func MarshalOpenAIMessage(m chatmem.Message) ([]byte, error) {
 // after the response, so the handler is done once the client has it.
 func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	ctx := c.r.Context()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.up.url, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("upstream request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	accept := "application/json"
 	if stream {
-		req.Header.Set("Accept", "text/event-stream")
-	} else {
-		req.Header.Set("Accept", "application/json")
+		accept = "text/event-stream"
 	}
-	if auth := s.up.authorization(c.r); auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	if id := infoOf(ctx).id; id != "" {
-		req.Header.Set("X-Request-Id", id)
-	}
-	resp, err := s.up.client.Do(req)
+	resp, err := s.callUpstream(c, http.MethodPost, s.up.url, body, accept)
 	if err != nil {
-		return transportError(ctx, err)
+		return err
 	}
 	defer resp.Body.Close()
-	relayHeaders(c.w.Header(), resp.Header)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return upstreamStatusError(resp, s.up.key)
-	}
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.relayStream(c, resp, t)
 	}
@@ -715,6 +699,43 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	c.w.WriteHeader(resp.StatusCode)
 	_, _ = c.w.Write(b)
 	return nil
+}
+
+// callUpstream sends the client's request on to the upstream (body, if
+// not nil, as JSON) with the upstream's credential and this request's ID,
+// relays the upstream's headers clients read, and returns a successful
+// response; an upstream that fails or answers an error status is the
+// error to answer.
+func (s *Server) callUpstream(c *call, method, url string, body []byte, accept string) (*http.Response, error) {
+	ctx := c.r.Context()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, fmt.Errorf("upstream request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	if auth := s.up.authorization(c.r); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if id := infoOf(ctx).id; id != "" {
+		req.Header.Set("X-Request-Id", id)
+	}
+	resp, err := s.up.client.Do(req)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	relayHeaders(c.w.Header(), resp.Header)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, upstreamStatusError(resp, s.up.key)
+	}
+	return resp, nil
 }
 
 // redactKey masks every occurrence of key in b.

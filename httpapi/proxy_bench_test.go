@@ -61,7 +61,10 @@ const (
 		`If it has not arrived by Thursday, tell me and I will open a claim with the carrier right away.`
 )
 
-func benchmarkProxyOverhead(b *testing.B, turns, history int) {
+// benchEnv is a proxy on a SQLite store in a temporary directory, whose
+// fake upstream keeps no requests and answers benchReply and the
+// request's number.
+func benchEnv(b *testing.B) (*proxyEnv, *sqlite.Store) {
 	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -70,6 +73,11 @@ func benchmarkProxyOverhead(b *testing.B, turns, history int) {
 	env := newProxyEnv(b, proxyConfig{store: store})
 	env.up.forget = true
 	env.up.answer = func(n int) string { return fmt.Sprintf("%s (%d)", benchReply, n) }
+	return env, store
+}
+
+func benchmarkProxyOverhead(b *testing.B, turns, history int) {
+	env, _ := benchEnv(b)
 	handled := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		env.api.ServeHTTP(w, r)
@@ -199,14 +207,7 @@ func BenchmarkProxyHistory(b *testing.B) {
 }
 
 func benchmarkProxyHistory(b *testing.B, stored, request int) {
-	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	env := newProxyEnv(b, proxyConfig{store: store})
-	env.up.forget = true
-	env.up.answer = func(n int) string { return fmt.Sprintf("%s (reply %d)", benchReply, n) }
+	env, store := benchEnv(b)
 	key := chatmem.Key{Tenant: "acme", ID: "bench"}
 	const batch = 500
 	for i := 0; i < stored; i += batch {

@@ -82,30 +82,14 @@ func (s *Server) models(c *call, path string) error {
 		_, _ = c.w.Write(e.body)
 		return nil
 	}
-	ctx := c.r.Context()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.up.base+path, nil)
+	resp, err := s.callUpstream(c, http.MethodGet, s.up.base+path, nil, "application/json")
 	if err != nil {
-		return fmt.Errorf("upstream request: %w", err)
-	}
-	req.Header.Set("Accept", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	if id := infoOf(ctx).id; id != "" {
-		req.Header.Set("X-Request-Id", id)
-	}
-	resp, err := s.up.client.Do(req)
-	if err != nil {
-		return transportError(ctx, err)
+		return err
 	}
 	defer resp.Body.Close()
-	relayHeaders(h, resp.Header)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return upstreamStatusError(resp, s.up.key)
-	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxModelsBody+1))
 	if err != nil {
-		return transportError(ctx, err)
+		return transportError(c.r.Context(), err)
 	}
 	if len(b) > maxModelsBody {
 		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream model list over %d bytes", maxModelsBody)}

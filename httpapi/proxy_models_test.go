@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -66,19 +65,5 @@ func (e *proxyEnv) get(t *testing.T, path string) (int, http.Header, []byte) {
 
 func (e *proxyEnv) getWithKey(t *testing.T, path, key string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, e.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
+	return e.send(t, http.MethodGet, path, key, nil, "")
 }

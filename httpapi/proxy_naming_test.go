@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,25 +17,7 @@ func (e *proxyEnv) metricsText() string {
 
 func (e *proxyEnv) postQuery(t *testing.T, query string, header map[string]string, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+"/v1/chat/completions?"+query, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+proxyKey)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, b
+	return e.send(t, http.MethodPost, "/v1/chat/completions?"+query, proxyKey, header, body)
 }
 
 // TestProxyNaming names the conversation without the header: the body's

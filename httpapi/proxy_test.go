@@ -361,12 +361,21 @@ func (e *proxyEnv) client(conv string, opts ...option.RequestOption) *openai.Cli
 // post sends a raw request to the proxy.
 func (e *proxyEnv) post(t testing.TB, header map[string]string, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, e.url+"/v1/chat/completions", strings.NewReader(body))
+	return e.send(t, http.MethodPost, "/v1/chat/completions", proxyKey, header, body)
+}
+
+// send sends a raw request to path (with its query) under key, as JSON
+// but for a GET.
+func (e *proxyEnv) send(t testing.TB, method, path, key string, header map[string]string, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+proxyKey)
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
