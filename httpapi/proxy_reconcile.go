@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -182,13 +184,25 @@ func overlap(stored, sent []chatmem.Message) int {
 
 // sameMessage reports whether stored holds the chat fields of sent: role,
 // content, name, tool_call_id, and tool calls (a missing type is
-// "function").
+// "function"; arguments that differ only in JSON white space are the
+// same, since clients such as LangChain parse them and write them anew).
 func sameMessage(stored, sent chatmem.Message) bool {
 	return stored.Role == sent.Role && stored.Content == sent.Content && stored.Name == sent.Name &&
 		stored.ToolCallID == sent.ToolCallID &&
 		slices.EqualFunc(stored.ToolCalls, sent.ToolCalls, func(a, b chatmem.ToolCall) bool {
-			return a.ID == b.ID && a.Function == b.Function && (a.Type == b.Type || a.Type == "" || b.Type == "")
+			return a.ID == b.ID && a.Function.Name == b.Function.Name && sameArguments(a.Function.Arguments, b.Function.Arguments) &&
+				(a.Type == b.Type || a.Type == "" || b.Type == "")
 		})
+}
+
+// sameArguments reports whether two tool calls' arguments are equal, or
+// the same JSON but for white space.
+func sameArguments(a, b string) bool {
+	if a == b {
+		return true
+	}
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, []byte(a)) == nil && json.Compact(&cb, []byte(b)) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // errDiverged answers a request whose history diverges from the stored

@@ -141,6 +141,13 @@ func TestProxyReconcile(t *testing.T) {
 		after:   []string{"u:where is SE-1?", "a:->c1:track({\"id\":\"SE-1\"})", "t[c1]:in transit", "assistant:answer 1"},
 		sent:    []string{"user:where is SE-1?", "assistant:->c1:track({\"id\":\"SE-1\"})", "tool[c1]:in transit"},
 	}, {
+		// A client that writes the arguments anew, without the spaces.
+		name:    "tool call arguments written anew",
+		stored:  []string{"u:where is SE-1?", "a:->c1:track({\"id\": \"SE-1\"})", "t[c1]:in transit", "a:it is on its way"},
+		request: []string{"u:where is SE-1?", "a:->c1:track({\"id\":\"SE-1\"})", "t[c1]:in transit", "a:it is on its way", "u:thanks"},
+		after:   []string{"u:where is SE-1?", "a:->c1:track({\"id\": \"SE-1\"})", "t[c1]:in transit", "a:it is on its way", "u:thanks", "assistant:answer 1"},
+		sent:    []string{"user:where is SE-1?", "assistant:->c1:track({\"id\": \"SE-1\"})", "tool[c1]:in transit", "assistant:it is on its way", "user:thanks"},
+	}, {
 		// The first attempt stored the user message but got no reply.
 		name:    "retry of a turn without its reply",
 		stored:  []string{"u:hi", "a:hello", "u:thanks"},
