@@ -8,7 +8,8 @@
 //
 // After the turns it edits the third user message and sends the history up
 // to it: the proxy, refusing divergent histories by default, must answer
-// 409 history_diverged.
+// 409 history_diverged. Then it regenerates the last reply, which the
+// proxy answers without storing (X-Chatmem-Retry: true).
 //
 // It prints one line per request, then `history: ` and the messages it
 // holds as JSON, for the test to compare with the stored conversation.
@@ -108,5 +109,17 @@ try {
     fail(`the edit: ${err?.status} ${err?.code}: ${err?.message}, want 409 history_diverged`);
   }
   console.log(`edit: ${err.status} ${err.code}: ${err.message}`);
+}
+// A regeneration of the last reply: the history without it. The proxy
+// answers over the stored turn and keeps the stored reply
+// (X-Chatmem-Retry: true); this script keeps it too.
+try {
+  const { data, response } = await client.chat.completions
+    .create({ model: 'gpt-4o-mini', messages: [system, ...history.slice(0, -1)], metadata: { conversation_id: conversation } })
+    .withResponse();
+  if (response.headers.get('x-chatmem-retry') !== 'true') fail(`the regeneration: X-Chatmem-Retry ${response.headers.get('x-chatmem-retry')}, want true`);
+  console.log(`regenerate: ${JSON.stringify(data.choices[0].message.content)}, not stored`);
+} catch (err) {
+  fail(`the regeneration: ${err?.status} ${err?.code}: ${err?.message}`);
 }
 console.log(`history: ${JSON.stringify(history)}`);
