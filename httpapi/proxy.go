@@ -522,14 +522,14 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 	var system []systemMessage
 	var msgs []chatmem.Message
 	for i, r := range list {
-		var head struct {
-			Role string `json:"role"`
-		}
-		if err := json.Unmarshal(r, &head); err != nil {
-			return nil, nil, fmt.Errorf("%w: message %d is not a chat message object", chatmem.ErrInvalid, i)
-		}
 		var m chatmem.Message
 		if err := json.Unmarshal(r, &m); err != nil {
+			var head struct {
+				Role string `json:"role"`
+			}
+			if json.Unmarshal(r, &head) != nil {
+				return nil, nil, fmt.Errorf("%w: message %d is not a chat message object", chatmem.ErrInvalid, i)
+			}
 			if !errors.Is(err, chatmem.ErrInvalid) {
 				err = fmt.Errorf("%w: %s", chatmem.ErrInvalid, strings.TrimPrefix(err.Error(), "json: "))
 			}
@@ -538,7 +538,7 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 		// Only the chat fields are kept: seq, tokens, created_at and
 		// metadata are the store's to set.
 		m = chatmem.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
-		if head.Role == "system" || head.Role == "developer" {
+		if m.Role == chatmem.RoleSystem || m.Role == "developer" {
 			m.Role = chatmem.RoleSystem
 			if err := m.Validate(limits); err != nil {
 				return nil, nil, fmt.Errorf("message %d: %w", i, err)
