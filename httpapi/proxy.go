@@ -143,6 +143,37 @@ func (u *upstream) authorization(r *http.Request) string {
 	return "Bearer " + u.key
 }
 
+// upstreamFor returns the tenant's upstream: its own, else the server's.
+func (s *Server) upstreamFor(tenant string) *upstream {
+	if up, ok := s.ups[tenant]; ok {
+		return up
+	}
+	return s.up
+}
+
+// tenantUpstreams checks the tenants' own upstreams; each takes the
+// server's auth mode (def's; server auth without one).
+func tenantUpstreams(in map[string]Upstream, def *upstream) (map[string]*upstream, error) {
+	out := make(map[string]*upstream, len(in))
+	for tenant, u := range in {
+		if err := chatmem.ValidateID(tenant); err != nil {
+			return nil, fmt.Errorf("upstream of tenant %q: %w", tenant, err)
+		}
+		if u.Auth != "" {
+			return nil, fmt.Errorf("%w: upstream of tenant %s: Auth is the server's (Options.Upstream)", chatmem.ErrInvalid, tenant)
+		}
+		if def != nil && def.passthrough {
+			u.Auth = UpstreamAuthPassthrough
+		}
+		up, err := newUpstream(u)
+		if err != nil {
+			return nil, fmt.Errorf("upstream of tenant %s: %w", tenant, err)
+		}
+		out[tenant] = up
+	}
+	return out, nil
+}
+
 // defaultUpstreamClient bounds connecting and waiting for the response
 // headers (a non-streaming completion sends its headers only when the
 // model is done, hence the generous wait), but not the body, which a
@@ -247,7 +278,7 @@ func (s *Server) chatCompletions(c *call) error {
 var errKeyReused = fmt.Errorf("%w: the Idempotency-Key was used with another request body; use a new key for a new request", chatmem.ErrIdempotencyKeyReused)
 
 func (s *Server) proxyChat(c *call) error {
-	if s.up == nil {
+	if c.up == nil {
 		return errNoUpstream
 	}
 	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
@@ -268,7 +299,7 @@ func (s *Server) proxyChat(c *call) error {
 		return err
 	}
 	if id == "" {
-		if s.up.unnamed == UnnamedRefuse {
+		if c.up.unnamed == UnnamedRefuse {
 			s.metrics.proxyUnnamed.WithLabelValues("refused").Inc()
 			return errUnnamed
 		}
@@ -278,7 +309,7 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	c.w.Header().Set(headerConversation, id)
 	t := &turn{key: chatmem.Key{Tenant: c.tenant, ID: id}, started: s.mem.Now()}
-	if t.policy, err = s.proxyPolicy(c.r.Header); err != nil {
+	if t.policy, err = proxyPolicy(c.up, c.r.Header); err != nil {
 		return err
 	}
 	if t.user, err = s.proxyUser(c.r.Context(), t.key, c.r.Header.Get(headerUser)); err != nil {
@@ -328,7 +359,7 @@ func (s *Server) proxyChat(c *call) error {
 			s.metrics.proxyHistory.WithLabelValues("retry").Inc()
 			break
 		}
-		if s.up.onDiverge != DivergeFork || forks == maxForks {
+		if c.up.onDiverge != DivergeFork || forks == maxForks {
 			s.metrics.proxyHistory.WithLabelValues("refused").Inc()
 			return &errDiverged{index: requestIndex(system, rec.from), seq: rec.seq, ended: rec.from == len(msgs)}
 		}
@@ -556,8 +587,8 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 
 // proxyPolicy returns the server's policy with the request's X-Chatmem-*
 // headers applied. Bad values wrap chatmem.ErrInvalid.
-func (s *Server) proxyPolicy(h http.Header) (chatmem.Policy, error) {
-	p := s.up.policy
+func proxyPolicy(up *upstream, h http.Header) (chatmem.Policy, error) {
+	p := up.policy
 	if v := h.Get(headerPolicy); v != "" {
 		p.Kind = chatmem.PolicyKind(v)
 		if !slices.Contains(chatmem.Policies, p.Kind) {
@@ -590,7 +621,7 @@ func (s *Server) proxyPolicy(h http.Header) (chatmem.Policy, error) {
 		if p.Scope, err = scopeParam(v, p); err != nil {
 			return p, fmt.Errorf("%w: header %s: %w", chatmem.ErrInvalid, headerScope, err)
 		}
-	} else if p.Kind != s.up.policy.Kind {
+	} else if p.Kind != up.policy.Kind {
 		p.Scope = "" // the default's scope belongs to the default's policy
 	}
 	if p.Kind == chatmem.PolicyLastTurns && p.Turns == 0 {
@@ -642,7 +673,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	if stream {
 		accept = "text/event-stream"
 	}
-	resp, err := s.callUpstream(c, http.MethodPost, s.up.url, body, accept)
+	resp, err := s.callUpstream(c, http.MethodPost, c.up.url, body, accept)
 	if err != nil {
 		return err
 	}
@@ -659,7 +690,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	}
 	// A model can be made to repeat what it was sent, a gateway the
 	// headers it got: the upstream key never reaches the client.
-	b = redactKey(b, s.up.key)
+	b = redactKey(b, c.up.key)
 	if t != nil {
 		// Only what storing the reply needs is decoded; the client gets the
 		// upstream's bytes, once the turn is committed. Decoding would turn
@@ -720,20 +751,20 @@ func (s *Server) callUpstream(c *call, method, url string, body []byte, accept s
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", accept)
-	if auth := s.up.authorization(c.r); auth != "" {
+	if auth := c.up.authorization(c.r); auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
 	if id := infoOf(ctx).id; id != "" {
 		req.Header.Set("X-Request-Id", id)
 	}
-	resp, err := s.up.client.Do(req)
+	resp, err := c.up.client.Do(req)
 	if err != nil {
 		return nil, transportError(ctx, err)
 	}
 	relayHeaders(c.w.Header(), resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()
-		return nil, upstreamStatusError(resp, s.up.key)
+		return nil, upstreamStatusError(resp, c.up.key)
 	}
 	return resp, nil
 }
@@ -873,7 +904,7 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	_ = rc.Flush()
 
 	ctx := c.r.Context()
-	key := s.up.key
+	key := c.up.key
 	// fail ends the stream with an error event (ev, or one in the OpenAI
 	// shape for err when ev is nil), writes the turn's messages alone and
 	// notes why on the log.

@@ -1,10 +1,16 @@
 package httpapi
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 // TestProxyAuthErrorShape: an OpenAI client with a wrong key gets an error
@@ -100,5 +106,56 @@ func TestProxyAuthPassthrough(t *testing.T) {
 	}
 	if _, err := newUpstream(Upstream{BaseURL: "http://127.0.0.1:9/v1", Auth: "client"}); err == nil {
 		t.Error("an unknown auth mode: no error")
+	}
+}
+
+// TestProxyTenantUpstreams: a tenant with an upstream of its own has its
+// requests (chat and models) sent there with its key; the others go to
+// the server's upstream with the server's key.
+func TestProxyTenantUpstreams(t *testing.T) {
+	def, own := newFakeUpstream(t), newFakeUpstream(t)
+	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := New(mem, Options{
+		Keys:            []Key{{Tenant: "acme", Key: proxyKey}, {Tenant: "globex", Key: "globex-key-1"}},
+		Upstream:        &Upstream{BaseURL: def.URL + "/v1", APIKey: upstreamKey},
+		TenantUpstreams: map[string]Upstream{"globex": {BaseURL: own.URL + "/v1", APIKey: "sk-globex-own"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		key  string
+		up   *fakeUpstream
+		auth string
+	}{{proxyKey, def, "Bearer " + upstreamKey}, {"globex-key-1", own, "Bearer sk-globex-own"}} {
+		c := openai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey(tc.key), option.WithMaxRetries(0),
+			option.WithHeader(headerConversation, "c"))
+		_, err := c.Chat.Completions.New(t.Context(), userTurn("hello"))
+		pmust(t, tc.key, err)
+		_, err = c.Models.List(t.Context())
+		pmust(t, tc.key+" models", err)
+		if n := len(tc.up.requests()); n != 1 {
+			t.Errorf("%s: its upstream got %d requests, want 1", tc.key, n)
+		} else if got := tc.up.last(t).header.Get("Authorization"); got != tc.auth {
+			t.Errorf("%s: its upstream got Authorization %q, want %q", tc.key, got, tc.auth)
+		}
+		if got := tc.up.modelRequests(); len(got) != 1 || got[0] != "/v1/models "+tc.auth {
+			t.Errorf("%s: model requests %q", tc.key, got)
+		}
+	}
+
+	for _, bad := range []map[string]Upstream{
+		{"no spaces": {BaseURL: own.URL + "/v1"}},
+		{"globex": {BaseURL: "not a url"}},
+		{"globex": {BaseURL: own.URL + "/v1", Auth: UpstreamAuthPassthrough}},
+	} {
+		if _, err := New(mem, Options{TenantUpstreams: bad}); err == nil {
+			t.Errorf("TenantUpstreams %v: no error", bad)
+		}
 	}
 }

@@ -69,20 +69,20 @@ func (s *Server) getModel(c *call) error {
 // and its successful answers from a cache for modelsTTL. Errors are in
 // the OpenAI shape, the upstream's own relayed as they are.
 func (s *Server) models(c *call, path string) error {
-	if s.up == nil {
+	if c.up == nil {
 		return errNoUpstream
 	}
-	auth := s.up.authorization(c.r)
+	auth := c.up.authorization(c.r)
 	key := path + "\x00" + auth
 	h := c.w.Header()
-	if e, ok := s.up.models.get(key, time.Now()); ok {
+	if e, ok := c.up.models.get(key, time.Now()); ok {
 		h.Set("Content-Type", e.contentType)
 		h.Set("Content-Length", strconv.Itoa(len(e.body)))
 		c.w.WriteHeader(http.StatusOK)
 		_, _ = c.w.Write(e.body)
 		return nil
 	}
-	resp, err := s.callUpstream(c, http.MethodGet, s.up.base+path, nil, "application/json")
+	resp, err := s.callUpstream(c, http.MethodGet, c.up.base+path, nil, "application/json")
 	if err != nil {
 		return err
 	}
@@ -94,12 +94,12 @@ func (s *Server) models(c *call, path string) error {
 	if len(b) > maxModelsBody {
 		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream model list over %d bytes", maxModelsBody)}
 	}
-	b = redactKey(b, s.up.key)
+	b = redactKey(b, c.up.key)
 	ct := resp.Header.Get("Content-Type")
 	if ct == "" {
 		ct = "application/json"
 	}
-	s.up.models.put(key, modelsEntry{body: b, contentType: ct, expires: time.Now().Add(modelsTTL)})
+	c.up.models.put(key, modelsEntry{body: b, contentType: ct, expires: time.Now().Add(modelsTTL)})
 	h.Set("Content-Type", ct)
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	c.w.WriteHeader(resp.StatusCode)

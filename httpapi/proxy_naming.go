@@ -48,7 +48,7 @@ func (s *Server) conversationOf(c *call, req chatRequest) (string, error) {
 	if id == "" {
 		id, from = c.r.URL.Query().Get(queryConversation), "query parameter "+queryConversation
 	}
-	if id == "" && s.up.derive {
+	if id == "" && c.up.derive {
 		user := c.r.Header.Get(headerUser)
 		if user == "" {
 			user = req.user

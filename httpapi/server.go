@@ -95,6 +95,11 @@ type Options struct {
 	// Upstream is the model server POST /v1/chat/completions forwards to.
 	// Nil: that route answers 503 unavailable.
 	Upstream *Upstream
+	// TenantUpstreams are the upstreams of tenants that have their own
+	// (their own model server, or their own key for it); the others use
+	// Upstream. Upstream.Auth is the server's, since the chatmem key is
+	// read before the tenant is known: an entry may not set it.
+	TenantUpstreams map[string]Upstream
 	// MCP, if set, serves the Model Context Protocol at /mcp: each request
 	// is authenticated as the API's are (its tenant is the key's), counted
 	// against the tenant's rate limit and its body bounded by
@@ -129,7 +134,8 @@ type Server struct {
 	metrics *metrics
 	rate    *rateLimiter // nil: no limit
 	mux     *http.ServeMux
-	up      *upstream // nil: no chat proxy
+	up      *upstream            // nil: no chat proxy
+	ups     map[string]*upstream // tenants with upstreams of their own
 	build   buildinfo.Info
 	browser *browserRules
 }
@@ -161,6 +167,9 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 		if s.up, err = newUpstream(*opts.Upstream); err != nil {
 			return nil, err
 		}
+	}
+	if s.ups, err = tenantUpstreams(opts.TenantUpstreams, s.up); err != nil {
+		return nil, err
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -375,6 +384,9 @@ type call struct {
 	w      http.ResponseWriter
 	r      *http.Request
 	tenant string
+	// up is the tenant's upstream (Options.TenantUpstreams, else
+	// Options.Upstream), nil without one.
+	up *upstream
 }
 
 // key returns the conversation the request's path names, for the caller's
@@ -426,6 +438,7 @@ func (s *Server) handler(rt route) http.Handler {
 			}
 			info.tenant = c.tenant
 		}
+		c.up = s.upstreamFor(c.tenant)
 		if err := checkContentType(r, bodyTypes(rt, r)); err != nil {
 			writeError(w, r, err)
 			return

@@ -110,6 +110,51 @@ func TestServeProxySettings(t *testing.T) {
 	}
 }
 
+// TestServeTenantUpstreams: --tenant-upstreams names tenants' own
+// upstreams, their keys read from the environment or a file, and refuses
+// a file it cannot use, naming what is wrong.
+func TestServeTenantUpstreams(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "initech.key")
+	if err := os.WriteFile(keyFile, []byte("sk-initech\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GLOBEX_UPSTREAM_KEY", "sk-globex")
+	write := func(body string) string {
+		p := filepath.Join(dir, "upstreams.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c := serveConfig{proxyPolicy: "token_budget", proxyBudget: 4000}
+	c.tenantUpstreamsFile = write(`{"globex": {"url": "https://llm.globex.example/v1", "key_env": "GLOBEX_UPSTREAM_KEY"},
+		"initech": {"url": "https://api.anthropic.com", "kind": "anthropic", "key_file": "` + keyFile + `", "model": "claude-sonnet-4-5"}}`)
+	ups, err := c.tenantUpstreams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := ups["globex"]; g.BaseURL != "https://llm.globex.example/v1" || g.APIKey != "sk-globex" || g.HTTPClient != nil {
+		t.Errorf("globex = %+v", g)
+	}
+	if i := ups["initech"]; i.APIKey != "sk-initech" || i.HTTPClient == nil {
+		t.Errorf("initech = %+v, want its key from the file and the Anthropic transport", i)
+	}
+	for body, want := range map[string]string{
+		`{"globex": {"url": "https://x/v1", "key": "sk-inline"}}`:               `unknown field "key"`,
+		`{"globex": {"url": "https://x/v1", "key_env": "NOT_SET_ANYWHERE"}}`:    "NOT_SET_ANYWHERE is not set",
+		`{"globex": {"url": "https://x/v1", "key_env": "A", "key_file": "/b"}}`: "exclude each other",
+		`{"globex": {"kind": "openai"}}`:                                        "no url",
+		`{"globex": {"url": "https://x/v1", "kind": "gemini"}}`:                 `unknown upstream-kind "gemini"`,
+		`["globex"]`: "want {",
+	} {
+		c.tenantUpstreamsFile = write(body)
+		if _, err := c.tenantUpstreams(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want it to say %q", body, err, want)
+		}
+	}
+}
+
 // TestServeRefusesBadConfig: a bad setting exits 2 with one line naming it
 // and what it accepts, and the help to read; the server does not start.
 func TestServeRefusesBadConfig(t *testing.T) {
