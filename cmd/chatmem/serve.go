@@ -101,7 +101,7 @@ func (c *serveConfig) command() *settings.Command {
 			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
 		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, chatmem.DefaultBudget, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
 		{Name: "proxy-on-diverge", Group: groupProxy, Value: settings.Choice(&c.proxyOnDiverge, httpapi.DivergeRefuse, httpapi.DivergeModes...),
-			Help: "what a request whose history differs from the stored conversation gets (an edited message, a dropped reply):\nrefuse (409 history_diverged) or fork (the client's branch becomes a conversation of its own, named in X-Chatmem-Conversation)"},
+			Help: "what a request whose history differs from the stored conversation gets (an edited message, a replaced reply):\nrefuse (409 history_diverged) or fork (the client's branch becomes a conversation of its own, named in X-Chatmem-Conversation)"},
 		{Name: "proxy-unnamed", Group: groupProxy, Value: settings.Choice(&c.proxyUnnamed, httpapi.UnnamedForward, httpapi.UnnamedModes...),
 			Help: "what a request that names no conversation (X-Chatmem-Conversation, metadata.conversation_id, ?conversation=) gets:\nforward (sent without memory, answered with X-Chatmem-Memory: off) or refuse (400)"},
 		{Name: "proxy-derive-conversation", Group: groupProxy, Value: settings.Bool(&c.proxyDerive, false), Example: "true",
