@@ -21,6 +21,12 @@ type chatRequest struct {
 	messages   json.RawMessage
 	start, end int
 	stream     bool
+	// metadata is the metadata value, body[metaStart:metaEnd]; nil: none.
+	metadata           json.RawMessage
+	metaStart, metaEnd int
+	// user is the user field, else safety_identifier: who the end user
+	// is, as the client tells the upstream.
+	user string
 }
 
 // parseChatRequest reads a chat completions request body: a JSON object,
@@ -54,6 +60,16 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 				return r, errBody // cannot happen: Decode leaves the offset after the value
 			}
 			r.messages, r.start, r.end = v, start, end
+		case "metadata":
+			bit = 4
+			r.metaEnd = int(dec.InputOffset())
+			r.metaStart = r.metaEnd - len(v)
+			r.metadata = v
+		case "user", "safety_identifier":
+			var u string
+			if json.Unmarshal(v, &u) == nil && (name == "user" || r.user == "") {
+				r.user = u
+			}
 		case "stream":
 			bit = 2
 			r.stream = false
@@ -77,13 +93,56 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 	return r, nil
 }
 
+// metaConversation is the metadata key that names the conversation.
+const metaConversation = "conversation_id"
+
+// conversationID returns metadata.conversation_id, "" if there is none. A
+// metadata that is not an object of strings, as OpenAI takes it, wraps
+// chatmem.ErrInvalid.
+func (r chatRequest) conversationID() (string, error) {
+	if r.metadata == nil || string(r.metadata) == "null" {
+		return "", nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(r.metadata, &m); err != nil {
+		return "", fmt.Errorf("%w: metadata must be an object of strings", chatmem.ErrInvalid)
+	}
+	return m[metaConversation], nil
+}
+
 // withMessages returns the request body with msgs (a JSON array) in place
-// of the client's messages.
+// of the client's messages and, when the metadata names the conversation,
+// the metadata without conversation_id (null if nothing else is left):
+// the key is chatmem's, not the upstream's.
 func (r chatRequest) withMessages(msgs []byte) []byte {
+	type edit struct {
+		start, end int
+		with       []byte
+	}
+	edits := []edit{{r.start, r.end, msgs}}
+	if id, _ := r.conversationID(); id != "" {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(r.metadata, &m)
+		delete(m, metaConversation)
+		meta := []byte("null")
+		if len(m) > 0 {
+			meta, _ = json.Marshal(m)
+		}
+		e := edit{r.metaStart, r.metaEnd, meta}
+		if e.start < r.start {
+			edits = []edit{e, edits[0]}
+		} else {
+			edits = append(edits, e)
+		}
+	}
 	out := make([]byte, 0, len(r.body)-(r.end-r.start)+len(msgs))
-	out = append(out, r.body[:r.start]...)
-	out = append(out, msgs...)
-	return append(out, r.body[r.end:]...)
+	at := 0
+	for _, e := range edits {
+		out = append(out, r.body[at:e.start]...)
+		out = append(out, e.with...)
+		at = e.end
+	}
+	return append(out, r.body[at:]...)
 }
 
 // appendOpenAIMessage appends m as MarshalOpenAIMessage encodes it. A

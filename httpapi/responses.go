@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -232,7 +231,7 @@ type respTurn struct {
 
 // createResponse is POST /openai/v1/responses.
 func (s *Server) createResponse(c *call) error {
-	if s.up == nil {
+	if c.up == nil {
 		return errNoUpstream
 	}
 	var req responsesRequest
@@ -245,7 +244,7 @@ func (s *Server) createResponse(c *call) error {
 	}
 	ctx := c.r.Context()
 	started := s.mem.Now()
-	p, err := s.proxyPolicy(t.headers(c.r.Header))
+	p, err := proxyPolicy(c.up, t.headers(c.r.Header))
 	if err != nil {
 		return err
 	}
@@ -292,12 +291,15 @@ func (s *Server) createResponse(c *call) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.callUpstream(ctx, body, t.stream())
+	accept := "application/json"
+	if t.stream() {
+		accept = "text/event-stream"
+	}
+	resp, err := s.callUpstream(c, http.MethodPost, c.up.url, body, accept)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	relayHeaders(c.w.Header(), resp.Header)
 	if t.stream() && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.streamResponse(c, resp, t, started)
 	}
@@ -308,7 +310,7 @@ func (s *Server) createResponse(c *call) error {
 	if len(b) > maxUpstreamBody {
 		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream response over %d bytes", maxUpstreamBody)}
 	}
-	b = redactKey(b, s.up.key)
+	b = redactKey(b, c.up.key)
 	if err := chatmem.CheckJSONText(b); err != nil {
 		return &upstreamError{status: http.StatusBadGateway, msg: "the upstream response's text is not valid UTF-8", err: err}
 	}
@@ -557,35 +559,6 @@ func (s *Server) finishResponse(ctx context.Context, t *respTurn, content string
 		return m, fmt.Errorf("store the response: %w", err)
 	}
 	return res.Messages[len(res.Messages)-1], nil
-}
-
-// callUpstream sends a chat completions body to the upstream; a status
-// other than 2xx is returned as the upstream's error.
-func (s *Server) callUpstream(ctx context.Context, body []byte, stream bool) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.up.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("upstream request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if stream {
-		req.Header.Set("Accept", "text/event-stream")
-	}
-	if s.up.key != "" {
-		req.Header.Set("Authorization", "Bearer "+s.up.key)
-	}
-	if id := infoOf(ctx).id; id != "" {
-		req.Header.Set("X-Request-Id", id)
-	}
-	resp, err := s.up.client.Do(req)
-	if err != nil {
-		return nil, transportError(ctx, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		return nil, upstreamStatusError(resp, s.up.key)
-	}
-	return resp, nil
 }
 
 // chatTool is a Chat Completions function tool.
