@@ -18,6 +18,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/client"
+	"github.com/chatmem/chatmem/httpapi"
 	"github.com/chatmem/chatmem/internal/seed"
 	"github.com/chatmem/chatmem/internal/testenv"
 )
