@@ -224,6 +224,15 @@ func (m *Memory) readContext(ctx context.Context, key Key, p Policy, opts Contex
 			return c, err
 		}
 	}
+	if p.Cache == CacheStable {
+		// The stored total, with what the tail read holds beyond it
+		// (appended since conv was read, and pending), anchors a
+		// cache-stable window (see CacheStable).
+		c.a.total = c.conv.Tokens
+		for i := len(c.a.recent) - 1; i >= 0 && c.a.recent[i].Seq > c.conv.LastSeq; i-- {
+			c.a.total += int64(c.a.recent[i].Tokens)
+		}
+	}
 	return c, nil
 }
 
@@ -352,6 +361,10 @@ type assembly struct {
 	// share lets the window be a part of recent, not a copy (see
 	// selectWindow): recent is never changed.
 	share bool
+	// total is the tokens of the conversation's messages (system messages
+	// aside) up to the newest in recent: what a CacheStable window is
+	// anchored to.
+	total int64
 }
 
 type factsPart struct {
@@ -409,6 +422,11 @@ func (a assembly) window() (w Window, gap bool, err error) {
 		gap = false // left out for room, not for a gap
 	}
 	w, err = selectWindow(p, pinned, a.recent, a.share)
+	if err == nil {
+		// A summary's window stays as it is: trimmed, it would leave a
+		// gap between the summary and the window.
+		w = stabilize(p, w, a.total)
+	}
 	return assembly{facts: facts}.label(w), gap, err
 }
 

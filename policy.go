@@ -74,7 +74,9 @@ type Policy struct {
 	Scope string
 	// Cache is "" (the window slides by a turn each turn) or CacheStable
 	// (its front stays the same from request to request, so a provider's
-	// prompt cache serves it). Only budgeted policies take it.
+	// prompt cache serves it). token_budget and summary_buffer without
+	// recall take it; under summary_buffer, a window that sends a summary
+	// moves when the summary is refreshed.
 	Cache string
 	// LowWater is the percent of Budget a CacheStable window drops to when
 	// it must move: 1 to 95, or 0 for DefaultLowWater.
@@ -112,8 +114,8 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("%w: low_water is an option of cache=%s", ErrInvalid, CacheStable)
 		}
 	case CacheStable:
-		if p.Kind == PolicyAll || p.Kind == PolicyLastTurns {
-			return fmt.Errorf("%w: cache=%s is an option of token_budget, summary_buffer and recall, not of %s", ErrInvalid, CacheStable, p.Kind)
+		if p.Kind != PolicyTokenBudget && p.Kind != PolicySummaryBuffer || p.Recall {
+			return fmt.Errorf("%w: cache=%s is an option of token_budget and summary_buffer without recall, not of %s", ErrInvalid, CacheStable, policyLabel(p))
 		}
 		if p.LowWater < 0 || p.LowWater > 95 {
 			return fmt.Errorf("%w: low_water must be from 1 to 95 percent of the budget (or 0 for %d), got %d", ErrInvalid, DefaultLowWater, p.LowWater)
@@ -144,6 +146,14 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: unknown policy %q (want %s)", ErrInvalid, p.Kind, joinKinds())
 	}
 	return nil
+}
+
+// policyLabel names p's kind, "summary_buffer with recall" for that.
+func policyLabel(p Policy) string {
+	if p.Kind == PolicySummaryBuffer && p.Recall {
+		return "summary_buffer with recall"
+	}
+	return string(p.Kind)
 }
 
 func joinKinds() string {

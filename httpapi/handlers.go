@@ -165,13 +165,14 @@ func (s *Server) sentWindow(p chatmem.Policy, w chatmem.Window) chatmem.Window {
 }
 
 // contextParams reads a context read's query parameters (policy, budget,
-// turns, facts, recall, recent, scope, tokenizer), as GET
+// turns, facts, recall, recent, scope, tokenizer, cache, low_water,
+// preview), as GET
 // /v1/conversations/{id}/context and POST .../turn take them. Parameters
 // left out take the defaults every surface shares (chatmem.DefaultPolicy,
 // DefaultBudget, DefaultTurns).
 func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 	var none chatmem.ContextOptions
-	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer")
+	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer", "cache", "low_water", "preview")
 	if err != nil {
 		return chatmem.Policy{}, none, err
 	}
@@ -194,7 +195,11 @@ func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 	if err != nil {
 		return p, none, err
 	}
-	p.Budget, p.Turns, p.Recent = int(budget), int(turns), int(recent)
+	lowWater, err := intParam(q, "low_water", 0, 1, 95)
+	if err != nil {
+		return p, none, err
+	}
+	p.Budget, p.Turns, p.Recent, p.Cache, p.LowWater = int(budget), int(turns), int(recent), q.Get("cache"), int(lowWater)
 	switch {
 	case p.Kind != chatmem.PolicyAll && p.Kind != chatmem.PolicyLastTurns && !q.Has("budget"):
 		p.Budget = chatmem.DefaultBudget
@@ -224,6 +229,9 @@ func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 		if opts.Preview, err = strconv.ParseBool(v); err != nil {
 			return p, none, fmt.Errorf("%w: parameter preview must be true or false, got %q", chatmem.ErrInvalid, v)
 		}
+	}
+	if err := p.Validate(); err != nil {
+		return p, none, err
 	}
 	return p, opts, nil
 }
