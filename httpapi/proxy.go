@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -191,12 +193,14 @@ func defaultUpstreamClient() *http.Client {
 const (
 	headerConversation = "X-Chatmem-Conversation"
 	// headerUser names the user a conversation the turn creates belongs to.
-	headerUser         = "X-Chatmem-User"
-	headerPolicy       = "X-Chatmem-Policy"
-	headerBudget       = "X-Chatmem-Budget"
-	headerTurns        = "X-Chatmem-Turns"
-	headerFacts        = "X-Chatmem-Facts"
-	headerScope        = "X-Chatmem-Scope"
+	headerUser   = "X-Chatmem-User"
+	headerPolicy = "X-Chatmem-Policy"
+	headerBudget = "X-Chatmem-Budget"
+	headerTurns  = "X-Chatmem-Turns"
+	headerFacts  = "X-Chatmem-Facts"
+	headerScope  = "X-Chatmem-Scope"
+	// headerCache is the window's cache mode: stable or off.
+	headerCache        = "X-Chatmem-Cache"
 	headerWindowTokens = "X-Chatmem-Window-Tokens"
 	// headerKey carries the chatmem API key on the proxy's routes under
 	// passthrough auth, where Authorization is the upstream's.
@@ -468,7 +472,7 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	msgsJSON = append(msgsJSON, ']')
 	c.w.Header().Set(headerWindowTokens, strconv.Itoa(t.tokens))
-	return s.forward(c, req.withMessages(msgsJSON), req.stream, t)
+	return s.forward(c, req.withMessages(msgsJSON, promptCacheKey(t)), req.stream, t)
 }
 
 // turn is one chat proxy request with a conversation: where its reply is
@@ -585,6 +589,20 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 	return system, msgs, nil
 }
 
+// promptCacheKey is the prompt_cache_key a turn under a cache-stable
+// window sends, "" otherwise: one per conversation, so that the
+// provider routes its requests to the same cache, named by a hash that
+// tells the provider neither the tenant nor the conversation's ID.
+// Anthropic upstreams (the chat completions transport) read it as the
+// request to mark cache breakpoints.
+func promptCacheKey(t *turn) string {
+	if t == nil || t.policy.Cache != chatmem.CacheStable {
+		return ""
+	}
+	h := sha256.Sum256([]byte(t.key.Tenant + "\x00" + t.key.ID))
+	return "chatmem-" + hex.EncodeToString(h[:16])
+}
+
 // proxyPolicy returns the server's policy with the request's X-Chatmem-*
 // headers applied. Bad values wrap chatmem.ErrInvalid.
 func proxyPolicy(up *upstream, h http.Header) (chatmem.Policy, error) {
@@ -615,6 +633,18 @@ func proxyPolicy(up *upstream, h http.Header) (chatmem.Policy, error) {
 			return p, fmt.Errorf("%w: header %s must be true or false, got %q", chatmem.ErrInvalid, headerFacts, v)
 		}
 		p.Facts = b
+	}
+	switch v := h.Get(headerCache); v {
+	case "":
+	case "off":
+		p.Cache, p.LowWater = "", 0
+	case chatmem.CacheStable:
+		p.Cache = v
+	default:
+		return p, fmt.Errorf("%w: header %s must be %s or off, got %q", chatmem.ErrInvalid, headerCache, chatmem.CacheStable, v)
+	}
+	if p.Cache == chatmem.CacheStable && (p.Kind != chatmem.PolicyTokenBudget && p.Kind != chatmem.PolicySummaryBuffer || p.Recall) && h.Get(headerCache) == "" {
+		p.Cache, p.LowWater = "", 0 // the server's default mode, for a policy that has none
 	}
 	if v := h.Get(headerScope); v != "" {
 		var err error

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/jsonstr"
@@ -27,6 +28,8 @@ type chatRequest struct {
 	// user is the user field, else safety_identifier: who the end user
 	// is, as the client tells the upstream.
 	user string
+	// cacheKey reports a prompt_cache_key of the client's own.
+	cacheKey bool
 }
 
 // parseChatRequest reads a chat completions request body: a JSON object,
@@ -65,6 +68,8 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 			r.metaEnd = int(dec.InputOffset())
 			r.metaStart = r.metaEnd - len(v)
 			r.metadata = v
+		case "prompt_cache_key":
+			r.cacheKey = true
 		case "user", "safety_identifier":
 			var u string
 			if json.Unmarshal(v, &u) == nil && (name == "user" || r.user == "") {
@@ -113,13 +118,19 @@ func (r chatRequest) conversationID() (string, error) {
 // withMessages returns the request body with msgs (a JSON array) in place
 // of the client's messages and, when the metadata names the conversation,
 // the metadata without conversation_id (null if nothing else is left):
-// the key is chatmem's, not the upstream's.
-func (r chatRequest) withMessages(msgs []byte) []byte {
+// the key is chatmem's, not the upstream's. A cacheKey is sent as the
+// body's prompt_cache_key unless the client set one.
+func (r chatRequest) withMessages(msgs []byte, cacheKey string) []byte {
 	type edit struct {
 		start, end int
 		with       []byte
 	}
-	edits := []edit{{r.start, r.end, msgs}}
+	var edits []edit
+	if cacheKey != "" && !r.cacheKey {
+		at := bytes.IndexByte(r.body, '{') + 1
+		edits = append(edits, edit{at, at, []byte(`"prompt_cache_key":"` + cacheKey + `",`)})
+	}
+	edits = append(edits, edit{r.start, r.end, msgs})
 	if id, _ := r.conversationID(); id != "" {
 		var m map[string]json.RawMessage
 		_ = json.Unmarshal(r.metadata, &m)
@@ -128,12 +139,8 @@ func (r chatRequest) withMessages(msgs []byte) []byte {
 		if len(m) > 0 {
 			meta, _ = json.Marshal(m)
 		}
-		e := edit{r.metaStart, r.metaEnd, meta}
-		if e.start < r.start {
-			edits = []edit{e, edits[0]}
-		} else {
-			edits = append(edits, e)
-		}
+		edits = append(edits, edit{r.metaStart, r.metaEnd, meta})
+		slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
 	}
 	out := make([]byte, 0, len(r.body)-(r.end-r.start)+len(msgs))
 	at := 0

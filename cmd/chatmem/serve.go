@@ -48,6 +48,7 @@ type serveConfig struct {
 	rateBurst                                          int
 	upstream, upstreamKind, upstreamKey, upstreamModel string
 	proxyPolicy, proxyOnDiverge, proxyUnnamed          string
+	proxyCache                                         string
 	upstreamAuth, tenantUpstreamsFile                  string
 	proxyDerive                                        bool
 	embedder, embeddingModel                           string
@@ -100,6 +101,8 @@ func (c *serveConfig) command() *settings.Command {
 		{Name: "proxy-policy", Group: groupProxy, Value: settings.Choice(&c.proxyPolicy, string(chatmem.DefaultPolicy), policyNames()...),
 			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
 		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, chatmem.DefaultBudget, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
+		{Name: "proxy-cache", Group: groupProxy, Value: settings.Choice(&c.proxyCache, "off", "off", chatmem.CacheStable),
+			Help: "the proxy's default window cache mode: off (the window slides every turn) or stable (its front stays the same\nfrom turn to turn so the provider's prompt cache serves it; the proxy then sends a prompt_cache_key, and marks\nAnthropic cache breakpoints); token_budget and summary_buffer without recall; X-Chatmem-Cache overrides it"},
 		{Name: "proxy-on-diverge", Group: groupProxy, Value: settings.Choice(&c.proxyOnDiverge, httpapi.DivergeRefuse, httpapi.DivergeModes...),
 			Help: "what a request whose history differs from the stored conversation gets (an edited message, a replaced reply):\nrefuse (409 history_diverged) or fork (the client's branch becomes a conversation of its own, named in X-Chatmem-Conversation)"},
 		{Name: "proxy-unnamed", Group: groupProxy, Value: settings.Choice(&c.proxyUnnamed, httpapi.UnnamedForward, httpapi.UnnamedModes...),
@@ -343,6 +346,9 @@ func (c serveConfig) upstreamOf(base, kind, key, model string) (httpapi.Upstream
 	p := chatmem.Policy{Kind: chatmem.PolicyKind(c.proxyPolicy), Budget: c.proxyBudget}
 	if p.Kind == chatmem.PolicyLastTurns {
 		p.Turns = 10
+	}
+	if c.proxyCache == chatmem.CacheStable {
+		p.Cache = chatmem.CacheStable
 	}
 	if err := p.Validate(); err != nil {
 		return httpapi.Upstream{}, &exitError{code: 2, err: fmt.Errorf("proxy-policy: %w", err)}
