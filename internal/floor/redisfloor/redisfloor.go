@@ -9,6 +9,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -88,6 +90,46 @@ func (f *Floor) Turn(ctx context.Context, content string) error {
 		return fmt.Errorf("redis: the turn floor read %d records, want %d", len(last.Val()), want)
 	}
 	return nil
+}
+
+// Reply is the rest of a chat turn on the floor: RPUSH of an assistant
+// message's record of content, the reply appended before the next turn.
+func (f *Floor) Reply(ctx context.Context, content string) error {
+	rec := Record(make([]byte, 0, 40+len(content)), chatmem.RoleAssistant, content, len(content)/4)
+	if err := f.client.RPush(ctx, f.key, rec).Err(); err != nil {
+		return err
+	}
+	f.n++
+	return nil
+}
+
+// ServerTime returns the time client's Redis server has spent executing
+// commands since its statistics were last reset: the usec of every
+// command in INFO commandstats but INFO's own, summed. It is the whole
+// server's (with a cluster client, one node's), so a difference of two
+// readings is a benchmark's only on a server nothing else uses meanwhile.
+func ServerTime(ctx context.Context, client goredis.UniversalClient) (time.Duration, error) {
+	info, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var usec int64
+	for line := range strings.Lines(info) {
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+			continue
+		}
+		for field := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(field, "usec="); ok {
+				u, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("redis: INFO commandstats: %q: %w", line, err)
+				}
+				usec += u
+			}
+		}
+	}
+	return time.Duration(usec) * time.Microsecond, nil
 }
 
 // Drop deletes the floor's list. The client stays open: it is the store's.
