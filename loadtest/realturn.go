@@ -35,7 +35,8 @@ type ChatFloor interface {
 }
 
 // ServerClock reads a store server's cumulative time spent executing
-// commands (Redis's INFO commandstats, PostgreSQL's pg_stat_statements):
+// commands (Redis's main-thread CPU from INFO cpu, PostgreSQL's
+// pg_stat_statements):
 // ChatBench takes the difference over a block of turns. It counts the
 // whole server's work, so it means something only on a server nothing
 // else uses meanwhile.

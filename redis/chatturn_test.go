@@ -16,7 +16,7 @@ import (
 // appended between turns (storetest.BenchmarkChatTurn), against
 // redisfloor's floor: RPUSH of the user's message and LRANGE of the
 // newest 64, pipelined, then RPUSH of the reply. The server's time is
-// INFO commandstats': run it on a Redis server of its own.
+// INFO cpu's main-thread CPU: run it on a Redis server of its own.
 func BenchmarkChatTurn(b *testing.B) {
 	dial := dialer(b)
 	storetest.BenchmarkChatTurn(b, []int{1000, 100000}, chatmem.Options{Counter: tokenizer.Estimate{}},

@@ -54,7 +54,7 @@ func (c *benchConfig) command() *settings.Command {
 		{Name: "facts", Group: "bench", Value: settings.Bool(&c.facts, false), Example: "true", Help: "add the facts block (runs the rule extractor in the worker)"},
 		{Name: "iterations", Group: "bench", Value: settings.Int(&c.iterations, 300, 1, maxInt32), Help: "measured turns per size"},
 		{Name: "replies", Group: "bench", Value: settings.Bool(&c.replies, false), Example: "true",
-			Help: "measure the turn as a chatbot makes it: messages of 20 to 400 characters, the reply\nappended between turns, the worker's indexing counted, with the store's time per turn\n(Redis INFO commandstats, PostgreSQL pg_stat_statements) and the ratios to the floor"},
+			Help: "measure the turn as a chatbot makes it: messages of 20 to 400 characters, the reply\nappended between turns, the worker's indexing counted, with the store's time per turn\n(Redis main-thread CPU, PostgreSQL pg_stat_statements) and the ratios to the floor"},
 		{Name: "json", Group: "bench", Value: settings.Bool(&c.asJSON, false), Example: "true", Help: "print one JSON object per size (per target with --http)"},
 
 		{Name: "http", Group: "load test", Value: settings.String(&c.httpURL, ""), Example: "http://127.0.0.1:8080", Help: "load-test a running server at this URL instead of a store"},
@@ -255,7 +255,7 @@ func asChatFloor[F loadtest.ChatFloor](f F, err error) (loadtest.ChatFloor, erro
 }
 
 // serverClock returns the clock of store's server's time for
-// loadtest.ChatConfig.Server: Redis's INFO commandstats, PostgreSQL's
+// loadtest.ChatConfig.Server: Redis's main-thread CPU, PostgreSQL's
 // pg_stat_statements where the server keeps it (else it says so on
 // stderr); nil for the stores in the process.
 func serverClock(ctx context.Context, store chatmem.Store, stderr io.Writer) loadtest.ServerClock {

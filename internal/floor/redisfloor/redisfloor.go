@@ -7,6 +7,7 @@ package redisfloor
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -103,33 +104,37 @@ func (f *Floor) Reply(ctx context.Context, content string) error {
 	return nil
 }
 
-// ServerTime returns the time client's Redis server has spent executing
-// commands since its statistics were last reset: the usec of every
-// command in INFO commandstats but INFO's own, summed. It is the whole
-// server's (with a cluster client, one node's), so a difference of two
-// readings is a benchmark's only on a server nothing else uses meanwhile.
+// ServerTime returns the CPU time client's Redis server has spent in its
+// main thread, where it runs every command, script and socket read and
+// write: INFO cpu's used_cpu_user_main_thread and
+// used_cpu_sys_main_thread, summed. (INFO commandstats would count each
+// command a script calls twice, in the script's time and in its own.) It
+// is the whole server's (with a cluster client, one node's), so a
+// difference of two readings is a benchmark's only on a server nothing
+// else uses meanwhile.
 func ServerTime(ctx context.Context, client goredis.UniversalClient) (time.Duration, error) {
-	info, err := client.Info(ctx, "commandstats").Result()
+	info, err := client.Info(ctx, "cpu").Result()
 	if err != nil {
 		return 0, err
 	}
-	var usec int64
+	var total time.Duration
+	found := 0
 	for line := range strings.Lines(info) {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || name != "used_cpu_user_main_thread" && name != "used_cpu_sys_main_thread" {
 			continue
 		}
-		for field := range strings.SplitSeq(stats, ",") {
-			if v, ok := strings.CutPrefix(field, "usec="); ok {
-				u, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("redis: INFO commandstats: %q: %w", line, err)
-				}
-				usec += u
-			}
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("redis: INFO cpu: %q: %w", line, err)
 		}
+		total += time.Duration(sec * float64(time.Second))
+		found++
 	}
-	return time.Duration(usec) * time.Microsecond, nil
+	if found != 2 {
+		return 0, errors.New("redis: INFO cpu has no main thread's time (Redis 6.2 or later has)")
+	}
+	return total, nil
 }
 
 // Drop deletes the floor's list. The client stays open: it is the store's.
