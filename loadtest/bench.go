@@ -445,13 +445,6 @@ func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "store\tpolicy\tmessages\tbudget\tp50 µs\tp99 µs\tGo loop p50 µs\tratio\t"+
 		"Memory.Turn p50 µs\tstore floor p50 µs\tturn/floor\tfirst turn p50 µs\tfirst/turn\twindow msgs\tfill s\t")
-	// cell formats v, or "-" when it was not measured (zero).
-	cell := func(format string, v float64) string {
-		if v <= 0 {
-			return "-"
-		}
-		return fmt.Sprintf(format, v)
-	}
 	for _, r := range results {
 		policy, messages := r.Policy, strconv.Itoa(r.Messages)
 		if r.Scope != "" {
@@ -470,6 +463,14 @@ func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
 		fmt.Fprintf(w, "p50 at %d messages / p50 at %d: %.2fx\n", last.Messages, first.Messages, last.P50us/first.P50us)
 	}
 	return nil
+}
+
+// cell formats v for a table, or "-" when it was not measured (zero).
+func cell(format string, v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // writeJSONLines writes each of results as one line of JSON.

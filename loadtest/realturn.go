@@ -370,12 +370,6 @@ func WriteChat(w io.Writer, results []ChatResult, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "store\tmessages\twindow msgs\tappend+context p50 µs\tTurn p50 µs\tfloor p50 µs\t"+
 		"append+context/floor\tTurn/floor\tsettled a+c/floor\tsettled Turn/floor\tserver a+c/floor\tserver Turn/floor\tload\t")
-	cell := func(format string, v float64) string {
-		if v <= 0 {
-			return "-"
-		}
-		return fmt.Sprintf(format, v)
-	}
 	for _, r := range results {
 		var floor float64
 		if r.Floor != nil {

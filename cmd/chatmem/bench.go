@@ -225,7 +225,8 @@ func benchChat(ctx context.Context, mem *chatmem.Memory, store chatmem.Store, c 
 }
 
 // chatFloor returns the raw floor of a chat turn on store's backend for
-// loadtest.ChatConfig.Floor: storeFloor's, with the reply appended.
+// loadtest.ChatConfig.Floor: the store's floor from internal/floor, or
+// the Go loop for the in-process store.
 func chatFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(context.Context, int, string) (loadtest.ChatFloor, error) {
 	switch s := store.(type) {
 	case *memory.Store:
@@ -246,7 +247,8 @@ func chatFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(co
 	return nil
 }
 
-// asChatFloor is asFloor for a loadtest.ChatFloor.
+// asChatFloor returns f as a loadtest.ChatFloor, and a nil one (not a nil
+// *F) with an error.
 func asChatFloor[F loadtest.ChatFloor](f F, err error) (loadtest.ChatFloor, error) {
 	if err != nil {
 		return nil, err
@@ -288,33 +290,18 @@ func benchSoak(ctx context.Context, cfg loadtest.SoakConfig, asJSON bool, stdout
 }
 
 // storeFloor returns the raw floor of a turn on store's backend for
-// loadtest.BenchConfig.Floor: the store's floor from internal/floor, or the Go
-// loop for the in-process store.
+// loadtest.BenchConfig.Floor: chatFloor's, whose replies Bench does not
+// make.
 func storeFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(context.Context, int, string) (loadtest.StoreFloor, error) {
-	switch s := store.(type) {
-	case *memory.Store:
-		return loadtest.LoopFloor(counter, budget)
-	case *sqlite.Store:
-		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(sqlitefloor.New(ctx, s.Path(), n, content))
-		}
-	case *redis.Store:
-		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(redisfloor.New(ctx, s.Client(), s.Prefix(), n, content))
-		}
-	case *postgres.Store:
-		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(postgresfloor.New(ctx, s.Pool(), s.Schema(), n, content))
-		}
+	f := chatFloor(store, counter, budget)
+	if f == nil {
+		return nil
 	}
-	return nil
-}
-
-// asFloor returns f as a loadtest.StoreFloor, and a nil one (not a nil *F)
-// with an error.
-func asFloor[F loadtest.StoreFloor](f F, err error) (loadtest.StoreFloor, error) {
-	if err != nil {
-		return nil, err
+	return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
+		cf, err := f(ctx, n, content)
+		if err != nil {
+			return nil, err
+		}
+		return cf, nil
 	}
-	return f, nil
 }

@@ -25,13 +25,7 @@ import (
 // open it).
 func TestBenchTurnFloor(t *testing.T) {
 	dir := t.TempDir()
-	pg := testenv.PostgresURL()
-	sep := "?"
-	if strings.Contains(pg, "?") {
-		sep = "&"
-	}
-	schema := testenv.PostgresSchema(t, "chatmem_bench_")
-	pg += sep + "schema=" + schema
+	pg, schema := postgresSchemaURL(t, "chatmem_bench_")
 	o := testenv.RedisOptions(t)
 	prefix := "cmbench-" + rand.Text()[:10]
 	redisKeys := func() []string {
@@ -156,16 +150,11 @@ func TestBenchTurnFloor(t *testing.T) {
 // a small size and checks its structure: every way's count of turns, a
 // window, every ratio finite and positive, the server's time where the
 // store reports it (Redis always; PostgreSQL with pg_stat_statements)
-// and never for the stores in the process; and the conversation deleted.
-// --replies takes token_budget only.
+// and never for the stores in the process. --replies takes token_budget
+// only.
 func TestBenchReplies(t *testing.T) {
 	dir := t.TempDir()
-	pg := testenv.PostgresURL()
-	sep := "?"
-	if strings.Contains(pg, "?") {
-		sep = "&"
-	}
-	pg += sep + "schema=" + testenv.PostgresSchema(t, "chatmem_bench_")
+	pg, _ := postgresSchemaURL(t, "chatmem_bench_")
 	o := testenv.RedisOptions(t)
 	prefix := "cmbench-" + rand.Text()[:10]
 	t.Cleanup(func() {
@@ -202,4 +191,15 @@ func TestBenchReplies(t *testing.T) {
 	if _, errOut, code := runSub(t, runBench, "--store", "memory:", "--replies", "--policy", "last_turns", "--turns", "3"); code != 2 || !strings.Contains(errOut, "token_budget") {
 		t.Errorf("bench --replies --policy last_turns: exit %d, %q; want 2 and a word on token_budget", code, errOut)
 	}
+}
+
+// postgresSchemaURL returns the test server's URL with a fresh schema of
+// prefix (dropped when t ends), and the schema.
+func postgresSchemaURL(t *testing.T, prefix string) (url, schema string) {
+	url, sep := testenv.PostgresURL(), "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	schema = testenv.PostgresSchema(t, prefix)
+	return url + sep + "schema=" + schema, schema
 }
