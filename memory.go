@@ -400,7 +400,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	if needsPrior(msgs) || opts.ExpectedTokenizer != "" || opts.ExpectedLastSeq != nil {
 		return AppendResult{}, false, nil
 	}
-	_, tokenizer, cached := m.tails.peek(key)
+	last, tokenizer, cached := m.tails.peek(key)
 	if !cached || tokenizer == "" {
 		return AppendResult{}, false, nil
 	}
@@ -415,6 +415,23 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 		return AppendResult{}, false, nil
 	}
 	opts.Tokenizer, opts.ExpectedTokenizer = counter.Name(), counter.Name()
+	if last > 0 {
+		// Conditional on the entry's last message: if it lands, nothing
+		// came between, and the entry is extended with what was stored,
+		// with no read. A reply appended between two turns so keeps the
+		// next Turn's one-write fast path. Another writer in between (or
+		// another tokenizer) fails the condition, and the append is made
+		// again without it, as below.
+		try := opts
+		try.ExpectedLastSeq = &last
+		res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, try, nil)
+		if err == nil && !res.Replayed {
+			m.tails.appended(key, last, res.Conversation, res.Messages)
+		}
+		if !errors.Is(err, ErrConflict) {
+			return res, true, err
+		}
+	}
 	res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, opts, nil)
 	if errors.Is(err, ErrConflict) {
 		m.tails.drop(key) // kept under another tokenizer: the entry is stale

@@ -214,6 +214,9 @@ func (c *tailCache) appended(key Key, last int64, conv Conversation, msgs []Mess
 		own := make([]Message, len(msgs))
 		for i, m := range msgs {
 			own[i] = m.Clone()
+			// As a read gives it: in UTC, without the monotonic clock
+			// reading an append's own time.Now carries.
+			own[i].CreatedAt = own[i].CreatedAt.UTC()
 		}
 		e.extend(conv, own)
 	}

@@ -273,3 +273,72 @@ func TestIndexCatchUp(t *testing.T) {
 		t.Errorf("%d catch-ups over 200 appends, want 1 to 6 (one per 32 messages crossed, merged when queued)", n)
 	}
 }
+
+// appendCounter counts a store's appends.
+type appendCounter struct {
+	sinceCounter
+	appends *atomic.Int64
+}
+
+func (s appendCounter) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
+	s.appends.Add(1)
+	return s.Store.Append(ctx, key, msgs, opts)
+}
+
+// TestTurnWithReplies: a chatbot's steady turn, Turn for the user's
+// message and then Append for the reply, costs the store two writes and
+// no read: the reply's append, conditional on the tail cache's last
+// message, keeps the entry current, so the next Turn's fast path holds.
+// Another writer in between costs a read, and the windows stay right.
+func TestTurnWithReplies(t *testing.T) {
+	ctx := t.Context()
+	counter := &readCounter{Store: memory.New()}
+	var appends atomic.Int64
+	mem := newCachedMemory(t, appendCounter{sinceCounter{counter}, &appends}, 0)
+	other := newCachedMemory(t, counter.Store, -1)
+	key := chatmem.Key{Tenant: "acme", ID: "replies"}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 120}
+	turn := func(i int) chatmem.Window {
+		t.Helper()
+		_, w, err := mem.Turn(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: fmt.Sprintf("question %d about my order", i)}}, chatmem.AppendOptions{}, p, chatmem.ContextOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("answer %d", i)})
+		return w
+	}
+	reads := func() int64 {
+		return counter.tails.Load() + counter.ranges.Load() + counter.systems.Load() + counter.convs.Load() + counter.sinces.Load()
+	}
+	turn(0) // the first turn reads and fills the cache
+	for i := 1; i <= 10; i++ {
+		r0, a0 := reads(), appends.Load()
+		w := turn(i)
+		if r, a := reads()-r0, appends.Load()-a0; r != 0 || a != 2 {
+			t.Errorf("steady turn %d with its reply: %d store reads and %d appends, want 0 and 2", i, r, a)
+		}
+		all, err := other.Messages(ctx, key, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := chatmem.Apply(p, all[:len(all)-1]) // as it stood before the reply
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := seqsOf(w.Messages); !reflect.DeepEqual(got, seqsOf(want.Messages)) {
+			t.Errorf("turn %d: window %v, want %v", i, got, seqsOf(want.Messages))
+		}
+	}
+	// Another writer in between: the reply's condition fails, it is
+	// appended all the same, and the next window holds everything.
+	mustAppend(t, other, key, chatmem.Message{Role: chatmem.RoleUser, Content: "from another process"})
+	mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleAssistant, Content: "answer to it"})
+	w := turn(11)
+	all, err := other.Messages(ctx, key, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.Messages); w.Messages[n-1].Seq != all[len(all)-2].Seq || w.Messages[n-2].Content != "answer to it" || w.Messages[n-3].Content != "from another process" {
+		t.Errorf("after another writer, window %v ends wrong (stored %d messages)", seqsOf(w.Messages), len(all))
+	}
+}

@@ -37,7 +37,7 @@ func newGatedReplies() *gatedReplies {
 }
 
 func (s *gatedReplies) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
-	if msgs[len(msgs)-1].Role == chatmem.RoleAssistant && opts.ExpectedLastSeq == nil {
+	if msgs[len(msgs)-1].Role == chatmem.RoleAssistant {
 		s.entered <- struct{}{}
 		<-s.release
 		s.mu.Lock()
