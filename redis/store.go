@@ -716,9 +716,10 @@ func parseMeta(key chatmem.Key, v any) (chatmem.Conversation, error) {
 	return conv, err
 }
 
-// live reports whether conv exists at the store's clock.
+// live reports whether conv exists at the store's clock: its meta has a
+// created_at (a conversation rewound to seq 0 exists with no message).
 func (s *Store) live(conv chatmem.Conversation) bool {
-	return conv.LastSeq > 0 && (conv.ExpiresAt.IsZero() || s.now().Before(conv.ExpiresAt))
+	return !conv.CreatedAt.IsZero() && (conv.ExpiresAt.IsZero() || s.now().Before(conv.ExpiresAt))
 }
 
 // Conversation returns the conversation's metadata with one HGETALL.
@@ -905,6 +906,15 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 		run = &found
 	}
 	msgs, err := s.readRun(ctx, key, *run)
+	if errors.Is(err, chatmem.ErrNotFound) {
+		// The conversation changed gen under the reads: deleted, or
+		// rewound (see Rewind), which the script of one more try tells.
+		found, ferr := s.findTail(ctx, key, q)
+		if ferr != nil {
+			return nil, ferr
+		}
+		msgs, err = s.readRun(ctx, key, found)
+	}
 	if err == nil {
 		s.hint.learn(msgs)
 	}
