@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -335,21 +334,7 @@ func testRewindConcurrentAppends(t *testing.T, h Harness) {
 	key := randomKey("busy")
 	mustAppend(t, s, key, []chatmem.Message{msg(chatmem.RoleSystem, "sys", 4), msg(chatmem.RoleUser, "u0", 5)}, chatmem.AppendOptions{})
 
-	const appends = 40
-	var wg sync.WaitGroup
-	var appendErr error
-	wg.Go(func() {
-		for i := range appends {
-			role := chatmem.RoleAssistant
-			if i%2 == 1 {
-				role = chatmem.RoleUser
-			}
-			if _, err := s2.Append(ctx, key, []chatmem.Message{msg(role, fmt.Sprintf("c%d", i), 5)}, chatmem.AppendOptions{}); err != nil {
-				appendErr = err
-				return
-			}
-		}
-	})
+	wait := appendConcurrently(ctx, s2, key, 40)
 	landed, conflicts := 0, 0
 	deadline := time.Now().Add(10 * time.Second)
 	for range 20 {
@@ -366,9 +351,8 @@ func testRewindConcurrentAppends(t *testing.T, h Harness) {
 			break
 		}
 	}
-	wg.Wait()
-	if appendErr != nil {
-		t.Fatalf("Append during rewinds error = %v", appendErr)
+	if err := wait(); err != nil {
+		t.Fatalf("Append during rewinds error = %v", err)
 	}
 	t.Logf("%d rewinds landed, %d conflicted", landed, conflicts)
 
