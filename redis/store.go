@@ -876,13 +876,15 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 // conversation lives (the guessed LRANGE counts from the tail, and the seq
 // of its last message places it; messages appended meanwhile lie after the
 // run and are dropped). What could intervene is a Delete, or expiry,
-// possibly followed by an Append creating the conversation again: every
-// creation records a new random gen, and gen is read after the messages, so
-// an unchanged gen proves the messages came from the conversation the
-// script saw. If the check fails, one more script reads the run and checks
-// gen atomically on the master (see readRunAtomic), and Tail reports
-// ErrNotFound if the conversation is not the same, which is what a Tail at
-// that moment would have found.
+// possibly followed by an Append creating the conversation again, or a
+// Rewind, which cuts the lists: every creation and every rewind records a
+// new random gen, and gen is read after the messages, so an unchanged gen
+// proves the messages came from the conversation the script saw. If the
+// check fails, one more script reads the run and checks gen atomically on
+// the master (see readRunAtomic); if the conversation is not the same,
+// Tail finds the run again once (a rewound conversation is still there)
+// and reports ErrNotFound if it is gone, which is what a Tail at that
+// moment would have found.
 func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
