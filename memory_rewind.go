@@ -19,7 +19,8 @@ type RewindOptions struct {
 // Rewind takes the conversation back to message toSeq, as if the messages
 // after it had never been appended: they are deleted with everything
 // derived from them (the running totals, a summary covering any of them,
-// the facts they stated, their index entries and vectors, and the
+// the facts they stated, the user's facts taken from them, their index
+// entries and vectors, and the
 // idempotency keys of their appends), in one atomic step of the store; see
 // Rewinder. The next append continues at toSeq+1. It returns the
 // conversation after the rewind.

@@ -21,8 +21,9 @@ type Rewinder interface {
 	// summary if it covers a rewound message (the summarizer redoes it);
 	// deletes every value of a fact stated by a rewound message (SourceSeq
 	// > toSeq) from the fact's history, so the value before it, if any,
-	// is current again, and moves the fact extraction mark back to toSeq
-	// if it was past it; removes the rewound messages' index entries (the
+	// is current again, and so for the user facts taken from the rewound
+	// messages (Fact.Conversation the conversation's ID); moves the fact
+	// extraction mark back to toSeq if it was past it; removes the rewound messages' index entries (the
 	// conversation's and its user's) and vectors; and deletes the
 	// idempotency keys of appends that stored a rewound message, so that
 	// a retry of such an append appends again instead of replaying
@@ -30,6 +31,10 @@ type Rewinder interface {
 	// expiry, the tokenizer and the user stay. The next append continues
 	// at toSeq+1. A rewind to the last message (toSeq == expectedLastSeq)
 	// changes nothing and returns the conversation as it is.
+	//
+	// A store that keeps a user's data where one atomic step with the
+	// conversation's cannot reach (Redis Cluster's slots) updates the
+	// user's facts and index in a step after it, and says so.
 	//
 	// It returns the conversation after the rewind. It is safe for
 	// concurrent use.

@@ -68,13 +68,7 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 	if c.summary.CoversSeq > toSeq {
 		c.summary = chatmem.Summary{}
 	}
-	for name, h := range c.facts {
-		if h = slices.DeleteFunc(h, func(f chatmem.Fact) bool { return f.SourceSeq > toSeq }); len(h) == 0 {
-			delete(c.facts, name)
-		} else {
-			c.facts[name] = h
-		}
-	}
+	pruneFacts(c.facts, func(f chatmem.Fact) bool { return f.SourceSeq > toSeq })
 	c.factSeq = min(c.factSeq, toSeq)
 	for _, m := range c.vectors {
 		maps.DeleteFunc(m, func(seq int64, _ []float32) bool { return seq > toSeq })
@@ -82,9 +76,22 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 	if c.meta.User != "" {
 		if u := s.tenants[key.Tenant].users[c.meta.User]; u != nil {
 			u.unindexAfter(key.ID, toSeq)
+			pruneFacts(u.facts, func(f chatmem.Fact) bool { return f.Conversation == key.ID && f.SourceSeq > toSeq })
 		}
 	}
 	return c.meta, nil
+}
+
+// pruneFacts deletes the values for which drop is true from the fact
+// histories in m, and the keys left with none.
+func pruneFacts(m map[string][]chatmem.Fact, drop func(chatmem.Fact) bool) {
+	for name, h := range m {
+		if h = slices.DeleteFunc(h, drop); len(h) == 0 {
+			delete(m, name)
+		} else {
+			m[name] = h
+		}
+	}
 }
 
 // cutAfter returns the ascending list without its numbers above seq.

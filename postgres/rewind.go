@@ -55,6 +55,16 @@ RETURNING tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated
 UPDATE {s}.facts f SET current = true
 WHERE f.tenant = @tenant AND f.conv_id = @id AND NOT f.current
   AND f.version = (SELECT max(g.version) FROM {s}.facts g WHERE g.tenant = @tenant AND g.conv_id = @id AND g.key = f.key)`),
+			// So do the values of the user's facts taken from them.
+			q(`
+DELETE FROM {s}.user_facts WHERE tenant = @tenant AND conv_id = @id AND source_seq > @to
+  AND user_id = (SELECT user_id FROM {s}.conversations WHERE tenant = @tenant AND id = @id)`),
+			q(`
+UPDATE {s}.user_facts f SET current = true
+WHERE f.tenant = @tenant AND NOT f.current
+  AND f.user_id = (SELECT user_id FROM {s}.conversations WHERE tenant = @tenant AND id = @id)
+  AND f.version = (SELECT max(g.version) FROM {s}.user_facts g
+                   WHERE g.tenant = @tenant AND g.user_id = f.user_id AND g.key = f.key)`),
 			// The conversation's and its user's postings are the same rows.
 			q(`DELETE FROM {s}.message_terms WHERE conv = @num AND seq > @to`),
 			q(`DELETE FROM {s}.message_vectors WHERE conv = @num AND seq > @to`),

@@ -26,7 +26,7 @@ var _ chatmem.Rewinder = (*Store)(nil)
 // Its cost is that of the rewound messages, plus the conversation's terms
 // (each term key loses its rewound seqs), idempotency keys and fact
 // histories.
-var rewindScript = newScript(luaPrelude + `
+var rewindScript = newScript(luaPrelude + luaPruneFacts + `
 local meta, msgs, cum, users, sys, idem, summary, facts, hist, terms = unpack(KEYS, 1, 10)
 local now, to, expected, gen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'system_tokens', 'ixseq', 'indexed', 'backfilled', 'fact_seq')
@@ -70,45 +70,8 @@ end
 local covered = tonumber(redis.call('HGET', summary, 'covers_seq'))
 if covered and covered > to then redis.call('DEL', summary) end
 
--- The values stated by rewound messages leave the facts' histories (JSON
--- arrays of the objects Go wrote, split here without decoding them, so
--- that the values kept stay byte for byte); the newest value left is the
--- current one.
-local function split(s)
-  local out, depth, inStr, esc, start = {}, 0, false, false, 0
-  for i = 2, #s - 1 do
-    local c = string.byte(s, i)
-    if inStr then
-      if esc then esc = false elseif c == 92 then esc = true elseif c == 34 then inStr = false end
-    elseif c == 34 then inStr = true
-    elseif c == 123 then
-      if depth == 0 then start = i end
-      depth = depth + 1
-    elseif c == 125 then
-      depth = depth - 1
-      if depth == 0 then out[#out + 1] = string.sub(s, start, i) end
-    end
-  end
-  return out
-end
-local h = redis.call('HGETALL', hist)
-for i = 1, #h, 2 do
-  local kept, dropped = {}, false
-  for _, f in ipairs(split(h[i + 1])) do
-    -- A quote inside a value is escaped, so this is the top-level field.
-    local seq = tonumber(string.match(f, '"source_seq":(%d+)')) or 0
-    if seq > to then dropped = true else kept[#kept + 1] = f end
-  end
-  if dropped then
-    if #kept == 0 then
-      redis.call('HDEL', hist, h[i])
-      redis.call('HDEL', facts, h[i])
-    else
-      redis.call('HSET', hist, h[i], '[' .. table.concat(kept, ',') .. ']')
-      redis.call('HSET', facts, h[i], kept[#kept])
-    end
-  end
-end
+-- The values stated by rewound messages leave the facts' histories.
+pruneFacts(facts, hist, function(f) return sourceSeq(f) > to end)
 
 -- The index loses the rewound seqs, and its watermark goes back.
 local base = termBase(terms)
@@ -127,9 +90,76 @@ redis.call('HSET', meta, 'last_seq', seqs, 'tokens', string.format('%d', tokens)
 return {2, redis.call('HGETALL', meta)}
 `)
 
+// luaPruneFacts defines pruneFacts(facts, hist, drop), which deletes the
+// values for which drop(value) is true from every fact history in the
+// hash hist (JSON arrays of the objects Go wrote, split here without
+// decoding them, so that the values kept stay byte for byte) and makes
+// the newest value left each key's current one in the hash facts (none
+// left: the key goes), and sourceSeq(value), a value's source_seq.
+const luaPruneFacts = `
+local function splitValues(s)
+  local out, depth, inStr, esc, start = {}, 0, false, false, 0
+  for i = 2, #s - 1 do
+    local c = string.byte(s, i)
+    if inStr then
+      if esc then esc = false elseif c == 92 then esc = true elseif c == 34 then inStr = false end
+    elseif c == 34 then inStr = true
+    elseif c == 123 then
+      if depth == 0 then start = i end
+      depth = depth + 1
+    elseif c == 125 then
+      depth = depth - 1
+      if depth == 0 then out[#out + 1] = string.sub(s, start, i) end
+    end
+  end
+  return out
+end
+
+-- A quote inside a string is escaped, so this finds the top-level field.
+local function sourceSeq(f)
+  return tonumber(string.match(f, '"source_seq":(%d+)')) or 0
+end
+
+local function pruneFacts(facts, hist, drop)
+  local h = redis.call('HGETALL', hist)
+  for i = 1, #h, 2 do
+    local kept, dropped = {}, false
+    for _, f in ipairs(splitValues(h[i + 1])) do
+      if drop(f) then dropped = true else kept[#kept + 1] = f end
+    end
+    if dropped then
+      if #kept == 0 then
+        redis.call('HDEL', hist, h[i])
+        redis.call('HDEL', facts, h[i])
+      else
+        redis.call('HSET', hist, h[i], '[' .. table.concat(kept, ',') .. ']')
+        redis.call('HSET', facts, h[i], kept[#kept])
+      end
+    end
+  end
+end
+`
+
+// rewindUserFactsScript deletes the values of the user's facts taken from
+// a conversation's messages after a seq, as rewindScript does for the
+// conversation's own facts.
+//
+// KEYS: the user's facts and facthist. ARGV: the conversation's ID, toSeq.
+// It replies 0.
+var rewindUserFactsScript = newScript(luaPruneFacts + `
+local from = '"conversation":"' .. ARGV[1] .. '"'
+local to = tonumber(ARGV[2])
+pruneFacts(KEYS[1], KEYS[2], function(f)
+  return sourceSeq(f) > to and string.find(f, from, 1, true) ~= nil
+end)
+return 0
+`)
+
 // Rewind deletes the conversation's messages after toSeq with what was
 // derived from them, in one script in the conversation's slot; see
-// chatmem.Rewinder. The conversation gets a new gen, so the user index
+// chatmem.Rewinder. The user's facts taken from the rewound messages go in
+// a script in the user's slot after it (if that fails, it is logged, and
+// they stay). The conversation gets a new gen, so the user index
 // (which lives in the user's slot) passes over every member of the
 // conversation from before the rewind; Rewind then indexes the kept
 // messages for the user again, as an append catches up on a conversation
@@ -166,9 +196,15 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 	if err != nil {
 		return chatmem.Conversation{}, fmt.Errorf("redis: rewind %s: %w", key, err)
 	}
-	if code == 2 && conv.User != "" && toSeq > 0 {
-		if err := s.reindexForUser(ctx, key, conv.User, gen, toSeq); err != nil {
-			s.log.ErrorContext(ctx, "redis: index for the user after rewind", "key", key.String(), "user", conv.User, "err", err)
+	if code == 2 && conv.User != "" {
+		user := chatmem.Key{Tenant: key.Tenant, ID: conv.User}
+		if _, err := s.run(ctx, rewindUserFactsScript, s.userKeys(user)[1:], key.ID, toSeq); err != nil {
+			s.log.ErrorContext(ctx, "redis: user facts after rewind", "key", key.String(), "user", conv.User, "err", err)
+		}
+		if toSeq > 0 {
+			if err := s.reindexForUser(ctx, key, conv.User, gen, toSeq); err != nil {
+				s.log.ErrorContext(ctx, "redis: index for the user after rewind", "key", key.String(), "user", conv.User, "err", err)
+			}
 		}
 	}
 	return conv, nil

@@ -34,6 +34,13 @@ var rewindStatements = []string{
 	`DELETE FROM facts WHERE tenant = ?1 AND conv_id = ?2 AND source_seq > ?3`,
 	`UPDATE facts SET current = 1 WHERE tenant = ?1 AND conv_id = ?2 AND current = 0
 		AND version = (SELECT max(version) FROM facts f WHERE f.tenant = ?1 AND f.conv_id = ?2 AND f.key = facts.key)`,
+	// So do the values of the user's facts taken from them.
+	`DELETE FROM user_facts WHERE tenant = ?1 AND conv_id = ?2 AND source_seq > ?3
+		AND user_id = (SELECT user_id FROM conversations WHERE tenant = ?1 AND id = ?2)`,
+	`UPDATE user_facts SET current = 1 WHERE tenant = ?1 AND current = 0
+		AND user_id = (SELECT user_id FROM conversations WHERE tenant = ?1 AND id = ?2)
+		AND version = (SELECT max(version) FROM user_facts f
+			WHERE f.tenant = ?1 AND f.user_id = user_facts.user_id AND f.key = user_facts.key)`,
 	`DELETE FROM message_terms WHERE rowid > ?4 * 4294967296 + ?3 AND rowid < (?4 + 1) * 4294967296`,
 	`DELETE FROM message_vectors WHERE conv = ?4 AND seq > ?3`,
 	`DELETE FROM user_postings WHERE (uh, term, at, conv, seq) IN (

@@ -19,6 +19,7 @@ var rewindTests = []subtest{
 	{"Derived", testRewindDerived},
 	{"Idempotency", testRewindIdempotency},
 	{"UserIndex", testRewindUserIndex},
+	{"UserFacts", testRewindUserFacts},
 	{"ConcurrentAppends", testRewindConcurrentAppends},
 }
 
@@ -322,6 +323,47 @@ func testRewindUserIndex(t *testing.T, h Harness) {
 	search("after the rewind", fmt.Sprint([][]chatmem.UserHit{{{Conversation: key.ID, Seq: 3}, {Conversation: key.ID, Seq: 2}}, nil}))
 	mustAppend(t, s, key, []chatmem.Message{msg(chatmem.RoleUser, "cherries again", 1)}, chatmem.AppendOptions{User: "ada"})
 	search("after an append", fmt.Sprint([][]chatmem.UserHit{{{Conversation: key.ID, Seq: 3}, {Conversation: key.ID, Seq: 2}}, {{Conversation: key.ID, Seq: 6}}}))
+}
+
+// testRewindUserFacts: the values of the user's facts taken from rewound
+// messages of the conversation leave their histories; those taken from
+// kept messages, from another conversation or set by the app stay.
+func testRewindUserFacts(t *testing.T, h Harness) {
+	s := h.New(t)
+	us, ok := s.(chatmem.UserStore)
+	if !ok {
+		t.Skip("store does not implement chatmem.UserStore")
+	}
+	ctx := t.Context()
+	key := randomKey("rewind")
+	mustAppend(t, s, key, rewindFixture(), chatmem.AppendOptions{User: "ada"})
+	user := chatmem.Key{Tenant: key.Tenant, ID: "ada"}
+	fact := func(name, value, conv string, seq int64) chatmem.Fact {
+		return chatmem.Fact{Key: name, Value: value, Conversation: conv, SourceSeq: seq, SetBy: "rules", Confidence: 1}
+	}
+	if err := us.SetUserFacts(ctx, user, []chatmem.Fact{
+		fact("city", "paris", key.ID, 2),
+		fact("city", "rome", key.ID, 7),
+		fact("pet", "cat", key.ID, 8),
+		fact("lang", "go", "other", 7),
+		fact("email", "ada@example.com", "", 0),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustRewind(t, s, key, 5, 8)
+	got, err := us.UserFacts(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := factValues(got); s != "city=paris email=ada@example.com lang=go" {
+		t.Errorf("UserFacts after the rewind = %s, want city=paris email=ada@example.com lang=go", s)
+	}
+	if hist, err := us.UserFactHistory(ctx, user, "city"); err != nil || len(hist) != 1 || hist[0].Value != "paris" {
+		t.Errorf("UserFactHistory(city) after the rewind = %+v, %v; want paris alone", hist, err)
+	}
+	if _, err := us.UserFactHistory(ctx, user, "pet"); !errors.Is(err, chatmem.ErrNotFound) {
+		t.Errorf("UserFactHistory(pet) after the rewind error = %v, want ErrNotFound", err)
+	}
 }
 
 // testRewindConcurrentAppends rewinds, each time to half the last seq it
