@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/chatmem/chatmem/internal/bounded"
 	"golang.org/x/text/language"
 	"golang.org/x/text/language/display"
 )
@@ -35,6 +33,15 @@ type ContextOptions struct {
 	// assembled, and Window.Reserved reports them. A budget they use up
 	// wraps ErrBudgetTooSmall.
 	Reserve []Message
+	// Preview marks a read that shows what would be sent (the inspector,
+	// an evaluation's questions, a dry run) rather than a turn's read
+	// (traffic). A preview never changes what is summarized or when: its
+	// budget is not taken as the conversation's summary budget (see
+	// SummaryOptions), it queues no work for the worker, and with
+	// Options.Sync it takes no lease, calls no summarizer and writes
+	// nothing. It reads as any read does (and may fill Memory's caches). In
+	// Turn it makes only the read a preview: the append is traffic.
+	Preview bool
 }
 
 // Metadata values that mark the messages Context makes up, under the
@@ -66,9 +73,13 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	return m.context(ctx, key, p, opts, nil)
 }
 
-// context is Context; with conv set, it assembles the window of the
-// conversation as conv describes it (an append's result: see Turn)
-// instead of reading the conversation's metadata first.
+// context is Context; with known set, it assembles the window of the
+// conversation as known describes it (an append's result: see Turn)
+// instead of reading the conversation's metadata first. It is the recipe
+// of a read, one function a step: plan and read (readContext), assemble
+// (assemble), maintain the summary (maintainSummary, skipped by previews),
+// complete the window (lastTurn, then recallInto) and account for what it
+// left out (account).
 func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOptions, known *Conversation) (Window, error) {
 	if err := key.Validate(); err != nil {
 		return Window{}, err
@@ -76,150 +87,234 @@ func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err := p.Validate(); err != nil {
 		return Window{}, err
 	}
-	var conv Conversation
+	c, err := m.readContext(ctx, key, p, opts, known)
+	if err != nil {
+		return Window{}, err
+	}
+	w, gap, err := m.assemble(ctx, &c)
+	if !opts.Preview {
+		w, err = m.maintainSummary(ctx, &c, w, gap, err)
+	}
+	if err == nil {
+		w, err = m.lastTurn(ctx, &c, w)
+	}
+	if err == nil && c.plan.p.recalls() {
+		w, err = m.recallInto(ctx, key, c.plan.p, w, c.plan.counter, !c.plan.recount, c.conv.User)
+	}
+	if err != nil {
+		return Window{}, err
+	}
+	return c.account(w), nil
+}
+
+// contextPlan is how a context read under a policy goes, worked out from
+// the policy, the read's options and the counter of the conversation
+// before the tail is read: Context and Turn's prefetch plan with it
+// (planContext), and read the tail it asks for (Policy.tailQuery).
+type contextPlan struct {
+	// p is the policy with the counter's RequestOverhead; Context takes
+	// the reserved messages off its budget once they are counted.
+	p Policy
+	// counter counts the window: the conversation's own, or
+	// ContextOptions.Tokenizer's, and then recount is set: every message
+	// read is counted anew instead of using the stored counts.
+	counter Counter
+	recount bool
+}
+
+// planContext plans a read under p of a conversation kept under own (for
+// Turn's prefetch, the counter a new conversation gets).
+func (m *Memory) planContext(p Policy, opts ContextOptions, own Counter) (contextPlan, error) {
+	pl := contextPlan{p: p, counter: own}
+	if opts.Tokenizer != "" && opts.Tokenizer != own.Name() {
+		c, err := m.Counter(opts.Tokenizer)
+		if err != nil {
+			return contextPlan{}, err
+		}
+		pl.counter, pl.recount = c, true
+	}
+	if o, ok := pl.counter.(RequestOverhead); ok {
+		pl.p.Overhead = o.RequestOverhead()
+	}
+	return pl, nil
+}
+
+// tailQuery is the tail a window under p (not PolicyAll) reads after the
+// conversation's system messages, whose tokens are systemTokens, of a
+// conversation of tokens tokens; tokens < 0 means a conversation known to
+// outgrow the budget (Turn's prefetch, before the conversation is read,
+// bets on it). A recall policy reads only its recent part when the
+// conversation outgrew the budget (recall reads the rest of the history
+// itself, and more of the tail if it leaves room). With a budget,
+// Tokens 0 means the system messages take it all: none of the tail fits.
+func (p Policy) tailQuery(systemTokens, tokens int64) TailQuery {
+	q := TailQuery{Turns: p.Turns}
+	if p.Budget > 0 {
+		q.Tokens = max(p.Budget-int(systemTokens)-p.Overhead, 0)
+		if q.Tokens > 0 && p.recalls() && (tokens < 0 || tokens > int64(q.Tokens)) {
+			q.Tokens = min(q.Tokens, p.recentBudget())
+		}
+	}
+	return q
+}
+
+// contextRead is one context read as its steps go: what it planned, what
+// it read and the assembly of the window.
+type contextRead struct {
+	key      Key
+	opts     ContextOptions
+	plan     contextPlan
+	conv     Conversation
+	summary  *Summary // summary_buffer's, nil if none
+	reserved int      // the tokens of opts.Reserve, off plan.p.Budget
+	last     int64    // the last stored message, as far as the reads saw
+	a        assembly
+}
+
+// readContext is the plan and read steps: the conversation's metadata
+// (unless known), its summary (summary_buffer), the plan, the reserved
+// messages' tokens, the tail the plan asks for and the pending messages.
+func (m *Memory) readContext(ctx context.Context, key Key, p Policy, opts ContextOptions, known *Conversation) (contextRead, error) {
+	c := contextRead{key: key, opts: opts}
 	var since sinceRead
 	var err error
 	if known != nil {
-		conv = *known
-	} else if conv, since, err = m.conversation(ctx, key, p.Kind != PolicyAll && opts.Tokenizer == ""); err != nil {
+		c.conv = *known
+	} else if c.conv, since, err = m.conversation(ctx, key, p.Kind != PolicyAll && opts.Tokenizer == ""); err != nil {
 		// The messages since the cache entry come along only for a window
 		// the entry can serve: a tail under the conversation's own counts.
-		return Window{}, fmt.Errorf("context of %s: %w", key, err)
+		return c, fmt.Errorf("context of %s: %w", key, err)
 	}
 	// The summary is read before the tail, so the tail reaches at least as
 	// far as the summary covers, whatever the worker does in between.
-	var summary *Summary
 	if p.Kind == PolicySummaryBuffer {
-		if summary, err = m.cachedSummary(ctx, key, conv); err != nil {
-			return Window{}, err
+		if c.summary, err = m.cachedSummary(ctx, key, c.conv); err != nil {
+			return c, err
 		}
 	}
-	counter, err := m.Counter(conv.Tokenizer)
+	own, err := m.Counter(c.conv.Tokenizer)
 	if err != nil {
-		return Window{}, err
+		return c, err
 	}
-	recount := opts.Tokenizer != "" && opts.Tokenizer != counter.Name()
-	if recount {
-		if counter, err = m.Counter(opts.Tokenizer); err != nil {
-			return Window{}, err
-		}
+	if c.plan, err = m.planContext(p, opts, own); err != nil {
+		return c, err
 	}
-	if o, ok := counter.(RequestOverhead); ok {
-		p.Overhead = o.RequestOverhead()
+	if err := m.reserve(ctx, &c); err != nil {
+		return c, err
 	}
-	reserved := 0
-	for i, msg := range opts.Reserve {
-		// Not stored: the caller's own limits apply, not the Memory's.
-		if err := msg.Validate(NoLimits); err != nil {
-			return Window{}, fmt.Errorf("reserved message %d: %w", i, err)
-		}
-		n, err := m.blocks.count(ctx, counter, msg)
-		if err != nil {
-			return Window{}, err
-		}
-		reserved += n
-	}
-	if p.Budget > 0 && reserved > 0 {
-		if p.Budget -= reserved; p.Budget < 1 {
-			return Window{}, fmt.Errorf("%w: the reserved messages take %d tokens, the whole budget of %d", ErrBudgetTooSmall, reserved, p.Budget+reserved)
-		}
-	}
-
 	var msgs []Message
-	if recount {
-		msgs, err = m.recountedTail(ctx, key, conv, p, counter)
+	if c.plan.recount {
+		msgs, err = m.recountedTail(ctx, key, c.conv, c.plan.p, c.plan.counter)
 	} else {
-		msgs, err = m.tail(ctx, key, conv, since, p)
+		msgs, err = m.tail(ctx, key, c.conv, since, c.plan.p)
 	}
 	if err != nil {
-		return Window{}, fmt.Errorf("context of %s: %w", key, err)
+		return c, fmt.Errorf("context of %s: %w", key, err)
 	}
-	pinned, recent := splitPinned(msgs)
-	last := conv.LastSeq
-	if len(recent) > 0 {
-		last = max(last, recent[len(recent)-1].Seq) // appended since conv was read
-	}
-	if len(opts.Pending) > 0 {
-		if recent, err = m.withPending(ctx, recent, opts.Pending, counter, last); err != nil {
-			return Window{}, err
-		}
-	}
-
 	// recent is this call's own copy (every read returns one): the window
 	// may share it.
-	a := assembly{p: p, pinned: pinned, recent: recent, share: true}
-	if p.Facts {
-		if a.facts, err = m.factsMessage(ctx, key, conv.User, counter); err != nil {
-			return Window{}, err
+	c.a = assembly{p: c.plan.p, share: true}
+	c.a.pinned, c.a.recent = splitPinned(msgs)
+	c.last = c.conv.LastSeq
+	if n := len(c.a.recent); n > 0 {
+		c.last = max(c.last, c.a.recent[n-1].Seq) // appended since conv was read
+	}
+	if len(opts.Pending) > 0 {
+		if c.a.recent, err = m.withPending(ctx, c.a.recent, opts.Pending, c.plan.counter, c.last); err != nil {
+			return c, err
 		}
 	}
-	if summary != nil {
-		if a.summary, err = summaryPartOf(ctx, *summary, counter, recount); err != nil {
-			return Window{}, err
+	if p.Cache == CacheStable {
+		// The stored total, with what the tail read holds beyond it
+		// (appended since conv was read, and pending), anchors a
+		// cache-stable window (see CacheStable).
+		c.a.total = c.conv.Tokens
+		for i := len(c.a.recent) - 1; i >= 0 && c.a.recent[i].Seq > c.conv.LastSeq; i-- {
+			c.a.total += int64(c.a.recent[i].Tokens)
+		}
+	}
+	return c, nil
+}
+
+// reserve counts the reserved messages and takes their tokens off the
+// plan's budget.
+func (m *Memory) reserve(ctx context.Context, c *contextRead) error {
+	for i, msg := range c.opts.Reserve {
+		// Not stored: the caller's own limits apply, not the Memory's.
+		if err := msg.Validate(NoLimits); err != nil {
+			return fmt.Errorf("reserved message %d: %w", i, err)
+		}
+		n, err := m.blocks.count(ctx, c.plan.counter, msg)
+		if err != nil {
+			return err
+		}
+		c.reserved += n
+	}
+	p := &c.plan.p
+	if p.Budget > 0 && c.reserved > 0 {
+		if p.Budget -= c.reserved; p.Budget < 1 {
+			return fmt.Errorf("%w: the reserved messages take %d tokens, the whole budget of %d", ErrBudgetTooSmall, c.reserved, p.Budget+c.reserved)
+		}
+	}
+	return nil
+}
+
+// assemble is the assemble step: the facts block (p.Facts) and the
+// summary's message join the parts read, and the window is fit from them
+// (see assembly.window). For summary_buffer with recall, the window gets
+// the recent part's budget: recall gets the rest.
+func (m *Memory) assemble(ctx context.Context, c *contextRead) (w Window, gap bool, err error) {
+	p := c.plan.p
+	if p.Facts {
+		if c.a.facts, err = m.factsMessage(ctx, c.key, c.conv.User, c.plan.counter); err != nil {
+			return Window{}, false, err
+		}
+	}
+	if c.summary != nil {
+		if c.a.summary, err = summaryPartOf(ctx, *c.summary, c.plan.counter, c.plan.recount); err != nil {
+			return Window{}, false, err
 		}
 	}
 	if p.Kind == PolicySummaryBuffer && p.Recall {
-		a.p.Budget = p.recentBudget() // recall gets the rest
+		c.a.p.Budget = p.recentBudget()
 	}
-	if p.Kind == PolicySummaryBuffer {
-		m.noteSummaryBudget(key, a.summaryBudget())
+	return c.a.window()
+}
+
+// lastTurn assembles again over the whole last turn when the bounded
+// tail held no user message that fits: either the newest one is too big,
+// or unsendable units (a call still waiting for its results) took the
+// tail's room. The result is a window, or ErrBudgetTooSmall saying how
+// big.
+func (m *Memory) lastTurn(ctx context.Context, c *contextRead, w Window) (Window, error) {
+	if c.plan.p.Kind == PolicyAll || c.conv.Turns == 0 || w.Parts.Recent > 0 || len(c.opts.Pending) > 0 {
+		return w, nil
 	}
-	w, gap, err := a.window()
-	if err == nil && !gap && m.autoSummary && m.summarizer != nil && p.Kind == PolicySummaryBuffer && w.Summary == nil {
-		// No summary sent (none yet, or one made for a larger budget that
-		// does not fit this one), and the window leaves older messages
-		// out: with the trigger and the summary's bound following this
-		// budget, a summary that fits may be due.
-		gap = int(last) > storedSent(w, last)
-	}
-	if gap && !m.sync && m.summarizer != nil {
-		m.requestSummary(key, conv.CreatedAt) // for the next read
-	}
-	if gap && m.sync && m.summarizer != nil {
-		// The summary lags behind the window: catch it up, then assemble
-		// again with the new summary (the tail read already reaches it).
-		if _, err := m.summarize(ctx, key, conv.CreatedAt); err != nil {
-			m.log.Warn("summarize before context", "key", key.String(), "err", err)
-		} else if s, err := m.Summary(ctx, key); errors.Is(err, ErrNotFound) {
-			// Nothing was due: the plain window stands.
-		} else if err != nil {
-			return Window{}, err
-		} else if a.summary, err = summaryPartOf(ctx, s, counter, recount); err != nil {
-			return Window{}, err
-		} else {
-			w, _, err = a.window()
-		}
-	}
-	if err == nil && p.Kind != PolicyAll && conv.Turns > 0 && w.Parts.Recent == 0 && len(opts.Pending) == 0 {
-		// The bounded tail held no user message that fits: either the
-		// newest one is too big, or unsendable units (a call still waiting
-		// for its results) took the tail's room. Assemble again over the
-		// whole last turn: a window, or ErrBudgetTooSmall saying how big.
-		var lastTurn []Message
-		if lastTurn, err = m.store.Tail(ctx, key, TailQuery{Turns: 1}); err == nil && recount {
-			err = recountAll(ctx, counter, lastTurn)
-		}
-		if err == nil {
-			_, a.recent = splitPinned(lastTurn)
-			a.summary = nil
-			w, _, err = a.window()
-		}
-	}
-	if err == nil && p.recalls() {
-		w, err = m.recallInto(ctx, key, p, w, counter, !recount, conv.User)
+	last, err := m.store.Tail(ctx, c.key, TailQuery{Turns: 1})
+	if err == nil && c.plan.recount {
+		err = recountAll(ctx, c.plan.counter, last)
 	}
 	if err != nil {
 		return Window{}, err
 	}
+	_, c.a.recent = splitPinned(last)
+	c.a.summary = nil
+	w, _, err = c.a.window()
+	return w, err
+}
+
+// account is the last step: Window.Dropped counts the conversation's
+// messages not sent, and Window.Reserved the reserved messages' tokens.
+func (c *contextRead) account(w Window) Window {
 	// Every message sent is a stored one of this conversation, unless some
 	// are made up (facts, summary), pending or recalled.
 	sent := len(w.Messages)
-	if w.Facts != nil || w.Summary != nil || len(opts.Pending) > 0 || w.Parts.Recalled > 0 {
-		sent = storedSent(w, last)
+	if w.Facts != nil || w.Summary != nil || len(c.opts.Pending) > 0 || w.Parts.Recalled > 0 {
+		sent = storedSent(w, c.last)
 	}
-	w.Dropped = int(last) - sent
-	w.Reserved = reserved
-	return w, nil
+	w.Dropped = int(c.last) - sent
+	w.Reserved = c.reserved
+	return w
 }
 
 // storedSent counts the stored messages w sends: not made up (Seq 0), not
@@ -266,6 +361,10 @@ type assembly struct {
 	// share lets the window be a part of recent, not a copy (see
 	// selectWindow): recent is never changed.
 	share bool
+	// total is the tokens of the conversation's messages (system messages
+	// aside) up to the newest in recent: what a CacheStable window is
+	// anchored to.
+	total int64
 }
 
 type factsPart struct {
@@ -323,6 +422,11 @@ func (a assembly) window() (w Window, gap bool, err error) {
 		gap = false // left out for room, not for a gap
 	}
 	w, err = selectWindow(p, pinned, a.recent, a.share)
+	if err == nil {
+		// A summary's window stays as it is: trimmed, it would leave a
+		// gap between the summary and the window.
+		w = stabilize(p, w, a.total)
+	}
 	return assembly{facts: facts}.label(w), gap, err
 }
 
@@ -431,181 +535,6 @@ func summaryAsMessage(s Summary) Message {
 	}
 }
 
-// tail reads the pinned system messages and the newest messages the policy
-// can use, with the stored counts.
-func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy) ([]Message, error) {
-	if p.Kind == PolicyAll {
-		return m.store.Range(ctx, key, 0, 0)
-	}
-	q := TailQuery{Turns: p.Turns}
-	if p.Budget > 0 {
-		q.Tokens = max(p.Budget-int(conv.SystemTokens)-p.Overhead, 0)
-		if q.Tokens == 0 {
-			if conv.SystemTokens == 0 {
-				return nil, nil
-			}
-			return m.store.System(ctx, key) // Apply reports the budget as too small
-		}
-		if p.recalls() && conv.Tokens > int64(q.Tokens) {
-			// The recent part gets Recent tokens; recall reads the rest of
-			// the history itself (and more of the tail if it leaves room).
-			q.Tokens = min(q.Tokens, p.recentBudget())
-		}
-	}
-	return m.cachedTail(ctx, key, conv, since, q)
-}
-
-// recountedTail reads ever larger tails (doubling) until the recounted
-// messages exceed what the policy can use or the history is exhausted.
-func (m *Memory) recountedTail(ctx context.Context, key Key, conv Conversation, p Policy, c Counter) ([]Message, error) {
-	if p.Kind == PolicyAll || p.Budget == 0 {
-		msgs, err := m.store.Range(ctx, key, 0, 0)
-		if err != nil {
-			return nil, err
-		}
-		return msgs, recountAll(ctx, c, msgs)
-	}
-	sys, err := m.store.System(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	if err := recountAll(ctx, c, sys); err != nil {
-		return nil, err
-	}
-	for guess := max(p.Budget, 256); ; guess *= 2 {
-		recent, err := m.store.Tail(ctx, key, TailQuery{Tokens: guess, Turns: p.Turns})
-		if err != nil {
-			return nil, err
-		}
-		if err := recountAll(ctx, c, recent); err != nil {
-			return nil, err
-		}
-		total := 0
-		for _, msg := range recent {
-			if msg.Role != RoleSystem {
-				total += msg.Tokens
-			}
-		}
-		exhausted := len(recent) == 0 || recent[0].Seq == 1 || int64(guess) >= conv.Tokens
-		if total > p.Budget || exhausted {
-			return mergePinned(sys, recent), nil
-		}
-	}
-}
-
-func recountAll(ctx context.Context, c Counter, msgs []Message) error {
-	for i := range msgs {
-		n, err := c.Count(ctx, msgs[i])
-		if err != nil {
-			return fmt.Errorf("count message %d: %w", msgs[i].Seq, err)
-		}
-		msgs[i].Tokens = n
-	}
-	return nil
-}
-
-// mergePinned returns the system messages followed by recent without the
-// system messages it holds (they are in sys already).
-func mergePinned(sys, recent []Message) []Message {
-	out := make([]Message, 0, len(sys)+len(recent))
-	out = append(out, sys...)
-	for _, m := range recent {
-		if m.Role != RoleSystem {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// summaryCacheTTL is how long a summary read from the store is reused
-// before it is read again, to see summaries other instances wrote.
-const summaryCacheTTL = 2 * time.Second
-
-// summaryCache keeps each conversation's latest known summary, so most
-// turns need no summary read. Any older summary of the same conversation
-// is still a valid one (summaries only move forward, and Context checks
-// that the window reaches back to it), so a stale entry costs efficiency,
-// never correctness. Entries are tied to the conversation's CreatedAt and
-// checked against its LastSeq, so a deleted and re-created conversation
-// does not see its predecessor's (a re-created conversation with the same
-// CreatedAt and as many messages within 2 s is the remaining blind spot;
-// a store-level generation would close it).
-type summaryCache struct {
-	mu      sync.Mutex
-	entries map[Key]cachedSummary
-	bytes   int // of the entries' keys and texts, roughly
-}
-
-// Both caches of derived data start over when they hold this many
-// entries or bytes: an entry is only a shortcut for a few seconds, so
-// forgetting them all costs a read each, and memory stays bounded however
-// many conversations pass through.
-const (
-	derivedCacheEntries = 100000
-	derivedCacheBytes   = 8 << 20
-)
-
-type cachedSummary struct {
-	created time.Time // the conversation's CreatedAt
-	summary *Summary  // nil: none stored
-	fetched time.Time
-}
-
-// forget drops the conversation's entry.
-func (c *summaryCache) forget(key Key) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, key)
-}
-
-// get returns the cached summary of the conversation with this CreatedAt
-// and LastSeq. Freshness is judged by the wall clock, not Options.Now (a
-// test clock may stand still), and a summary covering more than the
-// conversation holds belongs to a predecessor, whatever its CreatedAt.
-func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok || !e.created.Equal(conv.CreatedAt) || time.Since(e.fetched) > summaryCacheTTL ||
-		(e.summary != nil && e.summary.CoversSeq > conv.LastSeq) {
-		return nil, false
-	}
-	return e.summary, true
-}
-
-// put records what the store holds (read) or what this Memory just wrote.
-func (c *summaryCache) put(key Key, created time.Time, s *Summary) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= derivedCacheEntries || c.bytes >= derivedCacheBytes {
-		c.entries = make(map[Key]cachedSummary) // bounded: only a shortcut
-		c.bytes = 0
-	}
-	c.entries[key] = cachedSummary{created: created, summary: s, fetched: time.Now()}
-	c.bytes += 128 + len(key.Tenant) + len(key.ID)
-	if s != nil {
-		c.bytes += len(s.Text)
-	}
-}
-
-// cachedSummary returns the conversation's summary (nil if none), from the
-// cache when it is fresh.
-func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) (*Summary, error) {
-	if s, ok := m.summaries.get(key, conv); ok {
-		return s, nil
-	}
-	s, err := m.Summary(ctx, key)
-	switch {
-	case err == nil:
-		m.summaries.put(key, conv.CreatedAt, &s)
-		return &s, nil
-	case errors.Is(err, ErrNotFound):
-		m.summaries.put(key, conv.CreatedAt, nil)
-		return nil, nil
-	}
-	return nil, err
-}
-
 // blockKey identifies a text under a counter: a digest, so that the
 // cache's memory does not grow with the texts.
 func blockKey(c Counter, msg Message) [sha256.Size]byte {
@@ -633,27 +562,33 @@ func blockKey(c Counter, msg Message) [sha256.Size]byte {
 // (the facts block), by counter and text: facts change rarely, so most
 // turns count nothing, as for stored messages.
 type blockCounts struct {
-	mu     sync.Mutex
-	counts map[[sha256.Size]byte]int
+	bounded.Map[[sha256.Size]byte, int]
 }
 
 func (b *blockCounts) count(ctx context.Context, c Counter, msg Message) (int, error) {
 	k := blockKey(c, msg)
-	b.mu.Lock()
-	n, ok := b.counts[k]
-	b.mu.Unlock()
-	if ok {
+	if n, ok := b.Get(k); ok {
 		return n, nil
 	}
 	n, err := c.Count(ctx, msg)
 	if err != nil {
 		return 0, err
 	}
-	b.mu.Lock()
-	if b.counts == nil || len(b.counts) >= 10000 {
-		b.counts = make(map[[sha256.Size]byte]int) // bounded: only a shortcut
-	}
-	b.counts[k] = n
-	b.mu.Unlock()
+	b.Put(k, n, 0)
 	return n, nil
+}
+
+// summaryBudget is the budget a summary_buffer read leaves for the summary
+// and the messages after it: the policy's budget less the pinned system
+// messages, the facts block and the request overhead, so that a long system
+// prompt does not push the summary out of the window.
+func (a assembly) summaryBudget() int {
+	b := a.p.Budget - a.p.Overhead
+	for _, m := range a.pinned {
+		b -= m.Tokens
+	}
+	if a.facts != nil {
+		b -= a.facts.msg.Tokens
+	}
+	return b
 }

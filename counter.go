@@ -22,3 +22,11 @@ type Counter interface {
 type RequestOverhead interface {
 	RequestOverhead() int
 }
+
+// TextCounter is implemented by counters that count plain text, without a
+// message's framing. PolicyRecall uses it to count the markers it adds; for
+// counters without it, a marker is taken to cost one token per byte, an
+// upper bound for every tokenizer.
+type TextCounter interface {
+	CountText(text string) (int, error)
+}

@@ -35,7 +35,7 @@ func embedText(m Message) string {
 // deleted with it, and one that lands under the same seq is replaced when
 // that message is embedded.
 func (m *Memory) embed(ctx context.Context, j job) error {
-	vs := m.store.(VectorStore)
+	vs := m.caps.vectors
 	msgs := j.msgs
 	if msgs == nil {
 		var err error

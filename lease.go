@@ -141,8 +141,8 @@ func renew(l Leaser, key Key, kind, holder string) (stop func()) {
 // appends to the conversation (or reads a lagging summary) once its lease
 // expired, at most leaseTTL later, or to the fact catch-up scan of a Start.
 func (m *Memory) leased(ctx context.Context, key Key, kind string, models bool, do func(hold holdFunc) error) error {
-	l, ok := m.store.(Leaser)
-	if !ok || !models {
+	l := m.caps.leaser
+	if l == nil || !models {
 		return do(func(context.Context) (bool, error) { return true, nil })
 	}
 	for {

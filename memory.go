@@ -72,9 +72,10 @@ type Options struct {
 // unsummarized.
 //
 // With Trigger unset (the default), both follow the budget the
-// conversation's summary_buffer context reads leave for the summary and the
-// messages after it (the smallest one this Memory has seen for it, after
-// the pinned system messages, the facts and the request overhead): the
+// conversation's latest summary_buffer read in this Memory left for the
+// summary and the messages after it: the policy's budget less the pinned
+// system messages, the facts, the request overhead and the reserved
+// messages (with recall, the recent part's budget less the same). The
 // summary is extended once the messages after it pass 40% of that budget,
 // until about 20% remain, and it is kept within 55% of the budget
 // (BoundedSummarizer). So summary_buffer sends a summary at any budget with
@@ -82,6 +83,14 @@ type Options struct {
 // larger share (the values were chosen on LoCoMo: docs/evaluation.md).
 // Until a conversation's first such read, and when Trigger is set, the
 // fixed values apply (Trigger 2000, Target Trigger/2).
+//
+// Every summary_buffer read counts (Context, Turn, and the server's
+// context route, proxy and MCP tool, which call them) except previews
+// (ContextOptions.Preview: the inspector, an evaluation's questions,
+// ?preview=true), which never change what is summarized or when. The
+// latest read wins, not the smallest: a conversation moved to a larger
+// budget gets summaries for it, rather than ones sized for a budget it
+// was once read with.
 type SummaryOptions struct {
 	Trigger int // default: follows the budget, else 2000
 	Target  int // default: follows the budget, else Trigger/2
@@ -117,6 +126,7 @@ func (o SummaryOptions) withDefaults() SummaryOptions {
 // one bounded read from the Store. It is safe for concurrent use.
 type Memory struct {
 	store      Store
+	caps       capabilities // store's optional interfaces
 	counter    Counter
 	counters   func(string) (Counter, error)
 	limits     Limits
@@ -149,17 +159,13 @@ func New(store Store, opts Options) (*Memory, error) {
 		summarizer: opts.Summarizer, extractors: opts.Extractors, sumOpts: opts.Summary.withDefaults(), sync: opts.Sync,
 		embedder: opts.Embedder, autoSummary: opts.Summary.Trigger <= 0,
 	}
-	if _, ok := store.(SummaryStore); opts.Summarizer != nil && !ok {
-		return nil, fmt.Errorf("%w: a summarizer needs a store that keeps summaries", ErrInvalid)
-	}
-	if _, ok := store.(FactStore); len(opts.Extractors) > 0 && !ok {
-		return nil, fmt.Errorf("%w: extractors need a store that keeps facts", ErrInvalid)
-	}
-	if _, ok := store.(VectorStore); opts.Embedder != nil && !ok {
-		return nil, fmt.Errorf("%w: an embedder needs a store that keeps vectors", ErrInvalid)
+	m.caps = capabilitiesOf(store)
+	if err := m.caps.check(opts); err != nil {
+		return nil, err
 	}
 	m.worker.init(max(opts.QueueSize, 0), opts.Workers)
 	m.tails.init(opts.TailCacheBytes)
+	m.boundCaches()
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -167,6 +173,29 @@ func New(store Store, opts Options) (*Memory, error) {
 		m.log, m.defaultLog = slog.New(slog.DiscardHandler), true
 	}
 	return m, nil
+}
+
+// The caches of derived data (summaries, fact values, the counts of the
+// blocks Context makes up, summary budgets and the worker's estimates)
+// start over when they hold this many entries (or bytes, for those that
+// hold texts): an entry is only a shortcut, for a few seconds or until
+// something changes, so forgetting them all costs a read or a count each,
+// and memory stays bounded however many conversations pass through. The
+// tail cache, whose entries save a turn's reads, is a true LRU
+// (tailCache).
+const (
+	derivedCacheEntries = 100000
+	derivedCacheBytes   = 8 << 20
+	blockCountEntries   = 10000
+)
+
+// boundCaches sets the bounds of the caches of derived data.
+func (m *Memory) boundCaches() {
+	m.summaries.MaxEntries, m.summaries.MaxBytes = derivedCacheEntries, derivedCacheBytes
+	m.facts.MaxEntries, m.facts.MaxBytes = derivedCacheEntries, derivedCacheBytes
+	m.blocks.MaxEntries = blockCountEntries
+	m.budgets.MaxEntries = derivedCacheEntries
+	m.worker.unsummarized.MaxEntries = derivedCacheEntries
 }
 
 // Store returns the store Memory reads and writes. Delete a conversation
@@ -426,7 +455,7 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 	var res AppendResult
 	var read *TailRead
 	var err error
-	if ta, ok := m.store.(TailAppender); ok && tail != nil {
+	if ta := m.caps.tailAppend; ta != nil && tail != nil {
 		var r TailRead
 		if res, r, err = ta.AppendTail(ctx, key, counted, opts, *tail); err == nil && !res.Replayed {
 			read = &r

@@ -25,6 +25,16 @@ func (m *Memory) Messages(ctx context.Context, key Key, after int64, limit int) 
 	return m.store.Range(ctx, key, after, limit)
 }
 
+// SystemMessages returns the conversation's system messages, in order,
+// as the store keeps them (Store.System): ErrNotFound for a conversation
+// that does not exist.
+func (m *Memory) SystemMessages(ctx context.Context, key Key) ([]Message, error) {
+	if err := key.Validate(); err != nil {
+		return nil, err
+	}
+	return m.store.System(ctx, key)
+}
+
 // Ping reports whether the store is reachable (wrapping ErrUnavailable if
 // not); see Store.Ping.
 func (m *Memory) Ping(ctx context.Context) error { return m.store.Ping(ctx) }

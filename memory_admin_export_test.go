@@ -4,8 +4,6 @@ package chatmem
 // entry in the tail cache, and one in the summary cache.
 func CachedOf(m *Memory, key Key) (tail, summary bool) {
 	_, _, tail = m.tails.peek(key)
-	m.summaries.mu.Lock()
-	defer m.summaries.mu.Unlock()
-	_, summary = m.summaries.entries[key]
+	_, summary = m.summaries.Get(key)
 	return tail, summary
 }

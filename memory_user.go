@@ -7,15 +7,6 @@ import (
 	"slices"
 )
 
-// userStore returns the store as a UserStore, or ErrInvalid.
-func (m *Memory) userStore() (UserStore, error) {
-	us, ok := m.store.(UserStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: this store keeps no users", ErrInvalid)
-	}
-	return us, nil
-}
-
 // UserConversations lists the user's live conversations ordered by ID, one
 // page at a time; see UserStore.
 func (m *Memory) UserConversations(ctx context.Context, user Key, page PageRequest) (Page, error) {
@@ -142,9 +133,9 @@ func (m *Memory) UserFactHistory(ctx context.Context, user Key, name string) ([]
 // empty it covers every key that has a value now; otherwise the named one
 // (ErrNotFound if it never had one).
 func (m *Memory) FactHistory(ctx context.Context, key Key, name string) ([]Fact, error) {
-	fs, ok := m.store.(FactStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	fs, err := m.factStore()
+	if err != nil {
+		return nil, err
 	}
 	return history(ctx, name, ScopeConversation, key.ID, fs.Facts, func(ctx context.Context, name string) ([]Fact, error) {
 		return fs.FactHistory(ctx, key, name)
@@ -191,19 +182,18 @@ func (m *Memory) VisibleFacts(ctx context.Context, key Key) ([]Fact, error) {
 
 // visibleFacts is VisibleFacts for a conversation of user (empty: none).
 func (m *Memory) visibleFacts(ctx context.Context, key Key, user string) ([]Fact, error) {
-	fs, ok := m.store.(FactStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: this store keeps no facts", ErrInvalid)
+	fs, err := m.factStore()
+	if err != nil {
+		return nil, err
 	}
 	own, err := fs.Facts(ctx, key)
 	if err != nil {
 		return nil, err
 	}
-	us, ok := m.store.(UserStore)
-	if user == "" || !ok {
+	if user == "" || m.caps.users == nil {
 		return own, nil
 	}
-	theirs, err := us.UserFacts(ctx, Key{Tenant: key.Tenant, ID: user})
+	theirs, err := m.caps.users.UserFacts(ctx, Key{Tenant: key.Tenant, ID: user})
 	if err != nil {
 		return nil, err
 	}
@@ -224,9 +214,8 @@ func (m *Memory) visibleFacts(ctx context.Context, key Key, user string) ([]Fact
 // Users returns one page of the tenant's users, in byte order of ID; see
 // UserLister. It wraps ErrInvalid when the store lists no users.
 func (m *Memory) Users(ctx context.Context, tenant string, page PageRequest) (UserPage, error) {
-	ul, ok := m.store.(UserLister)
-	if !ok {
+	if m.caps.userLister == nil {
 		return UserPage{}, fmt.Errorf("%w: this store does not list users", ErrInvalid)
 	}
-	return ul.Users(ctx, tenant, page)
+	return m.caps.userLister.Users(ctx, tenant, page)
 }

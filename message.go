@@ -304,6 +304,10 @@ func over(n, limit int) bool { return limit >= 0 && n > limit }
 // error names the field and the limit), and a CreatedAt, if set, within
 // MinTime..MaxTime. It wraps ErrInvalid or ErrTooLarge. Whether a tool
 // message answers a call in the history is checked by ValidateHistory.
+//
+// It is over 80 lines on purpose: a flat list of independent checks, one
+// a field, in the order of the fields, so that every rule a message must
+// meet reads in one place.
 func (m Message) Validate(l Limits) error {
 	l = l.withDefaults()
 	if !m.Role.Valid() {

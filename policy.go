@@ -74,7 +74,9 @@ type Policy struct {
 	Scope string
 	// Cache is "" (the window slides by a turn each turn) or CacheStable
 	// (its front stays the same from request to request, so a provider's
-	// prompt cache serves it). Only budgeted policies take it.
+	// prompt cache serves it). token_budget and summary_buffer without
+	// recall take it; under summary_buffer, a window that sends a summary
+	// moves when the summary is refreshed.
 	Cache string
 	// LowWater is the percent of Budget a CacheStable window drops to when
 	// it must move: 1 to 95, or 0 for DefaultLowWater.
@@ -112,8 +114,8 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("%w: low_water is an option of cache=%s", ErrInvalid, CacheStable)
 		}
 	case CacheStable:
-		if p.Kind == PolicyAll || p.Kind == PolicyLastTurns {
-			return fmt.Errorf("%w: cache=%s is an option of token_budget, summary_buffer and recall, not of %s", ErrInvalid, CacheStable, p.Kind)
+		if p.Kind != PolicyTokenBudget && p.Kind != PolicySummaryBuffer || p.Recall {
+			return fmt.Errorf("%w: cache=%s is an option of token_budget and summary_buffer without recall, not of %s", ErrInvalid, CacheStable, policyLabel(p))
 		}
 		if p.LowWater < 0 || p.LowWater > 95 {
 			return fmt.Errorf("%w: low_water must be from 1 to 95 percent of the budget (or 0 for %d), got %d", ErrInvalid, DefaultLowWater, p.LowWater)
@@ -144,6 +146,14 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: unknown policy %q (want %s)", ErrInvalid, p.Kind, joinKinds())
 	}
 	return nil
+}
+
+// policyLabel names p's kind, "summary_buffer with recall" for that.
+func policyLabel(p Policy) string {
+	if p.Kind == PolicySummaryBuffer && p.Recall {
+		return "summary_buffer with recall"
+	}
+	return string(p.Kind)
 }
 
 func joinKinds() string {
@@ -316,6 +326,10 @@ func Select(p Policy, pinned, recent []Message) (Window, error) {
 // every message it keeps is sendable): for a caller that owns recent and
 // changes it no more, as Memory.Context its freshly read tail, so that a
 // turn's window is not copied twice.
+//
+// It is over 80 lines on purpose: the walk's units live in buf, an array
+// on the stack, which a helper returning them would move to the heap, and
+// the per-turn path allocates nothing here but the window.
 func selectWindow(p Policy, pinned, recent []Message, share bool) (Window, error) {
 	if err := p.Validate(); err != nil {
 		return Window{}, err

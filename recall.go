@@ -2,7 +2,6 @@ package chatmem
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"fmt"
 	"maps"
@@ -10,20 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/chatmem/chatmem/internal/rank"
 )
 
 // MetaRecalled is the "chatmem" metadata value of the messages PolicyRecall
 // brings back from older history (copies of stored messages, their content
 // prefixed with a marker; see Memory.Context).
 const MetaRecalled = "recalled"
-
-// TextCounter is implemented by counters that count plain text, without a
-// message's framing. PolicyRecall uses it to count the markers it adds; for
-// counters without it, a marker is taken to cost one token per byte, an
-// upper bound for every tokenizer.
-type TextCounter interface {
-	CountText(text string) (int, error)
-}
 
 // How recall ranks (see recallRanking): these were tuned on LoCoMo and are
 // measured by `chatmem eval` (docs/evaluation.md).
@@ -43,11 +36,6 @@ const (
 	// with each session a conversation of one user, evidence recall at
 	// 2,048 tokens was 0.864 with 256 and 0.865 with 128 (0.855 with 64).
 	recallUserPostings = 128
-	// A query term found in a message counts for its neighbours too: at
-	// near1 of its weight for the messages next to it, near2 for those two
-	// away, because the answer to a question is often the turn after the
-	// one that matches it.
-	near1, near2 = 0.6, 0.4
 	// lengthNorm divides a candidate's score by (its tokens +
 	// lengthPad)^lengthNorm: of two turns about as relevant, the shorter
 	// leaves room for another. lengthPad is about what a full marker
@@ -96,19 +84,18 @@ type recaller struct {
 	mark func(b []byte, seq int64, t time.Time, withTime bool) []byte
 }
 
-// Embedding retrieval: how far back a vector search looks, how many hits
-// it brings, and the rank constant of reciprocal rank fusion.
+// Embedding retrieval: how far back a vector search looks and how many
+// hits it brings.
 const (
 	vectorSpan = 4096
 	vectorHits = 100
-	rrfK       = 60
 )
 
 // fuse merges the lexical ranking with a vector search for query by
 // reciprocal rank fusion (each list adds 1/(rrfK+rank)). A failed embedding
 // or search is logged and leaves the lexical ranking as it was: a turn
 // never fails because the embedding model did.
-func (r recaller) fuse(ctx context.Context, query string, before int64, lexical []scored) []scored {
+func (r recaller) fuse(ctx context.Context, query string, before int64, lexical []rank.Scored) []rank.Scored {
 	if r.embedder == nil || r.vectors == nil || before <= 1 || query == "" {
 		return lexical
 	}
@@ -121,30 +108,11 @@ func (r recaller) fuse(ctx context.Context, query string, before int64, lexical 
 		r.log("recall: vector search failed; lexical ranking only", "key", r.key.String(), "err", err)
 		return lexical
 	}
-	fused := make(map[int64]float64, len(lexical)+len(hits))
-	for i, c := range lexical {
-		fused[c.seq] += 1 / float64(rrfK+i+1)
-	}
+	seqs := make([]int64, len(hits))
 	for i, h := range hits {
-		fused[h.Seq] += 1 / float64(rrfK+i+1)
+		seqs[i] = h.Seq
 	}
-	out := make([]scored, 0, len(fused))
-	for seq, sc := range fused {
-		out = append(out, scored{seq, sc})
-	}
-	slices.SortFunc(out, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.seq, a.seq)
-	})
-	return out
-}
-
-// scored is one candidate message and its score.
-type scored struct {
-	seq   int64
-	score float64
+	return rank.Fuse(lexical, seqs)
 }
 
 // ranking scores the messages before `before` for query. Each message
@@ -158,7 +126,7 @@ type scored struct {
 // through an exchange counts once, so an exchange that has more of the
 // query's terms ranks above one that repeats a single term. It returns the
 // candidates, best first.
-func (r recaller) ranking(ctx context.Context, query string, before int64) ([]scored, error) {
+func (r recaller) ranking(ctx context.Context, query string, before int64) ([]rank.Scored, error) {
 	terms := r.terms(query)
 	if len(terms) == 0 || before <= 1 {
 		return nil, nil
@@ -167,8 +135,8 @@ func (r recaller) ranking(ctx context.Context, query string, before int64) ([]sc
 	if err != nil {
 		return nil, err
 	}
-	out := passageScores(postings, before-1, before)
-	slices.SortFunc(out, better)
+	out := rank.Passages(postings, before-1, before)
+	slices.SortFunc(out, rank.Better)
 	return out, nil
 }
 
@@ -184,111 +152,6 @@ func (r recaller) terms(query string) []string {
 		terms = terms[:recallTerms]
 	}
 	return terms
-}
-
-// passageScores scores the messages from 1 to before-1 for postings (a
-// Postings answer over n messages), as ranking describes, and returns the
-// candidates in no order (see better and bestScored).
-func passageScores(postings [][]int64, n, before int64) []scored {
-	// Sized for about three positions per posting (five at most, fewer
-	// where postings are near each other): growing the map as it fills
-	// cost more than the scoring.
-	total, longest := 0, 0
-	for _, list := range postings {
-		total, longest = total+len(list), max(longest, len(list))
-	}
-	score := make(map[int64]float64, 3*total)
-	nearest := make(map[int64]float64, 5*longest) // of one term: position -> weight
-	for _, list := range postings {
-		df := float64(len(list))
-		idf := math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
-		clear(nearest)
-		for _, seq := range list {
-			for d, w := range [...]float64{1, near1, near2} {
-				for _, at := range [...]int64{seq - int64(d), seq + int64(d)} {
-					if at >= 1 && at < before && w > nearest[at] {
-						nearest[at] = w
-					}
-				}
-			}
-		}
-		// Each position gets one addition per term, in the terms' order:
-		// the sums do not depend on map order.
-		for at, w := range nearest {
-			score[at] += w * idf
-		}
-	}
-	out := make([]scored, 0, len(score))
-	for seq, s := range score {
-		out = append(out, scored{seq, s})
-	}
-	return out
-}
-
-// better orders candidates best first: by score, then newer first among
-// equals. Two candidates are never equal (their seqs differ).
-func better(a, b scored) int {
-	if c := cmp.Compare(b.score, a.score); c != 0 {
-		return c
-	}
-	return cmp.Compare(b.seq, a.seq)
-}
-
-// bestScored returns the k best of candidates (all of them if there are
-// no more than k), best first, as sorting them all by better and taking
-// the first k would, reordering candidates: a heap of the k best so far
-// (container/heap, its root the worst of them), so that the cost follows
-// len(candidates) and not len(candidates) times its logarithm, since most
-// candidates lose to the root at once.
-func bestScored(candidates []scored, k int) []scored {
-	if k <= 0 {
-		return candidates[:0]
-	}
-	if len(candidates) <= k {
-		slices.SortFunc(candidates, better)
-		return candidates
-	}
-	h := worstFirst(candidates[:k])
-	heap.Init(&h)
-	for _, c := range candidates[k:] {
-		if better(c, h[0]) < 0 {
-			h[0] = c
-			heap.Fix(&h, 0)
-		}
-	}
-	slices.SortFunc(h, better)
-	return h
-}
-
-// worstFirst is bestScored's heap: a fixed number of candidates, the
-// worst at the root (Push and Pop are never called).
-type worstFirst []scored
-
-func (h worstFirst) Len() int           { return len(h) }
-func (h worstFirst) Less(i, j int) bool { return better(h[i], h[j]) > 0 }
-func (h worstFirst) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *worstFirst) Push(x any)        { *h = append(*h, x.(scored)) }
-func (h *worstFirst) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// termScores scores each message of postings (a Postings answer over n
-// messages) with the summed inverse document frequency of the terms it is
-// indexed under: BM25 with binary term frequency and no length
-// normalization.
-func termScores(postings [][]int64, n int64) map[int64]float64 {
-	base := make(map[int64]float64)
-	for _, list := range postings {
-		df := float64(len(list))
-		idf := math.Log(1 + (float64(n)-df+0.5)/(df+0.5))
-		for _, seq := range list {
-			base[seq] += idf
-		}
-	}
-	return base
 }
 
 // recall returns copies of the older messages (Seq < before, none in
@@ -316,7 +179,7 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 	// below.)
 	want := make([]int64, 0, len(ranked)*2)
 	for _, c := range ranked {
-		want = append(want, c.seq-1, c.seq)
+		want = append(want, c.Seq-1, c.Seq)
 	}
 	msgs, err := r.search.MessagesAt(ctx, r.key, want)
 	if err != nil {
@@ -335,24 +198,24 @@ func (r recaller) recall(ctx context.Context, query string, before int64, budget
 // pack fills budget with the best of ranked (candidates read into bySeq,
 // with the rest of their tool units), boosting the messages of speakers
 // the query names, and returns them marked, in order, and their tokens.
-func (r recaller) pack(ctx context.Context, query string, ranked []scored, bySeq map[int64]Message, before int64, budget int) ([]Message, int, error) {
+func (r recaller) pack(ctx context.Context, query string, ranked []rank.Scored, bySeq map[int64]Message, before int64, budget int) ([]Message, int, error) {
 	named := speakers(query)
 	for i, c := range ranked {
-		m, ok := bySeq[c.seq]
+		m, ok := bySeq[c.Seq]
 		if !ok {
 			continue
 		}
 		if m.Name != "" && named(m.Name) {
-			ranked[i].score *= speakerBoost
+			ranked[i].Score *= speakerBoost
 		}
-		ranked[i].score /= math.Pow(float64(max(m.Tokens, 0)+lengthPad), lengthNorm)
+		ranked[i].Score /= math.Pow(float64(max(m.Tokens, 0)+lengthPad), lengthNorm)
 	}
-	slices.SortStableFunc(ranked, func(a, b scored) int { return cmp.Compare(b.score, a.score) })
+	slices.SortStableFunc(ranked, func(a, b rank.Scored) int { return cmp.Compare(b.Score, a.Score) })
 
 	p := packer{r: r, bySeq: bySeq, before: before, left: budget, chosen: make(map[int64]int), markers: make(map[string]int)}
 	p.rank = make([]int64, len(ranked))
 	for i, c := range ranked {
-		p.rank[i] = c.seq
+		p.rank[i] = c.Seq
 	}
 	// Packing charges a full marker to a message whose predecessor is not
 	// chosen yet; once the result settles the markers, what they saved is
@@ -364,7 +227,7 @@ func (r recaller) pack(ctx context.Context, query string, ranked []scored, bySeq
 			if p.left <= 0 {
 				break
 			}
-			if err := p.add(ctx, c.seq); err != nil {
+			if err := p.add(ctx, c.Seq); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -715,8 +578,8 @@ func (p *packer) result() []Message {
 // store that is a UserSearcher, it recalls from all of the user's
 // conversations (recallUser).
 func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c Counter, extend bool, user string) (Window, error) {
-	search, ok := m.store.(Searcher)
-	if !ok {
+	search := m.caps.search
+	if search == nil {
 		return Window{}, fmt.Errorf("%w: this store keeps no search index, so it cannot recall", ErrInvalid)
 	}
 	head := 0 // pinned and made-up system messages come first
@@ -724,18 +587,12 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 		head++
 	}
 	recent := w.Messages[head:]
-	us, acrossUser := m.store.(UserSearcher)
-	acrossUser = acrossUser && p.Scope == ScopeUser && user != ""
+	us := m.caps.userSearch
+	acrossUser := us != nil && p.Scope == ScopeUser && user != ""
 	if len(recent) == 0 || recent[0].Seq <= 1 && !acrossUser {
 		return w, nil // the window reaches back to the start: nothing to recall
 	}
-	query := ""
-	for i := len(recent) - 1; i >= 0; i-- {
-		if recent[i].Role == RoleUser {
-			query = recent[i].Content
-			break
-		}
-	}
+	query := newestUserText(recent)
 	cut := 0
 	if p.Kind == PolicyRecall {
 		cut = recentCut(recent, p.recentBudget())
@@ -745,7 +602,7 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	left := p.Budget - fixed - kept
 	r := recaller{search: search, key: key, counter: c, speakers: make(map[string]bool), log: m.log.Warn}
 	if m.embedder != nil {
-		r.embedder, r.vectors = m.embedder, m.store.(VectorStore)
+		r.embedder, r.vectors = m.embedder, m.caps.vectors
 	}
 	for _, m := range recent {
 		if m.Name != "" {
@@ -765,19 +622,50 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	if err != nil {
 		return Window{}, fmt.Errorf("recall for %s: %w", key, err)
 	}
-	// Give what is left back to the cut messages, newest unit first, up to
-	// the first recalled one.
 	floor := int64(0)
 	if len(recalled) > 0 {
 		floor = recalled[len(recalled)-1].Seq
 	}
-	spare := left - used
+	recent, ext, err := m.giveBack(ctx, key, p, recent, cut, floor, left-used, extend)
+	if err != nil {
+		return Window{}, err
+	}
+	out := make([]Message, 0, head+len(recalled)+len(recent)-ext)
+	out = append(out, w.Messages[:head]...)
+	out = append(out, recalled...)
+	out = append(out, recent[ext:]...)
+	w.Messages = out
+	w.Parts.Recent = sumTokens(recent[ext:])
+	w.Parts.Recalled = used
+	w.Tokens = fixed + w.Parts.Recent + used
+	return w, nil
+}
+
+// newestUserText is the content of the newest user message of msgs:
+// recall's query.
+func newestUserText(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleUser {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// giveBack gives what recall left (spare tokens) back to the messages of
+// recent (the window's) before cut, newest unit first, down to the
+// first recalled message (floor), and returns where the window's recent
+// part then starts (ext, at a user message). For PolicyRecall, when only
+// the recent part was read (cut 0, extend: the stored counts are the
+// window's), it first reads the messages before recent that spare can
+// hold, and recent comes back with them.
+func (m *Memory) giveBack(ctx context.Context, key Key, p Policy, recent []Message, cut int, floor int64, spare int, extend bool) (_ []Message, ext int, _ error) {
 	if p.Kind == PolicyRecall && cut == 0 && spare > 0 && extend && recent[0].Seq > floor+1 {
 		// Only the recent part was read (Memory.tail): recall left room, so
 		// read the messages before it that the room can hold.
 		longer, err := m.store.Tail(ctx, key, TailQuery{Tokens: sumTokens(recent) + spare})
 		if err != nil {
-			return Window{}, fmt.Errorf("context of %s: %w", key, err)
+			return nil, 0, fmt.Errorf("context of %s: %w", key, err)
 		}
 		var before []Message
 		for _, msg := range longer {
@@ -790,7 +678,7 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 			cut = len(before)
 		}
 	}
-	ext := cut
+	ext = cut
 	for ext > 0 {
 		u := prevUnit(recent, ext)
 		if recent[u.start].Seq <= floor || u.tokens > spare {
@@ -800,18 +688,9 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 		ext = u.start
 	}
 	for ext < cut && recent[ext].Role != RoleUser { // the recent part starts with a user message
-		u := nextUnit(recent, ext)
-		ext = u
+		ext = nextUnit(recent, ext)
 	}
-	out := make([]Message, 0, head+len(recalled)+len(recent)-ext)
-	out = append(out, w.Messages[:head]...)
-	out = append(out, recalled...)
-	out = append(out, recent[ext:]...)
-	w.Messages = out
-	w.Parts.Recent = sumTokens(recent[ext:])
-	w.Parts.Recalled = used
-	w.Tokens = fixed + w.Parts.Recent + used
-	return w, nil
+	return recent, ext, nil
 }
 
 // recentCut returns where the newest part of recent (a window's messages,

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/chatmem/chatmem/internal/rank"
 )
 
 // Metadata keys of a message recalled across a user's conversations
@@ -37,7 +39,7 @@ const userSeqMask = 1<<userSeqBits - 1
 // each in its order; each is marked with its conversation and date
 // ("[conv-id #12 2026-05-01 10:00] ") and carries MetaConversation and
 // MetaSeq, and those of other conversations have Seq 0. Ranking is
-// recall's (passageScores, with passages within a conversation, and pack's
+// recall's (rank.Passages, with passages within a conversation, and pack's
 // speaker boost and length normalization), over the user's postings: its
 // cost follows the query's
 // terms and recallUserPostings, not the user's history. The number of messages
@@ -57,15 +59,15 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 	convs, place, keys, n := numberUserHits(postings, current, before)
 	key := func(conv string, seq int64) int64 { return place[conv]<<userSeqBits | seq }
 	limit := key(current, before) // current is last: the others are all below
-	ranked := passageScores(keys, max(n, before-1), limit)
+	ranked := rank.Passages(keys, max(n, before-1), limit)
 	// A neighbour at local seq 0 is no message.
-	ranked = slices.DeleteFunc(ranked, func(c scored) bool { return c.seq&userSeqMask == 0 })
+	ranked = slices.DeleteFunc(ranked, func(c rank.Scored) bool { return c.Seq&userSeqMask == 0 })
 	if len(ranked) == 0 {
 		return nil, 0, nil
 	}
 	// Only the pool is ranked: the order of the rest (thousands of
 	// positions for a long history) is never used.
-	ranked = bestScored(ranked, max(recallPool, budget/20))
+	ranked = rank.Best(ranked, max(recallPool, budget/20))
 
 	hit := func(k int64) UserHit { return UserHit{Conversation: convs[k>>userSeqBits-1], Seq: k & userSeqMask} }
 	bySeq := make(map[int64]Message, len(ranked)*2)
@@ -93,7 +95,7 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 	// units, as recall reads them.
 	want := make([]int64, 0, len(ranked)*2)
 	for _, c := range ranked {
-		want = append(want, c.seq-1, c.seq)
+		want = append(want, c.Seq-1, c.Seq)
 	}
 	if err := read(want); err != nil {
 		return nil, 0, err
@@ -102,9 +104,19 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 		return nil, 0, err
 	}
 
-	// Renumber the conversations oldest first (by the earliest message
-	// read of each), current still last, so that what is recalled reads
-	// in the order it was said.
+	convs, bySeq, ranked = oldestFirst(convs, bySeq, ranked, current)
+	limit = int64(len(convs))<<userSeqBits | before
+	r.mark = userMarker(convs)
+	return r.pack(ctx, query, ranked, bySeq, limit, budget)
+}
+
+// oldestFirst renumbers the conversations of recall across a user's
+// conversations oldest first (by the earliest message read of each),
+// current still last, so that what is recalled reads in the order it was
+// said; conversations of which nothing was read drop out. The messages
+// come back as copies carrying MetaConversation and MetaSeq, and those of
+// other conversations than current with Seq 0.
+func oldestFirst(convs []string, bySeq map[int64]Message, ranked []rank.Scored, current string) ([]string, map[int64]Message, []rank.Scored) {
 	first := make(map[int64]time.Time)
 	for k, m := range bySeq {
 		if p := k >> userSeqBits; first[p].IsZero() || m.CreatedAt.Before(first[p]) {
@@ -142,14 +154,18 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 	}
 	kept := ranked[:0]
 	for _, c := range ranked {
-		if _, ok := renum[c.seq>>userSeqBits]; ok {
-			kept = append(kept, scored{move(c.seq), c.score})
+		if _, ok := renum[c.Seq>>userSeqBits]; ok {
+			kept = append(kept, rank.Scored{Seq: move(c.Seq), Score: c.Score})
 		}
 	}
-	convs, bySeq, ranked = newConvs, moved, kept
-	limit = int64(len(convs))<<userSeqBits | before
+	return newConvs, moved, kept
+}
 
-	r.mark = func(b []byte, k int64, t time.Time, withTime bool) []byte {
+// userMarker marks a message recalled across a user's conversations (see
+// recaller.mark) with its conversation, one of convs by its number:
+// "[conv-id #12 2026-05-01 10:00] ".
+func userMarker(convs []string) func(b []byte, k int64, t time.Time, withTime bool) []byte {
+	return func(b []byte, k int64, t time.Time, withTime bool) []byte {
 		if !withTime {
 			return appendMarker(b, k&userSeqMask, t, false)
 		}
@@ -161,7 +177,6 @@ func (r recaller) recallUser(ctx context.Context, us UserSearcher, user Key, cur
 		b = t.UTC().AppendFormat(b, "2006-01-02 15:04")
 		return append(b, "] "...)
 	}
-	return r.pack(ctx, query, ranked, bySeq, limit, budget)
 }
 
 // numberUserHits numbers the hits of postings (a UserPostings answer) for
@@ -217,8 +232,8 @@ func (m *Memory) SearchUser(ctx context.Context, user Key, query string, limit i
 	if limit < 1 || limit > MaxSearchLimit {
 		return nil, fmt.Errorf("%w: search limit %d is outside 1..%d", ErrInvalid, limit, MaxSearchLimit)
 	}
-	us, ok := m.store.(UserSearcher)
-	if !ok {
+	us := m.caps.userSearch
+	if us == nil {
 		return nil, fmt.Errorf("%w: this store keeps no search index of users", ErrInvalid)
 	}
 	terms := Terms(query)
@@ -243,23 +258,23 @@ func (m *Memory) SearchUser(ctx context.Context, user Key, query string, limit i
 			}
 		}
 	}
-	ranked := make([]scored, 0, len(order))
-	for k, sc := range termScores(keys, n) {
-		ranked = append(ranked, scored{k, sc})
+	ranked := make([]rank.Scored, 0, len(order))
+	for k, sc := range rank.Terms(keys, n) {
+		ranked = append(ranked, rank.Scored{Seq: k, Score: sc})
 	}
-	slices.SortFunc(ranked, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
+	slices.SortFunc(ranked, func(a, b rank.Scored) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(order[a.seq], order[b.seq]); c != 0 {
+		if c := cmp.Compare(order[a.Seq], order[b.Seq]); c != 0 {
 			return c
 		}
-		return cmp.Compare(b.seq, a.seq)
+		return cmp.Compare(b.Seq, a.Seq)
 	})
 	ranked = ranked[:min(len(ranked), limit)]
 	hits := make([]UserHit, len(ranked))
 	for i, c := range ranked {
-		hits[i] = UserHit{Conversation: convs[c.seq>>userSeqBits-1], Seq: c.seq & userSeqMask}
+		hits[i] = UserHit{Conversation: convs[c.Seq>>userSeqBits-1], Seq: c.Seq & userSeqMask}
 	}
 	msgs, err := us.UserMessagesAt(ctx, user, hits)
 	if err != nil {
@@ -272,7 +287,7 @@ func (m *Memory) SearchUser(ctx context.Context, user Key, query string, limit i
 	out := make([]Hit, 0, len(ranked))
 	for i, c := range ranked {
 		if msg, ok := byHit[hits[i]]; ok {
-			out = append(out, Hit{Message: msg, Score: c.score, Conversation: hits[i].Conversation})
+			out = append(out, Hit{Message: msg, Score: c.Score, Conversation: hits[i].Conversation})
 		}
 	}
 	return out, nil

@@ -38,8 +38,8 @@ func (m *Memory) Recount(ctx context.Context, key Key, tokenizer string) (Conver
 	if err := key.Validate(); err != nil {
 		return Conversation{}, err
 	}
-	rc, ok := m.store.(Recounter)
-	if !ok {
+	rc := m.caps.recounter
+	if rc == nil {
 		return Conversation{}, fmt.Errorf("%w: this store cannot recount", ErrInvalid)
 	}
 	counter, err := m.Counter(tokenizer)

@@ -1,10 +1,10 @@
 package chatmem
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
+
+	"github.com/chatmem/chatmem/internal/rank"
 )
 
 // MaxSearchLimit is the most hits one Search returns.
@@ -42,8 +42,8 @@ func (m *Memory) Search(ctx context.Context, key Key, query string, limit int) (
 	if limit < 1 || limit > MaxSearchLimit {
 		return nil, fmt.Errorf("%w: search limit %d is outside 1..%d", ErrInvalid, limit, MaxSearchLimit)
 	}
-	s, ok := m.store.(Searcher)
-	if !ok {
+	s := m.caps.search
+	if s == nil {
 		return nil, fmt.Errorf("%w: this store keeps no search index", ErrInvalid)
 	}
 	conv, err := m.store.Conversation(ctx, key)
@@ -61,20 +61,14 @@ func (m *Memory) Search(ctx context.Context, key Key, query string, limit int) (
 	if err != nil {
 		return nil, fmt.Errorf("search %s: %w", key, err)
 	}
-	ranked := make([]scored, 0, limit)
-	for seq, sc := range termScores(postings, conv.LastSeq) {
-		ranked = append(ranked, scored{seq, sc})
+	ranked := make([]rank.Scored, 0, limit)
+	for seq, sc := range rank.Terms(postings, conv.LastSeq) {
+		ranked = append(ranked, rank.Scored{Seq: seq, Score: sc})
 	}
-	slices.SortFunc(ranked, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.seq, a.seq)
-	})
-	ranked = ranked[:min(len(ranked), limit)]
+	ranked = rank.Best(ranked, limit)
 	seqs := make([]int64, len(ranked))
 	for i, c := range ranked {
-		seqs[i] = c.seq
+		seqs[i] = c.Seq
 	}
 	msgs, err := s.MessagesAt(ctx, key, seqs)
 	if err != nil {
@@ -86,8 +80,8 @@ func (m *Memory) Search(ctx context.Context, key Key, query string, limit int) (
 	}
 	hits := make([]Hit, 0, len(ranked))
 	for _, c := range ranked {
-		if msg, ok := bySeq[c.seq]; ok {
-			hits = append(hits, Hit{Message: msg, Score: c.score})
+		if msg, ok := bySeq[c.Seq]; ok {
+			hits = append(hits, Hit{Message: msg, Score: c.Score})
 		}
 	}
 	return hits, nil

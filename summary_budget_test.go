@@ -33,18 +33,7 @@ func TestSummaryFollowsBudget(t *testing.T) {
 	for _, sync := range []bool{true, false} {
 		for _, budget := range []int{256, 512, 1024, 4096} {
 			t.Run(fmt.Sprintf("sync=%v/budget=%d", sync, budget), func(t *testing.T) {
-				mem, err := chatmem.New(memory.New(), chatmem.Options{
-					Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: sync,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !sync {
-					if err := mem.Start(); err != nil {
-						t.Fatal(err)
-					}
-					defer mem.Close()
-				}
+				mem := summarizing(t, sync)
 				key := chatmem.Key{Tenant: "t", ID: "long"}
 				p := chatmem.Policy{Kind: chatmem.PolicySummaryBuffer, Budget: budget}
 				msgs := longConversation(150) // about 10,000 tokens
@@ -153,10 +142,10 @@ func TestSummaryFixedOptionsStillApply(t *testing.T) {
 	}
 }
 
-// TestSummaryFollowsSmallestBudget: a conversation read at 4,096 tokens and
-// then at 256 gets a summary that fits the smaller budget, and still sends
-// it, with no gap, at the larger one.
-func TestSummaryFollowsSmallestBudget(t *testing.T) {
+// TestSummaryFitsEachBudget: a conversation read at 4,096 tokens and then
+// at 256 gets a summary that fits the smaller budget, and still sends it,
+// with no gap, when read at the larger one again.
+func TestSummaryFitsEachBudget(t *testing.T) {
 	ctx := context.Background()
 	mem, err := chatmem.New(memory.New(), chatmem.Options{
 		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,

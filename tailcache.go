@@ -3,6 +3,7 @@ package chatmem
 import (
 	"container/list"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -17,9 +18,8 @@ const DefaultTailCacheBytes = 32 << 20
 // forward, so a quarter is room enough for the turns that follow, asking
 // as much; a refill reads it on a process's first turn, where every
 // message read is one more decoded (twice the window made that turn 7 to
-// 9 steady turns on Redis, issue 18). When the message past the
-// selection does not fit in the slack, answer fails and the query is read
-// as asked.
+// 9 steady turns on Redis). When the message past the selection does not
+// fit in the slack, answer fails and the query is read as asked.
 func fillSlack(n int) int {
 	if n <= 0 {
 		return 0
@@ -437,7 +437,7 @@ type sinceRead struct {
 // date come along in the same read (at most maxCatchUp: further behind,
 // the entry is not used); withSince false leaves them out.
 func (m *Memory) conversation(ctx context.Context, key Key, withSince bool) (Conversation, sinceRead, error) {
-	if r, ok := m.store.(SinceReader); ok && withSince {
+	if r := m.caps.since; r != nil && withSince {
 		if after, _, ok := m.tails.peek(key); ok {
 			conv, msgs, err := r.ConversationSince(ctx, key, after, maxCatchUp)
 			return conv, sinceRead{read: err == nil, after: after, msgs: msgs}, err
@@ -522,4 +522,82 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 		return nil, err
 	}
 	return mergePinned(sys, recent), nil
+}
+
+// tail reads the pinned system messages and the newest messages the policy
+// can use, with the stored counts.
+func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy) ([]Message, error) {
+	if p.Kind == PolicyAll {
+		return m.store.Range(ctx, key, 0, 0)
+	}
+	q := p.tailQuery(conv.SystemTokens, conv.Tokens)
+	if p.Budget > 0 && q.Tokens == 0 {
+		if conv.SystemTokens == 0 {
+			return nil, nil
+		}
+		return m.store.System(ctx, key) // Apply reports the budget as too small
+	}
+	return m.cachedTail(ctx, key, conv, since, q)
+}
+
+// recountedTail reads ever larger tails (doubling) until the recounted
+// messages exceed what the policy can use or the history is exhausted.
+func (m *Memory) recountedTail(ctx context.Context, key Key, conv Conversation, p Policy, c Counter) ([]Message, error) {
+	if p.Kind == PolicyAll || p.Budget == 0 {
+		msgs, err := m.store.Range(ctx, key, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		return msgs, recountAll(ctx, c, msgs)
+	}
+	sys, err := m.store.System(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := recountAll(ctx, c, sys); err != nil {
+		return nil, err
+	}
+	for guess := max(p.Budget, 256); ; guess *= 2 {
+		recent, err := m.store.Tail(ctx, key, TailQuery{Tokens: guess, Turns: p.Turns})
+		if err != nil {
+			return nil, err
+		}
+		if err := recountAll(ctx, c, recent); err != nil {
+			return nil, err
+		}
+		total := 0
+		for _, msg := range recent {
+			if msg.Role != RoleSystem {
+				total += msg.Tokens
+			}
+		}
+		exhausted := len(recent) == 0 || recent[0].Seq == 1 || int64(guess) >= conv.Tokens
+		if total > p.Budget || exhausted {
+			return mergePinned(sys, recent), nil
+		}
+	}
+}
+
+func recountAll(ctx context.Context, c Counter, msgs []Message) error {
+	for i := range msgs {
+		n, err := c.Count(ctx, msgs[i])
+		if err != nil {
+			return fmt.Errorf("count message %d: %w", msgs[i].Seq, err)
+		}
+		msgs[i].Tokens = n
+	}
+	return nil
+}
+
+// mergePinned returns the system messages followed by recent without the
+// system messages it holds (they are in sys already).
+func mergePinned(sys, recent []Message) []Message {
+	out := make([]Message, 0, len(sys)+len(recent))
+	out = append(out, sys...)
+	for _, m := range recent {
+		if m.Role != RoleSystem {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/kljensen/snowball/english"
+
+	"github.com/chatmem/chatmem/internal/terms"
 )
 
 // The implementation of Terms before it built words in a reused buffer,
@@ -76,7 +78,7 @@ func refAppendTerms(out []string, text string, seen map[string]bool, limit int) 
 }
 
 func refKeepWord(w string) bool {
-	if w == "" || len(w) > maxTermBytes || stopWords[w] {
+	if w == "" || len(w) > terms.MaxTermBytes || terms.IsStopWord(w) {
 		return false
 	}
 	if utf8.RuneCountInString(w) == 1 {

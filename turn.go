@@ -33,8 +33,9 @@ import (
 //     tail (a budget, turns, summary or recall policy under the
 //     conversation's own counts), the append reads the conversation's
 //     system messages and the newest messages the policy can use in its
-//     own round trip, and they fill the tail cache: the turn is one round
-//     trip (plus a summary-buffer policy's summary and recall's search).
+//     own round trip (planned as the read plans its tail: prefetchQuery),
+//     and they fill the tail cache: the turn is one round trip (plus a
+//     summary-buffer policy's summary and recall's search).
 //     Otherwise the window is read after the append, for the
 //     conversation its result describes, with no second read of its
 //     metadata.
@@ -44,12 +45,15 @@ import (
 // anything is written. An error of the context's assembly (such as
 // ErrBudgetTooSmall) comes with the result of the append, which landed.
 func (m *Memory) Turn(ctx context.Context, key Key, msgs []Message, opts AppendOptions, p Policy, copts ContextOptions) (AppendResult, Window, error) {
+	// Check everything that can be checked before any I/O.
 	if err := p.Validate(); err != nil {
 		return AppendResult{}, Window{}, err
 	}
 	if err := m.checkAppend(key, msgs, &opts); err != nil {
 		return AppendResult{}, Window{}, err
 	}
+	// Append: without a read first when it can (turnAppend), else as
+	// Append does.
 	res, landed, err := m.turnAppend(ctx, key, msgs, opts, p, copts)
 	if err != nil {
 		return AppendResult{}, Window{}, err
@@ -59,6 +63,8 @@ func (m *Memory) Turn(ctx context.Context, key Key, msgs []Message, opts AppendO
 			return AppendResult{}, Window{}, err
 		}
 	}
+	// Read the context of the conversation the append's result describes
+	// (Context's recipe: see context).
 	known := &res.Conversation
 	if res.Replayed {
 		known = nil // as it is now: read it
@@ -125,32 +131,27 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 // prefetchQuery is what the entry Turn fills from its append's reads must
 // answer when the tail cache does not hold the conversation (see
 // TailAppender; the append reads it withSlack, as cachedTail reads to fill
-// an entry): what tail asks under p before the conversation's system
-// tokens and copts' reserved messages are known (they only make it ask
-// less). A recall policy's tail is its recent
-// part, which tail asks for only when the conversation outgrew the budget
-// (else it takes all of it): the prefetch bets on that, the case where
-// recall matters; on a conversation between the two, the entry falls
-// short and the window is read again, as without the prefetch. ok is
-// false when the window is not read from the tail under the
+// an entry): the tail Context plans under p (planContext, tailQuery)
+// before the conversation's system tokens and copts' reserved messages
+// are known (they only make it ask less). A recall policy's tail is its
+// recent part, which Context asks for only when the conversation outgrew
+// the budget (else it takes all of it): the prefetch bets on that, the
+// case where recall matters; on a conversation between the two, the entry
+// falls short and the window is read again, as without the prefetch. ok
+// is false when the window is not read from the tail under the
 // conversation's counts (PolicyAll, a recount to another tokenizer, the
 // cache off), or the budget leaves nothing to read.
 func (m *Memory) prefetchQuery(p Policy, copts ContextOptions, counter Counter) (_ TailQuery, ok bool) {
-	if m.tails.max == 0 || p.Kind == PolicyAll || (copts.Tokenizer != "" && copts.Tokenizer != counter.Name()) {
+	if m.tails.max == 0 || p.Kind == PolicyAll {
 		return TailQuery{}, false
 	}
-	q := TailQuery{Turns: p.Turns}
-	if p.Budget > 0 {
-		if o, ok := counter.(RequestOverhead); ok {
-			p.Overhead = o.RequestOverhead()
-		}
-		q.Tokens = p.Budget - p.Overhead
-		if p.recalls() {
-			q.Tokens = min(q.Tokens, p.recentBudget())
-		}
-		if q.Tokens <= 0 {
-			return TailQuery{}, false
-		}
+	pl, err := m.planContext(p, copts, counter)
+	if err != nil || pl.recount {
+		return TailQuery{}, false
+	}
+	q := pl.p.tailQuery(0, -1)
+	if p.Budget > 0 && q.Tokens == 0 {
+		return TailQuery{}, false
 	}
 	return q, q.CheckSelects() == nil
 }

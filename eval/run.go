@@ -508,7 +508,10 @@ func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatme
 		seqTurn[turnRef{key.ID, res.Messages[0].Seq}] = msg.Metadata[TurnKey]
 		if (t != nil || rp.readEachTurn) && msg.Role == chatmem.RoleUser {
 			for j, ri := range rp.rows {
-				w, err := mem.Context(ctx, key, r.policies[ri], chatmem.ContextOptions{})
+				// The reads of a replay that reads each turn are its
+				// traffic (the summaries follow them); the others only
+				// trace the tokens sent, as previews.
+				w, err := mem.Context(ctx, key, r.policies[ri], chatmem.ContextOptions{Preview: !rp.readEachTurn})
 				if err != nil && !errors.Is(err, chatmem.ErrBudgetTooSmall) {
 					return err
 				}
@@ -629,7 +632,9 @@ const questionMeta = "eval"
 // scores it. seqTurn gives the evidence ID of a stored message.
 func ask(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, p chatmem.Policy, q Question, seqTurn map[turnRef]string, tc *textCache, pending bool) (sample, error) {
 	s := sample{category: q.Category}
-	var opts chatmem.ContextOptions
+	// A preview: asking a question leaves the summaries as the replay's
+	// traffic made them.
+	opts := chatmem.ContextOptions{Preview: true}
 	if pending {
 		opts.Pending = []chatmem.Message{{Role: chatmem.RoleUser, Content: q.Question, Metadata: map[string]string{questionMeta: "question"}}}
 	}

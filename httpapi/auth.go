@@ -109,15 +109,25 @@ func digestKeys(keys []Key) ([]keyDigest, error) {
 // the key's digest with every configured digest in constant time, without
 // stopping at a match, so neither which key matched nor how much of it did
 // shows in the time taken.
-func (s *Server) authenticate(r *http.Request) (string, error) {
-	h := r.Header.Get("Authorization")
+//
+// On the chat proxy's routes under UpstreamAuthPassthrough the key comes
+// in X-Chatmem-Key instead (bare, or as Bearer KEY): Authorization is the
+// client's credential for the upstream.
+func (s *Server) authenticate(r *http.Request, route string) (string, error) {
+	name, h := "Authorization", r.Header.Get("Authorization")
+	if s.up != nil && s.up.passthrough && openAIRoute(route) {
+		name, h = headerKey, r.Header.Get(headerKey)
+		if h != "" && !strings.Contains(h, " ") {
+			h = "Bearer " + h
+		}
+	}
 	scheme, presented, _ := strings.Cut(h, " ")
 	presented = strings.TrimSpace(presented)
 	if h == "" {
-		return "", fmt.Errorf("%w: missing Authorization: Bearer KEY", ErrUnauthorized)
+		return "", fmt.Errorf("%w: missing %s: Bearer KEY", ErrUnauthorized, name)
 	}
 	if !strings.EqualFold(scheme, "Bearer") || presented == "" {
-		return "", fmt.Errorf("%w: Authorization must be Bearer KEY", ErrUnauthorized)
+		return "", fmt.Errorf("%w: %s must be Bearer KEY", ErrUnauthorized, name)
 	}
 	d := sha256.Sum256([]byte(presented))
 	found, match := 0, 0

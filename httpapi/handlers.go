@@ -165,13 +165,14 @@ func (s *Server) sentWindow(p chatmem.Policy, w chatmem.Window) chatmem.Window {
 }
 
 // contextParams reads a context read's query parameters (policy, budget,
-// turns, facts, recall, recent, scope, tokenizer), as GET
+// turns, facts, recall, recent, scope, tokenizer, cache, low_water,
+// preview), as GET
 // /v1/conversations/{id}/context and POST .../turn take them. Parameters
 // left out take the defaults every surface shares (chatmem.DefaultPolicy,
 // DefaultBudget, DefaultTurns).
 func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 	var none chatmem.ContextOptions
-	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer")
+	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer", "cache", "low_water", "preview")
 	if err != nil {
 		return chatmem.Policy{}, none, err
 	}
@@ -194,7 +195,11 @@ func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 	if err != nil {
 		return p, none, err
 	}
-	p.Budget, p.Turns, p.Recent = int(budget), int(turns), int(recent)
+	lowWater, err := intParam(q, "low_water", 0, 1, 95)
+	if err != nil {
+		return p, none, err
+	}
+	p.Budget, p.Turns, p.Recent, p.Cache, p.LowWater = int(budget), int(turns), int(recent), q.Get("cache"), int(lowWater)
 	switch {
 	case p.Kind != chatmem.PolicyAll && p.Kind != chatmem.PolicyLastTurns && !q.Has("budget"):
 		p.Budget = chatmem.DefaultBudget
@@ -214,11 +219,21 @@ func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 	if p.Scope, err = scopeParam(q.Get("scope"), p); err != nil {
 		return p, none, fmt.Errorf("%w: parameter scope: %w", chatmem.ErrInvalid, err)
 	}
-	tok := q.Get("tokenizer")
-	if len(tok) > maxTokenizerLen {
+	opts := chatmem.ContextOptions{Tokenizer: q.Get("tokenizer")}
+	if len(opts.Tokenizer) > maxTokenizerLen {
 		return p, none, fmt.Errorf("%w: parameter tokenizer is over %d characters", chatmem.ErrInvalid, maxTokenizerLen)
 	}
-	return p, chatmem.ContextOptions{Tokenizer: tok}, nil
+	// A preview (the inspector's) shows the window and changes nothing of
+	// what is summarized or when: see chatmem.ContextOptions.Preview.
+	if v := q.Get("preview"); v != "" {
+		if opts.Preview, err = strconv.ParseBool(v); err != nil {
+			return p, none, fmt.Errorf("%w: parameter preview must be true or false, got %q", chatmem.ErrInvalid, v)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return p, none, err
+	}
+	return p, opts, nil
 }
 
 // scopeParam checks v, the recall scope a request asks for under p: empty,

@@ -26,7 +26,13 @@ type metrics struct {
 	// upstream minus chatmem: the error of chatmem's counter.
 	promptTokens     *prometheus.CounterVec
 	promptTokensDiff prometheus.Histogram
-	handler          http.Handler // serves /metrics
+	// proxyHistory counts chat proxy turns by how their history lined up
+	// with the stored conversation (outcome: continued, retry, refused,
+	// forked); proxyUnnamed counts requests whose conversation could not
+	// be named (outcome: forwarded, without memory, or refused).
+	proxyHistory *prometheus.CounterVec
+	proxyUnnamed *prometheus.CounterVec
+	handler      http.Handler // serves /metrics
 }
 
 // newMetrics registers the collectors with reg (a private registry, with
@@ -75,6 +81,14 @@ func newMetrics(mem *chatmem.Memory, build buildinfo.Info, reg prometheus.Regist
 			Buckets: []float64{-1000, -300, -100, -30, -10, -3, 0, 3, 10, 30, 100, 300, 1000},
 		}),
 	}
+	m.proxyHistory = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chatmem_proxy_history_total",
+		Help: "Chat proxy turns by how the request's history lined up with the stored conversation (outcome=continued|retry|refused|forked).",
+	}, []string{"outcome"})
+	m.proxyUnnamed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chatmem_proxy_unnamed_total",
+		Help: "Chat proxy requests that named no conversation (outcome=forwarded: sent without memory, refused).",
+	}, []string{"outcome"})
 	queue := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "chatmem_worker_queue_depth",
 		Help: "Conversations with summary or fact work queued for the worker.",
@@ -85,7 +99,7 @@ func newMetrics(mem *chatmem.Memory, build buildinfo.Info, reg prometheus.Regist
 		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion},
 	})
 	buildInfo.Set(1)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, queue, buildInfo} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, m.proxyHistory, m.proxyUnnamed, queue, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 		}

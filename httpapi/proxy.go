@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,17 +39,53 @@ type Upstream struct {
 	// Policy is the default context policy, which the X-Chatmem-* headers
 	// override per request. The zero value means token_budget 4000.
 	Policy chatmem.Policy
+	// OnDiverge is what a request whose history diverges from the stored
+	// conversation gets: DivergeRefuse (the default) or DivergeFork.
+	OnDiverge string
+	// Unnamed is what a request that names no conversation gets:
+	// UnnamedForward (the default: sent as it is, without memory, and
+	// answered with X-Chatmem-Memory: off) or UnnamedRefuse (400).
+	Unnamed string
+	// DeriveConversation names the conversation of a request that names
+	// none from the request itself: a hash of the tenant, the end user
+	// (X-Chatmem-User, else the body's user, else safety_identifier) and
+	// the first user message (derivedID). A request without an end user
+	// is not derived: two users must never share a conversation.
+	DeriveConversation bool
+	// Auth is whose credential the upstream gets: UpstreamAuthServer (the
+	// default: APIKey) or UpstreamAuthPassthrough (the client's own
+	// Authorization header, relayed as it came, for deployments where
+	// each client brings its own model API key; APIKey must be empty).
+	// Under passthrough, clients of a server with API keys present their
+	// chatmem key in X-Chatmem-Key.
+	Auth string
 }
+
+// Whose credential the upstream gets (Upstream.Auth).
+const (
+	UpstreamAuthServer      = "server"
+	UpstreamAuthPassthrough = "passthrough"
+)
+
+// UpstreamAuthModes are the accepted values of Upstream.Auth.
+var UpstreamAuthModes = []string{UpstreamAuthServer, UpstreamAuthPassthrough}
 
 // DefaultProxyPolicy is the policy a zero Upstream.Policy stands for.
 var DefaultProxyPolicy = chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 4000}
 
 // upstream is a checked Upstream.
 type upstream struct {
-	url    string // BaseURL + "/chat/completions"
-	key    string
-	client *http.Client
-	policy chatmem.Policy
+	base      string // BaseURL without a trailing slash
+	url       string // base + "/chat/completions"
+	key       string
+	client    *http.Client
+	policy    chatmem.Policy
+	onDiverge string
+	unnamed   string
+	derive    bool
+	// passthrough relays the client's Authorization to the upstream.
+	passthrough bool
+	models      modelsCache
 }
 
 func newUpstream(u Upstream) (*upstream, error) {
@@ -62,11 +100,80 @@ func newUpstream(u Upstream) (*upstream, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("upstream policy: %w", err)
 	}
+	onDiverge := u.OnDiverge
+	if onDiverge == "" {
+		onDiverge = DivergeRefuse
+	}
+	if !slices.Contains(DivergeModes, onDiverge) {
+		return nil, fmt.Errorf("%w: upstream OnDiverge %q: want one of %s", chatmem.ErrInvalid, u.OnDiverge, strings.Join(DivergeModes, ", "))
+	}
+	unnamed := u.Unnamed
+	if unnamed == "" {
+		unnamed = UnnamedForward
+	}
+	if !slices.Contains(UnnamedModes, unnamed) {
+		return nil, fmt.Errorf("%w: upstream Unnamed %q: want one of %s", chatmem.ErrInvalid, u.Unnamed, strings.Join(UnnamedModes, ", "))
+	}
+	switch u.Auth {
+	case "", UpstreamAuthServer, UpstreamAuthPassthrough:
+	default:
+		return nil, fmt.Errorf("%w: upstream Auth %q: want one of %s", chatmem.ErrInvalid, u.Auth, strings.Join(UpstreamAuthModes, ", "))
+	}
+	passthrough := u.Auth == UpstreamAuthPassthrough
+	if passthrough && u.APIKey != "" {
+		return nil, fmt.Errorf("%w: upstream: an API key and passthrough auth exclude each other", chatmem.ErrInvalid)
+	}
 	client := u.HTTPClient
 	if client == nil {
 		client = defaultUpstreamClient()
 	}
-	return &upstream{url: strings.TrimSuffix(u.BaseURL, "/") + "/chat/completions", key: u.APIKey, client: client, policy: p}, nil
+	trimmed := strings.TrimSuffix(u.BaseURL, "/")
+	return &upstream{base: trimmed, url: trimmed + "/chat/completions", key: u.APIKey, client: client, policy: p,
+		onDiverge: onDiverge, unnamed: unnamed, derive: u.DeriveConversation, passthrough: passthrough}, nil
+}
+
+// authorization is the Authorization header the upstream gets for r:
+// the server's key as a bearer token, none without one, or under
+// passthrough r's own.
+func (u *upstream) authorization(r *http.Request) string {
+	if u.passthrough {
+		return r.Header.Get("Authorization")
+	}
+	if u.key == "" {
+		return ""
+	}
+	return "Bearer " + u.key
+}
+
+// upstreamFor returns the tenant's upstream: its own, else the server's.
+func (s *Server) upstreamFor(tenant string) *upstream {
+	if up, ok := s.ups[tenant]; ok {
+		return up
+	}
+	return s.up
+}
+
+// tenantUpstreams checks the tenants' own upstreams; each takes the
+// server's auth mode (def's; server auth without one).
+func tenantUpstreams(in map[string]Upstream, def *upstream) (map[string]*upstream, error) {
+	out := make(map[string]*upstream, len(in))
+	for tenant, u := range in {
+		if err := chatmem.ValidateID(tenant); err != nil {
+			return nil, fmt.Errorf("upstream of tenant %q: %w", tenant, err)
+		}
+		if u.Auth != "" {
+			return nil, fmt.Errorf("%w: upstream of tenant %s: Auth is the server's (Options.Upstream)", chatmem.ErrInvalid, tenant)
+		}
+		if def != nil && def.passthrough {
+			u.Auth = UpstreamAuthPassthrough
+		}
+		up, err := newUpstream(u)
+		if err != nil {
+			return nil, fmt.Errorf("upstream of tenant %s: %w", tenant, err)
+		}
+		out[tenant] = up
+	}
+	return out, nil
 }
 
 // defaultUpstreamClient bounds connecting and waiting for the response
@@ -86,13 +193,24 @@ func defaultUpstreamClient() *http.Client {
 const (
 	headerConversation = "X-Chatmem-Conversation"
 	// headerUser names the user a conversation the turn creates belongs to.
-	headerUser         = "X-Chatmem-User"
-	headerPolicy       = "X-Chatmem-Policy"
-	headerBudget       = "X-Chatmem-Budget"
-	headerTurns        = "X-Chatmem-Turns"
-	headerFacts        = "X-Chatmem-Facts"
-	headerScope        = "X-Chatmem-Scope"
+	headerUser   = "X-Chatmem-User"
+	headerPolicy = "X-Chatmem-Policy"
+	headerBudget = "X-Chatmem-Budget"
+	headerTurns  = "X-Chatmem-Turns"
+	headerFacts  = "X-Chatmem-Facts"
+	headerScope  = "X-Chatmem-Scope"
+	// headerCache is the window's cache mode: stable or off.
+	headerCache        = "X-Chatmem-Cache"
 	headerWindowTokens = "X-Chatmem-Window-Tokens"
+	// headerKey carries the chatmem API key on the proxy's routes under
+	// passthrough auth, where Authorization is the upstream's.
+	headerKey = "X-Chatmem-Key"
+	// headerMemory is "off" on the answer to a request that named no
+	// conversation: it went to the upstream without memory.
+	headerMemory = "X-Chatmem-Memory"
+	// headerRetry says the request was read as a retry of the stored
+	// turn: its reply is not stored.
+	headerRetry = "X-Chatmem-Retry"
 )
 
 // Metadata keys of a stored reply: the prompt tokens of its turn as the
@@ -113,11 +231,19 @@ const (
 var errNoUpstream = fmt.Errorf("%w: no upstream configured", chatmem.ErrUnavailable)
 
 // chatCompletions is the chat proxy. Without X-Chatmem-Conversation it
-// forwards the request as it is; with it, the request's messages are the
-// turn's new ones: system (and developer) messages are not stored but sent
-// first, as this request's pinned system prompt; the others are stored;
-// the stored context under the policy replaces the messages; every other
-// field goes to the upstream untouched; and a successful reply is stored.
+// forwards the request as it is; with it, system (and developer) messages
+// are not stored but sent first, as this request's pinned system prompt;
+// the others are lined up with the stored conversation (reconcile: the
+// full history, a trimmed one and only the new message all work) and
+// what it does not hold yet is stored; the stored context under the
+// policy replaces the messages; every other field goes to the upstream
+// untouched; and a successful reply is stored. A request that asks a
+// stored turn again (its messages are stored, followed by their reply)
+// appends nothing and is answered by a new completion over the history up
+// to that turn, which is not stored (X-Chatmem-Retry: true); a request
+// whose history diverges from the stored one is refused (409
+// history_diverged) or, with Upstream.OnDiverge DivergeFork, stored as a
+// fork (forkID) that the response names in X-Chatmem-Conversation.
 // A reply that does not complete (an upstream error, a client that goes
 // away, a stream that breaks before [DONE]) is not stored, partial or
 // whole, so the history stays valid; the turn's own messages are stored
@@ -156,7 +282,7 @@ func (s *Server) chatCompletions(c *call) error {
 var errKeyReused = fmt.Errorf("%w: the Idempotency-Key was used with another request body; use a new key for a new request", chatmem.ErrIdempotencyKeyReused)
 
 func (s *Server) proxyChat(c *call) error {
-	if s.up == nil {
+	if c.up == nil {
 		return errNoUpstream
 	}
 	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
@@ -172,15 +298,22 @@ func (s *Server) proxyChat(c *call) error {
 	if err != nil {
 		return err
 	}
-	id := c.r.Header.Get(headerConversation)
+	id, err := s.conversationOf(c, req)
+	if err != nil {
+		return err
+	}
 	if id == "" {
+		if c.up.unnamed == UnnamedRefuse {
+			s.metrics.proxyUnnamed.WithLabelValues("refused").Inc()
+			return errUnnamed
+		}
+		s.metrics.proxyUnnamed.WithLabelValues("forwarded").Inc()
+		c.w.Header().Set(headerMemory, "off")
 		return s.forward(c, body, req.stream, nil)
 	}
-	if err := chatmem.ValidateID(id); err != nil {
-		return fmt.Errorf("header %s: %w", headerConversation, err)
-	}
+	c.w.Header().Set(headerConversation, id)
 	t := &turn{key: chatmem.Key{Tenant: c.tenant, ID: id}, started: s.mem.Now()}
-	if t.policy, err = s.proxyPolicy(c.r.Header); err != nil {
+	if t.policy, err = proxyPolicy(c.up, c.r.Header); err != nil {
 		return err
 	}
 	if t.user, err = s.proxyUser(c.r.Context(), t.key, c.r.Header.Get(headerUser)); err != nil {
@@ -213,6 +346,34 @@ func (s *Server) proxyChat(c *call) error {
 		}
 	}
 	upto := int64(-1) // the last Seq of a turn appended first: the history it is answered from
+	// Only what the stored conversation does not hold yet is appended.
+	for forks := 0; ; forks++ {
+		rec, err := s.reconcile(ctx, t.key, msgs)
+		if err != nil {
+			return err
+		}
+		if rec.shape == shapeNew {
+			msgs = msgs[rec.from:]
+			s.metrics.proxyHistory.WithLabelValues("continued").Inc()
+			break
+		}
+		if rec.shape == shapeRetry {
+			msgs, upto, t.retry = nil, rec.upto, true
+			c.w.Header().Set(headerRetry, "true")
+			s.metrics.proxyHistory.WithLabelValues("retry").Inc()
+			break
+		}
+		if c.up.onDiverge != DivergeFork || forks == maxForks {
+			s.metrics.proxyHistory.WithLabelValues("refused").Inc()
+			return &errDiverged{index: requestIndex(system, rec.from), seq: rec.seq, ended: rec.from == len(msgs)}
+		}
+		// The client's branch, from the conversation's first message,
+		// is a conversation of its own.
+		s.metrics.proxyHistory.WithLabelValues("forked").Inc()
+		t.key.ID = forkID(t.key.ID, msgs[:min(rec.from+1, len(msgs))])
+		t.user = rec.user
+		c.w.Header().Set(headerConversation, t.key.ID)
+	}
 	appendFirst := func() error {
 		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user, Started: t.started}
 		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
@@ -311,7 +472,7 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	msgsJSON = append(msgsJSON, ']')
 	c.w.Header().Set(headerWindowTokens, strconv.Itoa(t.tokens))
-	return s.forward(c, req.withMessages(msgsJSON), req.stream, t)
+	return s.forward(c, req.withMessages(msgsJSON, promptCacheKey(t)), req.stream, t)
 }
 
 // turn is one chat proxy request with a conversation: where its reply is
@@ -327,6 +488,10 @@ type turn struct {
 	// pending are the turn's messages not yet written: they go with the
 	// reply, or alone when the request ends without one.
 	pending []chatmem.Message
+
+	// retry is set for a request that asks a stored turn again: its
+	// reply is not stored (the turn keeps the one it has).
+	retry bool
 
 	// started is when the turn began: its appends cannot re-create a
 	// conversation of a user erased since (AppendOptions.Started).
@@ -361,8 +526,21 @@ func (s *Server) writePending(ctx context.Context, t *turn) {
 // systemMessage is a system (or developer) message of the request: sent
 // as the client wrote it, counted as a system message.
 type systemMessage struct {
-	raw json.RawMessage
-	msg chatmem.Message
+	raw   json.RawMessage
+	msg   chatmem.Message
+	index int // in the request's messages
+}
+
+// requestIndex returns the index in the request's messages of the i-th
+// message that is not a system message (len of them: the index after
+// the last).
+func requestIndex(system []systemMessage, i int) int {
+	for _, m := range system {
+		if m.index <= i {
+			i++
+		}
+	}
+	return i
 }
 
 // splitMessages decodes the request's messages into its system prompt and
@@ -379,14 +557,14 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 	var system []systemMessage
 	var msgs []chatmem.Message
 	for i, r := range list {
-		var head struct {
-			Role string `json:"role"`
-		}
-		if err := json.Unmarshal(r, &head); err != nil {
-			return nil, nil, fmt.Errorf("%w: message %d is not a chat message object", chatmem.ErrInvalid, i)
-		}
 		var m chatmem.Message
 		if err := json.Unmarshal(r, &m); err != nil {
+			var head struct {
+				Role string `json:"role"`
+			}
+			if json.Unmarshal(r, &head) != nil {
+				return nil, nil, fmt.Errorf("%w: message %d is not a chat message object", chatmem.ErrInvalid, i)
+			}
 			if !errors.Is(err, chatmem.ErrInvalid) {
 				err = fmt.Errorf("%w: %s", chatmem.ErrInvalid, strings.TrimPrefix(err.Error(), "json: "))
 			}
@@ -395,12 +573,12 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 		// Only the chat fields are kept: seq, tokens, created_at and
 		// metadata are the store's to set.
 		m = chatmem.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
-		if head.Role == "system" || head.Role == "developer" {
+		if m.Role == chatmem.RoleSystem || m.Role == "developer" {
 			m.Role = chatmem.RoleSystem
 			if err := m.Validate(limits); err != nil {
 				return nil, nil, fmt.Errorf("message %d: %w", i, err)
 			}
-			system = append(system, systemMessage{raw: r, msg: m})
+			system = append(system, systemMessage{raw: r, msg: m, index: i})
 			continue
 		}
 		if err := m.Validate(limits); err != nil {
@@ -411,10 +589,24 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 	return system, msgs, nil
 }
 
+// promptCacheKey is the prompt_cache_key a turn under a cache-stable
+// window sends, "" otherwise: one per conversation, so that the
+// provider routes its requests to the same cache, named by a hash that
+// tells the provider neither the tenant nor the conversation's ID.
+// Anthropic upstreams (the chat completions transport) read it as the
+// request to mark cache breakpoints.
+func promptCacheKey(t *turn) string {
+	if t == nil || t.policy.Cache != chatmem.CacheStable {
+		return ""
+	}
+	h := sha256.Sum256([]byte(t.key.Tenant + "\x00" + t.key.ID))
+	return "chatmem-" + hex.EncodeToString(h[:16])
+}
+
 // proxyPolicy returns the server's policy with the request's X-Chatmem-*
 // headers applied. Bad values wrap chatmem.ErrInvalid.
-func (s *Server) proxyPolicy(h http.Header) (chatmem.Policy, error) {
-	p := s.up.policy
+func proxyPolicy(up *upstream, h http.Header) (chatmem.Policy, error) {
+	p := up.policy
 	if v := h.Get(headerPolicy); v != "" {
 		p.Kind = chatmem.PolicyKind(v)
 		if !slices.Contains(chatmem.Policies, p.Kind) {
@@ -442,12 +634,24 @@ func (s *Server) proxyPolicy(h http.Header) (chatmem.Policy, error) {
 		}
 		p.Facts = b
 	}
+	switch v := h.Get(headerCache); v {
+	case "":
+	case "off":
+		p.Cache, p.LowWater = "", 0
+	case chatmem.CacheStable:
+		p.Cache = v
+	default:
+		return p, fmt.Errorf("%w: header %s must be %s or off, got %q", chatmem.ErrInvalid, headerCache, chatmem.CacheStable, v)
+	}
+	if p.Cache == chatmem.CacheStable && (p.Kind != chatmem.PolicyTokenBudget && p.Kind != chatmem.PolicySummaryBuffer || p.Recall) && h.Get(headerCache) == "" {
+		p.Cache, p.LowWater = "", 0 // the server's default mode, for a policy that has none
+	}
 	if v := h.Get(headerScope); v != "" {
 		var err error
 		if p.Scope, err = scopeParam(v, p); err != nil {
 			return p, fmt.Errorf("%w: header %s: %w", chatmem.ErrInvalid, headerScope, err)
 		}
-	} else if p.Kind != s.up.policy.Kind {
+	} else if p.Kind != up.policy.Kind {
 		p.Scope = "" // the default's scope belongs to the default's policy
 	}
 	if p.Kind == chatmem.PolicyLastTurns && p.Turns == 0 {
@@ -495,31 +699,15 @@ func MarshalOpenAIMessage(m chatmem.Message) ([]byte, error) {
 // after the response, so the handler is done once the client has it.
 func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	ctx := c.r.Context()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.up.url, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("upstream request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	accept := "application/json"
 	if stream {
-		req.Header.Set("Accept", "text/event-stream")
-	} else {
-		req.Header.Set("Accept", "application/json")
+		accept = "text/event-stream"
 	}
-	if s.up.key != "" {
-		req.Header.Set("Authorization", "Bearer "+s.up.key)
-	}
-	if id := infoOf(ctx).id; id != "" {
-		req.Header.Set("X-Request-Id", id)
-	}
-	resp, err := s.up.client.Do(req)
+	resp, err := s.callUpstream(c, http.MethodPost, c.up.url, body, accept)
 	if err != nil {
-		return transportError(ctx, err)
+		return err
 	}
 	defer resp.Body.Close()
-	relayHeaders(c.w.Header(), resp.Header)
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return upstreamStatusError(resp, s.up.key)
-	}
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.relayStream(c, resp, t)
 	}
@@ -532,7 +720,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	}
 	// A model can be made to repeat what it was sent, a gateway the
 	// headers it got: the upstream key never reaches the client.
-	b = redactKey(b, s.up.key)
+	b = redactKey(b, c.up.key)
 	if t != nil {
 		// Only what storing the reply needs is decoded; the client gets the
 		// upstream's bytes, once the turn is committed. Decoding would turn
@@ -572,6 +760,43 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	c.w.WriteHeader(resp.StatusCode)
 	_, _ = c.w.Write(b)
 	return nil
+}
+
+// callUpstream sends the client's request on to the upstream (body, if
+// not nil, as JSON) with the upstream's credential and this request's ID,
+// relays the upstream's headers clients read, and returns a successful
+// response; an upstream that fails or answers an error status is the
+// error to answer.
+func (s *Server) callUpstream(c *call, method, url string, body []byte, accept string) (*http.Response, error) {
+	ctx := c.r.Context()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, fmt.Errorf("upstream request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	if auth := c.up.authorization(c.r); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	if id := infoOf(ctx).id; id != "" {
+		req.Header.Set("X-Request-Id", id)
+	}
+	resp, err := c.up.client.Do(req)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	relayHeaders(c.w.Header(), resp.Header)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, upstreamStatusError(resp, c.up.key)
+	}
+	return resp, nil
 }
 
 // redactKey masks every occurrence of key in b.
@@ -623,7 +848,7 @@ func (s *Server) replyMessage(t *turn, content string, calls []chatmem.ToolCall,
 // with the same Idempotency-Key stored first, if it did.
 func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message) (stored *chatmem.Message, _ error) {
 	msgs := slices.Clip(t.pending)
-	if reply != nil {
+	if reply != nil && !t.retry {
 		msgs = append(msgs, *reply)
 	}
 	if len(msgs) == 0 {
@@ -709,7 +934,7 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	_ = rc.Flush()
 
 	ctx := c.r.Context()
-	key := s.up.key
+	key := c.up.key
 	// fail ends the stream with an error event (ev, or one in the OpenAI
 	// shape for err when ev is nil), writes the turn's messages alone and
 	// notes why on the log.
@@ -1040,6 +1265,10 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 		return
 	}
 	status, code := classify(err)
+	var param *string
+	if de := (*errDiverged)(nil); errors.As(err, &de) {
+		code, param = codeDiverged, &paramMessages
+	}
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		status, code = statusClientClosed, "client_closed_request"
 	}
@@ -1055,8 +1284,11 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 	case status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="chatmem"`)
 	}
-	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType(status), Code: code}})
+	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType(status), Param: param, Code: code}})
 }
+
+// paramMessages is the param a history_diverged error names.
+var paramMessages = "messages"
 
 // openAIErrorType is the OpenAI error type for a status.
 func openAIErrorType(status int) string {

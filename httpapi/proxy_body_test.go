@@ -72,8 +72,8 @@ func TestParseChatRequest(t *testing.T) {
 			t.Errorf("parseChatRequest(%s) = %v", tc.body, err)
 		case string(r.messages) != tc.messages || r.stream != tc.stream:
 			t.Errorf("parseChatRequest(%s) = messages %s, stream %v; want %s, %v", tc.body, r.messages, r.stream, tc.messages, tc.stream)
-		case r.messages != nil && string(r.withMessages([]byte("X"))) != strings.Replace(tc.body, tc.messages, "X", 1):
-			t.Errorf("withMessages of %s = %s", tc.body, r.withMessages([]byte("X")))
+		case r.messages != nil && string(r.withMessages([]byte("X"), "")) != strings.Replace(tc.body, tc.messages, "X", 1):
+			t.Errorf("withMessages of %s = %s", tc.body, r.withMessages([]byte("X"), ""))
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/jsonstr"
@@ -21,6 +22,14 @@ type chatRequest struct {
 	messages   json.RawMessage
 	start, end int
 	stream     bool
+	// metadata is the metadata value, body[metaStart:metaEnd]; nil: none.
+	metadata           json.RawMessage
+	metaStart, metaEnd int
+	// user is the user field, else safety_identifier: who the end user
+	// is, as the client tells the upstream.
+	user string
+	// cacheKey reports a prompt_cache_key of the client's own.
+	cacheKey bool
 }
 
 // parseChatRequest reads a chat completions request body: a JSON object,
@@ -54,6 +63,18 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 				return r, errBody // cannot happen: Decode leaves the offset after the value
 			}
 			r.messages, r.start, r.end = v, start, end
+		case "metadata":
+			bit = 4
+			r.metaEnd = int(dec.InputOffset())
+			r.metaStart = r.metaEnd - len(v)
+			r.metadata = v
+		case "prompt_cache_key":
+			r.cacheKey = true
+		case "user", "safety_identifier":
+			var u string
+			if json.Unmarshal(v, &u) == nil && (name == "user" || r.user == "") {
+				r.user = u
+			}
 		case "stream":
 			bit = 2
 			r.stream = false
@@ -77,13 +98,58 @@ func parseChatRequest(body []byte) (chatRequest, error) {
 	return r, nil
 }
 
+// metaConversation is the metadata key that names the conversation.
+const metaConversation = "conversation_id"
+
+// conversationID returns metadata.conversation_id, "" if there is none. A
+// metadata that is not an object of strings, as OpenAI takes it, wraps
+// chatmem.ErrInvalid.
+func (r chatRequest) conversationID() (string, error) {
+	if r.metadata == nil || string(r.metadata) == "null" {
+		return "", nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(r.metadata, &m); err != nil {
+		return "", fmt.Errorf("%w: metadata must be an object of strings", chatmem.ErrInvalid)
+	}
+	return m[metaConversation], nil
+}
+
 // withMessages returns the request body with msgs (a JSON array) in place
-// of the client's messages.
-func (r chatRequest) withMessages(msgs []byte) []byte {
+// of the client's messages and, when the metadata names the conversation,
+// the metadata without conversation_id (null if nothing else is left):
+// the key is chatmem's, not the upstream's. A cacheKey is sent as the
+// body's prompt_cache_key unless the client set one.
+func (r chatRequest) withMessages(msgs []byte, cacheKey string) []byte {
+	type edit struct {
+		start, end int
+		with       []byte
+	}
+	var edits []edit
+	if cacheKey != "" && !r.cacheKey {
+		at := bytes.IndexByte(r.body, '{') + 1
+		edits = append(edits, edit{at, at, []byte(`"prompt_cache_key":"` + cacheKey + `",`)})
+	}
+	edits = append(edits, edit{r.start, r.end, msgs})
+	if id, _ := r.conversationID(); id != "" {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(r.metadata, &m)
+		delete(m, metaConversation)
+		meta := []byte("null")
+		if len(m) > 0 {
+			meta, _ = json.Marshal(m)
+		}
+		edits = append(edits, edit{r.metaStart, r.metaEnd, meta})
+		slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
+	}
 	out := make([]byte, 0, len(r.body)-(r.end-r.start)+len(msgs))
-	out = append(out, r.body[:r.start]...)
-	out = append(out, msgs...)
-	return append(out, r.body[r.end:]...)
+	at := 0
+	for _, e := range edits {
+		out = append(out, r.body[at:e.start]...)
+		out = append(out, e.with...)
+		at = e.end
+	}
+	return append(out, r.body[at:]...)
 }
 
 // appendOpenAIMessage appends m as MarshalOpenAIMessage encodes it. A

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/chatmem/chatmem"
@@ -72,11 +71,7 @@ func sameMessages(stored, sent []chatmem.Message) bool {
 		return false
 	}
 	for i, m := range sent {
-		o := stored[i]
-		if o.Role != m.Role || o.Content != m.Content || o.Name != m.Name || o.ToolCallID != m.ToolCallID ||
-			!slices.EqualFunc(o.ToolCalls, m.ToolCalls, func(a, b chatmem.ToolCall) bool {
-				return a.ID == b.ID && a.Function == b.Function && (a.Type == b.Type || a.Type == "" || b.Type == "")
-			}) {
+		if !sameMessage(stored[i], m) {
 			return false
 		}
 	}

@@ -82,6 +82,8 @@ type fakeUpstream struct {
 	answer func(n int) string
 	// header is added to every answer.
 	header http.Header
+	// models are the model requests answered, with their Authorization.
+	models []string
 	// forget, if set, keeps no requests (a benchmark's thousands would
 	// grow the heap the proxy's garbage collector scans).
 	forget bool
@@ -92,6 +94,35 @@ func newFakeUpstream(t testing.TB) *fakeUpstream {
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// serveModels answers GET /v1/models (gpt-4o-mini and gpt-4o) and
+// /v1/models/{model} as OpenAI does: the model, or a 404 in OpenAI's
+// error shape.
+func (f *fakeUpstream) serveModels(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.models = append(f.models, r.URL.Path+" "+r.Header.Get("Authorization"))
+	f.mu.Unlock()
+	model := func(id string) map[string]any {
+		return map[string]any{"id": id, "object": "model", "created": 1715367049, "owned_by": "system"}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	id, one := strings.CutPrefix(r.URL.Path, "/v1/models/")
+	switch {
+	case !one:
+		_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []any{model("gpt-4o-mini"), model("gpt-4o")}})
+	case id == "gpt-4o-mini" || id == "gpt-4o":
+		_ = json.NewEncoder(w).Encode(model(id))
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"error":{"message":"The model '%s' does not exist","type":"invalid_request_error","param":"model","code":"model_not_found"}}`, id)
+	}
+}
+
+func (f *fakeUpstream) modelRequests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.models)
 }
 
 func (f *fakeUpstream) push(r ...fakeReply) {
@@ -116,6 +147,10 @@ func (f *fakeUpstream) last(t testing.TB) upstreamRequest {
 }
 
 func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/models") {
+		f.serveModels(w, r)
+		return
+	}
 	defer func() {
 		f.mu.Lock()
 		f.done++
@@ -264,6 +299,11 @@ type proxyConfig struct {
 	upClient *http.Client // nil: the default upstream client
 	noUp     bool
 	logLevel slog.Level
+	// onDiverge, unnamed and derive are the Upstream's fields.
+	onDiverge, unnamed string
+	derive             bool
+	// passthrough relays the client's Authorization, without a server key.
+	passthrough bool
 }
 
 func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
@@ -290,7 +330,12 @@ func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
 		if base == "" {
 			base = env.up.URL + "/v1"
 		}
-		o.Upstream = &Upstream{BaseURL: base, APIKey: upstreamKey, Policy: cfg.policy, HTTPClient: cfg.upClient}
+		key, auth := upstreamKey, UpstreamAuthServer
+		if cfg.passthrough {
+			key, auth = "", UpstreamAuthPassthrough
+		}
+		o.Upstream = &Upstream{BaseURL: base, APIKey: key, Auth: auth, Policy: cfg.policy, HTTPClient: cfg.upClient,
+			OnDiverge: cfg.onDiverge, Unnamed: cfg.unnamed, DeriveConversation: cfg.derive}
 	}
 	if env.api, err = New(mem, o); err != nil {
 		t.Fatal(err)
@@ -316,12 +361,21 @@ func (e *proxyEnv) client(conv string, opts ...option.RequestOption) *openai.Cli
 // post sends a raw request to the proxy.
 func (e *proxyEnv) post(t testing.TB, header map[string]string, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, e.url+"/v1/chat/completions", strings.NewReader(body))
+	return e.send(t, http.MethodPost, "/v1/chat/completions", proxyKey, header, body)
+}
+
+// send sends a raw request to path (with its query) under key, as JSON
+// but for a GET.
+func (e *proxyEnv) send(t testing.TB, method, path, key string, header map[string]string, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+proxyKey)
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}

@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strings"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/httpapi/inspector"
@@ -15,6 +16,19 @@ import (
 // authentication and rate limiting included, are in OpenAI's shape, which
 // the OpenAI clients pointed at it parse.
 const chatCompletionsPattern = "/v1/chat/completions"
+
+// modelsPattern is the upstream's model list, relayed for OpenAI-compatible
+// apps, with the chat proxy's error shape.
+const modelsPattern = "/v1/models"
+
+// openAIRoute reports whether a route's errors are in OpenAI's shape, and
+// whether --upstream-auth passthrough reads the client's Authorization as
+// the upstream's: the chat proxy's, the model routes' and everything
+// under openAIPrefix. It takes a route's pattern or a request's path.
+func openAIRoute(pattern string) bool {
+	return pattern == chatCompletionsPattern || pattern == modelsPattern || strings.HasPrefix(pattern, modelsPattern+"/") ||
+		strings.HasPrefix(pattern, openAIPrefix+"/")
+}
 
 // importPattern is the import's route, whose body is NDJSON.
 const importPattern = "/v1/import"
@@ -63,6 +77,23 @@ var routes = []route{
 	{"DELETE", "/v1/users/{user}", true, (*Server).deleteUser, false},
 	{"GET", "/v1/users/{user}/export", true, (*Server).exportUser, false},
 	{"POST", chatCompletionsPattern, true, (*Server).chatCompletions, false},
+	{"GET", modelsPattern, true, (*Server).listModels, false},
+	{"GET", modelsPattern + "/{model}", true, (*Server).getModel, false},
+	{"POST", openAIPrefix + "/chat/completions", true, (*Server).chatCompletions, false},
+	{"GET", openAIPrefix + "/models", true, (*Server).listModels, false},
+	{"GET", openAIPrefix + "/models/{model}", true, (*Server).getModel, false},
+	{"POST", openAIPrefix + "/conversations", true, openAIHandler((*Server).createConversation), false},
+	{"GET", openAIPrefix + "/conversations/{id}", true, openAIHandler((*Server).getOpenAIConversation), false},
+	{"POST", openAIPrefix + "/conversations/{id}", true, openAIHandler((*Server).updateOpenAIConversation), false},
+	{"POST", openAIPrefix + "/conversations/{id}/items", true, openAIHandler((*Server).createConversationItems), false},
+	{"GET", openAIPrefix + "/conversations/{id}/items", true, openAIHandler((*Server).listConversationItems), false},
+	{"GET", openAIPrefix + "/conversations/{id}/items/{item}", true, openAIHandler((*Server).getConversationItem), false},
+	{"DELETE", openAIPrefix + "/conversations/{id}/items/{item}", true, openAIHandler((*Server).deleteConversationItem), false},
+	{"DELETE", openAIPrefix + "/conversations/{id}", true, openAIHandler((*Server).deleteOpenAIConversation), false},
+	{"POST", openAIPrefix + "/responses", true, openAIHandler((*Server).createResponse), false},
+	{"GET", openAIPrefix + "/responses/{id}", true, openAIHandler((*Server).getResponse), false},
+	{"DELETE", openAIPrefix + "/responses/{id}", true, openAIHandler((*Server).deleteResponse), false},
+	{"GET", openAIPrefix + "/responses/{id}/input_items", true, openAIHandler((*Server).listResponseInputItems), false},
 	{"GET", "/healthz", false, (*Server).healthz, false},
 	{"GET", "/readyz", false, (*Server).readyz, false},
 	{"GET", "/metrics", false, (*Server).getMetrics, false},

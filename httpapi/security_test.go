@@ -121,8 +121,14 @@ func routeBody(rt route) string {
 		return `{"query":"card"}`
 	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/rewind"):
 		return `{"to_seq":0}`
-	case rt.Pattern == "/v1/chat/completions":
+	case rt.Pattern == "/v1/chat/completions", rt.Pattern == openAIPrefix+"/chat/completions":
 		return `{"model":"m","messages":[{"role":"user","content":"what is my card?"}]}`
+	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/items"):
+		return `{"items":[{"type":"message","role":"user","content":"globex was here"}]}`
+	case rt.Method == http.MethodPost && strings.HasPrefix(rt.Pattern, openAIPrefix+"/conversations"):
+		return `{"metadata":{"topic":"globex was here"}}`
+	case rt.Pattern == openAIPrefix+"/responses":
+		return `{"model":"m","input":"what is my card?"}`
 	}
 	return ""
 }

@@ -95,6 +95,11 @@ type Options struct {
 	// Upstream is the model server POST /v1/chat/completions forwards to.
 	// Nil: that route answers 503 unavailable.
 	Upstream *Upstream
+	// TenantUpstreams are the upstreams of tenants that have their own
+	// (their own model server, or their own key for it); the others use
+	// Upstream. Upstream.Auth is the server's, since the chatmem key is
+	// read before the tenant is known: an entry may not set it.
+	TenantUpstreams map[string]Upstream
 	// MCP, if set, serves the Model Context Protocol at /mcp: each request
 	// is authenticated as the API's are (its tenant is the key's), counted
 	// against the tenant's rate limit and its body bounded by
@@ -129,7 +134,8 @@ type Server struct {
 	metrics *metrics
 	rate    *rateLimiter // nil: no limit
 	mux     *http.ServeMux
-	up      *upstream // nil: no chat proxy
+	up      *upstream            // nil: no chat proxy
+	ups     map[string]*upstream // tenants with upstreams of their own
 	build   buildinfo.Info
 	browser *browserRules
 }
@@ -162,6 +168,9 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if s.ups, err = tenantUpstreams(opts.TenantUpstreams, s.up); err != nil {
+		return nil, err
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -193,6 +202,7 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 			return nil
 		}}))
 	}
+	s.mux.HandleFunc("/v1/", s.openAINotFound)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("%w: no route for %s %s", chatmem.ErrNotFound, r.Method, r.URL.Path))
 	})
@@ -295,7 +305,7 @@ func (s *Server) dispatch(w *statusWriter, r *http.Request) {
 	}
 	if err := s.browser.checkHost(r); err != nil {
 		// Before the mux: under a rebound name, not even a 404 is served.
-		if r.URL.Path == chatCompletionsPattern {
+		if openAIRoute(r.URL.Path) {
 			s.writeOpenAIError(w, r, err)
 		} else {
 			s.writeError(w, r, err)
@@ -374,6 +384,9 @@ type call struct {
 	w      http.ResponseWriter
 	r      *http.Request
 	tenant string
+	// up is the tenant's upstream (Options.TenantUpstreams, else
+	// Options.Upstream), nil without one.
+	up *upstream
 }
 
 // key returns the conversation the request's path names, for the caller's
@@ -396,7 +409,7 @@ func (s *Server) handler(rt route) http.Handler {
 		info.route = rt.Pattern
 		c := &call{w: w, r: r}
 		writeError := s.writeError
-		if rt.Pattern == chatCompletionsPattern {
+		if openAIRoute(rt.Pattern) {
 			writeError = s.writeOpenAIError
 		}
 		s.browser.corsHeaders(w, r)
@@ -411,7 +424,7 @@ func (s *Server) handler(rt route) http.Handler {
 			w.Header().Set("Cache-Control", "no-store")
 			c.tenant = chatmem.DefaultTenant
 			if len(s.keys) > 0 {
-				tenant, err := s.authenticate(r)
+				tenant, err := s.authenticate(r, rt.Pattern)
 				if err != nil {
 					writeError(w, r, err)
 					return
@@ -425,6 +438,7 @@ func (s *Server) handler(rt route) http.Handler {
 			}
 			info.tenant = c.tenant
 		}
+		c.up = s.upstreamFor(c.tenant)
 		if err := checkContentType(r, bodyTypes(rt, r)); err != nil {
 			writeError(w, r, err)
 			return

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"fmt"
+
 	"github.com/chatmem/chatmem"
 )
 
@@ -20,6 +22,9 @@ func (s *Server) turn(c *call) error {
 	p, copts, err := contextParams(c)
 	if err != nil {
 		return err
+	}
+	if copts.Preview {
+		return fmt.Errorf("%w: parameter preview is for context reads: a turn appends, so it is traffic", chatmem.ErrInvalid)
 	}
 	msgs, opts, err := s.appendRequest(c)
 	if err != nil {

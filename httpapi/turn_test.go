@@ -110,6 +110,10 @@ func testTurnRoute(t *testing.T, ts *testServer) {
 	for _, bad := range []struct{ path, body string }{
 		{"/v1/conversations/chat/turn?policy=nope", user("bad policy")},
 		{"/v1/conversations/chat/turn?budget=-1", user("bad budget")},
+		{"/v1/conversations/chat/turn?preview=true", user("a preview turn")},
+		{"/v1/conversations/chat/turn?cache=sticky", user("unknown cache mode")},
+		{"/v1/conversations/chat/turn?policy=recall&cache=stable", user("stable recall")},
+		{"/v1/conversations/chat/turn?cache=stable&low_water=99", user("low water too high")},
 		{path, `{"messages":[{"role":"wizard","content":"bad role"}]}`},
 		{path, `{"messages":[]}`},
 	} {

@@ -402,6 +402,11 @@ func (f *loopFloor) Turn(ctx context.Context, content string) error {
 	return f.turn(ctx, chatmem.Message{Role: chatmem.RoleUser, Content: content})
 }
 
+// Reply appends an assistant message of content.
+func (f *loopFloor) Reply(ctx context.Context, content string) error {
+	return f.add(ctx, chatmem.Message{Role: chatmem.RoleAssistant, Content: content})
+}
+
 // Drop lets the messages go.
 func (f *loopFloor) Drop(context.Context) error {
 	f.msgs = nil
@@ -435,24 +440,11 @@ func LoopWindow(msgs []chatmem.Message, budget int) []chatmem.Message {
 // size's p50 to the first's.
 func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		for _, r := range results {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeJSONLines(w, results)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "store\tpolicy\tmessages\tbudget\tp50 µs\tp99 µs\tGo loop p50 µs\tratio\t"+
 		"Memory.Turn p50 µs\tstore floor p50 µs\tturn/floor\tfirst turn p50 µs\tfirst/turn\twindow msgs\tfill s\t")
-	// cell formats v, or "-" when it was not measured (zero).
-	cell := func(format string, v float64) string {
-		if v <= 0 {
-			return "-"
-		}
-		return fmt.Sprintf(format, v)
-	}
 	for _, r := range results {
 		policy, messages := r.Policy, strconv.Itoa(r.Messages)
 		if r.Scope != "" {
@@ -469,6 +461,25 @@ func WriteBench(w io.Writer, results []BenchResult, asJSON bool) error {
 	if len(results) > 1 {
 		first, last := results[0], results[len(results)-1]
 		fmt.Fprintf(w, "p50 at %d messages / p50 at %d: %.2fx\n", last.Messages, first.Messages, last.P50us/first.P50us)
+	}
+	return nil
+}
+
+// cell formats v for a table, or "-" when it was not measured (zero).
+func cell(format string, v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// writeJSONLines writes each of results as one line of JSON.
+func writeJSONLines[T any](w io.Writer, results []T) error {
+	enc := json.NewEncoder(w)
+	for _, r := range results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -299,7 +299,7 @@ var validArgs = map[string][]string{
 	"append_messages": {`{"conversation":"c1","user":"u1","messages":[{"role":"user","content":"Where is SE-10423?","name":"kavya"},` +
 		`{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"track","arguments":"{\"order\":\"SE-10423\"}"}}]},` +
 		`{"role":"tool","tool_call_id":"call_1","content":"out for delivery"}]}`},
-	"get_context":         {`{"conversation":"c1","policy":"recall","scope":"user"}`},
+	"get_context":         {`{"conversation":"c1","policy":"recall","scope":"user"}`, `{"conversation":"c1","policy":"token_budget","cache":"stable"}`},
 	"search_memory":       {`{"conversation":"c1","query":"SE-10423"}`, `{"user":"u1","query":"SE-10423"}`},
 	"get_facts":           {`{"conversation":"c1"}`, `{"user":"u1"}`},
 	"set_fact":            {`{"conversation":"c1","key":"order_id","value":"SE-10423"}`, `{"user":"u1","key":"name","value":"Kavya"}`},

@@ -267,7 +267,7 @@ func (t *tools) userConflict(ctx context.Context, key chatmem.Key, user string, 
 
 // policy turns get_context's input into a Policy, with the defaults.
 func policy(in WindowOptions) (chatmem.Policy, error) {
-	p := chatmem.Policy{Kind: chatmem.PolicyKind(in.Policy), Budget: in.Budget, Turns: in.Turns, Facts: in.Facts, Scope: in.Scope}
+	p := chatmem.Policy{Kind: chatmem.PolicyKind(in.Policy), Budget: in.Budget, Turns: in.Turns, Facts: in.Facts, Scope: in.Scope, Cache: in.Cache, LowWater: in.LowWater}
 	if p.Kind == "" {
 		p.Kind = chatmem.PolicyTokenBudget
 	}

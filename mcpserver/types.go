@@ -73,11 +73,13 @@ type ContextInput struct {
 // WindowOptions say what window to assemble: get_context's options, and
 // append_messages' context.
 type WindowOptions struct {
-	Policy string `json:"policy,omitempty" jsonschema:"what to send: token_budget (the default: the newest messages that fit budget), summary_buffer (a summary of older messages plus the newest), recall (the newest plus older messages relevant to the newest user message), last_turns (the last turns turns) or all"`
-	Budget int    `json:"budget,omitempty" jsonschema:"tokens the whole window may take (default 4000 for token_budget, summary_buffer and recall; no cap for last_turns and all when omitted)"`
-	Turns  int    `json:"turns,omitempty" jsonschema:"for last_turns: how many turns (default 10); a turn starts at a user message"`
-	Facts  bool   `json:"facts,omitempty" jsonschema:"also send the known facts about the conversation's user as a system message"`
-	Scope  string `json:"scope,omitempty" jsonschema:"for recall: conversation (the default: recall from this conversation) or user (recall from all of the conversation's user's conversations, this one included, each recalled message marked with its conversation and date)"`
+	Policy   string `json:"policy,omitempty" jsonschema:"what to send: token_budget (the default: the newest messages that fit budget), summary_buffer (a summary of older messages plus the newest), recall (the newest plus older messages relevant to the newest user message), last_turns (the last turns turns) or all"`
+	Budget   int    `json:"budget,omitempty" jsonschema:"tokens the whole window may take (default 4000 for token_budget, summary_buffer and recall; no cap for last_turns and all when omitted)"`
+	Turns    int    `json:"turns,omitempty" jsonschema:"for last_turns: how many turns (default 10); a turn starts at a user message"`
+	Facts    bool   `json:"facts,omitempty" jsonschema:"also send the known facts about the conversation's user as a system message"`
+	Scope    string `json:"scope,omitempty" jsonschema:"for recall: conversation (the default: recall from this conversation) or user (recall from all of the conversation's user's conversations, this one included, each recalled message marked with its conversation and date)"`
+	Cache    string `json:"cache,omitempty" jsonschema:"stable: keep the window's front the same from call to call, so the model provider's prompt cache serves it (the window moves in one step to low_water percent of the budget when it must); leave out for a window that slides every turn"`
+	LowWater int    `json:"low_water,omitempty" jsonschema:"with cache stable: the percent of the budget the window drops to when it moves, 1 to 95 (default 60)"`
 }
 
 // Message is a message as get_context and the resources give it.

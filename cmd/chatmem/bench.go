@@ -27,7 +27,7 @@ type benchConfig struct {
 	store, dataDir, policy, scope string
 	sizes                         []int
 	budget, turns                 int
-	facts, asJSON                 bool
+	facts, asJSON, replies        bool
 	iterations                    int
 	httpURL, apiKey               string
 	conversations                 int
@@ -53,6 +53,8 @@ func (c *benchConfig) command() *settings.Command {
 		{Name: "turns", Group: "bench", Value: settings.Int(&c.turns, 0, 0, maxInt32), Example: "10", Help: "turns (last_turns)"},
 		{Name: "facts", Group: "bench", Value: settings.Bool(&c.facts, false), Example: "true", Help: "add the facts block (runs the rule extractor in the worker)"},
 		{Name: "iterations", Group: "bench", Value: settings.Int(&c.iterations, 300, 1, maxInt32), Help: "measured turns per size"},
+		{Name: "replies", Group: "bench", Value: settings.Bool(&c.replies, false), Example: "true",
+			Help: "measure the turn as a chatbot makes it: messages of 20 to 400 characters, the reply\nappended between turns, the worker's indexing counted, with the store's time per turn\n(Redis main-thread CPU, PostgreSQL pg_stat_statements) and the ratios to the floor"},
 		{Name: "json", Group: "bench", Value: settings.Bool(&c.asJSON, false), Example: "true", Help: "print one JSON object per size (per target with --http)"},
 
 		{Name: "http", Group: "load test", Value: settings.String(&c.httpURL, ""), Example: "http://127.0.0.1:8080", Help: "load-test a running server at this URL instead of a store"},
@@ -73,7 +75,7 @@ func (c *benchConfig) command() *settings.Command {
 	return &settings.Command{
 		Name: "bench",
 		Usage: "bench [--store URL] [--messages 1000,100000,1000000] [--budget 4000] [--policy P] [--scope conversation|user] [--turns N]\n" +
-			"       [--iterations 300] [--json]\n" +
+			"       [--iterations 300] [--replies] [--json]\n" +
 			"       chatmem bench --http URL [--api-key K] [--conversations 1000] [--duration 30s] [--baseline]\n" +
 			"       chatmem bench --http URL --soak [--conversations 10000] [--duration 30m] [--workers 64] [--sample 10s] [--max-rss-growth 0.25]",
 		About: "For each size, fills one conversation with that many messages (with a progress bar on\n" +
@@ -81,6 +83,10 @@ func (c *benchConfig) command() *settings.Command {
 			"under the policy. Prints p50 and p99 per size; with --json one JSON object per size.\n" +
 			"With token_budget (no facts), also the same turn as one Memory.Turn, the store's raw floor\n" +
 			"of it and a new process's first turn, measured alternately, with their ratios.\n" +
+			"With --replies, measures a chat turn as users make it instead (token_budget): the user's\n" +
+			"message and the window, then the assistant's reply appended, as Append + Context and as\n" +
+			"Memory.Turn, against the store's floor doing the same, with the worker's catching up and\n" +
+			"the server's time per turn where the store reports it (on a server of its own).\n" +
 			"The benchmark conversations are deleted afterwards.\n\n" +
 			"With --http, load-tests a running server instead: one client per conversation appends a\n" +
 			"message and reads the context, over and over, for --duration (at most --max-turns turns),\n" +
@@ -164,6 +170,12 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	defer mem.Close()
 
+	if c.replies {
+		if p.Kind != chatmem.PolicyTokenBudget || p.Facts {
+			return usageErr("--replies measures token_budget without facts; run chatmem bench --help")
+		}
+		return benchChat(ctx, mem, store, c, stdout, stderr)
+	}
 	var results []loadtest.BenchResult
 	for _, n := range c.sizes {
 		cfg := loadtest.BenchConfig{Policy: p, Messages: n, Iterations: c.iterations, Floor: storeFloor(store, opts.Counter, p.Budget)}
@@ -188,6 +200,80 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	return nil
 }
 
+// benchChat runs loadtest.ChatBench for each size and prints the results.
+func benchChat(ctx context.Context, mem *chatmem.Memory, store chatmem.Store, c benchConfig, stdout, stderr io.Writer) error {
+	var results []loadtest.ChatResult
+	for _, n := range c.sizes {
+		cfg := loadtest.ChatConfig{Messages: n, Turns: c.iterations, Budget: c.budget,
+			Floor: chatFloor(store, tokenizer.Estimate{}, c.budget), Server: serverClock(ctx, store, stderr)}
+		r, err := loadtest.ChatBench(ctx, mem, cfg, stderr)
+		if err != nil {
+			return err
+		}
+		r.Store = storeName(c.store)
+		results = append(results, r)
+		if c.asJSON {
+			if err := loadtest.WriteChat(stdout, []loadtest.ChatResult{r}, true); err != nil {
+				return err
+			}
+		}
+	}
+	if !c.asJSON {
+		return loadtest.WriteChat(stdout, results, false)
+	}
+	return nil
+}
+
+// chatFloor returns the raw floor of a chat turn on store's backend for
+// loadtest.ChatConfig.Floor: the store's floor from internal/floor, or
+// the Go loop for the in-process store.
+func chatFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(context.Context, int, string) (loadtest.ChatFloor, error) {
+	switch s := store.(type) {
+	case *memory.Store:
+		return loadtest.ChatLoopFloor(counter, budget)
+	case *sqlite.Store:
+		return func(ctx context.Context, n int, content string) (loadtest.ChatFloor, error) {
+			return asChatFloor(sqlitefloor.New(ctx, s.Path(), n, content))
+		}
+	case *redis.Store:
+		return func(ctx context.Context, n int, content string) (loadtest.ChatFloor, error) {
+			return asChatFloor(redisfloor.New(ctx, s.Client(), s.Prefix(), n, content))
+		}
+	case *postgres.Store:
+		return func(ctx context.Context, n int, content string) (loadtest.ChatFloor, error) {
+			return asChatFloor(postgresfloor.New(ctx, s.Pool(), s.Schema(), n, content))
+		}
+	}
+	return nil
+}
+
+// asChatFloor returns f as a loadtest.ChatFloor, and a nil one (not a nil
+// *F) with an error.
+func asChatFloor[F loadtest.ChatFloor](f F, err error) (loadtest.ChatFloor, error) {
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// serverClock returns the clock of store's server's time for
+// loadtest.ChatConfig.Server: Redis's main-thread CPU, PostgreSQL's
+// pg_stat_statements where the server keeps it (else it says so on
+// stderr); nil for the stores in the process.
+func serverClock(ctx context.Context, store chatmem.Store, stderr io.Writer) loadtest.ServerClock {
+	switch s := store.(type) {
+	case *redis.Store:
+		return func(ctx context.Context) (time.Duration, error) { return redisfloor.ServerTime(ctx, s.Client()) }
+	case *postgres.Store:
+		if _, err := postgresfloor.ServerTime(ctx, s.Pool()); err != nil {
+			fmt.Fprintf(stderr, "no server time, wall time only: %v\n", err)
+			return nil
+		}
+		return func(ctx context.Context) (time.Duration, error) { return postgresfloor.ServerTime(ctx, s.Pool()) }
+	}
+	return nil
+}
+
 // benchSoak runs the soak, prints its result and fails unless it was clean.
 func benchSoak(ctx context.Context, cfg loadtest.SoakConfig, asJSON bool, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "soak: %d workers over %d conversations against %s for %s, /metrics every %s\n",
@@ -204,33 +290,18 @@ func benchSoak(ctx context.Context, cfg loadtest.SoakConfig, asJSON bool, stdout
 }
 
 // storeFloor returns the raw floor of a turn on store's backend for
-// loadtest.BenchConfig.Floor: the store's floor from internal/floor, or the Go
-// loop for the in-process store.
+// loadtest.BenchConfig.Floor: chatFloor's, whose replies Bench does not
+// make.
 func storeFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(context.Context, int, string) (loadtest.StoreFloor, error) {
-	switch s := store.(type) {
-	case *memory.Store:
-		return loadtest.LoopFloor(counter, budget)
-	case *sqlite.Store:
-		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(sqlitefloor.New(ctx, s.Path(), n, content))
-		}
-	case *redis.Store:
-		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(redisfloor.New(ctx, s.Client(), s.Prefix(), n, content))
-		}
-	case *postgres.Store:
-		return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
-			return asFloor(postgresfloor.New(ctx, s.Pool(), s.Schema(), n, content))
-		}
+	f := chatFloor(store, counter, budget)
+	if f == nil {
+		return nil
 	}
-	return nil
-}
-
-// asFloor returns f as a loadtest.StoreFloor, and a nil one (not a nil *F)
-// with an error.
-func asFloor[F loadtest.StoreFloor](f F, err error) (loadtest.StoreFloor, error) {
-	if err != nil {
-		return nil, err
+	return func(ctx context.Context, n int, content string) (loadtest.StoreFloor, error) {
+		cf, err := f(ctx, n, content)
+		if err != nil {
+			return nil, err
+		}
+		return cf, nil
 	}
-	return f, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chatmem/chatmem/internal/testenv"
 	"github.com/chatmem/chatmem/loadtest"
+	"github.com/chatmem/chatmem/storetest"
 )
 
 // TestBenchTurnFloor runs chatmem bench --policy token_budget --json on
@@ -24,13 +25,7 @@ import (
 // open it).
 func TestBenchTurnFloor(t *testing.T) {
 	dir := t.TempDir()
-	pg := testenv.PostgresURL()
-	sep := "?"
-	if strings.Contains(pg, "?") {
-		sep = "&"
-	}
-	schema := testenv.PostgresSchema(t, "chatmem_bench_")
-	pg += sep + "schema=" + schema
+	pg, schema := postgresSchemaURL(t, "chatmem_bench_")
 	o := testenv.RedisOptions(t)
 	prefix := "cmbench-" + rand.Text()[:10]
 	redisKeys := func() []string {
@@ -149,4 +144,62 @@ func TestBenchTurnFloor(t *testing.T) {
 	if len(lines) != 2 || strings.Contains(lines[1], " - ") {
 		t.Errorf("table = %q, want one row with every column measured", out)
 	}
+}
+
+// TestBenchReplies runs chatmem bench --replies --json on each store for
+// a small size and checks its structure: every way's count of turns, a
+// window, every ratio finite and positive, the server's time where the
+// store reports it (Redis always; PostgreSQL with pg_stat_statements)
+// and never for the stores in the process. --replies takes token_budget
+// only.
+func TestBenchReplies(t *testing.T) {
+	dir := t.TempDir()
+	pg, _ := postgresSchemaURL(t, "chatmem_bench_")
+	o := testenv.RedisOptions(t)
+	prefix := "cmbench-" + rand.Text()[:10]
+	t.Cleanup(func() {
+		c := goredis.NewClient(o)
+		defer c.Close()
+		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
+		for _, k := range keys {
+			c.Del(context.Background(), k)
+		}
+	})
+	for _, st := range []struct {
+		url    string
+		server bool
+	}{
+		{"memory:", false},
+		{"sqlite:" + filepath.Join(dir, "bench.db"), false},
+		{testenv.RedisURL() + "?prefix=" + prefix, true},
+		{pg, false}, // unless the server keeps pg_stat_statements: see below
+	} {
+		out, errOut, code := runSub(t, runBench, "--store", st.url, "--replies", "--messages", "60", "--iterations", "30", "--json")
+		if code != 0 {
+			t.Fatalf("bench --replies --store %s: exit %d: %s", st.url, code, errOut)
+		}
+		var r loadtest.ChatResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("bench --replies --store %s: %v in %q", st.url, err, out)
+		}
+		server := st.server || st.url == pg && !strings.Contains(errOut, "no server time")
+		storetest.CheckChatResult(t, r, 60, 30, server)
+		if r.Budget != 4000 || r.Store == "" {
+			t.Errorf("bench --replies --store %s: %+v, want budget 4000 and the store's name", st.url, r)
+		}
+	}
+	if _, errOut, code := runSub(t, runBench, "--store", "memory:", "--replies", "--policy", "last_turns", "--turns", "3"); code != 2 || !strings.Contains(errOut, "token_budget") {
+		t.Errorf("bench --replies --policy last_turns: exit %d, %q; want 2 and a word on token_budget", code, errOut)
+	}
+}
+
+// postgresSchemaURL returns the test server's URL with a fresh schema of
+// prefix (dropped when t ends), and the schema.
+func postgresSchemaURL(t *testing.T, prefix string) (url, schema string) {
+	url, sep := testenv.PostgresURL(), "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	schema = testenv.PostgresSchema(t, prefix)
+	return url + sep + "schema=" + schema, schema
 }

@@ -32,6 +32,8 @@ var (
 		"CHATMEM_PROXY_URL",              // testdata/node: the proxy's /v1
 		"CHATMEM_CONVERSATION",           // testdata/node: the conversation
 		"CHATMEM_MODEL",                  // testdata/node: the model passed through
+		"CHATMEM_TURNS",                  // testdata/node: the turns of a history script
+		"CHATMEM_TRIM",                   // testdata/node: the newest messages a history script sends
 		"CHATMEM_POSTGRES_URL",           // internal/testenv: the tests' PostgreSQL
 		"CHATMEM_REDIS_URL",              // internal/testenv: the tests' Redis
 		"CHATMEM_REPLICA_BENCH",          // replicas: run the measurements

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -44,7 +47,10 @@ type serveConfig struct {
 	rateLimit                                          float64
 	rateBurst                                          int
 	upstream, upstreamKind, upstreamKey, upstreamModel string
-	proxyPolicy                                        string
+	proxyPolicy, proxyOnDiverge, proxyUnnamed          string
+	proxyCache                                         string
+	upstreamAuth, tenantUpstreamsFile                  string
+	proxyDerive                                        bool
 	embedder, embeddingModel                           string
 	embeddingDims                                      int
 	proxyBudget                                        int
@@ -87,10 +93,22 @@ func (c *serveConfig) command() *settings.Command {
 			Help: "what the upstream speaks: openai, or anthropic (Messages API, translated both ways)"},
 		{Name: "upstream-key", Group: groupProxy, Value: settings.String(&c.upstreamKey, ""), Secret: true, Example: "sk-...",
 			Help: "API key for the upstream (prefer the environment variable to the flag)"},
+		{Name: "upstream-auth", Group: groupProxy, Value: settings.Choice(&c.upstreamAuth, httpapi.UpstreamAuthServer, httpapi.UpstreamAuthModes...),
+			Help: "whose credential the upstream gets: server (--upstream-key) or passthrough (each client's own Authorization;\nclients then send their chatmem key in X-Chatmem-Key; summaries, facts and embeddings still use --llm-api-key)"},
+		{Name: "tenant-upstreams", Group: groupProxy, Value: settings.String(&c.tenantUpstreamsFile, ""), Example: "/etc/chatmem/upstreams.json",
+			Help: "JSON file naming tenants' own upstreams: {\"TENANT\": {\"url\": URL, \"kind\": \"openai\"|\"anthropic\",\n\"key_env\": VARIABLE or \"key_file\": PATH, \"model\": M}}; the other tenants use --upstream"},
 		{Name: "upstream-model", Group: groupProxy, Value: settings.String(&c.upstreamModel, ""), Example: "claude-sonnet-4-5", Help: "model for requests that name none (anthropic upstream)"},
 		{Name: "proxy-policy", Group: groupProxy, Value: settings.Choice(&c.proxyPolicy, string(chatmem.DefaultPolicy), policyNames()...),
 			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
 		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, chatmem.DefaultBudget, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
+		{Name: "proxy-cache", Group: groupProxy, Value: settings.Choice(&c.proxyCache, "off", "off", chatmem.CacheStable),
+			Help: "the proxy's default window cache mode: off (the window slides every turn) or stable (its front stays the same\nfrom turn to turn so the provider's prompt cache serves it; the proxy then sends a prompt_cache_key, and marks\nAnthropic cache breakpoints); token_budget and summary_buffer without recall; X-Chatmem-Cache overrides it"},
+		{Name: "proxy-on-diverge", Group: groupProxy, Value: settings.Choice(&c.proxyOnDiverge, httpapi.DivergeRefuse, httpapi.DivergeModes...),
+			Help: "what a request whose history differs from the stored conversation gets (an edited message, a replaced reply):\nrefuse (409 history_diverged) or fork (the client's branch becomes a conversation of its own, named in X-Chatmem-Conversation)"},
+		{Name: "proxy-unnamed", Group: groupProxy, Value: settings.Choice(&c.proxyUnnamed, httpapi.UnnamedForward, httpapi.UnnamedModes...),
+			Help: "what a request that names no conversation (X-Chatmem-Conversation, metadata.conversation_id, ?conversation=) gets:\nforward (sent without memory, answered with X-Chatmem-Memory: off) or refuse (400)"},
+		{Name: "proxy-derive-conversation", Group: groupProxy, Value: settings.Bool(&c.proxyDerive, false), Example: "true",
+			Help: "name an unnamed request's conversation from a hash of the tenant, its user (X-Chatmem-User, user or\nsafety_identifier) and its first user message; requests without a user stay unnamed"},
 
 		{Name: "summarizer", Group: groupDerived, Value: settings.Choice(&c.summarizer, "offline", "offline", "openai", "anthropic", "none"),
 			Help: "summarizer for summary_buffer: offline (no model), openai (any Chat Completions endpoint), anthropic, or none"},
@@ -207,6 +225,10 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		return nil, err
 	}
 	up, err := c.upstreamConfig()
+	var tenantUps map[string]httpapi.Upstream
+	if err == nil {
+		tenantUps, err = c.tenantUpstreams()
+	}
 	if err != nil {
 		mem.Close()
 		store.Close()
@@ -220,14 +242,15 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		AnyHost: true,
 	})
 	api, err := httpapi.New(mem, httpapi.Options{
-		Keys:         keys,
-		Limits:       limits,
-		RateLimit:    httpapi.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
-		Upstream:     up,
-		Logger:       log,
-		MCP:          mcpHTTP.Handler,
-		AllowedHosts: append(addrHost(c.addr), c.allowedHosts...),
-		CORSOrigins:  c.corsOrigins,
+		Keys:            keys,
+		Limits:          limits,
+		RateLimit:       httpapi.RateLimit{PerSecond: c.rateLimit, Burst: c.rateBurst},
+		Upstream:        up,
+		TenantUpstreams: tenantUps,
+		Logger:          log,
+		MCP:             mcpHTTP.Handler,
+		AllowedHosts:    append(addrHost(c.addr), c.allowedHosts...),
+		CORSOrigins:     c.corsOrigins,
 	})
 	if err != nil {
 		mem.Close()
@@ -309,26 +332,99 @@ func (c serveConfig) upstreamConfig() (*httpapi.Upstream, error) {
 	if c.upstream == "" {
 		return nil, nil
 	}
+	up, err := c.upstreamOf(c.upstream, c.upstreamKind, c.upstreamKey, c.upstreamModel)
+	if err != nil {
+		return nil, err
+	}
+	up.Auth = c.upstreamAuth
+	return &up, nil
+}
+
+// upstreamOf is an upstream at base speaking kind, with key, and the
+// proxy's settings.
+func (c serveConfig) upstreamOf(base, kind, key, model string) (httpapi.Upstream, error) {
 	p := chatmem.Policy{Kind: chatmem.PolicyKind(c.proxyPolicy), Budget: c.proxyBudget}
 	if p.Kind == chatmem.PolicyLastTurns {
 		p.Turns = 10
 	}
-	if err := p.Validate(); err != nil {
-		return nil, &exitError{code: 2, err: fmt.Errorf("proxy-policy: %w", err)}
+	if c.proxyCache == chatmem.CacheStable {
+		p.Cache = chatmem.CacheStable
 	}
-	up := &httpapi.Upstream{BaseURL: c.upstream, APIKey: c.upstreamKey, Policy: p}
-	switch c.upstreamKind {
+	if err := p.Validate(); err != nil {
+		return httpapi.Upstream{}, &exitError{code: 2, err: fmt.Errorf("proxy-policy: %w", err)}
+	}
+	up := httpapi.Upstream{BaseURL: base, APIKey: key, Policy: p, OnDiverge: c.proxyOnDiverge,
+		Unnamed: c.proxyUnnamed, DeriveConversation: c.proxyDerive}
+	switch kind {
 	case "openai", "":
 	case "anthropic":
-		tr, err := anthropic.NewChatCompletionsTransport(anthropic.Options{BaseURL: c.upstream, APIKey: c.upstreamKey, Model: c.upstreamModel})
+		tr, err := anthropic.NewChatCompletionsTransport(anthropic.Options{BaseURL: base, APIKey: key, Model: model})
 		if err != nil {
-			return nil, &exitError{code: 2, err: fmt.Errorf("upstream: %w", err)}
+			return httpapi.Upstream{}, &exitError{code: 2, err: fmt.Errorf("upstream: %w", err)}
 		}
 		up.HTTPClient = &http.Client{Transport: tr}
 	default:
-		return nil, usageErr("unknown upstream-kind %q (want openai or anthropic)", c.upstreamKind)
+		return httpapi.Upstream{}, usageErr("unknown upstream-kind %q (want openai or anthropic)", kind)
 	}
 	return up, nil
+}
+
+// tenantUpstream is one tenant's entry of the --tenant-upstreams file.
+type tenantUpstream struct {
+	URL     string `json:"url"`
+	Kind    string `json:"kind"`     // openai (default) or anthropic
+	KeyEnv  string `json:"key_env"`  // the environment variable holding the key
+	KeyFile string `json:"key_file"` // or the file holding it
+	Model   string `json:"model"`    // for an anthropic upstream
+}
+
+// tenantUpstreams reads the --tenant-upstreams file: a JSON object from
+// tenant to tenantUpstream. Each key comes from its environment variable
+// or file, never from the file itself.
+func (c serveConfig) tenantUpstreams() (map[string]httpapi.Upstream, error) {
+	if c.tenantUpstreamsFile == "" {
+		return nil, nil
+	}
+	bad := func(format string, args ...any) error {
+		return &exitError{code: 2, err: fmt.Errorf("tenant-upstreams %s: "+format, append([]any{c.tenantUpstreamsFile}, args...)...)}
+	}
+	b, err := os.ReadFile(c.tenantUpstreamsFile)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	var entries map[string]tenantUpstream
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&entries); err != nil {
+		return nil, bad("%v (want {\"TENANT\": {\"url\", \"kind\", \"key_env\" or \"key_file\", \"model\"}})", err)
+	}
+	out := make(map[string]httpapi.Upstream, len(entries))
+	for tenant, e := range entries {
+		if e.URL == "" {
+			return nil, bad("tenant %s: no url", tenant)
+		}
+		var key string
+		switch {
+		case e.KeyEnv != "" && e.KeyFile != "":
+			return nil, bad("tenant %s: key_env and key_file exclude each other", tenant)
+		case e.KeyEnv != "":
+			if key = os.Getenv(e.KeyEnv); key == "" {
+				return nil, bad("tenant %s: %s is not set", tenant, e.KeyEnv)
+			}
+		case e.KeyFile != "":
+			k, err := os.ReadFile(e.KeyFile)
+			if err != nil {
+				return nil, bad("tenant %s: %v", tenant, err)
+			}
+			key = strings.TrimSpace(string(k))
+		}
+		up, err := c.upstreamOf(e.URL, e.Kind, key, e.Model)
+		if err != nil {
+			return nil, err
+		}
+		out[tenant] = up
+	}
+	return out, nil
 }
 
 // proxyDescription says whether the chat proxy is on, for the startup

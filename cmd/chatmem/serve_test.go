@@ -18,6 +18,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/client"
+	"github.com/chatmem/chatmem/httpapi"
 	"github.com/chatmem/chatmem/internal/seed"
 	"github.com/chatmem/chatmem/internal/testenv"
 )
@@ -78,6 +79,83 @@ func TestServeSettingsPrecedence(t *testing.T) {
 	}
 }
 
+// TestServeProxySettings: the chat proxy's settings reach its Upstream.
+func TestServeProxySettings(t *testing.T) {
+	t.Setenv("CHATMEM_UPSTREAM_URL", "http://127.0.0.1:9/v1")
+	for _, tt := range []struct {
+		env  map[string]string
+		want httpapi.Upstream
+	}{
+		{nil, httpapi.Upstream{OnDiverge: httpapi.DivergeRefuse, Unnamed: httpapi.UnnamedForward, Auth: httpapi.UpstreamAuthServer}},
+		{map[string]string{"CHATMEM_PROXY_ON_DIVERGE": "fork", "CHATMEM_PROXY_UNNAMED": "refuse", "CHATMEM_PROXY_DERIVE_CONVERSATION": "true", "CHATMEM_UPSTREAM_AUTH": "passthrough"},
+			httpapi.Upstream{OnDiverge: httpapi.DivergeFork, Unnamed: httpapi.UnnamedRefuse, DeriveConversation: true, Auth: httpapi.UpstreamAuthPassthrough}},
+	} {
+		for k, v := range tt.env {
+			t.Setenv(k, v)
+		}
+		var c serveConfig
+		if err := parseSettings(c.command(), nil, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		up, err := c.upstreamConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up.OnDiverge != tt.want.OnDiverge || up.Unnamed != tt.want.Unnamed || up.DeriveConversation != tt.want.DeriveConversation || up.Auth != tt.want.Auth {
+			t.Errorf("%v: OnDiverge %q, Unnamed %q, DeriveConversation %v, Auth %q; want %q, %q, %v, %q", tt.env,
+				up.OnDiverge, up.Unnamed, up.DeriveConversation, up.Auth, tt.want.OnDiverge, tt.want.Unnamed, tt.want.DeriveConversation, tt.want.Auth)
+		}
+		for k := range tt.env {
+			os.Unsetenv(k)
+		}
+	}
+}
+
+// TestServeTenantUpstreams: --tenant-upstreams names tenants' own
+// upstreams, their keys read from the environment or a file, and refuses
+// a file it cannot use, naming what is wrong.
+func TestServeTenantUpstreams(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "initech.key")
+	if err := os.WriteFile(keyFile, []byte("sk-initech\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GLOBEX_UPSTREAM_KEY", "sk-globex")
+	write := func(body string) string {
+		p := filepath.Join(dir, "upstreams.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	c := serveConfig{proxyPolicy: "token_budget", proxyBudget: 4000}
+	c.tenantUpstreamsFile = write(`{"globex": {"url": "https://llm.globex.example/v1", "key_env": "GLOBEX_UPSTREAM_KEY"},
+		"initech": {"url": "https://api.anthropic.com", "kind": "anthropic", "key_file": "` + keyFile + `", "model": "claude-sonnet-4-5"}}`)
+	ups, err := c.tenantUpstreams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := ups["globex"]; g.BaseURL != "https://llm.globex.example/v1" || g.APIKey != "sk-globex" || g.HTTPClient != nil {
+		t.Errorf("globex = %+v", g)
+	}
+	if i := ups["initech"]; i.APIKey != "sk-initech" || i.HTTPClient == nil {
+		t.Errorf("initech = %+v, want its key from the file and the Anthropic transport", i)
+	}
+	for body, want := range map[string]string{
+		`{"globex": {"url": "https://x/v1", "key": "sk-inline"}}`:               `unknown field "key"`,
+		`{"globex": {"url": "https://x/v1", "key_env": "NOT_SET_ANYWHERE"}}`:    "NOT_SET_ANYWHERE is not set",
+		`{"globex": {"url": "https://x/v1", "key_env": "A", "key_file": "/b"}}`: "exclude each other",
+		`{"globex": {"kind": "openai"}}`:                                        "no url",
+		`{"globex": {"url": "https://x/v1", "kind": "gemini"}}`:                 `unknown upstream-kind "gemini"`,
+		`["globex"]`: "want {",
+	} {
+		c.tenantUpstreamsFile = write(body)
+		if _, err := c.tenantUpstreams(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want it to say %q", body, err, want)
+		}
+	}
+}
+
 // TestServeRefusesBadConfig: a bad setting exits 2 with one line naming it
 // and what it accepts, and the help to read; the server does not start.
 func TestServeRefusesBadConfig(t *testing.T) {
@@ -97,6 +175,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--insecure=maybe"}, nil, `--insecure: "maybe" is not a boolean: want true or false`},
 		{[]string{"--upstream-kind", "gemini"}, nil, `--upstream-kind: "gemini" is unknown: want one of openai, anthropic`},
 		{[]string{"--proxy-policy", "everything"}, nil, `--proxy-policy: "everything" is unknown`},
+		{[]string{"--upstream", "http://127.0.0.1:9/v1", "--upstream-key", "sk-x", "--upstream-auth", "passthrough"}, nil, "passthrough auth exclude each other"},
+		{[]string{"--proxy-on-diverge", "rewind"}, nil, `--proxy-on-diverge: "rewind" is unknown: want one of refuse, fork`},
 		{[]string{"--tokenizer", "gpt2"}, nil, `--tokenizer: unknown tokenizer "gpt2"`},
 		{[]string{"--summarizer", "magic"}, nil, `--summarizer: "magic" is unknown: want one of offline, openai, anthropic, none`},
 		{[]string{"--extractors", "rules,magic"}, nil, `--extractors: "magic" is unknown`},

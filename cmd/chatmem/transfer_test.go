@@ -39,12 +39,7 @@ func TestTransferRoundTrip(t *testing.T) {
 	}
 	s.Close()
 
-	pg := testenv.PostgresURL()
-	sep := "?"
-	if strings.Contains(pg, "?") {
-		sep = "&"
-	}
-	pg += sep + "schema=" + testenv.PostgresSchema(t, "chatmem_cli_")
+	pg, _ := postgresSchemaURL(t, "chatmem_cli_")
 	o := testenv.RedisOptions(t)
 	prefix := "cmcli-" + rand.Text()[:10]
 	rd := testenv.RedisURL() + "?prefix=" + prefix

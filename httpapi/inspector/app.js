@@ -553,7 +553,10 @@ async function refreshContext() {
   syncControls();
   const params = policyParams();
   try {
-    const w = await api("GET", convPath(state.conv.id, "context"), { query: params, signal: ctl.signal });
+    // A preview: what the page shows must not change the budget the
+    // conversation's summaries follow, nor make or queue a summary.
+    const query = { ...params, preview: "true" };
+    const w = await api("GET", convPath(state.conv.id, "context"), { query, signal: ctl.signal });
     if (ctl.signal.aborted) return;
     state.window = w;
     showError("policy-error", null);

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/chatmem/chatmem"
@@ -23,6 +25,7 @@ type Floor struct {
 	pool         *pgxpool.Pool
 	table        string
 	insert, read string
+	reply        string
 	seq          int
 }
 
@@ -44,6 +47,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, schema string, n int, content 
 	table := pgx.Identifier{schema, name}.Sanitize()
 	f := &Floor{pool: pool, table: table, seq: n,
 		insert: `INSERT INTO ` + table + ` (conv, seq, role, content, tokens) VALUES (1, $1, 'user', $2, $3)`,
+		reply:  `INSERT INTO ` + table + ` (conv, seq, role, content, tokens) VALUES (1, $1, 'assistant', $2, $3)`,
 		read:   fmt.Sprintf(`SELECT seq, role, content, tokens, created_at FROM %s WHERE conv = 1 ORDER BY seq DESC LIMIT %d`, table, floorRead)}
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+table+` (conv bigint NOT NULL, seq bigint NOT NULL, role text NOT NULL,
 		content bytea NOT NULL, tokens bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (conv, seq))`); err != nil {
@@ -101,6 +105,41 @@ func (f *Floor) Turn(ctx context.Context, content string) error {
 		return fmt.Errorf("postgres: the turn floor read %d rows, want %d", got, want)
 	}
 	return nil
+}
+
+// Reply is the rest of a chat turn on the floor: one INSERT of an
+// assistant message of content, the reply appended before the next turn.
+func (f *Floor) Reply(ctx context.Context, content string) error {
+	f.seq++
+	_, err := f.pool.Exec(ctx, f.reply, f.seq, []byte(content), len(content)/4)
+	return err
+}
+
+// ErrNoStatements is ServerTime's error when the server does not keep
+// pg_stat_statements (the module is not in shared_preload_libraries, or
+// the extension is not created in the database).
+var ErrNoStatements = errors.New("postgres: pg_stat_statements is not available (shared_preload_libraries and CREATE EXTENSION)")
+
+// ServerTime returns the time the server has spent executing statements
+// in pool's database since pg_stat_statements was last reset (its
+// total_exec_time, summed). It is every client's, so a difference of two
+// readings is a benchmark's only on a database nothing else uses
+// meanwhile. It wraps ErrNoStatements where pg_stat_statements is not
+// available.
+func ServerTime(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
+	var ms float64
+	err := pool.QueryRow(ctx, `SELECT coalesce(sum(total_exec_time), 0) FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&ms)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		// undefined_table: no extension; object_not_in_prerequisite_state:
+		// not loaded at the server's start.
+		if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "55000") {
+			return 0, fmt.Errorf("%w: %s", ErrNoStatements, pgErr.Message)
+		}
+		return 0, err
+	}
+	return time.Duration(ms * float64(time.Millisecond)), nil
 }
 
 // Drop drops the floor's table. The pool stays open: it is the store's.

@@ -7,8 +7,11 @@ package redisfloor
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -88,6 +91,50 @@ func (f *Floor) Turn(ctx context.Context, content string) error {
 		return fmt.Errorf("redis: the turn floor read %d records, want %d", len(last.Val()), want)
 	}
 	return nil
+}
+
+// Reply is the rest of a chat turn on the floor: RPUSH of an assistant
+// message's record of content, the reply appended before the next turn.
+func (f *Floor) Reply(ctx context.Context, content string) error {
+	rec := Record(make([]byte, 0, 40+len(content)), chatmem.RoleAssistant, content, len(content)/4)
+	if err := f.client.RPush(ctx, f.key, rec).Err(); err != nil {
+		return err
+	}
+	f.n++
+	return nil
+}
+
+// ServerTime returns the CPU time client's Redis server has spent in its
+// main thread, where it runs every command, script and socket read and
+// write: INFO cpu's used_cpu_user_main_thread and
+// used_cpu_sys_main_thread, summed. (INFO commandstats would count each
+// command a script calls twice, in the script's time and in its own.) It
+// is the whole server's (with a cluster client, one node's), so a
+// difference of two readings is a benchmark's only on a server nothing
+// else uses meanwhile.
+func ServerTime(ctx context.Context, client goredis.UniversalClient) (time.Duration, error) {
+	info, err := client.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	found := 0
+	for line := range strings.Lines(info) {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || name != "used_cpu_user_main_thread" && name != "used_cpu_sys_main_thread" {
+			continue
+		}
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("redis: INFO cpu: %q: %w", line, err)
+		}
+		total += time.Duration(sec * float64(time.Second))
+		found++
+	}
+	if found != 2 {
+		return 0, errors.New("redis: INFO cpu has no main thread's time (Redis 6.2 or later has)")
+	}
+	return total, nil
 }
 
 // Drop deletes the floor's list. The client stays open: it is the store's.

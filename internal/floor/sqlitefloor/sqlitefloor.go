@@ -135,6 +135,16 @@ func (f *Floor) Turn(ctx context.Context, content string) error {
 	return tx.Commit()
 }
 
+// Reply is the rest of a chat turn on the floor: one INSERT of an
+// assistant message of content, committed, the reply appended before the
+// next turn.
+func (f *Floor) Reply(ctx context.Context, content string) error {
+	f.seq++
+	_, err := f.db.ExecContext(ctx, `INSERT INTO floor (conv, seq, role, content, tokens) VALUES (1, ?, 'assistant', ?, ?)`,
+		f.seq, []byte(content), len(content)/4)
+	return err
+}
+
 // Drop closes the floor's database and removes its file and the file's
 // WAL and shared-memory files.
 func (f *Floor) Drop(context.Context) error {

@@ -1,0 +1,698 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chatmem/chatmem"
+)
+
+// responsesRequest is what the Responses API reads of POST /responses.
+type responsesRequest struct {
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	Conversation       json.RawMessage   `json:"conversation"`
+	PreviousResponseID string            `json:"previous_response_id"`
+	Store              *bool             `json:"store"`
+	Stream             *bool             `json:"stream"`
+	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	Metadata           map[string]string `json:"metadata"`
+	User               string            `json:"user"`
+	Text               json.RawMessage   `json:"text"`
+	Reasoning          *struct {
+		Effort string `json:"effort"`
+	} `json:"reasoning"`
+	Background       bool   `json:"background"`
+	SafetyIdentifier string `json:"safety_identifier"`
+	PromptCacheKey   string `json:"prompt_cache_key"`
+	ServiceTier      string `json:"service_tier"`
+}
+
+// responseObject is OpenAI's response object.
+type responseObject struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	CreatedAt          int64             `json:"created_at"`
+	Status             string            `json:"status"`
+	Background         bool              `json:"background"`
+	Error              *responseFailure  `json:"error"`
+	IncompleteDetails  *incomplete       `json:"incomplete_details"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Model              string            `json:"model"`
+	Output             []json.RawMessage `json:"output"`
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Conversation       *conversationRef  `json:"conversation"`
+	Store              bool              `json:"store"`
+	Temperature        *float64          `json:"temperature"`
+	Text               json.RawMessage   `json:"text"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Tools              []json.RawMessage `json:"tools"`
+	TopP               *float64          `json:"top_p"`
+	Truncation         string            `json:"truncation"`
+	Usage              *responseUsage    `json:"usage"`
+	User               *string           `json:"user"`
+	Metadata           map[string]string `json:"metadata"`
+}
+
+type responseFailure struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type incomplete struct {
+	Reason string `json:"reason"`
+}
+
+type conversationRef struct {
+	ID string `json:"id"`
+}
+
+type responseUsage struct {
+	InputTokens        int `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int `json:"total_tokens"`
+}
+
+// responseRecord is what is stored of a response, on the assistant message
+// it produced (metaResponse): the object without its output (the message
+// is the output), and the first seq of the input items it stored.
+type responseRecord struct {
+	Response  responseObject `json:"r"`
+	InputFrom int64          `json:"in"`
+}
+
+// maxRecordBytes bounds a stored record; over it, the tools and
+// instructions are left out of it (the response object read back then has
+// none), so a large tool list cannot push the message over the metadata
+// limit.
+const maxRecordBytes = 12 << 10
+
+// Response IDs name where the response is stored:
+// resp_<nonce>_<seq>_<conversation ID>, seq being the assistant message's,
+// whose record holds the same ID (the nonce makes IDs unguessable, and a
+// conversation of the same name in another tenant holds no record with
+// it).
+func responseID(nonce string, seq int64, conv string) string {
+	return "resp_" + nonce + "_" + strconv.FormatInt(seq, 10) + "_" + conv
+}
+
+func parseResponseID(tenant, id string) (chatmem.Key, int64, bool) {
+	rest, ok := strings.CutPrefix(id, "resp_")
+	if !ok {
+		return chatmem.Key{}, 0, false
+	}
+	parts := strings.SplitN(rest, "_", 3)
+	if len(parts) != 3 {
+		return chatmem.Key{}, 0, false
+	}
+	seq, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || seq < 1 || chatmem.ValidateID(parts[2]) != nil {
+		return chatmem.Key{}, 0, false
+	}
+	return chatmem.Key{Tenant: tenant, ID: parts[2]}, seq, true
+}
+
+// storedResponse reads the response id names: its message and record.
+func (s *Server) storedResponse(ctx context.Context, tenant, id string) (chatmem.Key, chatmem.Message, responseRecord, error) {
+	var rec responseRecord
+	notFound := fmt.Errorf("%w: response %q not found", chatmem.ErrNotFound, id)
+	key, seq, ok := parseResponseID(tenant, id)
+	if !ok {
+		return key, chatmem.Message{}, rec, notFound
+	}
+	msgs, err := s.mem.Messages(ctx, key, seq-1, 1)
+	if errors.Is(err, chatmem.ErrNotFound) {
+		return key, chatmem.Message{}, rec, notFound
+	}
+	if err != nil {
+		return key, chatmem.Message{}, rec, err
+	}
+	if len(msgs) != 1 || msgs[0].Seq != seq || json.Unmarshal([]byte(msgs[0].Metadata[metaResponse]), &rec) != nil || rec.Response.ID != id {
+		return key, chatmem.Message{}, rec, notFound
+	}
+	return key, msgs[0], rec, nil
+}
+
+// outputOf is the response object of a record and its message.
+func outputOf(rec responseRecord, m chatmem.Message) responseObject {
+	r := rec.Response
+	r.Output = []json.RawMessage{}
+	for _, it := range messageItems(m) {
+		r.Output = append(r.Output, it.raw)
+	}
+	return r
+}
+
+// getResponse is GET /openai/v1/responses/{id}.
+func (s *Server) getResponse(c *call) error {
+	_, m, rec, err := s.storedResponse(c.r.Context(), c.tenant, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, outputOf(rec, m))
+	return nil
+}
+
+// deleteResponse is DELETE /openai/v1/responses/{id}: refused once found,
+// as an item's deletion is.
+func (s *Server) deleteResponse(c *call) error {
+	if _, _, _, err := s.storedResponse(c.r.Context(), c.tenant, c.r.PathValue("id")); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: deleting a response is not supported: chatmem's conversations are append-only; delete its conversation instead", chatmem.ErrInvalid)
+}
+
+// listResponseInputItems is GET /openai/v1/responses/{id}/input_items: the
+// items the response stored from its input.
+func (s *Server) listResponseInputItems(c *call) error {
+	p, err := readPageQuery(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.r.Context()
+	key, m, rec, err := s.storedResponse(ctx, c.tenant, c.r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	items, more, err := s.listItems(ctx, key, rec.InputFrom, m.Seq-1, p)
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, newItemList(items, more))
+	return nil
+}
+
+// Metadata keys that set chatmem's memory per request, as the chat proxy's
+// X-Chatmem-* headers do (a header wins over its key).
+var metadataHeaders = map[string]string{
+	"chatmem_policy": headerPolicy,
+	"chatmem_budget": headerBudget,
+	"chatmem_turns":  headerTurns,
+	"chatmem_facts":  headerFacts,
+	"chatmem_scope":  headerScope,
+	"chatmem_user":   headerUser,
+}
+
+// respTurn is one POST /responses being answered.
+type respTurn struct {
+	req     responsesRequest
+	key     chatmem.Key // zero: nothing stored (store false, no conversation)
+	store   bool
+	user    string
+	pending []chatmem.Message // the input, not yet stored
+	last    int64             // the conversation's LastSeq the reply is appended after
+	inFrom  int64             // the first seq of the input
+	seq     int64             // the reply's seq
+	nonce   string
+	tokens  int // chatmem's count of the prompt
+	obj     responseObject
+}
+
+// createResponse is POST /openai/v1/responses.
+func (s *Server) createResponse(c *call) error {
+	if c.up == nil {
+		return errNoUpstream
+	}
+	var req responsesRequest
+	if err := s.decodeOpenAIBody(c, &req); err != nil {
+		return err
+	}
+	t, err := s.prepareResponse(c, req)
+	if err != nil {
+		return err
+	}
+	ctx := c.r.Context()
+	started := s.mem.Now()
+	p, err := proxyPolicy(c.up, t.headers(c.r.Header))
+	if err != nil {
+		return err
+	}
+	var reserve []chatmem.Message
+	if req.Instructions != nil && *req.Instructions != "" {
+		reserve = []chatmem.Message{{Role: chatmem.RoleSystem, Content: *req.Instructions}}
+	}
+	fields, err := chatFields(req)
+	if err != nil {
+		return err
+	}
+	var window []chatmem.Message
+	switch {
+	case t.key.ID == "":
+		window = t.pending
+	case t.last == 0 && t.store:
+		// A new conversation: Context cannot read it before it exists, so
+		// its input is appended first.
+		zero := int64(0)
+		res, err := s.mem.Append(ctx, t.key, t.pending, chatmem.AppendOptions{ExpectedLastSeq: &zero, User: t.user, Started: started})
+		if err != nil {
+			return err
+		}
+		t.inFrom = res.Messages[0].Seq
+		t.pending, t.last = nil, res.Conversation.LastSeq
+		fallthrough
+	default:
+		w, err := s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: t.pending, Reserve: reserve})
+		if err != nil {
+			return err
+		}
+		window = w.Messages
+		t.tokens = w.Tokens + w.Reserved
+	}
+	if t.inFrom == 0 {
+		t.inFrom = t.last + 1
+	}
+	t.seq = t.last + int64(len(t.pending)) + 1
+	t.obj.ID = "resp_" + t.nonce
+	if t.store {
+		t.obj.ID = responseID(t.nonce, t.seq, t.key.ID)
+	}
+	body, err := chatBody(fields, reserve, window)
+	if err != nil {
+		return err
+	}
+	accept := "application/json"
+	if t.stream() {
+		accept = "text/event-stream"
+	}
+	resp, err := s.callUpstream(c, http.MethodPost, c.up.url, body, accept)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if t.stream() && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return s.streamResponse(c, resp, t, started)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	if err != nil {
+		return transportError(ctx, err)
+	}
+	if len(b) > maxUpstreamBody {
+		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream response over %d bytes", maxUpstreamBody)}
+	}
+	b = redactKey(b, c.up.key)
+	if err := chatmem.CheckJSONText(b); err != nil {
+		return &upstreamError{status: http.StatusBadGateway, msg: "the upstream response's text is not valid UTF-8", err: err}
+	}
+	var cc struct {
+		Choices []struct {
+			Message struct {
+				Content   *string            `json:"content"`
+				Refusal   *string            `json:"refusal"`
+				ToolCalls []chatmem.ToolCall `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage *chatUsage `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &cc); err != nil || len(cc.Choices) == 0 {
+		return &upstreamError{status: http.StatusBadGateway, msg: "upstream response is not a chat completion", err: err}
+	}
+	ch := cc.Choices[0]
+	content := ""
+	if ch.Message.Content != nil {
+		content = *ch.Message.Content
+	} else if ch.Message.Refusal != nil {
+		content = *ch.Message.Refusal
+	}
+	m, err := s.finishResponse(ctx, t, content, ch.Message.ToolCalls, cc.Usage, ch.FinishReason, started)
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, outputOf(responseRecord{Response: t.obj}, m))
+	return nil
+}
+
+// stream reports whether the request streams.
+func (t *respTurn) stream() bool { return t.req.Stream != nil && *t.req.Stream }
+
+// headers are the request's headers with the metadata's chatmem_* keys as
+// the X-Chatmem-* headers they stand for, where the header is not set.
+func (t *respTurn) headers(h http.Header) http.Header {
+	out, cloned := h, false
+	for k, name := range metadataHeaders {
+		v, ok := t.req.Metadata[k]
+		if !ok || h.Get(name) != "" {
+			continue
+		}
+		if name == headerUser {
+			continue // read by prepareResponse
+		}
+		if !cloned {
+			out, cloned = h.Clone(), true
+		}
+		out.Set(name, v)
+	}
+	return out
+}
+
+// prepareResponse checks the request and finds where it goes: the
+// conversation, the previous response's conversation, or a new one. Nothing
+// is stored by a request it refuses.
+func (s *Server) prepareResponse(c *call, req responsesRequest) (*respTurn, error) {
+	ctx := c.r.Context()
+	t := &respTurn{req: req, store: req.Store == nil || *req.Store, nonce: newOpenAIID("")[:24]}
+	if req.Background {
+		return nil, fmt.Errorf("%w: background responses are not supported", chatmem.ErrInvalid)
+	}
+	if req.Model == "" {
+		return nil, fmt.Errorf("%w: model is required", chatmem.ErrInvalid)
+	}
+	if err := checkOpenAIMetadata(req.Metadata); err != nil {
+		return nil, err
+	}
+	var convID string
+	if len(req.Conversation) > 0 && string(req.Conversation) != "null" {
+		var ref conversationRef
+		if json.Unmarshal(req.Conversation, &convID) != nil {
+			if json.Unmarshal(req.Conversation, &ref) != nil || ref.ID == "" {
+				return nil, fmt.Errorf("%w: conversation must be an ID or an object with an id", chatmem.ErrInvalid)
+			}
+			convID = ref.ID
+		}
+	}
+	if convID != "" && req.PreviousResponseID != "" {
+		return nil, fmt.Errorf("%w: previous_response_id and conversation cannot be used together", chatmem.ErrInvalid)
+	}
+	// The input.
+	var raw []json.RawMessage
+	var text string
+	switch {
+	case len(req.Input) == 0 || string(req.Input) == "null":
+		return nil, fmt.Errorf("%w: input is required", chatmem.ErrInvalid)
+	case json.Unmarshal(req.Input, &text) == nil:
+		b, _ := json.Marshal(map[string]string{"role": "user", "content": text})
+		raw = []json.RawMessage{b}
+	case json.Unmarshal(req.Input, &raw) != nil || len(raw) == 0:
+		return nil, fmt.Errorf("%w: input must be a string or a non-empty array of items", chatmem.ErrInvalid)
+	}
+	var err error
+	if t.pending, err = itemsToMessages(raw, s.itemLimits(), true); err != nil {
+		return nil, err
+	}
+	// Where it goes.
+	switch {
+	case convID != "":
+		if err := chatmem.ValidateID(convID); err != nil {
+			return nil, fmt.Errorf("%w: conversation %q not found", chatmem.ErrNotFound, convID)
+		}
+		t.key = chatmem.Key{Tenant: c.tenant, ID: convID}
+		conv, err := s.mem.Conversation(ctx, t.key)
+		if errors.Is(err, chatmem.ErrNotFound) {
+			return nil, fmt.Errorf("%w: conversation %q not found", chatmem.ErrNotFound, convID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		t.last = conv.LastSeq
+		t.obj.Conversation = &conversationRef{ID: convID}
+	case req.PreviousResponseID != "":
+		key, prev, rec, err := s.storedResponse(ctx, c.tenant, req.PreviousResponseID)
+		if err != nil {
+			return nil, err
+		}
+		conv, err := s.mem.Conversation(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if conv.LastSeq != prev.Seq {
+			return nil, fmt.Errorf("%w: previous_response_id %q is not the latest response of its chain; branching from an earlier response is not supported", chatmem.ErrConflict, req.PreviousResponseID)
+		}
+		t.key, t.last = key, prev.Seq
+		t.obj.Conversation = rec.Response.Conversation
+		t.obj.PreviousResponseID = &req.PreviousResponseID
+	case t.store:
+		t.key = chatmem.Key{Tenant: c.tenant, ID: newOpenAIID("conv_")}
+	}
+	user := c.r.Header.Get(headerUser)
+	if user == "" {
+		user = req.Metadata["chatmem_user"]
+	}
+	if t.key.ID != "" {
+		if t.user, err = s.proxyUser(ctx, t.key, user); err != nil {
+			return nil, err
+		}
+	}
+	// The object, as far as the request says.
+	o := &t.obj
+	o.Object, o.CreatedAt, o.Status, o.Model = "response", s.mem.Now().Unix(), "completed", req.Model
+	o.Instructions, o.MaxOutputTokens, o.Temperature, o.TopP = req.Instructions, req.MaxOutputTokens, req.Temperature, req.TopP
+	o.ParallelToolCalls = req.ParallelToolCalls == nil || *req.ParallelToolCalls
+	o.Store, o.Truncation, o.Metadata = t.store, "disabled", req.Metadata
+	if o.Metadata == nil {
+		o.Metadata = map[string]string{}
+	}
+	o.Tools = req.Tools
+	if o.Tools == nil {
+		o.Tools = []json.RawMessage{}
+	}
+	o.ToolChoice = req.ToolChoice
+	if len(o.ToolChoice) == 0 {
+		o.ToolChoice = json.RawMessage(`"auto"`)
+	}
+	o.Text = req.Text
+	if len(o.Text) == 0 {
+		o.Text = json.RawMessage(`{"format":{"type":"text"}}`)
+	}
+	if req.User != "" {
+		o.User = &req.User
+	}
+	return t, nil
+}
+
+// chatUsage is a chat completion's usage.
+type chatUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (u *chatUsage) responses() *responseUsage {
+	if u == nil {
+		return nil
+	}
+	r := &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	if u.PromptTokensDetails != nil {
+		r.InputTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	if u.CompletionTokensDetails != nil {
+		r.OutputTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
+	return r
+}
+
+// finishResponse completes t's object with the reply and, when the
+// response is stored, commits the input and the reply in one append,
+// after the conversation's state the reply was made from (a concurrent
+// change is a conflict, and nothing of this response is stored). It
+// returns the reply's message, with its Seq.
+func (s *Server) finishResponse(ctx context.Context, t *respTurn, content string, calls []chatmem.ToolCall, u *chatUsage, finish string, started time.Time) (chatmem.Message, error) {
+	t.obj.Usage = u.responses()
+	if finish == "length" {
+		t.obj.Status = "incomplete"
+		t.obj.IncompleteDetails = &incomplete{Reason: "max_output_tokens"}
+	}
+	for i := range calls {
+		if calls[i].Type == "" {
+			calls[i].Type = "function"
+		}
+	}
+	m := chatmem.Message{Role: chatmem.RoleAssistant, Content: content, ToolCalls: calls, Seq: t.seq, Metadata: map[string]string{}}
+	if content == "" && len(calls) == 0 {
+		// An empty reply: kept as an empty message item, which no chat
+		// message can hold.
+		m.Content = "[message item]"
+		m.Metadata[metaItem] = `{"type":"message","id":"msg_0","status":"completed","role":"assistant","content":[{"type":"output_text","text":"","annotations":[],"logprobs":[]}]}`
+	}
+	if !t.store {
+		return m, nil
+	}
+	rec := responseRecord{Response: t.obj, InputFrom: t.inFrom}
+	b, _ := json.Marshal(rec)
+	if len(b) > maxRecordBytes {
+		rec.Response.Tools, rec.Response.Instructions = []json.RawMessage{}, nil
+		b, _ = json.Marshal(rec)
+	}
+	m.Metadata[metaResponse] = string(b)
+	if u != nil && u.PromptTokens > 0 {
+		m.Metadata[MetaPromptTokensUpstream] = strconv.Itoa(u.PromptTokens)
+		m.Metadata[MetaPromptTokensChatmem] = strconv.Itoa(t.tokens)
+	}
+	msgs := append(t.pending[:len(t.pending):len(t.pending)], m)
+	for i := range msgs {
+		msgs[i].Seq = 0
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
+	defer cancel()
+	last := t.last
+	res, err := s.mem.Append(wctx, t.key, msgs, chatmem.AppendOptions{ExpectedLastSeq: &last, User: t.user, Started: started})
+	if errors.Is(err, chatmem.ErrConflict) {
+		return m, fmt.Errorf("%w: conversation %q changed while the response was made; nothing of it was stored, retry", chatmem.ErrConflict, t.key.ID)
+	}
+	if err != nil {
+		return m, fmt.Errorf("store the response: %w", err)
+	}
+	return res.Messages[len(res.Messages)-1], nil
+}
+
+// chatTool is a Chat Completions function tool.
+type chatTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+		Strict      *bool           `json:"strict,omitempty"`
+	} `json:"function"`
+}
+
+// chatRequestBody is the Chat Completions request for a response.
+type chatRequestBody struct {
+	Model             string          `json:"model"`
+	Messages          json.RawMessage `json:"messages"`
+	Tools             []chatTool      `json:"tools,omitempty"`
+	ToolChoice        any             `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	Temperature       *float64        `json:"temperature,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	MaxTokens         *int            `json:"max_completion_tokens,omitempty"`
+	ResponseFormat    any             `json:"response_format,omitempty"`
+	ReasoningEffort   string          `json:"reasoning_effort,omitempty"`
+	User              string          `json:"user,omitempty"`
+	SafetyIdentifier  string          `json:"safety_identifier,omitempty"`
+	PromptCacheKey    string          `json:"prompt_cache_key,omitempty"`
+	ServiceTier       string          `json:"service_tier,omitempty"`
+	Stream            bool            `json:"stream,omitempty"`
+	StreamOptions     any             `json:"stream_options,omitempty"`
+}
+
+// chatFields translates the request's fields but its input: the function
+// tools, the tool choice, the sampling and output fields. Its errors
+// refuse the request, before anything is stored.
+func chatFields(req responsesRequest) (*chatRequestBody, error) {
+	var body chatRequestBody
+	body.Model, body.ParallelToolCalls, body.Temperature, body.TopP, body.MaxTokens = req.Model, req.ParallelToolCalls, req.Temperature, req.TopP, req.MaxOutputTokens
+	body.User, body.SafetyIdentifier, body.PromptCacheKey, body.ServiceTier = req.User, req.SafetyIdentifier, req.PromptCacheKey, req.ServiceTier
+	if req.Reasoning != nil {
+		body.ReasoningEffort = req.Reasoning.Effort
+	}
+	if req.Stream != nil && *req.Stream {
+		body.Stream = true
+		body.StreamOptions = map[string]bool{"include_usage": true}
+	}
+	for i, raw := range req.Tools {
+		var tl struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+			Strict      *bool           `json:"strict"`
+		}
+		if err := json.Unmarshal(raw, &tl); err != nil {
+			return nil, fmt.Errorf("%w: tools[%d] is not a tool object", chatmem.ErrInvalid, i)
+		}
+		if tl.Type != "function" {
+			return nil, fmt.Errorf("%w: tools[%d]: tool type %q is not supported: chatmem sends function tools to a Chat Completions upstream", chatmem.ErrInvalid, i, tl.Type)
+		}
+		if tl.Name == "" {
+			return nil, fmt.Errorf("%w: tools[%d]: a function tool needs a name", chatmem.ErrInvalid, i)
+		}
+		var ct chatTool
+		ct.Type = "function"
+		ct.Function.Name, ct.Function.Description, ct.Function.Parameters, ct.Function.Strict = tl.Name, tl.Description, tl.Parameters, tl.Strict
+		body.Tools = append(body.Tools, ct)
+	}
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+		var mode string
+		var fn struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		switch {
+		case json.Unmarshal(req.ToolChoice, &mode) == nil:
+			if mode != "auto" && mode != "none" && mode != "required" {
+				return nil, fmt.Errorf("%w: tool_choice %q (want auto, none or required)", chatmem.ErrInvalid, mode)
+			}
+			body.ToolChoice = mode
+		case json.Unmarshal(req.ToolChoice, &fn) == nil && fn.Type == "function" && fn.Name != "":
+			body.ToolChoice = map[string]any{"type": "function", "function": map[string]string{"name": fn.Name}}
+		default:
+			return nil, fmt.Errorf("%w: tool_choice must be auto, none, required or a function", chatmem.ErrInvalid)
+		}
+	}
+	if len(req.Text) > 0 && string(req.Text) != "null" {
+		var text struct {
+			Format *struct {
+				Type        string          `json:"type"`
+				Name        string          `json:"name"`
+				Description string          `json:"description,omitempty"`
+				Schema      json.RawMessage `json:"schema"`
+				Strict      *bool           `json:"strict,omitempty"`
+			} `json:"format"`
+		}
+		if err := json.Unmarshal(req.Text, &text); err != nil {
+			return nil, fmt.Errorf("%w: text must be an object with a format", chatmem.ErrInvalid)
+		}
+		if f := text.Format; f != nil {
+			switch f.Type {
+			case "text":
+			case "json_object":
+				body.ResponseFormat = map[string]string{"type": "json_object"}
+			case "json_schema":
+				body.ResponseFormat = map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": f.Name, "description": f.Description, "schema": f.Schema, "strict": f.Strict}}
+			default:
+				return nil, fmt.Errorf("%w: text.format type %q (want text, json_object or json_schema)", chatmem.ErrInvalid, f.Type)
+			}
+		}
+	}
+	return &body, nil
+}
+
+// chatBody is the Chat Completions request body: fields with the
+// instructions and the window as its messages (only what can go to the
+// model).
+func chatBody(body *chatRequestBody, reserve, window []chatmem.Message) ([]byte, error) {
+	msgs := []byte{'['}
+	var err error
+	for _, list := range [][]chatmem.Message{reserve, window} {
+		for _, m := range list {
+			if !upstreamable(m) {
+				continue
+			}
+			if len(msgs) > 1 {
+				msgs = append(msgs, ',')
+			}
+			if msgs, err = appendOpenAIMessage(msgs, m); err != nil {
+				return nil, err
+			}
+		}
+	}
+	body.Messages = append(msgs, ']')
+	return json.Marshal(body)
+}

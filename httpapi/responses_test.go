@@ -1,0 +1,558 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/tokenizer"
+)
+
+// newResponsesEnv is a server in front of the fake Chat Completions
+// upstream, which calls get_weather when the newest message asks for the
+// weather in Paris, and answers "answer N" otherwise.
+func newResponsesEnv(t testing.TB) *proxyEnv {
+	t.Helper()
+	var envp atomic.Pointer[proxyEnv]
+	wrap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var body struct {
+			Messages []struct {
+				Content *string `json:"content"`
+			} `json:"messages"`
+		}
+		_ = json.Unmarshal(raw, &body)
+		if n := len(body.Messages); n > 0 && body.Messages[n-1].Content != nil && *body.Messages[n-1].Content == "weather in Paris?" {
+			envp.Load().up.push(fakeReply{toolCalls: []chatmem.ToolCall{{ID: "call_weather", Type: "function", Function: chatmem.FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris"}`}}}})
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		envp.Load().up.serve(w, r)
+	}))
+	t.Cleanup(wrap.Close)
+	env := newProxyEnv(t, proxyConfig{baseURL: wrap.URL + "/v1"})
+	envp.Store(env)
+	return env
+}
+
+// do sends a request to the OpenAI-compatible APIs as acme.
+func (e *proxyEnv) do(t testing.TB, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, e.url+openAIPrefix+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+proxyKey)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// TestResponsesNodeClient runs testdata/node/responses-client.mjs, the
+// official `openai` npm client, against the Conversations and Responses
+// APIs in front of the fake Chat Completions upstream, and checks that what
+// the client read back is what the store holds, item by item.
+func TestResponsesNodeClient(t *testing.T) {
+	env := newResponsesEnv(t)
+	lines := runNodeScript(t, env, "responses-client.mjs", "openai")
+	var res struct {
+		Conversation string            `json:"conversation"`
+		Items        []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("client output: %v\n%q", err, lines)
+	}
+
+	// The store holds those items, as messages: the metadata markers (one
+	// at creation, one per update), then one message per item but for the
+	// function call, which is an assistant message's tool call.
+	stored := env.stored(t, res.Conversation)
+	var visible []chatmem.Message
+	for _, m := range stored {
+		if !hidden(m) {
+			visible = append(visible, m)
+		}
+	}
+	if len(stored)-len(visible) != 2 {
+		t.Errorf("stored %d metadata markers, want 2", len(stored)-len(visible))
+	}
+	var items []item
+	for _, m := range visible {
+		items = append(items, messageItems(m)...)
+	}
+	if len(items) != len(res.Items) {
+		t.Fatalf("the store holds %d items, the client read %d", len(items), len(res.Items))
+	}
+	for i, it := range items {
+		if !jsonEqual(t, it.raw, res.Items[i]) {
+			t.Errorf("item %d: stored %s, client read %s", i, it.raw, res.Items[i])
+		}
+	}
+	if m := visible[0]; m.Role != chatmem.RoleUser || m.Content != "My ticket is SE-10423." {
+		t.Errorf("first message = %+v", m)
+	}
+
+	// The upstream saw the memory grow: turn N of the conversation carries
+	// the initial item and the 2(N-1) messages before it, plus its own.
+	reqs := env.up.requests()
+	if len(reqs) != 16 {
+		t.Fatalf("upstream got %d requests, want 16", len(reqs))
+	}
+	for i := range 10 {
+		msgs := reqs[i].messages(t)
+		if len(msgs) != 2*i+2 {
+			t.Errorf("upstream request %d carried %d messages, want %d", i+1, len(msgs), 2*i+2)
+		}
+		for _, m := range msgs {
+			if m["role"] == "system" {
+				t.Errorf("upstream request %d carried a system message (the metadata marker?): %v", i+1, m)
+			}
+		}
+	}
+	// The tool's result went up after the call, as chat messages.
+	msgs := reqs[12].messages(t)
+	if last := msgs[len(msgs)-1]; last["role"] != "tool" || last["tool_call_id"] != "call_weather" {
+		t.Errorf("the tool round trip sent %v last", last)
+	}
+	if _, ok := reqs[11].body["tools"]; !ok {
+		t.Errorf("the tools did not go upstream: %s", reqs[11].raw)
+	}
+	// The chain: each response carries the ones before it.
+	for i := range 3 {
+		if n := len(reqs[13+i].messages(t)); n != 2*i+1 {
+			t.Errorf("chain request %d carried %d messages, want %d", i+1, n, 2*i+1)
+		}
+	}
+}
+
+// runNodeScript runs a script of testdata/node against env's
+// /openai/v1 and returns its output lines; it skips (or fails under
+// CI=true) without Node.js or the npm package pkg.
+func runNodeScript(t *testing.T, env *proxyEnv, script, pkg string) []string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.SkipOrFail(t, "Node.js is not installed: %v", err)
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "testdata", "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
+		testenv.SkipOrFail(t, "the %s npm package is not installed (run npm ci --prefix testdata/node): %v", pkg, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CHATMEM_OPENAI_URL="+env.url+openAIPrefix, "CHATMEM_API_KEY="+proxyKey)
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("node %s: %v\n%s%s\nserver log:\n%s", script, err, out, stderr, env.log)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	t.Logf("%s: %s", script, lines[0])
+	return lines
+}
+
+func jsonEqual(t testing.TB, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}
+
+// tenantSnapshot is every conversation of acme with its messages, as JSON.
+func (e *proxyEnv) tenantSnapshot(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	page, err := e.mem.Store().List(ctx, "acme", chatmem.PageRequest{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []any
+	for _, c := range page.Conversations {
+		out = append(out, c.Key.ID, e.stored(t, c.Key.ID))
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+// openAIErrorOf decodes an answer in OpenAI's error shape.
+func openAIErrorOf(t testing.TB, b []byte) openAIErrorDetail {
+	t.Helper()
+	var e struct {
+		Error *openAIErrorDetail `json:"error"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil || e.Error == nil || e.Error.Message == "" || e.Error.Type == "" {
+		t.Fatalf("not OpenAI's error shape: %s", b)
+	}
+	return *e.Error
+}
+
+// TestResponsesBadInput: each refused request answers OpenAI's error shape
+// with its status, stores nothing and calls no upstream.
+func TestResponsesBadInput(t *testing.T) {
+	env := newResponsesEnv(t)
+	status, b := env.do(t, "POST", "/conversations", `{"items":[{"role":"user","content":"hello"}]}`)
+	if status != http.StatusOK {
+		t.Fatalf("create: %d %s", status, b)
+	}
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	status, b = env.do(t, "POST", "/responses", `{"model":"m","conversation":"`+conv.ID+`","input":"hi"}`)
+	if status != http.StatusOK {
+		t.Fatalf("response: %d %s", status, b)
+	}
+	var resp responseObject
+	_ = json.Unmarshal(b, &resp)
+	before, calls := env.tenantSnapshot(t), len(env.up.requests())
+
+	items21 := make([]string, 21)
+	for i := range items21 {
+		items21[i] = `{"role":"user","content":"m"}`
+	}
+	many := "[" + strings.Join(items21, ",") + "]"
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		msg                      string
+	}{
+		{"unknown conversation", "GET", "/conversations/conv_nope", "", 404, "not found"},
+		{"unknown conversation's items", "GET", "/conversations/conv_nope/items", "", 404, "not found"},
+		{"unknown item", "GET", "/conversations/" + conv.ID + "/items/msg_99", "", 404, "not found"},
+		{"unknown response", "GET", "/responses/resp_nope", "", 404, "not found"},
+		{"forged response", "GET", "/responses/" + strings.Replace(resp.ID, "resp_", "resp_0", 1), "", 404, "not found"},
+		{"response in unknown conversation", "POST", "/responses", `{"model":"m","conversation":"conv_nope","input":"x"}`, 404, "not found"},
+		{"unknown previous response", "POST", "/responses", `{"model":"m","previous_response_id":"resp_nope","input":"x"}`, 404, "not found"},
+		{"both", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","previous_response_id":"` + resp.ID + `","input":"x"}`, 400, "cannot be used together"},
+		{"21 items at creation", "POST", "/conversations", `{"items":` + many + `}`, 400, "over the limit of 20"},
+		{"21 items added", "POST", "/conversations/" + conv.ID + "/items", `{"items":` + many + `}`, 400, "over the limit of 20"},
+		{"unsupported item", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":[{"role":"user","content":"x"},{"type":"web_search_call","id":"ws_1"}]}`, 400, "web_search_call"},
+		{"image part", "POST", "/conversations/" + conv.ID + "/items", `{"items":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, 400, "input_image"},
+		{"hosted tool, new conversation", "POST", "/responses", `{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, 400, "web_search"},
+		{"bad tool_choice, new conversation", "POST", "/responses", `{"model":"m","input":"x","tool_choice":"sometimes"}`, 400, "tool_choice"},
+		{"hosted tool", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":"x","tools":[{"type":"web_search"}]}`, 400, "web_search"},
+		{"tool output without its call", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `","input":[{"type":"function_call_output","call_id":"call_x","output":"1"}]}`, 400, ""},
+		{"no input", "POST", "/responses", `{"model":"m","conversation":"` + conv.ID + `"}`, 400, "input"},
+		{"item deletion", "DELETE", "/conversations/" + conv.ID + "/items/msg_2", "", 400, "not supported"},
+		{"response deletion", "DELETE", "/responses/" + resp.ID, "", 400, "not supported"},
+		{"metadata over 16 pairs", "POST", "/conversations/" + conv.ID, `{"metadata":{"1":"","2":"","3":"","4":"","5":"","6":"","7":"","8":"","9":"","10":"","11":"","12":"","13":"","14":"","15":"","16":"","17":""}}`, 400, "16"},
+		{"bad order", "GET", "/conversations/" + conv.ID + "/items?order=up", "", 400, "order"},
+	} {
+		status, b := env.do(t, tc.method, tc.path, tc.body)
+		e := openAIErrorOf(t, b)
+		if status != tc.status || !strings.Contains(e.Message, tc.msg) {
+			t.Errorf("%s: %d %s, want %d with %q", tc.name, status, b, tc.status, tc.msg)
+		}
+	}
+	if after := env.tenantSnapshot(t); after != before {
+		t.Errorf("refused requests changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+	if n := len(env.up.requests()) - calls; n != 0 {
+		t.Errorf("refused requests called the upstream %d times", n)
+	}
+}
+
+// TestResponsesUnmodelledItems: an item type chatmem does not model is
+// stored and read back as it was sent (but for its ID), and never goes to
+// the upstream; the metadata marker does not either.
+func TestResponsesUnmodelledItems(t *testing.T) {
+	env := newResponsesEnv(t)
+	reasoning := `{"type":"reasoning","id":"rs_abc","summary":[{"type":"summary_text","text":"thought about it"}],"encrypted_content":"gAAA"}`
+	status, b := env.do(t, "POST", "/conversations", `{"metadata":{"k":"v"},"items":[{"role":"user","content":"hello"},`+reasoning+`]}`)
+	if status != http.StatusOK {
+		t.Fatalf("create: %d %s", status, b)
+	}
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	status, b = env.do(t, "GET", "/conversations/"+conv.ID+"/items?order=asc", "")
+	var list itemList
+	if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil || len(list.Data) != 2 {
+		t.Fatalf("items: %d %s", status, b)
+	}
+	want := strings.Replace(reasoning, `"rs_abc"`, `"rs_3"`, 1)
+	if !jsonEqual(t, list.Data[1], []byte(want)) {
+		t.Errorf("reasoning item read back as %s, want %s", list.Data[1], want)
+	}
+	status, b = env.do(t, "POST", "/responses", `{"model":"m","conversation":"`+conv.ID+`","input":"next","instructions":"be brief"}`)
+	if status != http.StatusOK {
+		t.Fatalf("response: %d %s", status, b)
+	}
+	msgs := env.up.last(t).messages(t)
+	got, _ := json.Marshal(msgs)
+	wantUp := `[{"content":"be brief","role":"system"},{"content":"hello","role":"user"},{"content":"next","role":"user"}]`
+	if !jsonEqual(t, got, []byte(wantUp)) {
+		t.Errorf("upstream got %s, want %s", got, wantUp)
+	}
+}
+
+// TestResponsesMemoryPolicy: the metadata's chatmem_* keys, like the
+// X-Chatmem-* headers, choose what the upstream gets.
+func TestResponsesMemoryPolicy(t *testing.T) {
+	env := newResponsesEnv(t)
+	_, b := env.do(t, "POST", "/conversations", `{}`)
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	for i := range 4 {
+		body := `{"model":"m","conversation":"` + conv.ID + `","input":"turn ` + string(rune('1'+i)) + `","metadata":{"chatmem_policy":"last_turns","chatmem_turns":"2"}}`
+		if status, b := env.do(t, "POST", "/responses", body); status != http.StatusOK {
+			t.Fatalf("turn %d: %d %s", i+1, status, b)
+		}
+	}
+	if n := len(env.up.last(t).messages(t)); n != 3 {
+		t.Errorf("last_turns 2 sent %d messages, want 3 (user, assistant, user)", n)
+	}
+	if status, b := env.do(t, "POST", "/responses", `{"model":"m","conversation":"`+conv.ID+`","input":"x","metadata":{"chatmem_policy":"nope"}}`); status != http.StatusBadRequest {
+		t.Errorf("unknown policy: %d %s", status, b)
+	}
+}
+
+// TestResponsesStreamBroken: a stream the upstream breaks ends with
+// response.failed and stores nothing of the response.
+func TestResponsesStreamBroken(t *testing.T) {
+	env := newResponsesEnv(t)
+	_, b := env.do(t, "POST", "/conversations", `{"items":[{"role":"user","content":"hello"}]}`)
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	before := env.tenantSnapshot(t)
+	env.up.push(fakeReply{content: "a reply that breaks", breakAfter: 1})
+	status, b := env.do(t, "POST", "/responses", `{"model":"m","conversation":"`+conv.ID+`","input":"go on","stream":true}`)
+	if status != http.StatusOK || !strings.Contains(string(b), "event: response.failed") || strings.Contains(string(b), "response.completed") {
+		t.Errorf("broken stream: %d %s", status, b)
+	}
+	if after := env.tenantSnapshot(t); after != before {
+		t.Errorf("a broken stream changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestResponsesTenants: another tenant's key reads none of acme's
+// responses, even with their IDs.
+func TestResponsesTenants(t *testing.T) {
+	store := memory.New()
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := newFakeUpstream(t)
+	api, err := New(mem, Options{Keys: []Key{{Tenant: "acme", Key: proxyKey}, {Tenant: "globex", Key: "globex-key-1"}}, Upstream: &Upstream{BaseURL: up.URL + "/v1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	env := &proxyEnv{url: srv.URL, mem: mem, up: up}
+	status, b := env.do(t, "POST", "/responses", `{"model":"m","input":"secret"}`)
+	var resp responseObject
+	if err := json.Unmarshal(b, &resp); status != http.StatusOK || err != nil {
+		t.Fatalf("response: %d %s", status, b)
+	}
+	// globex, with a conversation of the same name.
+	key, _, _ := parseResponseID("globex", resp.ID)
+	if _, err := mem.Append(context.Background(), key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "a"}, {Role: chatmem.RoleAssistant, Content: "b"}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/responses/" + resp.ID, "/responses/" + resp.ID + "/input_items", "/conversations/" + key.ID + "/items"} {
+		req, _ := http.NewRequest("GET", srv.URL+openAIPrefix+p, nil)
+		req.Header.Set("Authorization", "Bearer globex-key-1")
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if strings.Contains(string(b), "secret") || strings.HasPrefix(p, "/responses/") && r.StatusCode != http.StatusNotFound {
+			t.Errorf("globex GET %s: %d %s", p, r.StatusCode, b)
+		}
+	}
+}
+
+// TestResponsesBranchRefused: previous_response_id naming a response that
+// is no longer the latest of its chain is refused (409) and stores nothing.
+func TestResponsesBranchRefused(t *testing.T) {
+	env := newResponsesEnv(t)
+	var ids []string
+	for i := range 2 {
+		body := `{"model":"m","input":"step"}`
+		if i > 0 {
+			body = `{"model":"m","input":"step","previous_response_id":"` + ids[i-1] + `"}`
+		}
+		status, b := env.do(t, "POST", "/responses", body)
+		var r responseObject
+		if err := json.Unmarshal(b, &r); status != http.StatusOK || err != nil {
+			t.Fatalf("step %d: %d %s", i, status, b)
+		}
+		ids = append(ids, r.ID)
+	}
+	before := env.tenantSnapshot(t)
+	status, b := env.do(t, "POST", "/responses", `{"model":"m","input":"branch","previous_response_id":"`+ids[0]+`"}`)
+	if e := openAIErrorOf(t, b); status != http.StatusConflict || !strings.Contains(e.Message, "branching") {
+		t.Errorf("branch: %d %s", status, b)
+	}
+	if after := env.tenantSnapshot(t); after != before {
+		t.Errorf("a refused branch changed the store")
+	}
+	// The input items of the second response are its own.
+	status, b = env.do(t, "GET", "/responses/"+ids[1]+"/input_items", "")
+	var list itemList
+	if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil || len(list.Data) != 1 {
+		t.Errorf("input_items: %d %s", status, b)
+	}
+}
+
+// TestResponsesAgentsSession runs testdata/node/agents-session.mjs: an
+// OpenAI Agents SDK agent with a function tool, ten turns on an
+// OpenAIConversationsSession kept by chatmem. The session's items are what
+// chatmem stores, item by item.
+func TestResponsesAgentsSession(t *testing.T) {
+	env := newResponsesEnv(t)
+	lines := runNodeScript(t, env, "agents-session.mjs", filepath.Join("@openai", "agents"))
+	// With store: false, the session's conversation is the only one.
+	page, err := env.mem.Store().List(context.Background(), "acme", chatmem.PageRequest{Limit: 1000})
+	if err != nil || len(page.Conversations) != 1 {
+		t.Errorf("%d conversations (%v), want the session's alone", len(page.Conversations), err)
+	}
+	var res struct {
+		Conversation string `json:"conversation"`
+		Items        []struct {
+			ID        string          `json:"id"`
+			Type      string          `json:"type"`
+			Role      string          `json:"role"`
+			Content   json.RawMessage `json:"content"`
+			CallID    string          `json:"callId"`
+			Name      string          `json:"name"`
+			Arguments string          `json:"arguments"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("agents output: %v\n%q", err, lines)
+	}
+	var items []item
+	for _, m := range env.stored(t, res.Conversation) {
+		items = append(items, messageItems(m)...)
+	}
+	// Ten turns: user and assistant each, and the tool's call and output.
+	if len(items) != 22 || len(res.Items) != len(items) {
+		t.Fatalf("chatmem stores %d items, the session read %d, want 22", len(items), len(res.Items))
+	}
+	for i, it := range items {
+		var s struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
+		}
+		_ = json.Unmarshal(it.raw, &s)
+		got := res.Items[i]
+		if s.Type == "function_call_output" {
+			// The SDK's own name for it, named after the call.
+			s.Type, s.Name = "function_call_result", s.CallID
+		}
+		if got.ID != it.id || got.Type != s.Type || got.Role != s.Role || got.Name != s.Name || got.CallID != s.CallID {
+			t.Errorf("item %d: the session has %+v, chatmem %s", i, got, it.raw)
+		}
+		if s.Type == "message" && !strings.Contains(string(got.Content), s.Content[0].Text) {
+			t.Errorf("item %d: the session has content %s, chatmem %s", i, got.Content, it.raw)
+		}
+	}
+}
+
+// TestConversationItemsPages: paging through the items, in either order
+// and with any page size, gives each item once, in order; messages that
+// hold several items (an assistant message with text and tool calls) and
+// conversations longer than a read chunk included.
+func TestConversationItemsPages(t *testing.T) {
+	env := newResponsesEnv(t)
+	_, b := env.do(t, "POST", "/conversations", `{"metadata":{"a":"b"}}`)
+	var conv conversationObject
+	_ = json.Unmarshal(b, &conv)
+	key := chatmem.Key{Tenant: "acme", ID: conv.ID}
+	var msgs []chatmem.Message
+	for i := range 30 {
+		msgs = append(msgs,
+			chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("q%d", i)},
+			chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("a%d", i), ToolCalls: []chatmem.ToolCall{
+				{ID: fmt.Sprintf("c%d-0", i), Type: "function", Function: chatmem.FunctionCall{Name: "f", Arguments: "{}"}},
+				{ID: fmt.Sprintf("c%d-1", i), Type: "function", Function: chatmem.FunctionCall{Name: "g", Arguments: "{}"}}}},
+			chatmem.Message{Role: chatmem.RoleTool, Content: "1", ToolCallID: fmt.Sprintf("c%d-0", i)},
+			chatmem.Message{Role: chatmem.RoleTool, Content: "2", ToolCallID: fmt.Sprintf("c%d-1", i)})
+	}
+	if _, err := env.mem.Append(context.Background(), key, msgs, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, m := range env.stored(t, conv.ID) {
+		for _, it := range messageItems(m) {
+			all = append(all, it.id)
+		}
+	}
+	if len(all) != 30*6 {
+		t.Fatalf("%d items, want %d", len(all), 30*6)
+	}
+	for _, order := range []string{"asc", "desc"} {
+		want := slices.Clone(all)
+		if order == "desc" {
+			slices.Reverse(want)
+		}
+		for _, limit := range []int{1, 7, 32, 100} {
+			var got []string
+			after := ""
+			for range 200 {
+				status, b := env.do(t, "GET", fmt.Sprintf("/conversations/%s/items?order=%s&limit=%d&after=%s", conv.ID, order, limit, after), "")
+				var list itemList
+				if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil {
+					t.Fatalf("%s %d: %d %s", order, limit, status, b)
+				}
+				for _, raw := range list.Data {
+					var it struct {
+						ID string `json:"id"`
+					}
+					_ = json.Unmarshal(raw, &it)
+					got = append(got, it.ID)
+				}
+				if !list.HasMore {
+					break
+				}
+				after = *list.LastID
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("order %s, limit %d: %d items %v..., want %d %v...", order, limit, len(got), got[:min(8, len(got))], len(want), want[:8])
+			}
+		}
+	}
+}

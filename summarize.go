@@ -1,0 +1,436 @@
+package chatmem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chatmem/chatmem/internal/bounded"
+)
+
+// recreated is the error for work on a conversation that was deleted and
+// created again since: ErrNotFound, as the work's conversation is gone.
+func recreated(key Key) error {
+	return fmt.Errorf("%w: conversation %s was deleted and created again", ErrNotFound, key)
+}
+
+// sameGeneration wraps ErrNotFound unless the conversation at key is the
+// one created at created.
+func (m *Memory) sameGeneration(ctx context.Context, key Key, created time.Time) error {
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !conv.CreatedAt.Equal(created) {
+		return recreated(key)
+	}
+	return nil
+}
+
+// maxSummaryChunk bounds the messages one summarizer call covers, so a
+// conversation far behind (a large import, a worker that was down) catches
+// up in bounded steps, each stored before the next.
+const maxSummaryChunk = 256
+
+// summarize extends the conversation's summary once the messages after it
+// hold more than SummaryOptions.Trigger tokens, until the newest messages
+// that fit Target remain. Each step makes the next summary from the previous
+// one plus only the newly covered messages (at most maxSummaryChunk), and
+// stores it with a compare-and-set on the covered sequence number; nothing
+// counts as covered before it is stored. A failed or empty summary is never
+// stored. Every read is bounded: two tails and one chunk per step.
+// It returns the tokens left unsummarized when it found nothing to do, and
+// -1 (unknown) after it wrote a summary. It works on the conversation
+// created at created, read before any of its reads: if another conversation
+// has taken its place (or none), it wraps ErrNotFound and writes nothing, so
+// no summary of the old one reaches the new one.
+//
+// With a Leaser, the summarizer is called under the conversation's
+// LeaseSummary lease, taken once there is something to summarize (and the
+// summary read again under it): a process refused the lease returns -1 and
+// leaves the work to the holder.
+func (m *Memory) summarize(ctx context.Context, key Key, created time.Time) (int, error) {
+	unsummarized := -1
+	err := m.leased(ctx, key, LeaseSummary, !local(m.summarizer), func(hold holdFunc) (err error) {
+		unsummarized, err = m.summarizeHeld(ctx, key, created, hold)
+		return err
+	})
+	return unsummarized, err
+}
+
+// summarizeHeld is summarize under the lease hold takes or extends.
+func (m *Memory) summarizeHeld(ctx context.Context, key Key, created time.Time, hold holdFunc) (int, error) {
+	ss := m.caps.summaries
+	_, _, limit := m.summaryBounds(key)
+	held := false
+	for {
+		prev, err := ss.Summary(ctx, key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return -1, err
+		}
+		end, unsummarized, current, err := m.summaryEnd(ctx, key, prev.CoversSeq)
+		if err != nil {
+			return -1, err
+		}
+		if !current.Equal(created) {
+			return -1, recreated(key)
+		}
+		if end <= prev.CoversSeq {
+			return unsummarized, nil
+		}
+		if ok, err := hold(ctx); !ok || err != nil {
+			return -1, err // another process summarizes it
+		}
+		if !held {
+			held = true
+			continue // read again under the lease: the last holder may have moved it
+		}
+		// One lookahead message shows where the chunk may end: just before a
+		// user message, so no tool unit is split and the window after the
+		// summary starts with a user message. A chunk with no such place (a
+		// long run of tool calls) is folded into a running summary that the
+		// next chunk extends; it is stored only at a cut.
+		running := prev
+		for from := prev.CoversSeq; ; {
+			n := min(end-from, maxSummaryChunk) + 1
+			chunk, err := m.store.Range(ctx, key, from, int(n))
+			if err != nil {
+				return -1, err
+			}
+			cut, content := -1, running.Text != "" || from > prev.CoversSeq
+			for i := 0; i+1 < len(chunk) && chunk[i].Seq <= end; i++ {
+				content = content || chunk[i].Role != RoleSystem
+				if chunk[i+1].Role == RoleUser && content {
+					cut = i // a cut with something to summarize, not system messages alone
+				}
+			}
+			if cut >= 0 {
+				if err := m.summarizeChunk(ctx, key, running, chunk[:cut+1], created, limit); err != nil {
+					return -1, err
+				}
+				if chunk[cut].Seq >= end {
+					return -1, nil
+				}
+				break // the next step starts from the stored summary
+			}
+			if len(chunk) < 2 || chunk[len(chunk)-2].Seq >= end {
+				// No user message to cut before up to end. After folding a
+				// long run, look again only after another Trigger's worth of
+				// tokens (not at every append); after a short one, at once.
+				if from-prev.CoversSeq >= maxSummaryChunk {
+					return 0, nil
+				}
+				return -1, nil
+			}
+			if ok, err := hold(ctx); !ok || err != nil {
+				return -1, err
+			}
+			if running.Text, err = m.summaryText(ctx, running.Text, chunk[:len(chunk)-1], limit); err != nil {
+				return -1, err
+			}
+			from = chunk[len(chunk)-2].Seq
+		}
+	}
+}
+
+// summaryText calls the summarizer (with retries) on prev plus msgs' non-system
+// messages, within limit tokens when limit > 0 and the summarizer is a
+// BoundedSummarizer; an empty answer is an error.
+func (m *Memory) summaryText(ctx context.Context, prev string, msgs []Message, limit int) (string, error) {
+	_, covered := splitPinned(msgs)
+	// Its own copy: covered may be msgs itself, whose last Seq becomes the
+	// summary's CoversSeq, whatever a Summarizer does with its input.
+	covered = slices.Clone(covered)
+	var text string
+	err := m.retry(ctx, "summarizer "+m.summarizer.Name(), func(ctx context.Context) error {
+		var t string
+		var err error
+		if b, ok := m.summarizer.(BoundedSummarizer); ok && limit > 0 {
+			t, err = b.SummarizeWithin(ctx, prev, covered, limit)
+		} else {
+			t, err = m.summarizer.Summarize(ctx, prev, covered)
+		}
+		if err == nil && strings.TrimSpace(t) == "" {
+			err = errors.New("summarizer returned an empty summary")
+		}
+		text = strings.TrimSpace(t)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("summarizer %s: %w", m.summarizer.Name(), err)
+	}
+	return text, nil
+}
+
+// summaryEnd returns the last sequence number the summary should cover:
+// the message before the oldest user message among the newest that fit
+// Target, if the messages after covered hold more than Trigger tokens, and
+// covered (nothing to do) otherwise, with the tokens after covered.
+func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end int64, unsummarized int, created time.Time, err error) {
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil || conv.LastSeq <= covered {
+		return covered, 0, conv.CreatedAt, err
+	}
+	created = conv.CreatedAt
+	trigger, target, _ := m.summaryBounds(key)
+	over, err := m.store.Tail(ctx, key, TailQuery{Tokens: trigger})
+	if err != nil {
+		return covered, 0, created, err
+	}
+	if len(over) > 0 && over[0].Seq <= covered+1 {
+		for _, msg := range over { // what is unsummarized fits Trigger
+			if msg.Seq > covered && msg.Role != RoleSystem {
+				unsummarized += msg.Tokens
+			}
+		}
+		return covered, unsummarized, created, nil
+	}
+	keep, err := m.store.Tail(ctx, key, TailQuery{Tokens: target})
+	if err != nil {
+		return covered, 0, created, err
+	}
+	for _, msgs := range [][]Message{keep, over} {
+		for _, msg := range msgs {
+			if msg.Role == RoleUser && msg.Seq > covered+1 {
+				return msg.Seq - 1, 0, created, nil
+			}
+		}
+	}
+	return conv.LastSeq, 0, created, nil // no user message in the tail: cover what a chunk can
+}
+
+// summarizeChunk summarizes prev plus msgs and stores the result as covering
+// msgs' last message, if the summary still covers prev.CoversSeq. With a
+// limit (> 0) and a BoundedSummarizer, a summary counted over limit tokens
+// is made again within a proportionally smaller bound, a few times at most.
+func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message, created time.Time, limit int) error {
+	text, err := m.summaryText(ctx, prev.Text, msgs, limit)
+	if err != nil {
+		return err
+	}
+	// The tokenizer to count the summary with, and a first look at whether
+	// the conversation was deleted (and re-created) while the summarizer
+	// ran; the write checks that again (atomically, with a
+	// GenerationWriter), as a delete can come after this read too.
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !conv.CreatedAt.Equal(created) {
+		return recreated(key)
+	}
+	counter, err := m.Counter(conv.Tokenizer)
+	if err != nil {
+		return err
+	}
+	s := Summary{Text: text, CoversSeq: msgs[len(msgs)-1].Seq, Summarizer: m.summarizer.Name(), CreatedAt: m.now()}
+	if s.Tokens, err = counter.Count(ctx, summaryAsMessage(s)); err != nil {
+		return err
+	}
+	_, bounded := m.summarizer.(BoundedSummarizer)
+	for bound, try := limit, 0; bounded && limit > 0 && s.Tokens > limit && try < 3; try++ {
+		if bound = bound * limit / s.Tokens * 9 / 10; bound < 1 {
+			break
+		}
+		if s.Text, err = m.summaryText(ctx, prev.Text, msgs, bound); err != nil {
+			return err
+		}
+		if s.Tokens, err = counter.Count(ctx, summaryAsMessage(s)); err != nil {
+			return err
+		}
+	}
+	if gw := m.caps.generations; gw != nil {
+		err = gw.PutSummaryOf(ctx, key, created, s, prev.CoversSeq)
+	} else {
+		err = m.caps.summaries.PutSummary(ctx, key, s, prev.CoversSeq)
+	}
+	if err == nil {
+		m.summaries.put(key, created, &s)
+	}
+	if errors.Is(err, ErrConflict) {
+		return nil // another worker moved the summary on; the next job looks again
+	}
+	return err
+}
+
+// When SummaryOptions leaves Trigger unset, a conversation's summary follows
+// the budget its summary_buffer context reads leave for the summary and the
+// messages after it (the budget less the pinned messages, the facts and the
+// request overhead; see assembly.summaryBudget): it is extended once the
+// messages after it pass autoTriggerPercent of that budget, until about
+// autoTargetPercent remain, and it is kept within autoSummaryPercent, so
+// that the summary and the messages after it fit together with room to
+// spare (5%) for the newest turn.
+//
+// The summary gets the larger share: it stands for everything older, the
+// messages after it only for the last few turns. On LoCoMo (docs/
+// evaluation.md) answer presence at 2,048 tokens rose with the summary's
+// share, 0.558 at 60/35/30, 0.580 at 45/20/45, 0.608 at these values and
+// 0.621 at 35/15/60; these keep a recent window of 20-40% of the budget (a
+// few turns even at small budgets) and summarize every 20% of it.
+const (
+	autoTriggerPercent = 40
+	autoTargetPercent  = 20
+	autoSummaryPercent = 55
+)
+
+// summaryBudgets remembers, per conversation, the budget its latest
+// summary_buffer traffic read in this process left for the summary and
+// the messages after it (see maintainSummary): the summaries follow what
+// the conversation is read with now. Previews (ContextOptions.Preview) are
+// not noted. It is bounded; a conversation it forgets goes back to the
+// fixed defaults until its next read.
+type summaryBudgets struct {
+	bounded.Map[Key, int] // a forgotten budget is noted again at the next read
+}
+
+// note records budget for key and reports whether the remembered budget
+// changed.
+func (b *summaryBudgets) note(key Key, budget int) bool {
+	if budget < 1 {
+		return false
+	}
+	return b.Update(key, 0, func(old int, ok bool) (int, bool) {
+		return budget, !ok || old != budget
+	})
+}
+
+// summaryBounds returns when key's summary is extended (once more than
+// trigger tokens follow it), how far (until about target remain), and the
+// tokens the summary itself may take (0: no bound). They are the
+// SummaryOptions when set, else they follow the conversation's remembered
+// budget, else the defaults (2000 and 1000, no bound).
+func (m *Memory) summaryBounds(key Key) (trigger, target, limit int) {
+	if m.autoSummary {
+		if b, ok := m.budgets.Get(key); ok {
+			return max(b*autoTriggerPercent/100, 2), max(b*autoTargetPercent/100, 1), max(b*autoSummaryPercent/100, 1)
+		}
+	}
+	return m.sumOpts.Trigger, m.sumOpts.Target, 0
+}
+
+// noteSummaryBudget remembers the budget a summary_buffer read of key used;
+// when that changes what summarizing does, the estimate that lets appends
+// skip the check is dropped, so the next job looks again.
+func (m *Memory) noteSummaryBudget(key Key, budget int) {
+	if m.autoSummary && m.summarizer != nil && m.budgets.note(key, budget) {
+		m.worker.setUnsummarized(key, 0, false)
+	}
+}
+
+// summaryCacheTTL is how long a summary read from the store is reused
+// before it is read again, to see summaries other instances wrote.
+const summaryCacheTTL = 2 * time.Second
+
+// summaryCache keeps each conversation's latest known summary, so most
+// turns need no summary read. Any older summary of the same conversation
+// is still a valid one (summaries only move forward, and Context checks
+// that the window reaches back to it), so a stale entry costs efficiency,
+// never correctness. Entries are tied to the conversation's CreatedAt and
+// checked against its LastSeq, so a deleted and re-created conversation
+// does not see its predecessor's (a re-created conversation with the same
+// CreatedAt and as many messages within 2 s is the remaining blind spot;
+// a store-level generation would close it).
+type summaryCache struct {
+	bounded.Map[Key, cachedSummary] // sized by the keys and texts, roughly
+}
+
+type cachedSummary struct {
+	created time.Time // the conversation's CreatedAt
+	summary *Summary  // nil: none stored
+	fetched time.Time
+}
+
+// forget drops the conversation's entry.
+func (c *summaryCache) forget(key Key) { c.Delete(key) }
+
+// get returns the cached summary of the conversation with this CreatedAt
+// and LastSeq. Freshness is judged by the wall clock, not Options.Now (a
+// test clock may stand still), and a summary covering more than the
+// conversation holds belongs to a predecessor, whatever its CreatedAt.
+func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
+	e, ok := c.Get(key)
+	if !ok || !e.created.Equal(conv.CreatedAt) || time.Since(e.fetched) > summaryCacheTTL ||
+		(e.summary != nil && e.summary.CoversSeq > conv.LastSeq) {
+		return nil, false
+	}
+	return e.summary, true
+}
+
+// put records what the store holds (read) or what this Memory just wrote.
+func (c *summaryCache) put(key Key, created time.Time, s *Summary) {
+	size := 128 + len(key.Tenant) + len(key.ID)
+	if s != nil {
+		size += len(s.Text)
+	}
+	c.Put(key, cachedSummary{created: created, summary: s, fetched: time.Now()}, size)
+}
+
+// cachedSummary returns the conversation's summary (nil if none), from the
+// cache when it is fresh.
+func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) (*Summary, error) {
+	if s, ok := m.summaries.get(key, conv); ok {
+		return s, nil
+	}
+	s, err := m.Summary(ctx, key)
+	switch {
+	case err == nil:
+		m.summaries.put(key, conv.CreatedAt, &s)
+		return &s, nil
+	case errors.Is(err, ErrNotFound):
+		m.summaries.put(key, conv.CreatedAt, nil)
+		return nil, nil
+	}
+	return nil, err
+}
+
+// maintainSummary is the maintain step of a context read that is traffic,
+// not a preview (ContextOptions.Preview skips it). With summary_buffer and a
+// summarizer it notes the budget the read leaves the summary and the
+// messages after it (noteSummaryBudget); then, when the window left out a
+// summary that lags behind it (gap), or sends none while it leaves older
+// messages out and the summary follows the budget (a summary that fits may
+// be due), it asks the worker for a summary, for the next read, or with
+// Options.Sync makes it and assembles again. w, gap and err are the
+// assembly's.
+func (m *Memory) maintainSummary(ctx context.Context, c *contextRead, w Window, gap bool, err error) (Window, error) {
+	if c.plan.p.Kind != PolicySummaryBuffer || m.summarizer == nil {
+		return w, err
+	}
+	m.noteSummaryBudget(c.key, c.a.summaryBudget())
+	if err == nil && !gap && m.autoSummary && w.Summary == nil {
+		// No summary sent (none yet, or one made for a larger budget that
+		// does not fit this one), and the window leaves older messages
+		// out: with the trigger and the summary's bound following this
+		// budget, a summary that fits may be due.
+		gap = int(c.last) > storedSent(w, c.last)
+	}
+	switch {
+	case !gap:
+		return w, err
+	case !m.sync:
+		m.requestSummary(c.key, c.conv.CreatedAt)
+		return w, err
+	}
+	// The summary lags behind the window: catch it up, then assemble
+	// again with the new summary (the tail read already reaches it).
+	if _, serr := m.summarize(ctx, c.key, c.conv.CreatedAt); serr != nil {
+		m.log.Warn("summarize before context", "key", c.key.String(), "err", serr)
+		return w, err
+	}
+	s, serr := m.Summary(ctx, c.key)
+	switch {
+	case errors.Is(serr, ErrNotFound):
+		return w, err // nothing was due: the plain window stands
+	case serr != nil:
+		return Window{}, serr
+	}
+	if c.a.summary, serr = summaryPartOf(ctx, s, c.plan.counter, c.plan.recount); serr != nil {
+		return Window{}, serr
+	}
+	w, _, err = c.a.window()
+	return w, err
+}
