@@ -23,8 +23,9 @@ type Rewinder interface {
 	// > toSeq) from the fact's history, so the value before it, if any,
 	// is current again, and so for the user facts taken from the rewound
 	// messages (Fact.Conversation the conversation's ID); moves the fact
-	// extraction mark back to toSeq if it was past it; removes the rewound messages' index entries (the
-	// conversation's and its user's) and vectors; and deletes the
+	// extraction mark back to toSeq if it was past it; removes the rewound
+	// messages' index entries (the conversation's and its user's) and
+	// vectors; and deletes the
 	// idempotency keys of appends that stored a rewound message, so that
 	// a retry of such an append appends again instead of replaying
 	// messages that are gone. UpdatedAt is set to now; CreatedAt, the
