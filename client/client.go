@@ -209,6 +209,24 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 	return err
 }
 
+// Rewind takes the conversation back to message toSeq, deleting the
+// messages after it with what was derived from them, and returns the
+// conversation after it (POST .../rewind), as chatmem.Memory.Rewind does.
+// With ifMatch set, the rewind happens only if the conversation's last
+// seq is still *ifMatch (a 409 conflict otherwise): pass the last seq the
+// decision to rewind was made on, so that messages appended since are
+// never deleted.
+func (c *Client) Rewind(ctx context.Context, id string, toSeq int64, ifMatch *int64) (Conversation, error) {
+	var h http.Header
+	if ifMatch != nil {
+		h = http.Header{"If-Match": {etag(*ifMatch)}}
+	}
+	var out Conversation
+	_, err := c.do(ctx, http.MethodPost, convPath(id, "rewind"), nil, h, RewindRequest{ToSeq: &toSeq}, &out)
+	out.Conversation.Key = chatmem.Key{}
+	return out, err
+}
+
 // Facts returns the conversation's current facts, ordered by key.
 func (c *Client) Facts(ctx context.Context, id string) ([]chatmem.Fact, error) {
 	return c.facts(ctx, http.MethodGet, convPath(id, "facts"), nil, nil)

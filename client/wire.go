@@ -149,3 +149,9 @@ type UserExportLine struct {
 	Facts        []chatmem.Fact    `json:"facts"`
 	Summary      *chatmem.Summary  `json:"summary,omitempty"`
 }
+
+// RewindRequest is the body of POST /v1/conversations/{id}/rewind: the
+// last message to keep (0: none). ToSeq is required.
+type RewindRequest struct {
+	ToSeq *int64 `json:"to_seq"`
+}

@@ -43,6 +43,7 @@ type (
 	FactInput          = client.FactInput
 	FactsBody          = client.FactsBody
 	SearchRequest      = client.SearchRequest
+	RewindRequest      = client.RewindRequest
 	SearchHit          = client.SearchHit
 	SearchResponse     = client.SearchResponse
 	UserList           = client.UserList

@@ -119,6 +119,8 @@ func routeBody(rt route) string {
 		return `{"facts":[{"key":"card","value":"globex overwrote it"}]}`
 	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/search"):
 		return `{"query":"card"}`
+	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/rewind"):
+		return `{"to_seq":0}`
 	case rt.Pattern == "/v1/chat/completions", rt.Pattern == openAIPrefix+"/chat/completions":
 		return `{"model":"m","messages":[{"role":"user","content":"what is my card?"}]}`
 	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/items"):

@@ -179,3 +179,12 @@ func (l *messageLog) slice(from, to int) []chatmem.Message {
 	}
 	return out
 }
+
+// truncate keeps messages [0, n). The bytes of the others stay in their
+// chunks: a message returned before may share them.
+func (l *messageLog) truncate(n int) {
+	for i := n; i < len(l.loc); i++ {
+		delete(l.extras, i)
+	}
+	l.loc, l.tokens, l.created, l.roles = l.loc[:n], l.tokens[:n], l.created[:n], l.roles[:n]
+}

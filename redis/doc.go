@@ -90,11 +90,13 @@
 // creates the conversation again under the same key, with the same seqs;
 // every creation records a new random gen, and gen is re-read after the
 // LRANGE, so an unchanged gen proves the messages belong to the
-// conversation the script saw. If the check fails (or a client that reads
-// from replicas read a lagging one), a last script reads the run and
-// checks gen atomically on the master, and Tail returns
-// chatmem.ErrNotFound if the conversation is not the same, as a Tail at
-// that moment would have. The one write that changes stored messages is
+// conversation the script saw. A Rewind, which cuts the lists, records a
+// new gen too. If the check fails (or a client that reads from replicas
+// read a lagging one), a last script reads the run and checks gen
+// atomically on the master; if the conversation is not the same, Tail
+// runs its script once more (a rewound conversation is still there), and
+// returns chatmem.ErrNotFound if it is gone, as a Tail at that moment
+// would have. The one write that changes stored messages is
 // Recount, which rewrites their counts: a Tail beside it may find its run
 // by the old counts and read the messages with the new ones (see
 // Store.Recount).

@@ -84,7 +84,8 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 
 // searchMeta is what the search reads need of meta.
 type searchMeta struct {
-	last    int64 // 0: no conversation
+	exists  bool // meta has a last_seq (0 after a rewind to 0)
+	last    int64
 	expires time.Time
 	gen     string
 	mark    int64 // the index's watermark (see indexMark)
@@ -107,6 +108,7 @@ func readSearchMeta(v []any) searchMeta {
 		n, _ := strconv.ParseInt(s, 10, 64)
 		return n
 	}
+	_, m.exists = str(0)
 	m.last = num(0)
 	if n := num(1); n > 0 {
 		m.expires = time.Unix(0, n)
@@ -125,7 +127,7 @@ func readSearchMeta(v []any) searchMeta {
 
 // live reports whether the conversation exists at now.
 func (m searchMeta) live(now time.Time) bool {
-	return m.last > 0 && (m.expires.IsZero() || now.Before(m.expires))
+	return m.exists && (m.expires.IsZero() || now.Before(m.expires))
 }
 
 // postings reads the postings and meta in one transaction.

@@ -716,9 +716,10 @@ func parseMeta(key chatmem.Key, v any) (chatmem.Conversation, error) {
 	return conv, err
 }
 
-// live reports whether conv exists at the store's clock.
+// live reports whether conv exists at the store's clock: its meta has a
+// created_at (a conversation rewound to seq 0 exists with no message).
 func (s *Store) live(conv chatmem.Conversation) bool {
-	return conv.LastSeq > 0 && (conv.ExpiresAt.IsZero() || s.now().Before(conv.ExpiresAt))
+	return !conv.CreatedAt.IsZero() && (conv.ExpiresAt.IsZero() || s.now().Before(conv.ExpiresAt))
 }
 
 // Conversation returns the conversation's metadata with one HGETALL.
@@ -875,13 +876,15 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 // conversation lives (the guessed LRANGE counts from the tail, and the seq
 // of its last message places it; messages appended meanwhile lie after the
 // run and are dropped). What could intervene is a Delete, or expiry,
-// possibly followed by an Append creating the conversation again: every
-// creation records a new random gen, and gen is read after the messages, so
-// an unchanged gen proves the messages came from the conversation the
-// script saw. If the check fails, one more script reads the run and checks
-// gen atomically on the master (see readRunAtomic), and Tail reports
-// ErrNotFound if the conversation is not the same, which is what a Tail at
-// that moment would have found.
+// possibly followed by an Append creating the conversation again, or a
+// Rewind, which cuts the lists: every creation and every rewind records a
+// new random gen, and gen is read after the messages, so an unchanged gen
+// proves the messages came from the conversation the script saw. If the
+// check fails, one more script reads the run and checks gen atomically on
+// the master (see readRunAtomic); if the conversation is not the same,
+// Tail finds the run again once (a rewound conversation is still there)
+// and reports ErrNotFound if it is gone, which is what a Tail at that
+// moment would have found.
 func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -905,6 +908,15 @@ func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) 
 		run = &found
 	}
 	msgs, err := s.readRun(ctx, key, *run)
+	if errors.Is(err, chatmem.ErrNotFound) {
+		// The conversation changed gen under the reads: deleted, or
+		// rewound (see Rewind), which the script of one more try tells.
+		found, ferr := s.findTail(ctx, key, q)
+		if ferr != nil {
+			return nil, ferr
+		}
+		msgs, err = s.readRun(ctx, key, found)
+	}
 	if err == nil {
 		s.hint.learn(msgs)
 	}

@@ -722,3 +722,45 @@ func TestAppendTailPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestTailAfterRewind: a rewind cuts the lists, so it records a new gen: a
+// run found before it and read after it (with new messages at the same
+// seqs) is refused, never read from the new messages, and Tail then
+// finds the new ones.
+func TestTailAfterRewind(t *testing.T) {
+	s := newTestStore(t, dialer(t))
+	ctx := context.Background()
+	key := chatmem.Key{Tenant: "t", ID: "rewound"}
+	batch := func(n, from int) []chatmem.Message {
+		msgs := make([]chatmem.Message, n)
+		for i := range msgs {
+			msgs[i] = chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("m%d", from+i), Tokens: 10}
+		}
+		return msgs
+	}
+	if _, err := s.Append(ctx, key, batch(20, 1), chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	q := chatmem.TailQuery{Tokens: 50}
+	run, err := s.findTail(ctx, key, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Rewind(ctx, key, 10, 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, key, batch(10, 100), chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, read := range map[string]func(context.Context, chatmem.Key, tailRun) ([]chatmem.Message, error){
+		"readRun": s.readRun, "readRunAtomic": s.readRunAtomic,
+	} {
+		if got, err := read(ctx, key, run); !errors.Is(err, chatmem.ErrNotFound) {
+			t.Errorf("%s of a run found before the rewind = %d messages, %v; want ErrNotFound", name, len(got), err)
+		}
+	}
+	got, err := s.Tail(ctx, key, q)
+	if err != nil || len(got) != 5 || got[4].Content != "m109" {
+		t.Errorf("Tail after the rewind = %+v, %v; want the newest five new messages", got, err)
+	}
+}

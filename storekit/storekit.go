@@ -204,3 +204,27 @@ func CheckSummaryWithin(coversSeq, lastSeq int64) error {
 	}
 	return nil
 }
+
+// CheckRewind checks the arguments of chatmem.Rewinder.Rewind before
+// anything is read: a bad key, toSeq below 0 or above expectedLastSeq wraps
+// chatmem.ErrInvalid.
+func CheckRewind(key chatmem.Key, toSeq, expectedLastSeq int64) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if toSeq < 0 || toSeq > expectedLastSeq {
+		return fmt.Errorf("%w: cannot rewind to seq %d of a conversation at seq %d", chatmem.ErrInvalid, toSeq, expectedLastSeq)
+	}
+	return nil
+}
+
+// RewindConflict returns the error of a rewind whose conversation is at
+// seq last, not at the expected one (nil if it is): it wraps
+// chatmem.ErrConflict. A store calls it inside its transaction with the
+// LastSeq it read.
+func RewindConflict(key chatmem.Key, last, expectedLastSeq int64) error {
+	if last == expectedLastSeq {
+		return nil
+	}
+	return fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, expectedLastSeq)
+}

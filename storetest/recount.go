@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -390,21 +391,7 @@ func testRecountConcurrentAppends(t *testing.T, h Harness) {
 	key := randomKey("busy")
 	mustAppend(t, s, key, []chatmem.Message{msg(chatmem.RoleSystem, "sys", 4), msg(chatmem.RoleUser, "u0", 5)}, chatmem.AppendOptions{Tokenizer: "estimate"})
 
-	const appends = 40
-	var wg sync.WaitGroup
-	var appendErr error
-	wg.Go(func() {
-		for i := range appends {
-			role := chatmem.RoleAssistant
-			if i%2 == 1 {
-				role = chatmem.RoleUser
-			}
-			if _, err := s2.Append(ctx, key, []chatmem.Message{msg(role, fmt.Sprintf("c%d", i), 5)}, chatmem.AppendOptions{}); err != nil {
-				appendErr = err
-				return
-			}
-		}
-	})
+	wait := appendConcurrently(ctx, s2, key, 40)
 	landed, conflicts := 0, 0
 	recount := func() error {
 		msgs := mustRange(t, s, key, 0, 0)
@@ -424,9 +411,8 @@ func testRecountConcurrentAppends(t *testing.T, h Harness) {
 			t.Fatalf("Recount during appends error = %v, want nil or ErrConflict", err)
 		}
 	}
-	wg.Wait()
-	if appendErr != nil {
-		t.Fatalf("Append during recounts error = %v", appendErr)
+	if err := wait(); err != nil {
+		t.Fatalf("Append during recounts error = %v", err)
 	}
 	t.Logf("%d recounts landed, %d conflicted", landed, conflicts)
 
@@ -446,4 +432,28 @@ func testRecountConcurrentAppends(t *testing.T, h Harness) {
 		t.Errorf("Conversation after the last recount = Tokens %d, SystemTokens %d, Tokenizer %q; want %d, 3, \"three\"", conv.Tokens, conv.SystemTokens, conv.Tokenizer, 3*(len(msgs)-1))
 	}
 	wantTails(t, "after the last recount", s, key, msgs)
+}
+
+// appendConcurrently appends n messages of 5 tokens to key one at a time
+// on s, in a goroutine, alternating assistant and user messages; wait
+// waits for it and returns the first append's error.
+func appendConcurrently(ctx context.Context, s chatmem.Store, key chatmem.Key, n int) (wait func() error) {
+	var wg sync.WaitGroup
+	var appendErr error
+	wg.Go(func() {
+		for i := range n {
+			role := chatmem.RoleAssistant
+			if i%2 == 1 {
+				role = chatmem.RoleUser
+			}
+			if _, err := s.Append(ctx, key, []chatmem.Message{msg(role, fmt.Sprintf("c%d", i), 5)}, chatmem.AppendOptions{}); err != nil {
+				appendErr = err
+				return
+			}
+		}
+	})
+	return func() error {
+		wg.Wait()
+		return appendErr
+	}
 }

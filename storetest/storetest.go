@@ -102,6 +102,7 @@ var tests = []subtest{
 	{"FactMark", testFactMarks},
 	{"Lease", testLeases},
 	{"Recount", testRecounts},
+	{"Rewind", testRewinds},
 	{"Security", testSecurity},
 	{"Search", testSearch},
 	{"Vectors", testVectors},

@@ -138,6 +138,13 @@ func (k *killingStore) DeleteUser(ctx context.Context, user chatmem.Key) (int, e
 	return k.Store.(chatmem.UserStore).DeleteUser(ctx, user)
 }
 
+func (k *killingStore) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64) (chatmem.Conversation, error) {
+	if err := k.write("Rewind"); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	return k.Store.(chatmem.Rewinder).Rewind(ctx, key, toSeq, expectedLastSeq)
+}
+
 // TestImportResumesAfterAnyWrite kills an import after each of its
 // writes in turn (the messages' appends, the summary, the facts, the
 // user's facts, and under replace the deletion of the stored

@@ -1,0 +1,68 @@
+package chatmem
+
+import (
+	"context"
+	"fmt"
+)
+
+// RewindOptions qualify one Memory.Rewind.
+type RewindOptions struct {
+	// ExpectedLastSeq, if set, makes the rewind fail with ErrConflict
+	// unless the conversation's LastSeq is *ExpectedLastSeq: the last
+	// message as the caller knows it, so that a rewind decided on what
+	// the caller saw never deletes messages appended since. Without it
+	// Rewind reads the LastSeq first, and still fails with ErrConflict if
+	// an append lands between that read and the rewind.
+	ExpectedLastSeq *int64
+}
+
+// Rewind takes the conversation back to message toSeq, as if the messages
+// after it had never been appended: they are deleted with everything
+// derived from them (the running totals, a summary covering any of them,
+// the facts they stated, the user's facts taken from them, their index
+// entries and vectors, and the
+// idempotency keys of their appends), in one atomic step of the store; see
+// Rewinder. The next append continues at toSeq+1. It returns the
+// conversation after the rewind.
+//
+// toSeq below 0 or past the last seq wraps ErrInvalid, a conversation
+// that does not exist is ErrNotFound, and a LastSeq other than the
+// expected one is ErrConflict; nothing changes on error. A store that
+// cannot rewind wraps ErrInvalid.
+//
+// Rewind drops what this Memory keeps of the conversation between turns
+// (its cached tail, summary and facts). A summarizer or fact extractor
+// that read the rewound messages just before the rewind may still store
+// what it derived from them if appends bring the conversation back past
+// them before it writes; the summary and facts are redone from the
+// conversation as it is at the next summarization or extraction after
+// that.
+func (m *Memory) Rewind(ctx context.Context, key Key, toSeq int64, opts RewindOptions) (Conversation, error) {
+	if err := key.Validate(); err != nil {
+		return Conversation{}, err
+	}
+	rw, ok := m.store.(Rewinder)
+	if !ok {
+		return Conversation{}, fmt.Errorf("%w: this store cannot rewind", ErrInvalid)
+	}
+	if toSeq < 0 {
+		return Conversation{}, fmt.Errorf("%w: cannot rewind to seq %d", ErrInvalid, toSeq)
+	}
+	var expected int64
+	if opts.ExpectedLastSeq != nil {
+		expected = *opts.ExpectedLastSeq
+	} else {
+		conv, err := m.store.Conversation(ctx, key)
+		if err != nil {
+			return Conversation{}, fmt.Errorf("rewind %s: %w", key, err)
+		}
+		expected = conv.LastSeq
+	}
+	m.forget(key)
+	defer m.forget(key)
+	conv, err := rw.Rewind(ctx, key, toSeq, expected)
+	if err != nil {
+		return Conversation{}, fmt.Errorf("rewind %s: %w", key, err)
+	}
+	return conv, nil
+}
