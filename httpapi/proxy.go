@@ -102,7 +102,7 @@ func newUpstream(u Upstream) (*upstream, error) {
 	}
 	onDiverge := u.OnDiverge
 	if onDiverge == "" {
-		onDiverge = DivergeRefuse
+		onDiverge = DivergeRewind
 	}
 	if !slices.Contains(DivergeModes, onDiverge) {
 		return nil, fmt.Errorf("%w: upstream OnDiverge %q: want one of %s", chatmem.ErrInvalid, u.OnDiverge, strings.Join(DivergeModes, ", "))
@@ -240,10 +240,14 @@ var errNoUpstream = fmt.Errorf("%w: no upstream configured", chatmem.ErrUnavaila
 // untouched; and a successful reply is stored. A request that asks a
 // stored turn again (its messages are stored, followed by their reply)
 // appends nothing and is answered by a new completion over the history up
-// to that turn, which is not stored (X-Chatmem-Retry: true); a request
-// whose history diverges from the stored one is refused (409
-// history_diverged) or, with Upstream.OnDiverge DivergeFork, stored as a
-// fork (forkID) that the response names in X-Chatmem-Conversation.
+// to that turn, which is not stored (X-Chatmem-Retry: true), unless
+// Upstream.OnDiverge is DivergeRewind (the default), under which it is a
+// regeneration: the stored reply is replaced by the new one. A request
+// whose history diverges from the stored one (an edited message) rewinds
+// the conversation to the last message they share and stores the
+// request's branch (DivergeRewind), is refused (DivergeRefuse: 409
+// history_diverged) or is stored as a fork (DivergeFork: forkID, named in
+// the response's X-Chatmem-Conversation).
 // A reply that does not complete (an upstream error, a client that goes
 // away, a stream that breaks before [DONE]) is not stored, partial or
 // whole, so the history stays valid; the turn's own messages are stored
@@ -347,6 +351,7 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	upto := int64(-1) // the last Seq of a turn appended first: the history it is answered from
 	// Only what the stored conversation does not hold yet is appended.
+	rewound := 0
 	for forks := 0; ; forks++ {
 		rec, err := s.reconcile(ctx, t.key, msgs)
 		if err != nil {
@@ -356,6 +361,21 @@ func (s *Server) proxyChat(c *call) error {
 			msgs = msgs[rec.from:]
 			s.metrics.proxyHistory.WithLabelValues("continued").Inc()
 			break
+		}
+		if c.up.onDiverge == DivergeRewind && rewound == 0 && (rec.shape == shapeRetry || rec.shape == shapeDiverged) {
+			// The conversation follows the client's branch: back to the
+			// last message the request shares with it, then as usual.
+			to := rec.upto // a regeneration: its reply replaces the stored one
+			if rec.shape == shapeDiverged {
+				to = rec.seq - 1
+			}
+			last := rec.last
+			if _, err := s.mem.Rewind(ctx, t.key, to, chatmem.RewindOptions{ExpectedLastSeq: &last}); err != nil {
+				return err
+			}
+			s.metrics.proxyHistory.WithLabelValues("rewound").Inc()
+			rewound++
+			continue
 		}
 		if rec.shape == shapeRetry {
 			msgs, upto, t.retry = nil, rec.upto, true

@@ -17,6 +17,14 @@ import (
 // What the proxy does with a request that diverges from the stored
 // conversation (Upstream.OnDiverge).
 const (
+	// DivergeRewind (the default) takes the stored conversation back to
+	// the last message the request shares with it (Memory.Rewind: the
+	// messages after it and everything derived from them go) and stores
+	// the request's branch, so that the conversation is what the client
+	// shows: an edited message replaces the old one and what followed it,
+	// and a request that asks a stored turn again (a regeneration) has its
+	// new reply stored in place of the old one.
+	DivergeRewind = "rewind"
 	// DivergeRefuse answers 409 history_diverged, naming the first
 	// message that differs; nothing is stored.
 	DivergeRefuse = "refuse"
@@ -26,7 +34,7 @@ const (
 )
 
 // DivergeModes are the accepted values of Upstream.OnDiverge.
-var DivergeModes = []string{DivergeRefuse, DivergeFork}
+var DivergeModes = []string{DivergeRewind, DivergeRefuse, DivergeFork}
 
 // The request's history as it compares with the stored conversation.
 const (
@@ -56,6 +64,9 @@ type reconciliation struct {
 	// seq is the Seq of the first stored message that differs from the
 	// request (shapeDiverged).
 	seq int64
+	// last is the conversation's LastSeq as reconcile read it
+	// (shapeDiverged, shapeRetry): a rewind is conditional on it.
+	last int64
 	// user is the user the conversation belongs to (shapeDiverged): its
 	// fork belongs to the same one.
 	user string
@@ -114,7 +125,7 @@ func (s *Server) reconcile(ctx context.Context, key chatmem.Key, msgs []chatmem.
 		return reconciliation{shape: shapeNew}, nil
 	}
 	if k := len(tail); k == n+1 && tail[k-1].Role != chatmem.RoleUser && sameMessages(tail[:n], msgs) {
-		return reconciliation{shape: shapeRetry, upto: tail[n-1].Seq}, nil
+		return reconciliation{shape: shapeRetry, upto: tail[n-1].Seq, last: conv.LastSeq}, nil
 	}
 	head := tail
 	if after > 0 {
@@ -137,7 +148,7 @@ func (s *Server) reconcile(ctx context.Context, key chatmem.Key, msgs []chatmem.
 		return reconciliation{shape: shapeNew}, nil
 	}
 	// m < len(head): a message differs, or the request ends first.
-	return reconciliation{shape: shapeDiverged, from: m, seq: head[m].Seq, user: conv.User}, nil
+	return reconciliation{shape: shapeDiverged, from: m, seq: head[m].Seq, last: conv.LastSeq, user: conv.User}, nil
 }
 
 // storedRange reads up to limit stored messages after Seq after, oldest

@@ -255,6 +255,58 @@ func TestProxyDiverge(t *testing.T) {
 	})
 }
 
+// TestProxyRewind: under the default, rewind, an edit of an earlier
+// message takes the stored conversation back to the last message the
+// request shares with it and stores the client's branch; a regeneration
+// (the stored turn asked again) replaces the stored reply; search finds
+// nothing of what was rewound; the default of a server is rewind.
+func TestProxyRewind(t *testing.T) {
+	env := newProxyEnv(t, proxyConfig{policy: chatmem.Policy{Kind: chatmem.PolicyAll}, onDiverge: DivergeRewind})
+	stored := []string{"u:hi", "a:hello", "u:my order is the bluebird kettle", "a:the bluebird kettle ships today", "u:thanks"}
+	env.seed(t, "c", stored...)
+	post := func(what string, msgs ...string) http.Header {
+		t.Helper()
+		status, h, body := env.post(t, map[string]string{headerConversation: "c"}, reconcileBody(t, msgs...))
+		if status != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", what, status, body)
+		}
+		return h
+	}
+	// An edit of the third message: the stored conversation becomes the
+	// client's branch, with the reply.
+	edited := []string{"u:hi", "a:hello", "u:my order is the sparrow lamp"}
+	if h := post("edit", edited...); h.Get(headerConversation) != "c" || h.Get(headerRetry) != "" {
+		t.Errorf("edit: answered %s %q, %s %q; want c and no retry", headerConversation, h.Get(headerConversation), headerRetry, h.Get(headerRetry))
+	}
+	wantBrief(t, "after the edit", brief(env.stored(t, "c")), normBrief(append(edited, "a:answer 1")))
+	wantBrief(t, "sent upstream", brief(env.up.last(t).messages(t)), normBrief(edited))
+	hits, err := env.mem.Search(t.Context(), chatmem.Key{Tenant: "acme", ID: "c"}, "bluebird", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) != 0 {
+		t.Errorf("search for the rewound bluebird found %d messages: %+v", len(hits), hits)
+	}
+	// A regeneration: the same history again; the new reply replaces
+	// the stored one.
+	if h := post("regenerate", edited...); h.Get(headerRetry) != "" {
+		t.Errorf("regenerate: %s %q, want none under rewind", headerRetry, h.Get(headerRetry))
+	}
+	wantBrief(t, "after the regeneration", brief(env.stored(t, "c")), normBrief(append(edited, "a:answer 2")))
+	// And the conversation goes on from the client's branch.
+	next := append(edited, "a:answer 2", "u:and SE-3?")
+	post("next", next...)
+	wantBrief(t, "after the next turn", brief(env.stored(t, "c")), normBrief(append(next, "a:answer 3")))
+
+	up, err := newUpstream(Upstream{BaseURL: "http://127.0.0.1:9/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.onDiverge != DivergeRewind {
+		t.Errorf("a server's default OnDiverge is %q, want %q", up.onDiverge, DivergeRewind)
+	}
+}
+
 // TestOverlap checks the longest suffix-prefix match on its own.
 func TestOverlap(t *testing.T) {
 	for _, tc := range []struct {

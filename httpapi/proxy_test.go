@@ -334,8 +334,12 @@ func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
 		if cfg.passthrough {
 			key, auth = "", UpstreamAuthPassthrough
 		}
+		onDiverge := cfg.onDiverge
+		if onDiverge == "" {
+			onDiverge = DivergeRefuse // what most tests of the proxy's history rules expect; TestProxyRewind tests the default
+		}
 		o.Upstream = &Upstream{BaseURL: base, APIKey: key, Auth: auth, Policy: cfg.policy, HTTPClient: cfg.upClient,
-			OnDiverge: cfg.onDiverge, Unnamed: cfg.unnamed, DeriveConversation: cfg.derive}
+			OnDiverge: onDiverge, Unnamed: cfg.unnamed, DeriveConversation: cfg.derive}
 	}
 	if env.api, err = New(mem, o); err != nil {
 		t.Fatal(err)

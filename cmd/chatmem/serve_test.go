@@ -86,7 +86,7 @@ func TestServeProxySettings(t *testing.T) {
 		env  map[string]string
 		want httpapi.Upstream
 	}{
-		{nil, httpapi.Upstream{OnDiverge: httpapi.DivergeRefuse, Unnamed: httpapi.UnnamedForward, Auth: httpapi.UpstreamAuthServer}},
+		{nil, httpapi.Upstream{OnDiverge: httpapi.DivergeRewind, Unnamed: httpapi.UnnamedForward, Auth: httpapi.UpstreamAuthServer}},
 		{map[string]string{"CHATMEM_PROXY_ON_DIVERGE": "fork", "CHATMEM_PROXY_UNNAMED": "refuse", "CHATMEM_PROXY_DERIVE_CONVERSATION": "true", "CHATMEM_UPSTREAM_AUTH": "passthrough"},
 			httpapi.Upstream{OnDiverge: httpapi.DivergeFork, Unnamed: httpapi.UnnamedRefuse, DeriveConversation: true, Auth: httpapi.UpstreamAuthPassthrough}},
 	} {
