@@ -731,16 +731,10 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.relayStream(c, resp, t)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	b, err := upstreamBody(ctx, resp, c.up.key)
 	if err != nil {
-		return transportError(ctx, err)
+		return err
 	}
-	if len(b) > maxUpstreamBody {
-		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream response over %d bytes", maxUpstreamBody)}
-	}
-	// A model can be made to repeat what it was sent, a gateway the
-	// headers it got: the upstream key never reaches the client.
-	b = redactKey(b, c.up.key)
 	if t != nil {
 		// Only what storing the reply needs is decoded; the client gets the
 		// upstream's bytes, once the turn is committed. Decoding would turn
@@ -817,6 +811,21 @@ func (s *Server) callUpstream(c *call, method, url string, body []byte, accept s
 		return nil, upstreamStatusError(resp, c.up.key)
 	}
 	return resp, nil
+}
+
+// upstreamBody reads an upstream's answer that is not a stream, at most
+// maxUpstreamBody bytes, with key masked: a model can be made to repeat
+// what it was sent, a gateway the headers it got, and the upstream key
+// never reaches the client.
+func upstreamBody(ctx context.Context, resp *http.Response, key string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	if len(b) > maxUpstreamBody {
+		return nil, &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream response over %d bytes", maxUpstreamBody)}
+	}
+	return redactKey(b, key), nil
 }
 
 // redactKey masks every occurrence of key in b.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -303,14 +302,10 @@ func (s *Server) createResponse(c *call) error {
 	if t.stream() && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.streamResponse(c, resp, t, started)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
+	b, err := upstreamBody(ctx, resp, c.up.key)
 	if err != nil {
-		return transportError(ctx, err)
+		return err
 	}
-	if len(b) > maxUpstreamBody {
-		return &upstreamError{status: http.StatusBadGateway, msg: fmt.Sprintf("upstream response over %d bytes", maxUpstreamBody)}
-	}
-	b = redactKey(b, c.up.key)
 	if err := chatmem.CheckJSONText(b); err != nil {
 		return &upstreamError{status: http.StatusBadGateway, msg: "the upstream response's text is not valid UTF-8", err: err}
 	}
