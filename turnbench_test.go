@@ -12,7 +12,8 @@ import (
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
-// turnSizes are the conversation sizes issue 18's table is measured at.
+// turnSizes are the conversation sizes docs/performance.md's turn table is
+// measured at.
 var turnSizes = []int{1000, 100000, 1000000}
 
 // BenchmarkTurn is the in-process floor of a chat turn and the tail

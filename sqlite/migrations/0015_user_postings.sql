@@ -6,8 +6,7 @@
 -- WAL mode a read connection's page cache is emptied whenever another
 -- connection has committed, so a turn (an append, then the read) read all
 -- those pages again: about 580 a turn across a user's 1,000,000 messages
--- against 65 across 1,000 (docs/performance.md, "Issue 17, a fourth
--- time"). Here each (user, term) pair is one run of user_postings in date
+-- against 65 across 1,000. Here each (user, term) pair is one run of user_postings in date
 -- order, newest last, each posting naming its message: a term's newest
 -- postings are one range read, a page or two.
 --
