@@ -146,14 +146,16 @@ func (c *Client) DeleteUser(ctx context.Context, user string) (int, error) {
 }
 
 // ExportUserChatmem writes everything held about the user as a chatmem/v1
-// file (header included) to w, which Import reads.
+// file (header included) to w, which Import reads: the user export's
+// default format.
 func (c *Client) ExportUserChatmem(ctx context.Context, user string, w io.Writer) error {
-	return c.streamTo(ctx, http.MethodGet, userPath(user, "export"), url.Values{"format": {"chatmem"}}, nil, w)
+	return c.streamTo(ctx, http.MethodGet, userPath(user, "export"), nil, nil, w)
 }
 
-// ExportUser reads everything held about the user, one line per record.
+// ExportUser reads everything held about the user as records, one line
+// per conversation (format=records).
 func (c *Client) ExportUser(ctx context.Context, user string) ([]UserExportLine, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+userPath(user, "export"), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+userPath(user, "export")+"?format=records", nil)
 	if err != nil {
 		return nil, fmt.Errorf("chatmem api: %w: %w", chatmem.ErrInvalid, err)
 	}

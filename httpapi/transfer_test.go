@@ -197,8 +197,8 @@ func TestImportOverLimits(t *testing.T) {
 	}
 }
 
-// TestUserExportChatmem: a user's export with format=chatmem is a
-// chatmem/v1 file of the user's record and conversations, which POST
+// TestUserExportChatmem: a user's export (by default, or with
+// format=chatmem) is a chatmem/v1 file of the user's record and conversations, which POST
 // /v1/import reads into another tenant, and which exports there the same
 // bytes; an unknown format is a 400.
 func TestUserExportChatmem(t *testing.T) {
@@ -234,6 +234,10 @@ func TestUserExportChatmem(t *testing.T) {
 	must(t, "ExportUserChatmem", globex.ExportUserChatmem(ctx, "kavya", &back))
 	if back.String() != data.String() {
 		t.Fatalf("re-export under globex:\n%s\nwant\n%s", back.String(), data.String())
+	}
+	// One format: the default is chatmem/v1, format=chatmem names it.
+	if r := ts.raw(t, "GET", "/v1/users/kavya/export?format=chatmem", acmeKey, nil, ""); r.status != 200 || string(r.body) != data.String() {
+		t.Errorf("GET /v1/users/kavya/export?format=chatmem: %d, body differs from the default's", r.status)
 	}
 	r := ts.raw(t, "GET", "/v1/users/kavya/export?format=csv", acmeKey, nil, "")
 	if e := r.apiError(); r.status != 400 || e == nil || e.Code != "invalid_request" {

@@ -224,9 +224,11 @@ func (s *Server) deleteUser(c *call) error {
 // a time.
 const exportPage = 1000
 
-// exportUser streams everything held about the user as NDJSON: with
-// format=chatmem as a chatmem/v1 file (exportUserChatmem), which POST
-// /v1/import reads; otherwise as UserExportLine records. Once the first
+// exportUser streams everything held about the user as NDJSON: by
+// default (or with format=chatmem) as a chatmem/v1 file
+// (exportUserChatmem), which POST /v1/import reads, so there is one
+// export format; with format=records as UserExportLine records, one line
+// per conversation, for a reader that wants them grouped so. Once the first
 // line is sent the status is 200; a failure after that ends the stream
 // early (the last line is then not a complete record) and is logged.
 func (s *Server) exportUser(c *call) error {
@@ -239,11 +241,11 @@ func (s *Server) exportUser(c *call) error {
 		return err
 	}
 	switch q.Get("format") {
-	case "":
-	case "chatmem":
+	case "", "chatmem":
 		return s.exportUserChatmem(c, user)
+	case "records":
 	default:
-		return fmt.Errorf("%w: parameter format %q (want chatmem, or none for the record lines)", chatmem.ErrInvalid, q.Get("format"))
+		return fmt.Errorf("%w: parameter format %q (want chatmem, the default, or records)", chatmem.ErrInvalid, q.Get("format"))
 	}
 	ctx := c.r.Context()
 	facts, err := s.mem.UserFactHistory(ctx, user, "")
