@@ -176,7 +176,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--upstream-kind", "gemini"}, nil, `--upstream-kind: "gemini" is unknown: want one of openai, anthropic`},
 		{[]string{"--proxy-policy", "everything"}, nil, `--proxy-policy: "everything" is unknown`},
 		{[]string{"--upstream", "http://127.0.0.1:9/v1", "--upstream-key", "sk-x", "--upstream-auth", "passthrough"}, nil, "passthrough auth exclude each other"},
-		{[]string{"--proxy-on-diverge", "rewind"}, nil, `--proxy-on-diverge: "rewind" is unknown: want one of refuse, fork`},
+		{[]string{"--proxy-on-diverge", "merge"}, nil, `--proxy-on-diverge: "merge" is unknown: want one of rewind, refuse, fork`},
 		{[]string{"--tokenizer", "gpt2"}, nil, `--tokenizer: unknown tokenizer "gpt2"`},
 		{[]string{"--summarizer", "magic"}, nil, `--summarizer: "magic" is unknown: want one of offline, openai, anthropic, none`},
 		{[]string{"--extractors", "rules,magic"}, nil, `--extractors: "magic" is unknown`},
