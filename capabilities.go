@@ -52,6 +52,9 @@ type capabilities struct {
 	// tailAppend reads a tail in the append's round trip. Without it a
 	// Turn the tail cache cannot serve reads its window after the append.
 	tailAppend TailAppender
+	// rewinder takes a conversation back to an earlier message. Without
+	// it Rewind wraps ErrInvalid.
+	rewinder Rewinder
 }
 
 // capabilitiesOf finds store's optional interfaces.
@@ -71,6 +74,7 @@ func capabilitiesOf(store Store) capabilities {
 	c.recounter, _ = store.(Recounter)
 	c.since, _ = store.(SinceReader)
 	c.tailAppend, _ = store.(TailAppender)
+	c.rewinder, _ = store.(Rewinder)
 	return c
 }
 

@@ -41,8 +41,8 @@ func (m *Memory) Rewind(ctx context.Context, key Key, toSeq int64, opts RewindOp
 	if err := key.Validate(); err != nil {
 		return Conversation{}, err
 	}
-	rw, ok := m.store.(Rewinder)
-	if !ok {
+	rw := m.caps.rewinder
+	if rw == nil {
 		return Conversation{}, fmt.Errorf("%w: this store cannot rewind", ErrInvalid)
 	}
 	if toSeq < 0 {

@@ -120,7 +120,7 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 		if w.err != nil || ctx.Err() != nil {
 			return nil // the client is gone: nothing is stored
 		}
-		data := redactKey(ev.Data, s.up.key)
+		data := redactKey(ev.Data, c.up.key)
 		if len(data) == 0 {
 			continue
 		}
@@ -188,7 +188,8 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 					if len(calls) >= maxStreamToolCalls {
 						return fail("server_error", "the upstream stream sent too many tool calls")
 					}
-					closeText()
+					// The text item stays open: text the model sends after
+					// a call goes on in it, to the client and to the store.
 					sc = &streamCall{out: outputs, id: "fc_" + seq + "_" + strconv.Itoa(len(calls))}
 					outputs++
 					byIndex[d.Index] = sc
@@ -219,6 +220,8 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 			return fail("server_error", "the upstream stream sent a tool call without an id or a name")
 		}
 		sc.tc.Type = "function"
+		// A key split over two events escaped their redaction.
+		sc.tc.Function.Arguments = string(redactKey([]byte(sc.tc.Function.Arguments), c.up.key))
 		tcs = append(tcs, sc.tc)
 		w.emit("response.function_call_arguments.done", map[string]any{"item_id": sc.id, "output_index": sc.out, "name": sc.tc.Function.Name, "arguments": sc.tc.Function.Arguments})
 		w.emit("response.output_item.done", map[string]any{"output_index": sc.out, "item": json.RawMessage(functionCallJSON(sc.id, sc.tc, "completed"))})
@@ -226,7 +229,7 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 	if w.err != nil || ctx.Err() != nil {
 		return nil
 	}
-	m, err := s.finishResponse(ctx, t, text.String(), tcs, usage, finish, started)
+	m, err := s.finishResponse(ctx, t, string(redactKey([]byte(text.String()), c.up.key)), tcs, usage, finish, started)
 	if err != nil {
 		_, code := classify(err)
 		msg := "the response could not be stored; retry the request"
