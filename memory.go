@@ -415,7 +415,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 		return AppendResult{}, false, nil
 	}
 	opts.Tokenizer, opts.ExpectedTokenizer = counter.Name(), counter.Name()
-	if last > 0 {
+	if last > 0 && !opts.unconditional {
 		// Conditional on the entry's last message: if it lands, nothing
 		// came between, and the entry is extended with what was stored,
 		// with no read. A reply appended between two turns so keeps the

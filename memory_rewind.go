@@ -64,5 +64,11 @@ func (m *Memory) Rewind(ctx context.Context, key Key, toSeq int64, opts RewindOp
 	if err != nil {
 		return Conversation{}, fmt.Errorf("rewind %s: %w", key, err)
 	}
+	if conv.User != "" {
+		// The user's facts taken from rewound messages went too, and every
+		// conversation of the user sees them: as SetUserFacts does.
+		defer m.factLocks.user.lock(Key{Tenant: key.Tenant, ID: conv.User})()
+		m.facts.forgetAll()
+	}
 	return conv, nil
 }

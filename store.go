@@ -93,6 +93,10 @@ type AppendOptions struct {
 	// NTP are well below it); a clock behind only refuses new work for
 	// as long as it is behind.
 	Started time.Time
+	// unconditional tells Memory's append not to make its write
+	// conditional on the tail cache's last message: a Turn whose own
+	// condition on it just failed knows the entry is behind.
+	unconditional bool
 }
 
 // AppendResult is what an append stored.

@@ -49,13 +49,17 @@ const maxCatchUp = 256
 // when the append's result is all there is to read, and the messages it
 // returns are the store's: see appended.)
 //
-// Stored messages never change (a recount records another tokenizer), so
-// an entry is valid for as long as the conversation it was read from: it
-// is tied to the conversation's CreatedAt and tokenizer, and checked
-// against its LastSeq and token totals, which every append moves. A
-// deleted and re-created conversation with the same CreatedAt, at least
-// as many messages and the same totals is the blind spot, as for the
-// summary cache.
+// Stored messages change only by a rewind (a recount records another
+// tokenizer), so an entry is valid for as long as the conversation it was
+// read from: it is tied to the conversation's CreatedAt and tokenizer, and
+// checked against its LastSeq and token totals, which every append moves.
+// Memory.Rewind drops its own process's entry. The blind spots, as for the
+// summary cache: a deleted and re-created conversation with the same
+// CreatedAt, at least as many messages and the same totals; and, in
+// another process, a rewind followed by appends that bring the LastSeq
+// and totals back to what the entry holds (a regenerated reply of the
+// same token count), until the entry is evicted or the conversation moves
+// on.
 //
 // An entry holds the system messages and a run of the newest other
 // messages long enough to answer the last query with room to spare (read

@@ -59,6 +59,7 @@ func (m *Memory) Turn(ctx context.Context, key Key, msgs []Message, opts AppendO
 		return AppendResult{}, Window{}, err
 	}
 	if !landed {
+		opts.unconditional = true // the cache's entry is behind, or not there
 		if res, err = m.appendChecked(ctx, key, msgs, opts); err != nil {
 			return AppendResult{}, Window{}, err
 		}

@@ -333,7 +333,14 @@ func TestTurnWithReplies(t *testing.T) {
 	// appended all the same, and the next window holds everything.
 	mustAppend(t, other, key, chatmem.Message{Role: chatmem.RoleUser, Content: "from another process"})
 	mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleAssistant, Content: "answer to it"})
+	a0 := appends.Load()
 	w := turn(11)
+	// The Turn's condition fails once (the entry is behind), its append is
+	// then made without one, and the reply's lands: three writes, not a
+	// second try on the condition that just failed.
+	if a := appends.Load() - a0; a != 3 {
+		t.Errorf("turn with the cache's entry behind: %d appends, want 3", a)
+	}
 	all, err := other.Messages(ctx, key, 0, 0)
 	if err != nil {
 		t.Fatal(err)
