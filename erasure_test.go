@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -29,7 +29,7 @@ func (emailExtractor) Extract(ctx context.Context, msgs []chatmem.Message) ([]ch
 // extraction reads the user's facts: after the worker checked that the
 // conversation exists, before it writes what it extracted.
 type erasingStore struct {
-	*memory.Store
+	*memstore.Store
 	erase func()
 }
 
@@ -46,7 +46,7 @@ func (s *erasingStore) UserFacts(ctx context.Context, user chatmem.Key) ([]chatm
 // the user's email came back.
 func TestErasedUserFactsDoNotComeBackFromTheWorker(t *testing.T) {
 	ctx := context.Background()
-	st := &erasingStore{Store: memory.New()}
+	st := &erasingStore{Store: memstore.New()}
 	mem, err := chatmem.New(st, chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{emailExtractor{}}, Sync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestErasedUserFactsDoNotComeBackFromTheWorker(t *testing.T) {
 // to the erased user, with what the user had said in the window.
 func TestErasedUserIsNotBroughtBackByAReply(t *testing.T) {
 	ctx := context.Background()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/sqlite"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -139,7 +139,7 @@ func flush(t *testing.T, mem *chatmem.Memory) {
 // Start runs, each message once.
 func TestFactsOfDroppedWorkCatchUp(t *testing.T) {
 	ctx := t.Context()
-	store := memory.New()
+	store := memstore.New()
 	var mu sync.Mutex
 	counts := map[string]int{}
 	x := newCountingExtractor(true, &mu, counts)
@@ -262,7 +262,7 @@ func TestFactsOfAKilledWorkerCatchUp(t *testing.T) {
 // lostReplyStore stores facts and the fact mark, and then reports a
 // failure, as a store whose reply was lost on the way back would.
 type lostReplyStore struct {
-	*memory.Store
+	*memstore.Store
 	mu   sync.Mutex
 	lost int
 }
@@ -282,7 +282,7 @@ func (s *lostReplyStore) SetFactsThrough(ctx context.Context, key chatmem.Key, c
 // are not extracted again by the next append's work.
 func TestFactsOfALostReplyAreNotExtractedAgain(t *testing.T) {
 	ctx := t.Context()
-	store := &lostReplyStore{Store: memory.New()}
+	store := &lostReplyStore{Store: memstore.New()}
 	var mu sync.Mutex
 	counts := map[string]int{}
 	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}, Sync: true,

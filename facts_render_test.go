@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -17,7 +17,7 @@ import (
 // the code beside it, though the fact's stored value is the code.
 func TestFactsNameTheLanguage(t *testing.T) {
 	ctx := t.Context()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{
 		Counter:    tokenizer.Estimate{},
 		Summarizer: offline.NewSummarizer(offline.Options{}),
 		Extractors: []chatmem.Extractor{offline.DefaultExtractor()},

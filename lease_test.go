@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -21,7 +21,7 @@ import (
 // could not place it.)
 func TestLeaseSkippedWorkIsDone(t *testing.T) {
 	ctx := t.Context()
-	store := memory.New()
+	store := memstore.New()
 	var mu sync.Mutex
 	counts := map[string]int{}
 	first, second := newCountingExtractor(true, &mu, counts), newCountingExtractor(false, &mu, counts)

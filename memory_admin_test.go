@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // cachedConversation appends a few turns to key and reads its context
@@ -40,7 +40,7 @@ func cachedConversation(t *testing.T, mem *chatmem.Memory, key chatmem.Key) {
 // is left in the tail cache or the summary cache, and another
 // conversation's entries stay.
 func TestDeleteDropsCaches(t *testing.T) {
-	mem := newCachedMemory(t, memory.New(), 0)
+	mem := newCachedMemory(t, memstore.New(), 0)
 	gone := chatmem.Key{Tenant: "acme", ID: "gone"}
 	kept := chatmem.Key{Tenant: "acme", ID: "kept"}
 	cachedConversation(t, mem, gone)
@@ -62,7 +62,7 @@ func TestDeleteDropsCaches(t *testing.T) {
 // the cache's own checks cannot tell from the original.
 func TestImportForgets(t *testing.T) {
 	ctx := context.Background()
-	mem := newCachedMemory(t, memory.New(), 0)
+	mem := newCachedMemory(t, memstore.New(), 0)
 	key := chatmem.Key{Tenant: "acme", ID: "imported"}
 	cachedConversation(t, mem, key)
 	err := mem.Import(func(st chatmem.Store, forget func(chatmem.Key)) error {
@@ -84,7 +84,7 @@ func TestImportForgets(t *testing.T) {
 // Messages refuses an invalid key.
 func TestAdminReads(t *testing.T) {
 	ctx := context.Background()
-	mem := newCachedMemory(t, memory.New(), 0)
+	mem := newCachedMemory(t, memstore.New(), 0)
 	key := chatmem.Key{Tenant: "acme", ID: "a"}
 	cachedConversation(t, mem, key)
 	page, err := mem.List(ctx, "acme", chatmem.PageRequest{})

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // TestRewindDropsCaches: after Memory.Rewind and appends that bring the
@@ -15,7 +15,7 @@ import (
 // the rewind removed is not sent.
 func TestRewindDropsCaches(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	mem := newCachedMemory(t, store, 0)
 	key := chatmem.Key{Tenant: "acme", ID: "edited"}
 	cachedConversation(t, mem, key)
@@ -57,7 +57,7 @@ func TestRewindDropsCaches(t *testing.T) {
 // TestRewindChecks: bad arguments and a stale last seq change nothing.
 func TestRewindChecks(t *testing.T) {
 	ctx := context.Background()
-	mem := newCachedMemory(t, memory.New(), 0)
+	mem := newCachedMemory(t, memstore.New(), 0)
 	key := chatmem.Key{Tenant: "acme", ID: "a"}
 	cachedConversation(t, mem, key)
 	for _, c := range []struct {

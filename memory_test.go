@@ -11,13 +11,13 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/seed"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
 func newMemory(t testing.TB) *chatmem.Memory {
 	t.Helper()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{
 		Counter: tokenizer.Estimate{},
 		Counters: func(name string) (chatmem.Counter, error) {
 			if name == (doubleCounter{}).Name() {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -24,7 +24,7 @@ func TestAppendUser(t *testing.T) {
 	if _, err := mem.Append(t.Context(), key, msgs, chatmem.AppendOptions{User: "u/1"}); !errors.Is(err, chatmem.ErrInvalid) {
 		t.Errorf("Append(User u/1) error = %v, want ErrInvalid", err)
 	}
-	store := memory.New()
+	store := memstore.New()
 	plain, err := chatmem.New(noUsers{store}, chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestExtractedUserFacts(t *testing.T) {
 // key=value facts in the append (Sync), and say, which appends a user
 // message to a conversation of user u ("": none).
 func newKeyValueMemory(t *testing.T) (*chatmem.Memory, func(key chatmem.Key, u, text string)) {
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{
 		Counter:    tokenizer.Estimate{},
 		Extractors: []chatmem.Extractor{keyValueExtractor{}},
 		Sync:       true,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -285,7 +285,7 @@ func (e *conceptEmbedder) Embed(_ context.Context, texts []string) ([][]float32,
 // no word with the question; without one, it does not.
 func TestRecallEmbeddings(t *testing.T) {
 	emb := &conceptEmbedder{}
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Embedder: emb, Sync: true})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Embedder: emb, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

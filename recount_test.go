@@ -9,7 +9,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/seed"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -70,7 +70,7 @@ func windowString(w chatmem.Window) string {
 // tokenizer is now the one counted on the fly.
 func TestMemoryRecount(t *testing.T) {
 	ctx := t.Context()
-	mem, double := newRecountMemory(t, memory.New())
+	mem, double := newRecountMemory(t, memstore.New())
 	appendSeed(t, mem, seedKey)
 	before, err := mem.Store().Conversation(ctx, seedKey)
 	if err != nil {
@@ -141,7 +141,7 @@ func TestMemoryRecount(t *testing.T) {
 
 func TestMemoryRecountErrors(t *testing.T) {
 	ctx := t.Context()
-	mem, _ := newRecountMemory(t, memory.New())
+	mem, _ := newRecountMemory(t, memstore.New())
 	appendSeed(t, mem, seedKey)
 	for _, c := range []struct {
 		name      string
@@ -157,7 +157,7 @@ func TestMemoryRecountErrors(t *testing.T) {
 			t.Errorf("Recount with %s error = %v, want %v", c.name, err, c.want)
 		}
 	}
-	plain, _ := newRecountMemory(t, plainStore{memory.New()})
+	plain, _ := newRecountMemory(t, plainStore{memstore.New()})
 	if _, err := plain.Recount(ctx, seedKey, "double"); !errors.Is(err, chatmem.ErrInvalid) {
 		t.Errorf("Recount on a store without Recounter error = %v, want ErrInvalid", err)
 	}
@@ -169,7 +169,7 @@ type plainStore struct{ chatmem.Store }
 // racingStore appends a message before each of its first `races` recounts
 // reach the store, as a client appending meanwhile would.
 type racingStore struct {
-	*memory.Store
+	*memstore.Store
 	races int
 }
 
@@ -189,7 +189,7 @@ func (s *racingStore) Recount(ctx context.Context, key chatmem.Key, tokenizer st
 // after three retries.
 func TestMemoryRecountRetries(t *testing.T) {
 	ctx := t.Context()
-	store := &racingStore{Store: memory.New()}
+	store := &racingStore{Store: memstore.New()}
 	mem, double := newRecountMemory(t, store)
 	appendSeed(t, mem, seedKey)
 	n := int64(len(seed.History()))
@@ -256,7 +256,7 @@ func (s *convHookStore) Conversation(ctx context.Context, key chatmem.Key) (chat
 // counts them again with the new.
 func TestAppendRecountedMeanwhile(t *testing.T) {
 	ctx := t.Context()
-	base := memory.New()
+	base := memstore.New()
 	other, _ := newRecountMemory(t, base) // the other process
 	key := chatmem.Key{Tenant: "acme", ID: "recounted"}
 	if _, err := other.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "Hi, I am Kavya."}}, chatmem.AppendOptions{}); err != nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -33,7 +33,7 @@ func (g gateExtractor) Extract(ctx context.Context, msgs []chatmem.Message) ([]c
 func TestFactsOfADeletedConversationDoNotReachItsSuccessor(t *testing.T) {
 	ctx := context.Background()
 	gate := make(chan struct{})
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{gateExtractor{gate}}})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{gateExtractor{gate}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestSummaryCrossesLongToolLoops(t *testing.T) {
 // conversation and starts it again just before the next summary or fact
 // write.
 type recreatingStore struct {
-	*memory.Store
+	*memstore.Store
 	armed bool
 }
 
@@ -206,7 +206,7 @@ func TestWritesOfADeletedConversationDoNotReachItsSuccessor(t *testing.T) {
 		{"facts", chatmem.Options{Extractors: []chatmem.Extractor{gateExtractor{gate}}}},
 		{"summary", chatmem.Options{Summarizer: offline.NewSummarizer(offline.Options{}), Summary: chatmem.SummaryOptions{Trigger: 60, Target: 20}}},
 	} {
-		store := &recreatingStore{Store: memory.New(), armed: true}
+		store := &recreatingStore{Store: memstore.New(), armed: true}
 		c.opts.Counter, c.opts.Sync = tokenizer.Estimate{}, true
 		mem, err := chatmem.New(store, c.opts)
 		if err != nil {
@@ -231,7 +231,7 @@ func TestWritesOfADeletedConversationDoNotReachItsSuccessor(t *testing.T) {
 // themselves and then take a while, so that an application's SetFacts can
 // land between an extraction's read of the current values and its write.
 type slowFactWrites struct {
-	*memory.Store
+	*memstore.Store
 	writing chan struct{}
 }
 
@@ -249,7 +249,7 @@ func (s slowFactWrites) SetFactsThrough(ctx context.Context, key chatmem.Key, cr
 // extraction's compare-and-write now take the conversation's fact lock.
 func TestAppFactSetDuringAnExtractionKeepsItsProvenance(t *testing.T) {
 	ctx := context.Background()
-	store := slowFactWrites{memory.New(), make(chan struct{})}
+	store := slowFactWrites{memstore.New(), make(chan struct{})}
 	open := make(chan struct{})
 	close(open)
 	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{gateExtractor{open}}})

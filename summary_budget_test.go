@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -86,7 +86,7 @@ func TestSummaryFollowsBudgetLeftBySystemPrompt(t *testing.T) {
 	ctx := context.Background()
 	for _, budget := range []int{512, 1024, 4096} {
 		t.Run(fmt.Sprintf("budget=%d", budget), func(t *testing.T) {
-			mem, err := chatmem.New(memory.New(), chatmem.Options{
+			mem, err := chatmem.New(memstore.New(), chatmem.Options{
 				Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,
 			})
 			if err != nil {
@@ -122,7 +122,7 @@ func TestSummaryFollowsBudgetLeftBySystemPrompt(t *testing.T) {
 // used whatever the budget (no summary under it).
 func TestSummaryFixedOptionsStillApply(t *testing.T) {
 	ctx := context.Background()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{
 		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,
 		Summary: chatmem.SummaryOptions{Trigger: 100000},
 	})
@@ -147,7 +147,7 @@ func TestSummaryFixedOptionsStillApply(t *testing.T) {
 // with no gap, when read at the larger one again.
 func TestSummaryFitsEachBudget(t *testing.T) {
 	ctx := context.Background()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{
 		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,
 	})
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -76,7 +76,7 @@ func TestPreviewChangesNoSummary(t *testing.T) {
 // pass 256's trigger but not 4,096's.
 func TestSummaryFollowsLatestBudget(t *testing.T) {
 	ctx := context.Background()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{
 		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: true,
 	})
 	if err != nil {
@@ -126,7 +126,7 @@ func TestSummaryFollowsLatestBudget(t *testing.T) {
 // the test.
 func summarizing(t *testing.T, sync bool) *chatmem.Memory {
 	t.Helper()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{
 		Counter: tokenizer.Estimate{}, Summarizer: offline.NewSummarizer(offline.Options{}), Sync: sync,
 	})
 	if err != nil {

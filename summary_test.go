@@ -12,7 +12,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/seed"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -21,7 +21,7 @@ func newSummaryMemory(t *testing.T, s chatmem.Summarizer, opts chatmem.Options) 
 	t.Helper()
 	opts.Counter = tokenizer.Estimate{}
 	opts.Summarizer = s
-	mem, err := chatmem.New(memory.New(), opts)
+	mem, err := chatmem.New(memstore.New(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestSummaryNoGapUnderConcurrentAppends(t *testing.T) {
 // keeps the first statement; a new value becomes current.
 func TestExtractedFactsRestatedKeepHistory(t *testing.T) {
 	ctx := context.Background()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{offline.DefaultExtractor()}, Sync: true})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{offline.DefaultExtractor()}, Sync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestSummaryCutSkipsSystemOnlyChunks(t *testing.T) {
 func TestContextDoesNotRecountTheFactsBlock(t *testing.T) {
 	ctx := context.Background()
 	c := &countingCounter{Counter: tokenizer.Estimate{}}
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: c})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/sqlite"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -122,7 +122,7 @@ func TestTailCacheTurnReads(t *testing.T) {
 
 func testTailCacheTurnReads(t *testing.T, since bool) {
 	ctx := context.Background()
-	store := &readCounter{Store: memory.New()}
+	store := &readCounter{Store: memstore.New()}
 	var counted chatmem.Store = store
 	if since {
 		counted = sinceCounter{store}
@@ -207,7 +207,7 @@ func testTailCacheTurnReads(t *testing.T, since bool) {
 // counts with the new one.
 func TestTailCacheAppend(t *testing.T) {
 	ctx := t.Context()
-	store := &readCounter{Store: memory.New()}
+	store := &readCounter{Store: memstore.New()}
 	mem, _ := newRecountMemory(t, store)
 	other, _ := newRecountMemory(t, store.Store) // another process, uncounted
 	key := chatmem.Key{Tenant: "acme", ID: "append"}
@@ -272,7 +272,7 @@ func TestTailCacheMatchesStore(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(tc.seed, 7))
-			var base chatmem.Store = memory.New()
+			var base chatmem.Store = memstore.New()
 			if tc.store == "sqlite" {
 				s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "chatmem.db"), sqlite.Options{})
 				if err != nil {
@@ -382,7 +382,7 @@ func TestTailCacheMatchesStore(t *testing.T) {
 // that ends with the newest message they know of and holds no gap.
 func TestTailCacheConcurrent(t *testing.T) {
 	ctx := context.Background()
-	mem := newCachedMemory(t, memory.New(), 16<<10)
+	mem := newCachedMemory(t, memstore.New(), 16<<10)
 	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 300}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -461,7 +461,7 @@ func compare(t *testing.T, what string, cached, plain *chatmem.Memory, key chatm
 // that filled it) changes no later window. (Found by review.)
 func TestTailCacheSystemMessagesAreCopies(t *testing.T) {
 	ctx := context.Background()
-	base := memory.New()
+	base := memstore.New()
 	cached := newCountedMemory(t, base, lenCounter{}, 0)
 	plain := newCountedMemory(t, base, lenCounter{}, -1)
 	key := chatmem.Key{Tenant: "t", ID: "alias"}
@@ -503,7 +503,7 @@ func (s *hookStore) System(ctx context.Context, key chatmem.Key) ([]chatmem.Mess
 // keep a system message past its LastSeq, which catching up would add
 // again. (Found by review.)
 func TestTailCacheRaceWithSystemRead(t *testing.T) {
-	base := memory.New()
+	base := memstore.New()
 	hs := &hookStore{Store: base}
 	cached := newCountedMemory(t, hs, lenCounter{}, 0)
 	plain := newCountedMemory(t, base, lenCounter{}, -1)
@@ -536,7 +536,7 @@ func TestTailCacheEmptyQuery(t *testing.T) {
 		{Kind: chatmem.PolicyRecall, Budget: 5},
 		{Kind: chatmem.PolicySummaryBuffer, Recall: true, Budget: 1},
 	} {
-		base := memory.New()
+		base := memstore.New()
 		cached := newCountedMemory(t, base, lenCounter{}, 0)
 		plain := newCountedMemory(t, base, lenCounter{}, -1)
 		key := chatmem.Key{Tenant: "t", ID: "zero"}
@@ -558,7 +558,7 @@ func TestTailCacheEmptyQuery(t *testing.T) {
 // newest one is over the budget) count against the bound too. (Found by
 // review.)
 func TestTailCacheBoundsEmptyEntries(t *testing.T) {
-	base := memory.New()
+	base := memstore.New()
 	cached := newCountedMemory(t, base, lenCounter{}, 1<<10) // 1 KiB bound
 	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 50}
 	for i := range 2000 {

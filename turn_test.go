@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // TestTurn: a turn whose conversation is in the tail cache appends and
@@ -19,7 +19,7 @@ import (
 // and Turn refuses what Append and Context refuse, writing nothing.
 func TestTurn(t *testing.T) {
 	ctx := t.Context()
-	store := &readCounter{Store: memory.New()}
+	store := &readCounter{Store: memstore.New()}
 	mem := newCachedMemory(t, sinceCounter{store}, 0)
 	other := newCachedMemory(t, store.Store, 0) // another process
 	plain := newCachedMemory(t, store.Store, -1)
@@ -124,7 +124,7 @@ func TestTurn(t *testing.T) {
 // cache it filled.
 func TestTurnAppendTail(t *testing.T) {
 	ctx := t.Context()
-	store := &readCounter{Store: memory.New()}
+	store := &readCounter{Store: memstore.New()}
 	var appendTails atomic.Int64
 	counted := tailAppendCounter{sinceCounter{store}, &appendTails}
 	other := newCachedMemory(t, store.Store, 0)
@@ -198,7 +198,7 @@ func TestTurnAppendTail(t *testing.T) {
 // conversation's.
 func TestTurnOtherTokenizer(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	other := newCountedMemory(t, store, lenCounter{}, 0)
 	key := chatmem.Key{Tenant: "acme", ID: "len"}
 	mustAppend(t, other, key, chatmem.Message{Role: chatmem.RoleUser, Content: "hi"})
@@ -248,7 +248,7 @@ func (s *indexCounter) IndexPending(ctx context.Context, key chatmem.Key) error 
 // one, nothing is queued (Postings catches up).
 func TestIndexCatchUp(t *testing.T) {
 	ctx := t.Context()
-	store := &indexCounter{Store: memory.New()}
+	store := &indexCounter{Store: memstore.New()}
 	mem := newCachedMemory(t, store, 0)
 	key := chatmem.Key{Tenant: "acme", ID: "index"}
 	for i := range 40 {
@@ -292,7 +292,7 @@ func (s appendCounter) Append(ctx context.Context, key chatmem.Key, msgs []chatm
 // Another writer in between costs a read, and the windows stay right.
 func TestTurnWithReplies(t *testing.T) {
 	ctx := t.Context()
-	counter := &readCounter{Store: memory.New()}
+	counter := &readCounter{Store: memstore.New()}
 	var appends atomic.Int64
 	mem := newCachedMemory(t, appendCounter{sinceCounter{counter}, &appends}, 0)
 	other := newCachedMemory(t, counter.Store, -1)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/loadtest"
+	"github.com/chatmem/chatmem/internal/loadtest"
 	"github.com/chatmem/chatmem/sqlite"
 	"github.com/chatmem/chatmem/storetest"
 	"github.com/chatmem/chatmem/tokenizer"

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -37,7 +37,7 @@ func TestNotStartedWarns(t *testing.T) {
 		if mod != nil {
 			mod(&opts)
 		}
-		mem, err := chatmem.New(memory.New(), opts)
+		mem, err := chatmem.New(memstore.New(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestNotStartedWarns(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendTwo(newMem(func(o *chatmem.Options) { o.Sync = true }))
-	plain, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	plain, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)
 	}

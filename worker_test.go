@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -60,7 +60,7 @@ func (x *slowExtractor) Extract(ctx context.Context, msgs []chatmem.Message) ([]
 func TestWorkersRunConversationsInParallel(t *testing.T) {
 	ctx := context.Background()
 	x := &slowExtractor{perConv: map[string]int{}, seen: map[string]int{}}
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{x}, Workers: 4})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Extractors: []chatmem.Extractor{x}, Workers: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/anthropic"
 	"github.com/chatmem/chatmem/internal/seed"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -35,7 +35,7 @@ func ExampleSummarizer() {
 		fmt.Println(err)
 		return
 	}
-	mem, err := chatmem.New(memory.New(), chatmem.Options{
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{
 		Counter:    tokenizer.Estimate{},
 		Summarizer: summarizer,
 		Summary:    chatmem.SummaryOptions{Trigger: 20, Target: 10},

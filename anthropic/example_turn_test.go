@@ -12,7 +12,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	chatmemanthropic "github.com/chatmem/chatmem/anthropic"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -63,7 +63,7 @@ func Example_turn() {
 
 	ctx := context.Background()
 	client := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(api.URL), option.WithAPIKey("sk-ant-example"))
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -34,7 +34,7 @@ func loadFixture(t *testing.T, name string, load func(io.Reader) (*Dataset, erro
 
 func config(policies []chatmem.PolicyKind, budgets []int) Config {
 	return Config{
-		Store: memory.New(), Counter: tokenizer.Estimate{},
+		Store: memstore.New(), Counter: tokenizer.Estimate{},
 		Policies: policies, Budgets: budgets,
 		Extractors: []chatmem.Extractor{offline.DefaultExtractor()},
 		Summarizer: offline.NewSummarizer(offline.Options{}),

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 )
 
@@ -17,7 +17,7 @@ func TestContextPreview(t *testing.T) {
 	final := map[string]chatmem.Summary{}
 	for _, drag := range []string{"none", "preview=true", "preview=false"} {
 		ctx := t.Context()
-		mem := newMemory(t, memory.New(), func(o *chatmem.Options) {
+		mem := newMemory(t, memstore.New(), func(o *chatmem.Options) {
 			o.Sync = true
 			o.Summarizer = offline.NewSummarizer(offline.Options{})
 		})
@@ -64,7 +64,7 @@ func appendErr(_ chatmem.AppendResult, err error) error { return err }
 
 // TestContextPreviewParameter: preview takes true or false only.
 func TestContextPreviewParameter(t *testing.T) {
-	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	ts := newTestServer(t, newMemory(t, memstore.New(), nil), Options{})
 	must(t, "Append", appendErr(ts.api.mem.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: "p"},
 		[]chatmem.Message{{Role: chatmem.RoleUser, Content: "hello"}}, chatmem.AppendOptions{})))
 	r := ts.raw(t, "GET", "/v1/conversations/p/context?policy=token_budget&budget=100&preview=maybe", acmeKey, nil, "")

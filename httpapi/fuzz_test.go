@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -198,7 +198,7 @@ func FuzzProxyRequest(f *testing.F) {
 		reply := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`
 		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(reply)), Request: r}, nil
 	})}
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		f.Fatal(err)
 	}

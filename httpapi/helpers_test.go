@@ -22,7 +22,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/testenv"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/postgres"
 	"github.com/chatmem/chatmem/redis"
 	"github.com/chatmem/chatmem/sqlite"
@@ -40,7 +40,7 @@ type backend struct {
 // PostgreSQL are skipped when unreachable, except on CI (CI=true), where
 // that fails the test.
 var backends = []backend{
-	{"memory", func(t *testing.T) chatmem.Store { return memory.New() }},
+	{"memory", func(t *testing.T) chatmem.Store { return memstore.New() }},
 	{"sqlite", openSQLite},
 	{"redis", openRedis},
 	{"postgres", openPostgres},

@@ -22,7 +22,7 @@ import (
 	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
 	"github.com/chatmem/chatmem/internal/testenv"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 )
 
@@ -667,7 +667,7 @@ func (b *browser) shot(dir, name string, a chromedp.Action[[]byte]) {
 // a key even when keys are configured, with their content types and a
 // Content-Security-Policy, and with the API's error shape for the rest.
 func TestInspectorFiles(t *testing.T) {
-	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	ts := newTestServer(t, newMemory(t, memstore.New(), nil), Options{})
 	for _, tc := range []struct {
 		method, path string
 		status       int

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // openAPIMethods are the operation keys of an OpenAPI path item.
@@ -32,7 +32,7 @@ func TestOpenAPI(t *testing.T) {
 	if len(paths) == 0 {
 		t.Fatal("openapi.json has no paths")
 	}
-	api, err := New(newMemory(t, memory.New(), nil), Options{})
+	api, err := New(newMemory(t, memstore.New(), nil), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -114,7 +114,7 @@ func TestProxyAuthPassthrough(t *testing.T) {
 // the server's upstream with the server's key.
 func TestProxyTenantUpstreams(t *testing.T) {
 	def, own := newFakeUpstream(t), newFakeUpstream(t)
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)
 	}

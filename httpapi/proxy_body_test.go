@@ -17,7 +17,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/jsonstr"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // TestProxyBodySplice: with a conversation, the upstream gets the client's
@@ -182,7 +182,7 @@ func (s *slowReplies) Append(ctx context.Context, key chatmem.Key, msgs []chatme
 // conversation's next turn, sent at once on another connection, still
 // finds the reply: it was stored before the response went out.
 func TestProxyNextTurnWaits(t *testing.T) {
-	store := &slowReplies{Store: memory.New(), delay: 100 * time.Millisecond}
+	store := &slowReplies{Store: memstore.New(), delay: 100 * time.Millisecond}
 	env := newProxyEnv(t, proxyConfig{store: store})
 	for i, content := range []string{"one", "two", "three"} {
 		// A new connection for every turn: nothing orders them but the

@@ -18,7 +18,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/anthropic"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // gatedReplies is a store whose appends of a reply (a batch ending with an
@@ -33,7 +33,7 @@ type gatedReplies struct {
 }
 
 func newGatedReplies() *gatedReplies {
-	return &gatedReplies{Store: memory.New(), entered: make(chan struct{}, 16), release: make(chan struct{})}
+	return &gatedReplies{Store: memstore.New(), entered: make(chan struct{}, 16), release: make(chan struct{})}
 }
 
 func (s *gatedReplies) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {

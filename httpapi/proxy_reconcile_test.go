@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // chatMsg is a message in brief's notation: "u:text", "a:text", "s:text"
@@ -357,7 +357,7 @@ func (s *countingStore) Tail(ctx context.Context, key chatmem.Key, q chatmem.Tai
 func TestProxyReconcileReadsRequest(t *testing.T) {
 	reads := map[int]int64{}
 	for _, stored := range []int{2_000, 20_000} {
-		st := &countingStore{Store: memory.New()}
+		st := &countingStore{Store: memstore.New()}
 		env := newProxyEnv(t, proxyConfig{store: st})
 		var history []string
 		for i := 0; i < stored; i += 2 {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/seed"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -292,7 +292,7 @@ type proxyEnv struct {
 }
 
 type proxyConfig struct {
-	store    chatmem.Store // nil: memory.New()
+	store    chatmem.Store // nil: memstore.New()
 	memory   func(*chatmem.Options)
 	policy   chatmem.Policy
 	baseURL  string       // "": the fake upstream's /v1
@@ -310,7 +310,7 @@ func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
 	t.Helper()
 	store := cfg.store
 	if store == nil {
-		store = memory.New()
+		store = memstore.New()
 	}
 	opts := chatmem.Options{Counter: tokenizer.Estimate{}}
 	if cfg.memory != nil {

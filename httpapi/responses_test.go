@@ -19,7 +19,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/testenv"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -361,7 +361,7 @@ func TestResponsesStreamBroken(t *testing.T) {
 // TestResponsesTenants: another tenant's key reads none of acme's
 // responses, even with their IDs.
 func TestResponsesTenants(t *testing.T) {
-	store := memory.New()
+	store := memstore.New()
 	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)

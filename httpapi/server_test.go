@@ -17,7 +17,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 )
 
@@ -49,7 +49,7 @@ func TestParseKeys(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	mem := newMemory(t, memory.New(), nil)
+	mem := newMemory(t, memstore.New(), nil)
 	for name, opts := range map[string]Options{
 		"key and hash":    {Keys: []Key{{Tenant: "a", Key: "k", Hash: HashKey("k")}}},
 		"neither":         {Keys: []Key{{Tenant: "a"}}},
@@ -75,7 +75,7 @@ func TestNewErrors(t *testing.T) {
 
 // TestNoKeys checks that without keys every request is the default tenant.
 func TestNoKeys(t *testing.T) {
-	store := memory.New()
+	store := memstore.New()
 	ts := newTestServer(t, newMemory(t, store, nil), Options{Keys: []Key{}})
 	_, err := ts.client("").Append(t.Context(), "c1", seed.History(), client.AppendOptions{})
 	must(t, "Append without a key", err)
@@ -92,7 +92,7 @@ func TestNoKeys(t *testing.T) {
 // TestOperations checks /healthz, /readyz, /metrics and /openapi.json, which
 // need no key, and the metrics the other requests leave.
 func TestOperations(t *testing.T) {
-	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	ts := newTestServer(t, newMemory(t, memstore.New(), nil), Options{})
 	c := ts.client(acmeKey)
 	ctx := t.Context()
 	must(t, "Health", ts.client("").Health(ctx))
@@ -162,7 +162,7 @@ func (downStore) Range(context.Context, chatmem.Key, int64, int) ([]chatmem.Mess
 }
 
 func TestFailures(t *testing.T) {
-	ts := newTestServer(t, newMemory(t, downStore{memory.New()}, nil), Options{})
+	ts := newTestServer(t, newMemory(t, downStore{memstore.New()}, nil), Options{})
 	err := ts.client("").Ready(t.Context())
 	e := wantAPIError(t, "Ready(down)", err, http.StatusServiceUnavailable, "unavailable")
 	if !errors.Is(err, chatmem.ErrUnavailable) || strings.Contains(e.Message, "10.9.8.7") {
@@ -195,7 +195,7 @@ func TestFailures(t *testing.T) {
 // TestRequestLog checks the request ID and the log line: its fields, and
 // that no message content or key is in it.
 func TestRequestLog(t *testing.T) {
-	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	ts := newTestServer(t, newMemory(t, memstore.New(), nil), Options{})
 	secret := "my card number is 4111-1111"
 	r := ts.raw(t, "POST", "/v1/conversations/c/messages", acmeKey, map[string]string{"X-Request-Id": "trace-123"},
 		`{"messages":[{"role":"user","content":"`+secret+`"}]}`)
@@ -241,7 +241,7 @@ func TestRequestLog(t *testing.T) {
 
 // TestSummary serves a summary written by the offline summarizer.
 func TestSummary(t *testing.T) {
-	mem := newMemory(t, memory.New(), func(o *chatmem.Options) {
+	mem := newMemory(t, memstore.New(), func(o *chatmem.Options) {
 		o.Summarizer = offline.NewSummarizer(offline.Options{})
 		o.Sync = true
 		o.Summary = chatmem.SummaryOptions{Trigger: 30, Target: 10}
@@ -287,7 +287,7 @@ func TestErrorTable(t *testing.T) {
 // server error.
 func TestClientGoneIsNotAnError(t *testing.T) {
 	var logs bytes.Buffer // the handler runs in this goroutine
-	srv, err := New(newMemory(t, memory.New(), nil), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	srv, err := New(newMemory(t, memstore.New(), nil), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestRateLimitPerTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := New(newMemory(t, memory.New(), nil), Options{Keys: keys, RateLimit: RateLimit{PerSecond: 0.5, Burst: 2}})
+	api, err := New(newMemory(t, memstore.New(), nil), Options{Keys: keys, RateLimit: RateLimit{PerSecond: 0.5, Burst: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestRateLimitPerTenant(t *testing.T) {
 	if rec := get("nope"); rec.Code != http.StatusUnauthorized {
 		t.Errorf("a wrong key is refused before the limiter: %d", rec.Code)
 	}
-	if _, err := New(newMemory(t, memory.New(), nil), Options{RateLimit: RateLimit{PerSecond: -1}}); !errors.Is(err, chatmem.ErrInvalid) {
+	if _, err := New(newMemory(t, memstore.New(), nil), Options{RateLimit: RateLimit{PerSecond: -1}}); !errors.Is(err, chatmem.ErrInvalid) {
 		t.Errorf("negative rate: %v", err)
 	}
 }

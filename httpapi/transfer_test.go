@@ -11,7 +11,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/client"
 	"github.com/chatmem/chatmem/internal/seed"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/transfer"
 )
 
@@ -163,10 +163,10 @@ func TestImportTooLarge(t *testing.T) {
 // conversation is imported, and the answer ends with the totals, never a
 // 500 for the whole file.
 func TestImportOverLimits(t *testing.T) {
-	st := memory.New()
+	st := memstore.New()
 	ts := newTestServer(t, newMemory(t, st, nil), Options{Limits: Limits{MaxContentBytes: 1 << 10}})
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	src := memory.New()
+	src := memstore.New()
 	for _, c := range []struct {
 		id, tokenizer string
 		size          int
@@ -202,7 +202,7 @@ func TestImportOverLimits(t *testing.T) {
 // /v1/import reads into another tenant, and which exports there the same
 // bytes; an unknown format is a 400.
 func TestUserExportChatmem(t *testing.T) {
-	st := memory.New()
+	st := memstore.New()
 	ts := newTestServer(t, newMemory(t, st, nil), Options{})
 	acme, globex := ts.client(acmeKey), ts.client(globexKey)
 	ctx := t.Context()
@@ -250,7 +250,7 @@ func TestUserExportChatmem(t *testing.T) {
 // tail cache's own checks cannot tell from the original) is what the next
 // context read shows, not the cached messages of the one it replaced.
 func TestImportReplaceDropsTail(t *testing.T) {
-	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	ts := newTestServer(t, newMemory(t, memstore.New(), nil), Options{})
 	c := ts.client(acmeKey)
 	ctx := t.Context()
 	_, err := c.Append(ctx, "kavya", seed.History(), client.AppendOptions{})

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem/internal/buildinfo"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // TestVersion checks GET /v1/version and the chatmem_build_info metric
 // against the build the test binary records, on a server with API keys:
 // neither needs one.
 func TestVersion(t *testing.T) {
-	ts := newTestServer(t, newMemory(t, memory.New(), nil), Options{})
+	ts := newTestServer(t, newMemory(t, memstore.New(), nil), Options{})
 	want := buildinfo.Read()
 
 	r := ts.raw(t, "GET", "/v1/version", "", nil, "")

@@ -14,7 +14,7 @@ import (
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/httpapi"
 	"github.com/chatmem/chatmem/mcpserver"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -26,7 +26,7 @@ const (
 
 func newMemory(t testing.TB) *chatmem.Memory {
 	t.Helper()
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)
 	}

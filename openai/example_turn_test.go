@@ -11,7 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	chatmemopenai "github.com/chatmem/chatmem/openai"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -53,7 +53,7 @@ func Example_turn() {
 
 	ctx := context.Background()
 	client := openai.NewClient(option.WithBaseURL(api.URL+"/v1"), option.WithAPIKey("sk-example"))
-	mem, err := chatmem.New(memory.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		fmt.Println(err)
 		return

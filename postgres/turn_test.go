@@ -22,7 +22,7 @@ import (
 // BenchmarkTurn is a chat turn on PostgreSQL, with its floor beside
 // it:
 //
-//	memory/...   storetest.BenchmarkTurn: Memory.Append + Memory.Context
+//	memstore/... storetest.BenchmarkTurn: Memory.Append + Memory.Context
 //	             per turn (n=N), the context read alone (read/n=N)
 //	floor/n=N    raw SQL (postgresfloor): one INSERT of the message and one SELECT of the
 //	             newest 64 by primary key, sent as one batch: one round

@@ -7,7 +7,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/floor/redisfloor"
-	"github.com/chatmem/chatmem/loadtest"
+	"github.com/chatmem/chatmem/internal/loadtest"
 	"github.com/chatmem/chatmem/storetest"
 	"github.com/chatmem/chatmem/tokenizer"
 )

@@ -19,7 +19,7 @@ import (
 
 // BenchmarkTurn is a chat turn on Redis, with its floor beside it:
 //
-//	memory/...   storetest.BenchmarkTurn: Memory.Append + Memory.Context
+//	memstore/... storetest.BenchmarkTurn: Memory.Append + Memory.Context
 //	             per turn (n=N), the context read alone (read/n=N)
 //	floor/n=N    raw Redis (redisfloor): RPUSH of the message's record and
 //	             LRANGE of the newest 64, pipelined (one round trip)

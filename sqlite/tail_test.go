@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 )
 
 // TestTailAgainstMemory appends random batches (users, assistants, system
@@ -19,7 +19,7 @@ import (
 // there by a binary search over running totals.
 func TestTailAgainstMemory(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "tail.db"))
-	ref := memory.New()
+	ref := memstore.New()
 	ctx := t.Context()
 	r := rand.New(rand.NewPCG(1, 2))
 	roles := []chatmem.Role{chatmem.RoleUser, chatmem.RoleAssistant, chatmem.RoleSystem, chatmem.RoleUser, chatmem.RoleAssistant}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/loadtest"
+	"github.com/chatmem/chatmem/internal/loadtest"
 )
 
 // ChatFloor makes a store's raw floor of a chat turn (loadtest.ChatFloor)

@@ -5,7 +5,7 @@
 //
 //	func TestStore(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
-//			New: func(t *testing.T) chatmem.Store { return memory.New() },
+//			New: func(t *testing.T) chatmem.Store { return memstore.New() },
 //		})
 //	}
 package storetest

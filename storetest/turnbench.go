@@ -73,7 +73,7 @@ func TurnRole(i int) chatmem.Role {
 // A store's benchmark is then a few lines:
 //
 //	func BenchmarkTurn(b *testing.B) {
-//		storetest.BenchmarkTurn(b, func(b *testing.B) chatmem.Store { return memory.New() },
+//		storetest.BenchmarkTurn(b, func(b *testing.B) chatmem.Store { return memstore.New() },
 //			chatmem.Options{Counter: tokenizer.Estimate{}}, []int{1000, 100000, 1000000})
 //	}
 //

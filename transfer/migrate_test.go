@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 	"github.com/chatmem/chatmem/transfer"
 )
@@ -62,7 +62,7 @@ func TestMigrate(t *testing.T) {
 // TestOpenAIFormat imports OpenAI-style transcripts (lines, and one array),
 // exports them the same way, and imports them again without change.
 func TestOpenAIFormat(t *testing.T) {
-	st := memory.New()
+	st := memstore.New()
 	mem, err := chatmem.New(st, chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/transfer"
 )
 
@@ -153,7 +153,7 @@ func (k *killingStore) Rewind(ctx context.Context, key chatmem.Key, toSeq, expec
 // bytes as after a clean import; a third run changes nothing. On every
 // store.
 func TestImportResumesAfterAnyWrite(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 1010) // "long" takes four appends: 1, 1000, 8, 1
 	want := export(t, src)
 	for _, s := range stores {
@@ -246,7 +246,7 @@ func bigMessages(lim chatmem.Limits) []chatmem.Message {
 // and re-export byte-identically on every store.
 func TestExportLargestContent(t *testing.T) {
 	lim := chatmem.DefaultLimits
-	src := memory.New()
+	src := memstore.New()
 	msgs := bigMessages(lim)
 	appendAt(t, src, "big-1", msgs, base, 0)
 	appendAt(t, src, "big-2", msgs[:1], base, 0)
@@ -285,7 +285,7 @@ func TestExportLargestContent(t *testing.T) {
 // "b-big", holding a message of n bytes of <, and the user of the first.
 func bigExport(t *testing.T, n int) []byte {
 	t.Helper()
-	src := memory.New()
+	src := memstore.New()
 	small := []chatmem.Message{{Role: chatmem.RoleUser, Content: "hello <there>", Tokens: 3, CreatedAt: base}}
 	if _, err := src.Append(t.Context(), key("a-small"), small, chatmem.AppendOptions{Tokenizer: "estimate", Now: base, User: "u1"}); err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestImportLongLines(t *testing.T) {
 	data := bigExport(t, 3<<20)
 	large := chatmem.Limits{MaxContentBytes: 4 << 20}
 	t.Run("within the limits", func(t *testing.T) {
-		dst := memory.New()
+		dst := memstore.New()
 		totals, results := importAll(t, dst, data, transfer.ImportOptions{Limits: large})
 		if totals.Created != 4 || totals.Invalid != 0 {
 			t.Fatalf("totals %+v %+v, want 3 conversations and a user created", totals, results)
@@ -319,7 +319,7 @@ func TestImportLongLines(t *testing.T) {
 	})
 	check := func(t *testing.T, opts transfer.ImportOptions, data []byte, invalid, reason string) {
 		t.Helper()
-		dst := memory.New()
+		dst := memstore.New()
 		totals, results := importAll(t, dst, data, opts)
 		if totals.Invalid != 1 || totals.Created != 3 {
 			t.Fatalf("totals %+v, want 1 invalid, 3 created", totals)
@@ -351,7 +351,7 @@ func TestImportLongLines(t *testing.T) {
 // store, one with a message of 3 MiB of < among them (which an escaped
 // export made a line of 18 MiB, and the migration stopped there).
 func TestMigrateLargeContent(t *testing.T) {
-	from, to := memory.New(), memory.New()
+	from, to := memstore.New(), memstore.New()
 	for i := range 22 {
 		content := fmt.Sprintf("message <%d>", i)
 		if i == 15 {
@@ -369,7 +369,7 @@ func TestMigrateLargeContent(t *testing.T) {
 // invariants is refused whole, with a clear error, and nothing of it is
 // written; the others are imported.
 func TestImportRefuses(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 4)
 	good := export(t, src)
 	lines := strings.Split(strings.TrimSuffix(string(good), "\n"), "\n")
@@ -433,7 +433,7 @@ func TestImportRefuses(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			bad := slices.Clone(lines)
 			c.change(bad)
-			dst := memory.New()
+			dst := memstore.New()
 			totals, results := importAll(t, dst, []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{})
 			if totals.Invalid != 1 || totals.Created != 3 {
 				t.Fatalf("totals %+v, want 1 invalid and 2 conversations and a user created\n%+v", totals, results)
@@ -451,7 +451,7 @@ func TestImportRefuses(t *testing.T) {
 	t.Run("invalid UTF-8 in a user record", func(t *testing.T) {
 		bad := slices.Clone(lines)
 		edit(7, `"value":"Kavya R."`, "\"value\":\"Kavya\xff\"")(bad)
-		dst := memory.New()
+		dst := memstore.New()
 		totals, results := importAll(t, dst, []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{})
 		if totals.Invalid != 1 || totals.Created != 3 || results[1].User != "kavya" || !strings.Contains(results[1].Error, "invalid UTF-8") {
 			t.Fatalf("totals %+v results %+v, want user kavya invalid for its UTF-8", totals, results)
@@ -466,15 +466,15 @@ func TestImportRefuses(t *testing.T) {
 		}
 		bad := slices.Clone(lines)
 		edit(8, `"tokenizer":"estimate"`, `"tokenizer":"o300k_base"`)(bad)
-		totals, results := importAll(t, memory.New(), []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{Tokenizer: known})
+		totals, results := importAll(t, memstore.New(), []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{Tokenizer: known})
 		if totals.Invalid != 1 || results[2].Conversation != "rich" || !strings.Contains(results[2].Error, `unknown tokenizer "o300k_base"`) {
 			t.Fatalf("totals %+v results %+v, want rich refused for its tokenizer", totals, results)
 		}
 	})
 	t.Run("no tokens for 8 MiB", func(t *testing.T) {
-		src := memory.New()
+		src := memstore.New()
 		appendAt(t, src, "huge", []chatmem.Message{{Role: chatmem.RoleUser, Content: strings.Repeat("a", 8<<20), CreatedAt: base}}, base, 0)
-		totals, results := importAll(t, memory.New(), export(t, src), transfer.ImportOptions{Limits: chatmem.Limits{MaxContentBytes: 16 << 20}})
+		totals, results := importAll(t, memstore.New(), export(t, src), transfer.ImportOptions{Limits: chatmem.Limits{MaxContentBytes: 16 << 20}})
 		if totals.Invalid != 1 || !strings.Contains(results[0].Error, "0 tokens for 8388608 bytes") {
 			t.Fatalf("totals %+v results %+v, want huge refused for its tokens", totals, results)
 		}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/testenv"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/postgres"
 	"github.com/chatmem/chatmem/redis"
 	"github.com/chatmem/chatmem/sqlite"
@@ -31,7 +31,7 @@ var stores = []struct {
 	name string
 	open func(t *testing.T) chatmem.Store
 }{
-	{"memory", func(t *testing.T) chatmem.Store { return memory.New() }},
+	{"memory", func(t *testing.T) chatmem.Store { return memstore.New() }},
 	{"sqlite", openSQLite},
 	{"redis", openRedis},
 	{"postgres", openPostgres},
@@ -240,7 +240,7 @@ func firstDiff(a, b []byte) string {
 // TestImportMalformed: a malformed line refuses its conversation whole,
 // named by line number, and the others are imported.
 func TestImportMalformed(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 40)
 	good := export(t, src)
 	lines := strings.Split(strings.TrimSuffix(string(good), "\n"), "\n")
@@ -263,7 +263,7 @@ func TestImportMalformed(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			bad := append([]string(nil), lines...)
 			bad[c.line-1] = c.with
-			dst := memory.New()
+			dst := memstore.New()
 			totals, results := importAll(t, dst, []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{})
 			if totals.Invalid != 1 || totals.Created != 3 {
 				t.Fatalf("totals %+v, want 1 invalid and 2 conversations and a user created", totals)
@@ -284,7 +284,7 @@ func TestImportMalformed(t *testing.T) {
 		})
 	}
 	t.Run("header", func(t *testing.T) {
-		_, err := transfer.Import(t.Context(), memory.New(), tenant, strings.NewReader(`{"format":"chatmem/v2"}`+"\n"), transfer.ImportOptions{}, nil)
+		_, err := transfer.Import(t.Context(), memstore.New(), tenant, strings.NewReader(`{"format":"chatmem/v2"}`+"\n"), transfer.ImportOptions{}, nil)
 		var le *transfer.LineError
 		if !errors.As(err, &le) || le.Line != 1 || !errors.Is(err, chatmem.ErrInvalid) {
 			t.Fatalf("Import of a v2 file: %v, want a line-1 error wrapping ErrInvalid", err)
@@ -293,7 +293,7 @@ func TestImportMalformed(t *testing.T) {
 	t.Run("totals disagree", func(t *testing.T) {
 		bad := append([]string(nil), lines...)
 		bad[1] = strings.Replace(bad[1], `"turns":20`, `"turns":21`, 1)
-		totals, results := importAll(t, memory.New(), []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{})
+		totals, results := importAll(t, memstore.New(), []byte(strings.Join(bad, "\n")+"\n"), transfer.ImportOptions{})
 		if totals.Invalid != 1 || results[0].Line != 2 || !strings.Contains(results[0].Error, "turns") {
 			t.Fatalf("totals %+v results %+v, want conversation long invalid at line 2 for its turns", totals, results)
 		}
@@ -378,7 +378,7 @@ func (f *failingStore) DeleteUser(ctx context.Context, user chatmem.Key) (int, e
 // TestImportResumes stops an import at each of its appends in turn, as a
 // kill would, and runs it again: it ends with the same bytes.
 func TestImportResumes(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 2500)
 	want := export(t, src)
 	dst := openSQLite(t)
@@ -405,11 +405,11 @@ func TestImportResumes(t *testing.T) {
 // TestImportConflict: a conversation stored with other content is left
 // alone (skip), stops the import (fail) or is replaced (replace).
 func TestImportConflict(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 10)
 	data := export(t, src)
 	other := func() chatmem.Store {
-		st := memory.New()
+		st := memstore.New()
 		appendAt(t, st, "rich", []chatmem.Message{{Role: chatmem.RoleUser, Content: "something else entirely", Tokens: 5, CreatedAt: base}}, base, 0)
 		return st
 	}
@@ -459,7 +459,7 @@ func TestImportConflict(t *testing.T) {
 // TestExportLines checks the shape of an export line by line: the header,
 // each record's type, and times in UTC microseconds.
 func TestExportLines(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 4)
 	data := export(t, src)
 	if !bytes.Contains(data, []byte(`{"type":"conversation","id":"rich","user":"kavya",`)) {
@@ -490,7 +490,7 @@ func TestExportLines(t *testing.T) {
 // before they existed) still imports; a user stored with other facts is a
 // conflict, or is replaced; a malformed user record is refused alone.
 func TestUsers(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 4)
 	data := export(t, src)
 	var userLine string
@@ -582,7 +582,7 @@ func TestUsers(t *testing.T) {
 			{"no facts", `{"type":"user","id":"kavya","facts":[]}`, "at least one fact"},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				dst := memory.New()
+				dst := memstore.New()
 				totals, results := importAll(t, dst, []byte(strings.Replace(string(data), userLine, c.line, 1)), transfer.ImportOptions{})
 				if totals.Invalid != 1 || totals.Created != 3 {
 					t.Fatalf("totals %+v, want the user invalid and 3 conversations created", totals)

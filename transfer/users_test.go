@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/transfer"
 )
 
@@ -61,7 +61,7 @@ func userIDs(data []byte) []string {
 // whole from an import (memory -> SQLite, byte for byte) and from a
 // migration (SQLite -> PostgreSQL), which verifies it.
 func TestUsersWithoutConversations(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 4)
 	fillLoneUsers(t, src)
 	data := export(t, src)
@@ -227,7 +227,7 @@ func (r *replaceOnly) ReplaceUserFacts(context.Context, chatmem.Key, []chatmem.F
 // never a delete and then a write;
 // when that fails, the stored facts are all still there.
 func TestImportReplaceUserAtomic(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 4)
 	var line bytes.Buffer
 	line.WriteString(`{"format":"chatmem/v1"}` + "\n")
@@ -269,7 +269,7 @@ func TestImportReplaceUserAtomic(t *testing.T) {
 // record and the user's conversations only, which imports into every
 // store and exports there the same bytes.
 func TestExportUser(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 4)
 	kavya := chatmem.Key{Tenant: tenant, ID: "kavya"}
 	var want bytes.Buffer
@@ -331,7 +331,7 @@ func (e *erasingStore) UserFacts(ctx context.Context, user chatmem.Key) ([]chatm
 // the record is reported (a conflict that names the erasure), the user's
 // facts stay empty and unlisted, and the rest of the file is imported.
 func TestImportUserErased(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	fill(t, src, 4)
 	fillLoneUsers(t, src)
 	data := export(t, src)

@@ -12,9 +12,9 @@ import (
 	"github.com/chatmem/chatmem/internal/floor/postgresfloor"
 	"github.com/chatmem/chatmem/internal/floor/redisfloor"
 	"github.com/chatmem/chatmem/internal/floor/sqlitefloor"
+	"github.com/chatmem/chatmem/internal/loadtest"
 	"github.com/chatmem/chatmem/internal/settings"
-	"github.com/chatmem/chatmem/loadtest"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 	"github.com/chatmem/chatmem/postgres"
 	"github.com/chatmem/chatmem/redis"
@@ -179,7 +179,7 @@ func runBench(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	var results []loadtest.BenchResult
 	for _, n := range c.sizes {
 		cfg := loadtest.BenchConfig{Policy: p, Messages: n, Iterations: c.iterations, Floor: storeFloor(store, opts.Counter, p.Budget)}
-		if _, inProcess := store.(*memory.Store); !inProcess {
+		if _, inProcess := store.(*memstore.Store); !inProcess {
 			cfg.Reopen = func(ctx context.Context) (chatmem.Store, error) { return openStore(ctx, c.store, c.dataDir) }
 		}
 		r, err := loadtest.Bench(ctx, mem, cfg, stderr)
@@ -229,7 +229,7 @@ func benchChat(ctx context.Context, mem *chatmem.Memory, store chatmem.Store, c 
 // the Go loop for the in-process store.
 func chatFloor(store chatmem.Store, counter chatmem.Counter, budget int) func(context.Context, int, string) (loadtest.ChatFloor, error) {
 	switch s := store.(type) {
-	case *memory.Store:
+	case *memstore.Store:
 		return loadtest.ChatLoopFloor(counter, budget)
 	case *sqlite.Store:
 		return func(ctx context.Context, n int, content string) (loadtest.ChatFloor, error) {

@@ -11,8 +11,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/chatmem/chatmem/internal/loadtest"
 	"github.com/chatmem/chatmem/internal/testenv"
-	"github.com/chatmem/chatmem/loadtest"
 	"github.com/chatmem/chatmem/storetest"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/postgres"
 	"github.com/chatmem/chatmem/redis"
 	"github.com/chatmem/chatmem/sqlite"
@@ -39,7 +39,7 @@ func openStore(ctx context.Context, url, dataDir string) (chatmem.Store, error) 
 		}
 		return sqlite.Open(ctx, filepath.Join(dataDir, "chatmem.db"), sqlite.Options{})
 	case scheme == "memory":
-		return memory.New(), nil
+		return memstore.New(), nil
 	case scheme == "sqlite":
 		path := strings.TrimPrefix(rest, "//")
 		if path == "" {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/testenv"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/sqlite"
 	"github.com/chatmem/chatmem/transfer"
 )
@@ -164,7 +164,7 @@ func TestInMemoryTargetWarns(t *testing.T) {
 // or a tokenizer no server resolves refuses its conversation, named on
 // stderr, the rest is imported, and the exit is 1.
 func TestImportLimits(t *testing.T) {
-	src := memory.New()
+	src := memstore.New()
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	for _, c := range []struct {
 		id, tokenizer string

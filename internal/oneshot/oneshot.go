@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/offline"
 )
 
@@ -59,7 +59,7 @@ func Window(ctx context.Context, msgs []chatmem.Message, p chatmem.Policy, opts 
 	if len(msgs) == 0 {
 		return chatmem.Window{}, fmt.Errorf("%w: %s needs at least one message", chatmem.ErrInvalid, p.Kind)
 	}
-	store := memory.New()
+	store := memstore.New()
 	limits := chatmem.Limits{MaxBatch: -1, MaxContentBytes: -1, MaxToolCalls: -1, MaxMetadata: -1}
 	// The messages go in with the extractor only, so that the summarizer
 	// first runs at the read, which tells it the budget to follow.

@@ -1,12 +1,12 @@
-package memory_test
+package memstore_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/loadtest"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/internal/loadtest"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/storetest"
 	"github.com/chatmem/chatmem/tokenizer"
 )
@@ -18,7 +18,7 @@ import (
 // the reply appended.
 func BenchmarkChatTurn(b *testing.B) {
 	storetest.BenchmarkChatTurn(b, []int{1000, 100000, 1000000}, chatmem.Options{Counter: tokenizer.Estimate{}},
-		func(testing.TB) *memory.Store { return memory.New() }, chatFloor, nil)
+		func(testing.TB) *memstore.Store { return memstore.New() }, chatFloor, nil)
 }
 
 // TestChatTurn runs BenchmarkChatTurn's measurement small, for its
@@ -26,9 +26,9 @@ func BenchmarkChatTurn(b *testing.B) {
 // positive.
 func TestChatTurn(t *testing.T) {
 	storetest.ChatTurn(t, []int{60}, 30, chatmem.Options{Counter: tokenizer.Estimate{}},
-		func(testing.TB) *memory.Store { return memory.New() }, chatFloor, nil)
+		func(testing.TB) *memstore.Store { return memstore.New() }, chatFloor, nil)
 }
 
-func chatFloor(ctx context.Context, _ *memory.Store, n int, content string) (loadtest.ChatFloor, error) {
+func chatFloor(ctx context.Context, _ *memstore.Store, n int, content string) (loadtest.ChatFloor, error) {
 	return loadtest.ChatLoopFloor(tokenizer.Estimate{}, storetest.TurnBudget)(ctx, n, content)
 }

@@ -1,4 +1,4 @@
-// Package memory is an in-process chatmem.Store: conversations live in a map
+// Package memstore is an in-process chatmem.Store: conversations live in a map
 // guarded by one mutex and vanish with the process. It suits tests, demos and
 // single-process bots that need no persistence.
 //
@@ -10,7 +10,7 @@
 // however long the conversations grow, and an append writes the messages
 // and the totals only: the recall index catches up when it is read (see
 // catchUpIndex).
-package memory
+package memstore
 
 import (
 	"context"

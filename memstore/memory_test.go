@@ -1,4 +1,4 @@
-package memory_test
+package memstore_test
 
 import (
 	"context"
@@ -8,20 +8,20 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/storetest"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		New:  func(t *testing.T) chatmem.Store { return memory.New() },
-		Dump: func(t *testing.T, s chatmem.Store) []byte { return memory.Dump(s.(*memory.Store)) },
+		New:  func(t *testing.T) chatmem.Store { return memstore.New() },
+		Dump: func(t *testing.T, s chatmem.Store) []byte { return memstore.Dump(s.(*memstore.Store)) },
 	})
 }
 
 func BenchmarkTail(b *testing.B) {
-	storetest.BenchmarkTail(b, memory.New(), []int{1000, 100000, 1000000})
+	storetest.BenchmarkTail(b, memstore.New(), []int{1000, 100000, 1000000})
 }
 
 // BenchmarkAppendTurn appends one turn (a user message of about 100
@@ -29,7 +29,7 @@ func BenchmarkTail(b *testing.B) {
 // that holds 1,000 messages or more: the store's share of Memory.Append,
 // indexing for recall included.
 func BenchmarkAppendTurn(b *testing.B) {
-	s := memory.New()
+	s := memstore.New()
 	ctx := context.Background()
 	key := chatmem.Key{Tenant: "bench", ID: "turns"}
 	const (
@@ -67,7 +67,7 @@ func BenchmarkAppendTurn(b *testing.B) {
 // Memory.Append and one token_budget Context per turn; `go test -bench
 // Turn .` in the root has the plain Go loop it is compared with.
 func BenchmarkTurn(b *testing.B) {
-	storetest.BenchmarkTurn(b, func(*testing.B) chatmem.Store { return memory.New() },
+	storetest.BenchmarkTurn(b, func(*testing.B) chatmem.Store { return memstore.New() },
 		chatmem.Options{Counter: tokenizer.Estimate{}}, []int{1000, 100000, 1000000})
 }
 
@@ -76,7 +76,7 @@ func BenchmarkTurn(b *testing.B) {
 // last search is found by the next one, and nothing twice, while appends
 // and searches run at once.
 func TestIndexCatchesUp(t *testing.T) {
-	s := memory.New()
+	s := memstore.New()
 	ctx := t.Context()
 	key := chatmem.Key{Tenant: "t", ID: "index"}
 	const writers, perWriter = 4, 50
@@ -147,7 +147,7 @@ func BenchmarkDeleteUser(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
 				b.StopTimer()
-				s := memory.New()
+				s := memstore.New()
 				for c := range convs {
 					key := chatmem.Key{Tenant: user.Tenant, ID: fmt.Sprintf("c-%04d", c)}
 					msgs := make([]chatmem.Message, perConv)

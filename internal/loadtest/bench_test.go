@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/chatmem/chatmem"
-	"github.com/chatmem/chatmem/memory"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/tokenizer"
 )
 
@@ -20,7 +20,7 @@ import (
 // the conversation deleted afterwards.
 func TestBench(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestBench(t *testing.T) {
 // recalls from them, and erases the user afterwards.
 func TestBenchUserScope(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestBenchUserScope(t *testing.T) {
 // and reports their p50s and ratios; it drops the floor afterwards.
 func TestBenchStoreFloor(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	store := memstore.New()
 	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}})
 	if err != nil {
 		t.Fatal(err)
