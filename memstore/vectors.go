@@ -12,10 +12,9 @@ var _ chatmem.VectorStore = (*Store)(nil)
 
 // PutVectors stores vecs[i] as message seqs[i]'s vector under model,
 // replacing any stored one; see chatmem.VectorStore. The vectors are
-// copied. Besides mismatched lengths, an empty model and an empty vector,
-// a seq below 1 or given twice, vectors of different lengths in one call
-// and a NaN or infinite component wrap chatmem.ErrInvalid, and nothing is
-// stored. A missing or expired conversation wraps chatmem.ErrNotFound.
+// copied. The arguments are checked first, as chatmem.VectorStore says,
+// and nothing is stored if one is wrong. A missing or expired conversation
+// wraps chatmem.ErrNotFound.
 func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, seqs []int64, vecs [][]float32) error {
 	if err := vectors.Check(model, seqs, vecs); err != nil {
 		return err
@@ -52,9 +51,8 @@ func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, s
 // see chatmem.VectorStore. Equal similarities put the higher seq first;
 // stored vectors of another length than query are skipped. It visits
 // min(span, vectors stored under model) entries and keeps the best in a
-// heap of limit. An empty model or query, a NaN or infinite component in
-// query, span < 1 or limit < 1 wraps chatmem.ErrInvalid; a missing or
-// expired conversation wraps chatmem.ErrNotFound.
+// heap of limit. The arguments are checked as chatmem.VectorStore says; a
+// missing or expired conversation wraps chatmem.ErrNotFound.
 func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model string, query []float32, before int64, span, limit int) ([]chatmem.VectorHit, error) {
 	if err := vectors.CheckQuery(model, query, span, limit); err != nil {
 		return nil, err

@@ -40,8 +40,7 @@ func (s *Store) Facts(ctx context.Context, key chatmem.Key) ([]chatmem.Fact, err
 
 // FactHistory returns every value the named fact has had, in the order
 // they were set. It wraps chatmem.ErrNotFound if the conversation is
-// missing or expired or the fact never had a value, and chatmem.ErrInvalid
-// for a malformed name.
+// missing or expired or the fact never had a value.
 func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) ([]chatmem.Fact, error) {
 	op := fmt.Sprintf("postgres: history of fact %q of %s", name, key)
 	if err := key.Validate(); err != nil {
@@ -132,7 +131,7 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 // DeleteFact removes the named fact and its history, under the lock on the
 // live conversation's row as SetFacts takes it. It wraps
 // chatmem.ErrNotFound if the conversation is missing or expired or has no
-// such fact, and chatmem.ErrInvalid for a malformed name.
+// such fact.
 func (s *Store) DeleteFact(ctx context.Context, key chatmem.Key, name string) error {
 	op := fmt.Sprintf("postgres: delete fact %q of %s", name, key)
 	if err := key.Validate(); err != nil {

@@ -69,6 +69,12 @@
 // returns what later reads return. Idempotency keys are stored as their
 // SHA-256, so keys of any length and content are accepted.
 //
+// Arguments are checked before anything is read or written, with package
+// storekit and the root package's validators, as every store checks them:
+// a malformed key, tenant, user or fact name, a limit out of range and an
+// empty search term wrap chatmem.ErrInvalid (see chatmem.Store). The
+// methods' docs name only the refusals of their own.
+//
 // Expiry is checked on every read against Options.Now: an expired
 // conversation is not found by any method, Delete included. Its rows stay on
 // disk until Sweep (chatmem.Sweeper) removes them, or an append to the same

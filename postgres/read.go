@@ -32,8 +32,7 @@ func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conv
 }
 
 // List returns the tenant's live conversations ordered by ID (byte order),
-// one page at a time. It wraps chatmem.ErrInvalid for a bad tenant or a
-// limit outside 0..1000.
+// one page at a time (storekit.PageLimit).
 func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.Page, error) {
 	op := "postgres: list " + tenant
 	if err := storekit.CheckTenant(tenant); err != nil {
@@ -44,8 +43,7 @@ func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageReques
 
 // page reads one page of live conversations, ordered by ID, with sql, whose
 // parameters are the tenant, the ID to start after, now, the page size
-// plus one, and then args. It wraps chatmem.ErrInvalid for a limit outside
-// 0..1000 (0: 50).
+// plus one, and then args; the page size is storekit.PageLimit's.
 func (s *Store) page(ctx context.Context, op, tenant string, page chatmem.PageRequest, sql string, args ...any) (chatmem.Page, error) {
 	limit, err := storekit.PageLimit(page.Limit)
 	if err != nil {
@@ -118,8 +116,7 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 // its messages with Seq > after, oldest first, with one statement, so both
 // are of one snapshot: a probe of the conversation's row joined to one
 // primary-key range of its messages (see chatmem.SinceReader). It wraps
-// chatmem.ErrNotFound if the conversation does not exist or has expired,
-// and chatmem.ErrInvalid for a bad key or a limit below 1.
+// chatmem.ErrNotFound if the conversation does not exist or has expired.
 func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
 	op := "postgres: conversation since " + key.String()
 	if err := key.Validate(); err != nil {

@@ -22,8 +22,7 @@ var _ chatmem.Searcher = (*Store)(nil)
 // entries, so its cost follows len(terms) and limit, not the history. The
 // statement also returns the index's watermark: when messages before
 // before are past it (the worker has not indexed them yet), Postings
-// indexes them first (IndexPending) and reads again. It
-// wraps chatmem.ErrInvalid for a bad key, limit < 1 or an empty term, and
+// indexes them first (IndexPending) and reads again. It wraps
 // chatmem.ErrNotFound if the conversation does not exist or has expired.
 // It is safe for concurrent use.
 func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, before int64, limit int) ([][]int64, error) {
@@ -108,9 +107,8 @@ func descending(a, b int64) int { return cmp.Compare(b, a) }
 // MessagesAt returns the conversation's messages with the given seqs,
 // oldest first, each once; seqs with no message are skipped (see
 // chatmem.Searcher). It is one statement probing the primary key once per
-// seq. It wraps chatmem.ErrInvalid for a bad key and chatmem.ErrNotFound if
-// the conversation does not exist or has expired. It is safe for concurrent
-// use.
+// seq. It wraps chatmem.ErrNotFound if the conversation does not exist or
+// has expired. It is safe for concurrent use.
 func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) ([]chatmem.Message, error) {
 	op := "postgres: messages of " + key.String()
 	if err := key.Validate(); err != nil {

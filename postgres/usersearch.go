@@ -100,7 +100,6 @@ JOIN {s}.messages m ON m.tenant = $1 AND m.conv_id = h.conv AND m.seq = h.seq`),
 // which they pass over), so its cost follows len(terms) and limit, not the
 // user's history. Before it, the index of any of the user's conversations
 // that the worker has not caught up is brought up to date (indexUser). It
-// wraps chatmem.ErrInvalid for a bad user, limit < 1 or an empty term. It
 // is safe for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	op := "postgres: user postings of " + user.String()
@@ -156,8 +155,7 @@ func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []stri
 // UserMessagesAt returns the messages named by hits that belong to the
 // user's live conversations, ordered by conversation ID and seq, each once
 // (see chatmem.UserSearcher). It is one statement probing two primary keys
-// per hit. It wraps chatmem.ErrInvalid for a bad user. It is safe for
-// concurrent use.
+// per hit. It is safe for concurrent use.
 func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []chatmem.UserHit) ([]chatmem.UserMessage, error) {
 	op := "postgres: user messages of " + user.String()
 	if err := storekit.CheckUser(user); err != nil {

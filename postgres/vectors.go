@@ -110,10 +110,10 @@ func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, s
 // stored vectors of another length than query are skipped. It is one
 // statement, a range scan of message_vectors' primary key over at most
 // span rows; the cosines are computed here, on the rows as they arrive,
-// keeping the best in a heap of limit. An empty model or query, a NaN or
-// infinite component in query, span < 1 or limit < 1 wraps
-// chatmem.ErrInvalid; a missing or expired conversation wraps
-// chatmem.ErrNotFound. It is safe for concurrent use.
+// keeping the best in a heap of limit. The arguments are checked as
+// chatmem.VectorStore says (a model name text cannot hold finds nothing);
+// a missing or expired conversation wraps chatmem.ErrNotFound. It is safe
+// for concurrent use.
 func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model string, query []float32, before int64, span, limit int) ([]chatmem.VectorHit, error) {
 	op := "postgres: nearest vectors in " + key.String()
 	if err := key.Validate(); err != nil {

@@ -175,4 +175,10 @@
 // created in between take the set's remaining time; so they expire at
 // most one time to live after the conversation (reads check meta, and an
 // append that starts the conversation again deletes them first).
+//
+// Arguments are checked before anything is read or written, with package
+// storekit and the root package's validators, as every store checks them:
+// a malformed key, tenant, user or fact name, a limit out of range and an
+// empty search term wrap chatmem.ErrInvalid (see chatmem.Store). The
+// methods' docs name only the refusals of their own.
 package redis

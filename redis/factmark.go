@@ -56,8 +56,8 @@ func factSeq(fields map[string]string) int64 {
 // KEYS: meta, facts, facthist. ARGV: now, the conversation's created_at,
 // prev, through, then one pair per fact: its key and its JSON. It replies
 // -1 for a missing or expired conversation, or one created at another
-// time; -2 if the mark is not prev; -3 if through is beyond last_seq; else
-// 0.
+// time; -2 if the mark is not prev; {-3, last_seq} if through is beyond
+// last_seq; else 0.
 var setFactsThroughScript = newScript(luaPrelude + luaSetFactPairs + `
 local meta, facts, hist = KEYS[1], KEYS[2], KEYS[3]
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'created_at', 'fact_seq', 'fact_of')
@@ -66,7 +66,7 @@ if m[3] ~= ARGV[2] then return -1 end
 local mark = '0'
 if m[5] and m[5] == m[3] and m[4] then mark = m[4] end
 if mark ~= ARGV[3] then return -2 end
-if lt(m[1], ARGV[4]) then return -3 end
+if lt(m[1], ARGV[4]) then return {-3, tonumber(m[1])} end
 setFactPairs(facts, hist, 5)
 redis.call('HSET', meta, 'fact_seq', ARGV[4], 'fact_of', m[3])
 if #ARGV >= 5 then
@@ -96,17 +96,23 @@ func (s *Store) SetFactsThrough(ctx context.Context, key chatmem.Key, created ti
 	if !ok {
 		return notFound(key)
 	}
-	n, err := s.run(ctx, setFactsThroughScript, s.keysAt(key, kMeta, kFacts, kFactHist), args...)
+	reply, err := s.run(ctx, setFactsThroughScript, s.keysAt(key, kMeta, kFacts, kFactHist), args...)
 	if err != nil {
 		return fmt.Errorf("redis: set facts of %s: %w", key, err)
 	}
-	switch n, _ := n.(int64); n {
+	if r, ok := reply.([]any); ok && len(r) == 2 {
+		// {-3, last_seq}: through is past the last message.
+		last, _ := r[1].(int64)
+		if err := storekit.CheckFactMarkWithin(through, last); err != nil {
+			return fmt.Errorf("facts of %s: %w", key, err)
+		}
+		return fmt.Errorf("redis: set facts of %s: unexpected script reply %v", key, reply)
+	}
+	switch n, _ := reply.(int64); n {
 	case -1:
 		return notFound(key)
 	case -2:
 		return fmt.Errorf("%w: the fact mark of %s is not %d", chatmem.ErrConflict, key, prev)
-	case -3:
-		return fmt.Errorf("%w: fact mark %d is beyond the last message of %s", chatmem.ErrInvalid, through, key)
 	}
 	return nil
 }

@@ -97,9 +97,9 @@ return {1}
 // they carry, so the window may be shorter than it could be, never over
 // budget.
 //
-// It returns chatmem.ErrNotFound, chatmem.ErrConflict if the conversation
-// is no longer at lastSeq, and wraps chatmem.ErrInvalid for bad arguments.
-// Nothing is written on error.
+// It returns chatmem.ErrNotFound, and chatmem.ErrConflict if the
+// conversation is no longer at lastSeq; its arguments are checked with
+// chatmem.ValidateRecount. Nothing is written on error.
 func (s *Store) Recount(ctx context.Context, key chatmem.Key, tokenizer string, lastSeq int64, tokens []int) error {
 	if err := key.Validate(); err != nil {
 		return err

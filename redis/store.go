@@ -1137,8 +1137,7 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 // its messages with Seq > after, oldest first, with one script run: the
 // meta hash and the messages are read in one snapshot, so no message is
 // past the returned LastSeq. It returns chatmem.ErrNotFound for a
-// conversation that does not exist or has expired, and wraps
-// chatmem.ErrInvalid for a bad key or a limit below 1.
+// conversation that does not exist or has expired.
 func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return chatmem.Conversation{}, nil, err

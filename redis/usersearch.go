@@ -220,9 +220,8 @@ type userEntry struct {
 // conversations they name with one HMGET of meta each, in a second
 // pipeline; members of conversations that ended are removed and the read
 // goes on past them. So its cost follows len(terms) and limit (and the
-// stale members it meets once), not the user's history. It wraps
-// chatmem.ErrInvalid for a bad user, limit < 1 or an empty term. It is
-// safe for concurrent use.
+// stale members it meets once), not the user's history. It is safe for
+// concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
@@ -355,8 +354,7 @@ func (s *Store) checkUserConversations(ctx context.Context, user chatmem.Key, co
 // user's live conversations, ordered by conversation ID and seq, each once
 // (see chatmem.UserSearcher). It checks the conversations in one pipeline
 // of HMGETs, then reads each one's messages as MessagesAt does, one round
-// trip per conversation. It wraps chatmem.ErrInvalid for a bad user. It
-// is safe for concurrent use.
+// trip per conversation. It is safe for concurrent use.
 func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []chatmem.UserHit) ([]chatmem.UserMessage, error) {
 	if err := storekit.CheckUser(user); err != nil {
 		return nil, err

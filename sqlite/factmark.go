@@ -30,8 +30,7 @@ const (
 
 // FactMark returns the conversation's fact extraction watermark; see
 // chatmem.FactMarker. It returns chatmem.ErrNotFound for a conversation
-// that does not exist or has expired, and wraps chatmem.ErrInvalid for a
-// bad key.
+// that does not exist or has expired.
 func (s *Store) FactMark(ctx context.Context, key chatmem.Key) (chatmem.FactMark, error) {
 	if err := key.Validate(); err != nil {
 		return chatmem.FactMark{}, err

@@ -15,8 +15,7 @@ import (
 // ordered by key (byte order), from the partial index on current values:
 // its cost follows the number of keys, not their history. A conversation
 // without facts has none (an empty slice). It returns chatmem.ErrNotFound
-// for a conversation that does not exist or has expired, and wraps
-// chatmem.ErrInvalid for a bad key.
+// for a conversation that does not exist or has expired.
 func (s *Store) Facts(ctx context.Context, key chatmem.Key) ([]chatmem.Fact, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -26,8 +25,7 @@ func (s *Store) Facts(ctx context.Context, key chatmem.Key) ([]chatmem.Fact, err
 
 // FactHistory returns every value the named fact has had, in the order they
 // were recorded. It returns chatmem.ErrNotFound for a conversation that
-// does not exist or has expired, or a fact that has no value, and wraps
-// chatmem.ErrInvalid for a bad key or a malformed name.
+// does not exist or has expired, or a fact that has no value.
 func (s *Store) FactHistory(ctx context.Context, key chatmem.Key, name string) ([]chatmem.Fact, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -103,8 +101,7 @@ func (s *Store) setFacts(ctx context.Context, key chatmem.Key, created *time.Tim
 
 // DeleteFact removes the named fact and its history. It returns
 // chatmem.ErrNotFound for a conversation that does not exist or has
-// expired, or a fact that has no value, and wraps chatmem.ErrInvalid for a
-// bad key or a malformed name.
+// expired, or a fact that has no value.
 func (s *Store) DeleteFact(ctx context.Context, key chatmem.Key, name string) error {
 	if err := key.Validate(); err != nil {
 		return err

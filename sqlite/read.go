@@ -19,7 +19,7 @@ import (
 // reads in one snapshot the conversation row and what tailMessages reads,
 // so its cost follows the size of the result, not the length of the
 // conversation. It returns chatmem.ErrNotFound for a conversation that does
-// not exist or has expired, and wraps chatmem.ErrInvalid for a bad key.
+// not exist or has expired.
 func (s *Store) Tail(ctx context.Context, key chatmem.Key, q chatmem.TailQuery) ([]chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func tailMessages(t tx, conv chatmem.Conversation, q chatmem.TailQuery) ([]chatm
 
 // Range returns up to limit messages with Seq > after, oldest first (limit
 // <= 0: all of them). It returns chatmem.ErrNotFound for a conversation that
-// does not exist or has expired, and wraps chatmem.ErrInvalid for a bad key.
+// does not exist or has expired.
 func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -86,7 +86,7 @@ func (s *Store) Range(ctx context.Context, key chatmem.Key, after int64, limit i
 // conversation row joined to one index range of its messages), so both
 // are of one snapshot without a transaction of their own. It returns
 // chatmem.ErrNotFound for a conversation that does not exist or has
-// expired, and wraps chatmem.ErrInvalid for a bad key or a limit below 1.
+// expired.
 func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after int64, limit int) (chatmem.Conversation, []chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return chatmem.Conversation{}, nil, err
@@ -147,7 +147,7 @@ func (s *Store) conversationSince(ctx context.Context, key chatmem.Key, after in
 
 // System returns the conversation's system messages, oldest first. It
 // returns chatmem.ErrNotFound for a conversation that does not exist or has
-// expired, and wraps chatmem.ErrInvalid for a bad key.
+// expired.
 func (s *Store) System(ctx context.Context, key chatmem.Key) ([]chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err

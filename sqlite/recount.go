@@ -42,9 +42,10 @@ const (
 // this process's on the write connection, other processes' for up to their
 // BusyTimeout (10s by default), after which they fail with
 // chatmem.ErrUnavailable; so recount conversations of millions of messages
-// when no other process writes. It returns chatmem.ErrNotFound, chatmem.ErrConflict if the conversation is
-// no longer at lastSeq, and wraps chatmem.ErrInvalid for bad arguments.
-// Nothing is written on error.
+// when no other process writes. It returns chatmem.ErrNotFound, and
+// chatmem.ErrConflict if the conversation is no longer at lastSeq; its
+// arguments are checked with chatmem.ValidateRecount. Nothing is written
+// on error.
 func (s *Store) Recount(ctx context.Context, key chatmem.Key, tokenizer string, lastSeq int64, tokens []int) error {
 	if err := key.Validate(); err != nil {
 		return err

@@ -100,8 +100,7 @@ func insertIndexRows(t tx, rows []indexRow) error {
 // conversation's own token and reads at most limit rowids, so the cost
 // follows len(terms) and limit, not the conversation's length nor the
 // other conversations'. It returns chatmem.ErrNotFound for a conversation
-// that does not exist or has expired, and wraps chatmem.ErrInvalid for a
-// bad key, a limit below 1 or an empty term. It is safe for concurrent use.
+// that does not exist or has expired. It is safe for concurrent use.
 func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, before int64, limit int) ([][]int64, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
@@ -167,8 +166,7 @@ func (s *Store) Postings(ctx context.Context, key chatmem.Key, terms []string, b
 // oldest first, each once; seqs with no message are skipped
 // (chatmem.Searcher). It reads them with one query, a seek per seq. It
 // returns chatmem.ErrNotFound for a conversation that does not exist or has
-// expired, and wraps chatmem.ErrInvalid for a bad key. It is safe for
-// concurrent use.
+// expired. It is safe for concurrent use.
 func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) ([]chatmem.Message, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err

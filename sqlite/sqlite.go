@@ -27,6 +27,12 @@
 // reads the newest postings of its own conversation and nothing else. A
 // trigger deletes a conversation's rows with it (search.go and
 // migrations/0003_search.sql tell the details).
+//
+// Arguments are checked before anything is read or written, with package
+// storekit and the root package's validators, as every store checks them:
+// a malformed key, tenant, user or fact name, a limit out of range and an
+// empty search term wrap chatmem.ErrInvalid (see chatmem.Store). The
+// methods' docs name only the refusals of their own.
 package sqlite
 
 import (

@@ -91,7 +91,7 @@ func liveConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversatio
 
 // Conversation returns the conversation's metadata. It returns
 // chatmem.ErrNotFound for a conversation that does not exist or has
-// expired, and wraps chatmem.ErrInvalid for a bad key.
+// expired.
 func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conversation, error) {
 	if err := key.Validate(); err != nil {
 		return chatmem.Conversation{}, err
@@ -104,8 +104,8 @@ func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conv
 }
 
 // List returns the tenant's live conversations ordered by ID (byte order),
-// one page at a time. An unknown tenant has an empty list. It wraps
-// chatmem.ErrInvalid for a bad tenant or a limit outside 0..1000.
+// one page at a time (storekit.PageLimit). An unknown tenant has an empty
+// list.
 func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageRequest) (chatmem.Page, error) {
 	if err := storekit.CheckTenant(tenant); err != nil {
 		return chatmem.Page{}, err
@@ -141,7 +141,7 @@ func (s *Store) List(ctx context.Context, tenant string, page chatmem.PageReques
 // Delete removes the conversation with its messages, idempotency keys,
 // summary and facts (by ON DELETE CASCADE). It returns chatmem.ErrNotFound
 // for a conversation that does not exist or has expired (an expired one is
-// left to Sweep), and wraps chatmem.ErrInvalid for a bad key.
+// left to Sweep).
 func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 	if err := key.Validate(); err != nil {
 		return err

@@ -15,8 +15,7 @@ var _ chatmem.GenerationWriter = (*Store)(nil)
 
 // Summary returns the conversation's summary, read in the snapshot in which
 // the conversation is live. It returns chatmem.ErrNotFound for a
-// conversation that does not exist, has expired or has no summary yet, and
-// wraps chatmem.ErrInvalid for a bad key.
+// conversation that does not exist, has expired or has no summary yet.
 func (s *Store) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, error) {
 	if err := key.Validate(); err != nil {
 		return chatmem.Summary{}, err

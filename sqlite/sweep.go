@@ -24,8 +24,8 @@ func (s *Store) Sweep(ctx context.Context, now time.Time) (int, error) {
 // PurgeInactive deletes the tenant's conversations (every tenant's, if
 // tenant is empty) last updated before before, with their messages,
 // idempotency keys, summaries and facts, and returns how many it deleted.
-// It wraps chatmem.ErrInvalid for a bad tenant. It works in batches of
-// short transactions; on error it returns how many it deleted so far.
+// It works in batches of short transactions; on error it returns how many
+// it deleted so far.
 func (s *Store) PurgeInactive(ctx context.Context, tenant string, before time.Time) (int, error) {
 	if tenant == "" {
 		return s.purge(ctx, purgeInactive, clampedNanos(before), purgeBatch)

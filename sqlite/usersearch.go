@@ -166,9 +166,8 @@ type posting struct{ at, conv, seq int64 }
 // result by conversation ID. So the cost follows len(terms) and limit, not
 // the user's history, but for messages of many conversations dated the
 // same nanosecond (an import that sets their dates, say), whose postings
-// under a term are read whole where a read stops among them. It wraps
-// chatmem.ErrInvalid for a bad user, a limit below 1 or an empty term. It
-// is safe for concurrent use.
+// under a term are read whole where a read stops among them. It is safe
+// for concurrent use.
 func (s *Store) UserPostings(ctx context.Context, user chatmem.Key, terms []string, limit int) ([][]chatmem.UserHit, error) {
 	if err := storekit.CheckUser(user); err != nil {
 		return nil, err
@@ -525,8 +524,7 @@ func checkUserConversationsSQL(t tx, user chatmem.Key, now int64, nums []int64, 
 // UserMessagesAt returns the messages named by hits that belong to the
 // user's live conversations, ordered by conversation ID and seq, each once
 // (chatmem.UserSearcher): one query, a seek per conversation and one per
-// hit. It wraps
-// chatmem.ErrInvalid for a bad user. It is safe for concurrent use.
+// hit. It is safe for concurrent use.
 func (s *Store) UserMessagesAt(ctx context.Context, user chatmem.Key, hits []chatmem.UserHit) ([]chatmem.UserMessage, error) {
 	if err := storekit.CheckUser(user); err != nil {
 		return nil, err

@@ -31,11 +31,9 @@ const (
 
 // PutVectors stores vecs[i] as message seqs[i]'s vector under model,
 // replacing any stored one (chatmem.VectorStore), in one IMMEDIATE
-// transaction: all of them or, on an error, none. Besides mismatched
-// lengths, an empty model and an empty vector, a seq below 1 or given
-// twice, vectors of different lengths in one call and a NaN or infinite
-// component wrap chatmem.ErrInvalid; a conversation that does not exist or
-// has expired returns chatmem.ErrNotFound. The vectors go with their
+// transaction: all of them or, on an error, none. The arguments are
+// checked first, as chatmem.VectorStore says; a conversation that does not
+// exist or has expired returns chatmem.ErrNotFound. The vectors go with their
 // conversation by ON DELETE CASCADE, however it ends. It is safe for
 // concurrent use.
 func (s *Store) PutVectors(ctx context.Context, key chatmem.Key, model string, seqs []int64, vecs [][]float32) error {
@@ -94,10 +92,9 @@ func liveNum(t tx, key chatmem.Key, now time.Time) (int64, error) {
 // one snapshot, the conversation's number and then one range of
 // message_vectors' primary key, at most span rows; the cosines are
 // computed here, on the rows as they arrive, keeping the best in a heap of
-// limit. An empty model or query, a NaN or infinite component in query,
-// span < 1 or limit < 1 wraps chatmem.ErrInvalid; a conversation that does
-// not exist or has expired returns chatmem.ErrNotFound. It is safe for
-// concurrent use.
+// limit. The arguments are checked as chatmem.VectorStore says; a
+// conversation that does not exist or has expired returns
+// chatmem.ErrNotFound. It is safe for concurrent use.
 func (s *Store) NearestVectors(ctx context.Context, key chatmem.Key, model string, query []float32, before int64, span, limit int) ([]chatmem.VectorHit, error) {
 	if err := key.Validate(); err != nil {
 		return nil, err
