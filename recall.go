@@ -594,7 +594,9 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	}
 	query := newestUserText(recent)
 	cut := 0
-	if p.Kind == PolicyRecall {
+	if p.Kind == PolicyRecall && p.Cache != CacheStable {
+		// A cache-stable window was assembled within the recent part's
+		// budget already, from a start that must not move.
 		cut = recentCut(recent, p.recentBudget())
 	}
 	kept := sumTokens(recent[cut:])
@@ -626,9 +628,11 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	if len(recalled) > 0 {
 		floor = recalled[len(recalled)-1].Seq
 	}
-	recent, ext, err := m.giveBack(ctx, key, p, recent, cut, floor, left-used, extend)
-	if err != nil {
-		return Window{}, err
+	ext := cut
+	if p.Cache != CacheStable { // giving back would move a stable window's start
+		if recent, ext, err = m.giveBack(ctx, key, p, recent, cut, floor, left-used, extend); err != nil {
+			return Window{}, err
+		}
 	}
 	out := make([]Message, 0, head+len(recalled)+len(recent)-ext)
 	out = append(out, w.Messages[:head]...)

@@ -20,7 +20,32 @@ package chatmem
 // so every replica, and a restarted process, sends the same window. The
 // window never exceeds the budget, and it is never longer than the plain
 // window of the same policy: it is that window with older turns left out.
+//
+// A cache-stable request is laid out so that what changes from request to
+// request comes last:
+//
+//	pinned system messages
+//	summary (summary_buffer)           stable part: a prefix of the next
+//	older turns, from the window start  request until the window moves
+//	facts block (Policy.Facts)
+//	recalled turns (recall)            volatile part
+//	the newest turn
+//
+// The facts block goes after the stable part, so that a fact learned or
+// changed rewrites only the tail of the request. Recalled turns (which
+// follow the question) go just before the newest turn, and recall
+// searches the history before the window's start; the room recall leaves
+// unused is not given back to older turns (that would move the start).
+// The recent part of recall and of summary_buffer with recall takes
+// stableRecentPercent of the budget unless Policy.Recent says otherwise.
+// Upstreams that hoist every system message to the front of the prompt
+// (Anthropic's Messages API) put the facts block in the system prompt,
+// where a change of facts rewrites the prefix.
 const CacheStable = "stable"
+
+// stableRecentPercent is the share of the budget the recent part of a
+// cache-stable recall window gets by default: recall gets the rest.
+const stableRecentPercent = 75
 
 // DefaultLowWater is the percent of the budget a cache-stable window
 // drops to when it must move, when Policy.LowWater is 0.
@@ -94,5 +119,34 @@ func stabilize(p Policy, w Window, total int64) Window {
 	w.Tokens -= w.Parts.Recent - recent
 	w.Parts.Recent = recent
 	w.Messages = msgs
+	return w
+}
+
+// layoutStable moves w's facts block and recalled turns (if any) after
+// the stable part of a cache-stable window, just before its newest turn
+// (from its last user message on), in that order (see CacheStable). The
+// other messages keep their order.
+func layoutStable(w Window) Window {
+	var moved, rest []Message
+	for _, m := range w.Messages {
+		if k := m.Metadata[MetaKey]; k == MetaFacts || k == MetaRecalled {
+			moved = append(moved, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	if len(moved) == 0 {
+		return w
+	}
+	newest := len(rest)
+	for i := len(rest) - 1; i >= 0; i-- {
+		if rest[i].Role == RoleUser {
+			newest = i
+			break
+		}
+	}
+	out := make([]Message, 0, len(w.Messages))
+	out = append(append(append(out, rest[:newest]...), moved...), rest[newest:]...)
+	w.Messages = out
 	return w
 }

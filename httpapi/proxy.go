@@ -663,7 +663,7 @@ func proxyPolicy(up *upstream, h http.Header) (chatmem.Policy, error) {
 	default:
 		return p, fmt.Errorf("%w: header %s must be %s or off, got %q", chatmem.ErrInvalid, headerCache, chatmem.CacheStable, v)
 	}
-	if p.Cache == chatmem.CacheStable && (p.Kind != chatmem.PolicyTokenBudget && p.Kind != chatmem.PolicySummaryBuffer || p.Recall) && h.Get(headerCache) == "" {
+	if p.Cache == chatmem.CacheStable && (p.Kind == chatmem.PolicyAll || p.Kind == chatmem.PolicyLastTurns) && h.Get(headerCache) == "" {
 		p.Cache, p.LowWater = "", 0 // the server's default mode, for a policy that has none
 	}
 	if v := h.Get(headerScope); v != "" {
