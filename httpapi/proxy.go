@@ -754,6 +754,9 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 			if msg.Content != nil {
 				content = *msg.Content
 			}
+			if cc.Usage != nil {
+				cc.Usage.model = cc.Model
+			}
 			reply = s.replyMessage(t, content, msg.ToolCalls, cc.Usage)
 		}
 		stored, err := s.commitTurn(ctx, t, reply)
@@ -858,6 +861,9 @@ func (s *Server) replyMessage(t *turn, content string, calls []chatmem.ToolCall,
 		}
 		s.metrics.observePromptTokens(u.PromptTokens, t.tokens)
 	}
+	if u != nil && u.PromptTokensDetails != nil {
+		s.metrics.observeCachedTokens(t.key.Tenant, u.model, u.PromptTokensDetails.CachedTokens)
+	}
 	if t.idemKey != "" {
 		if msg.Metadata == nil {
 			msg.Metadata = map[string]string{}
@@ -933,11 +939,20 @@ type chatCompletion struct {
 			ToolCalls []chatmem.ToolCall `json:"tool_calls"`
 		} `json:"message"`
 	} `json:"choices"`
+	Model string `json:"model"`
 	Usage *usage `json:"usage"`
 }
 
+// usage is what the proxy reads of an upstream's token usage: the prompt
+// tokens, of which cached those the upstream read from its prompt cache
+// (OpenAI's prompt_tokens_details.cached_tokens; the Anthropic
+// transport's cache reads), and the model the reply names.
 type usage struct {
-	PromptTokens int `json:"prompt_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	model string
 }
 
 // relayStream copies the upstream's server-sent events to the client as
@@ -1097,6 +1112,7 @@ type streamReply struct {
 	content strings.Builder
 	tools   []chatmem.ToolCall
 	usage   *usage
+	model   string // the model the chunks name
 	// finished is set by the first chunk with a finish_reason: the
 	// stream's ending begins.
 	finished bool
@@ -1119,6 +1135,7 @@ type chunk struct {
 			} `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
+	Model string          `json:"model"`
 	Usage *usage          `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -1149,8 +1166,12 @@ func (a *streamReply) event(data []byte) (done bool, _ error) {
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
 		return false, errUpstreamEvent
 	}
+	if ch.Model != "" {
+		a.model = ch.Model
+	}
 	if ch.Usage != nil {
 		a.usage = ch.Usage
+		a.usage.model = a.model
 	}
 	for _, c := range ch.Choices {
 		if len(c.FinishReason) > 0 && string(c.FinishReason) != "null" {
