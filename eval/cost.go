@@ -49,10 +49,10 @@ const (
 // sequence of requests under one row.
 type costSim struct {
 	stable  bool
-	prev    []string            // the previous request, rendered per message
-	entries map[[32]byte]bool   // Anthropic cache entries: prefix digests
-	sum     Cost                // accumulated over the requests
-	shared  float64             // tokens repeated from the previous request
+	prev    []string          // the previous request, rendered per message
+	entries map[[32]byte]bool // Anthropic cache entries: prefix digests
+	sum     Cost              // accumulated over the requests
+	shared  float64           // tokens repeated from the previous request
 }
 
 func newCostSim(stable bool) *costSim {
