@@ -43,6 +43,13 @@ type Config struct {
 	// plain window, chatmem.CacheStable); default the plain one alone.
 	// Each budgeted policy makes one row per budget and mode.
 	Caches []string
+	// LowWater is the cache-stable rows' chatmem.Policy.LowWater (0: the
+	// library's default).
+	LowWater int
+	// RecentPercent, if set, gives the recall rows' recent part that
+	// percent of the budget (chatmem.Policy.Recent); 0: the library's
+	// default, which differs between the plain and the stable mode.
+	RecentPercent int
 	// Turns is last_turns' window; default DefaultTurns.
 	Turns int
 	// Facts adds the facts block to every policy, and runs Extractors
@@ -407,6 +414,12 @@ func planRows(cfg Config) ([]Row, []chatmem.Policy, error) {
 			for _, b := range cfg.Budgets {
 				for _, cache := range cfg.Caches {
 					p := chatmem.Policy{Kind: k, Budget: b, Facts: cfg.Facts, Cache: cache}
+					if cache == chatmem.CacheStable {
+						p.LowWater = cfg.LowWater
+					}
+					if k == chatmem.PolicyRecall && cfg.RecentPercent > 0 {
+						p.Recent = max(b*cfg.RecentPercent/100, 1)
+					}
 					if k == chatmem.PolicyRecall && cfg.Scope == chatmem.ScopeUser {
 						p.Scope = cfg.Scope
 					}

@@ -19,7 +19,7 @@ type evalConfig struct {
 	dataset, data, tokenizer, outDir, store, dataDir, scope string
 	policies, caches                                        []string
 	budgets                                                 []int
-	turns, parallel                                         int
+	turns, parallel, lowWater, recentPercent                int
 	facts, asJSON, bm25, sessions                           bool
 }
 
@@ -34,6 +34,10 @@ func (c *evalConfig) command() *settings.Command {
 		{Name: "budget", Group: "policies", Value: settings.IntList(&c.budgets, []int{512, 1024, 2048, 4096}, 1), Example: "512,4096", Help: "token budgets (token_budget, summary_buffer, recall)"},
 		{Name: "cache", Group: "policies", Value: settings.List(&c.caches, []string{"off"}, "off", chatmem.CacheStable), Example: "off,stable",
 			Help: "window cache modes of the budgeted policies: off (plain) and stable (cache-stable windows); one row per mode"},
+		{Name: "low-water", Group: "policies", Value: settings.Int(&c.lowWater, 0, 0, 95), Example: "80",
+			Help: "percent of the budget a cache-stable window drops to when it moves (0: the library's default, 60)"},
+		{Name: "recent-percent", Group: "policies", Value: settings.Int(&c.recentPercent, 0, 0, 100), Example: "85",
+			Help: "percent of the budget recall's recent part gets (0: the library's default: 10, or 75 in stable mode)"},
 		{Name: "turns", Group: "policies", Value: settings.Int(&c.turns, eval.DefaultTurns, 1, 1<<31-1), Help: "turns kept by last_turns"},
 		{Name: "facts", Group: "policies", Value: settings.Bool(&c.facts, false), Example: "true", Help: "add the facts block to every policy (runs the rule extractor during the replay)"},
 		{Name: "bm25", Group: "policies", Value: settings.Bool(&c.bm25, false), Example: "true", Help: "add a baseline row per budget: plain BM25 over single turns, the question as the query"},
@@ -132,7 +136,7 @@ func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	var bar *progress.Bar
 	cfg := eval.Config{
 		Store: store, Counter: counter, Counters: newCounter,
-		Policies: policies, Budgets: c.budgets, Caches: caches, Turns: c.turns, Facts: c.facts,
+		Policies: policies, Budgets: c.budgets, Caches: caches, LowWater: c.lowWater, RecentPercent: c.recentPercent, Turns: c.turns, Facts: c.facts,
 		Extractors: []chatmem.Extractor{offline.DefaultExtractor()},
 		// The summary follows each replay's budget (chatmem.SummaryOptions).
 		Summarizer:              offline.NewSummarizer(offline.Options{}),
