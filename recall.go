@@ -602,6 +602,12 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	kept := sumTokens(recent[cut:])
 	fixed := w.Tokens - w.Parts.Recent // pinned, facts, summary, overhead
 	left := p.Budget - fixed - kept
+	if p.Cache == CacheStable {
+		// Recall's share is fixed: what the stable part leaves unused
+		// while it is short of its budget (after a step) stays unsent,
+		// so that the part of the request that changes stays small.
+		left = min(left, p.Budget-p.recentBudget())
+	}
 	r := recaller{search: search, key: key, counter: c, speakers: make(map[string]bool), log: m.log.Warn}
 	if m.embedder != nil {
 		r.embedder, r.vectors = m.embedder, m.caps.vectors

@@ -34,10 +34,12 @@ package chatmem
 // The facts block goes after the stable part, so that a fact learned or
 // changed rewrites only the tail of the request. Recalled turns (which
 // follow the question) go just before the newest turn, and recall
-// searches the history before the window's start; the room recall leaves
-// unused is not given back to older turns (that would move the start).
-// The recent part of recall and of summary_buffer with recall takes
-// stableRecentPercent of the budget unless Policy.Recent says otherwise.
+// searches the history before the window's start, within the budget
+// less the recent part's (Policy.Recent; stableRecentPercent of the
+// budget by default), whatever room the stable part leaves: what the
+// part that changes from request to request may take is bounded. The
+// room recall leaves unused is not given back to older turns (that would
+// move the start).
 // Upstreams that hoist every system message to the front of the prompt
 // (Anthropic's Messages API) put the facts block in the system prompt,
 // where a change of facts rewrites the prefix.
