@@ -34,12 +34,18 @@ type Cost struct {
 	// finds an entry written up to 20 blocks before a breakpoint.
 	Anthropic      float64 `json:"anthropic"`
 	AnthropicRatio float64 `json:"anthropic_ratio"`
+
+	// The sums, in hundredths of a token: integers, so that they do not
+	// depend on the order conversations finish in.
+	shared, openAI, anthropic int64
 }
 
-// The providers' price model (see Cost).
+// The providers' price model (see Cost), in hundredths of the uncached
+// price.
 const (
-	cachedPrice   = 0.1
-	writePrice    = 1.25
+	cachedPrice   = 10
+	writePrice    = 125
+	fullPrice     = 100
 	cacheMinimum  = 1024
 	openAIStep    = 128
 	lookbackBlock = 20
@@ -52,7 +58,6 @@ type costSim struct {
 	prev    []string          // the previous request, rendered per message
 	entries map[[32]byte]bool // Anthropic cache entries: prefix digests
 	sum     Cost              // accumulated over the requests
-	shared  float64           // tokens repeated from the previous request
 }
 
 func newCostSim(stable bool) *costSim {
@@ -74,23 +79,23 @@ func (s *costSim) add(msgs []chatmem.Message) {
 	s.prev = cur
 	s.sum.Requests++
 	s.sum.Tokens += int64(total)
-	s.shared += float64(prefix)
+	s.sum.shared += int64(prefix) * fullPrice
 
 	cached := 0
 	if prefix >= cacheMinimum {
 		cached = prefix / openAIStep * openAIStep
 	}
-	s.sum.OpenAI += float64(total-cached) + cachedPrice*float64(cached)
-	s.sum.Anthropic += s.anthropic(msgs, cur, total)
+	s.sum.openAI += int64(total-cached)*fullPrice + int64(cached)*cachedPrice
+	s.sum.anthropic += s.anthropic(msgs, cur, total)
 }
 
 // anthropic returns the effective cost of one request under Anthropic's
 // cache, and records the entries its breakpoints write. The Messages API
 // takes every system message as the system prompt, before the others: the
 // request is simulated in that order, the system prompt as one block.
-func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) float64 {
+func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) int64 {
 	if !s.stable {
-		return float64(total)
+		return int64(total) * fullPrice
 	}
 	var sys strings.Builder
 	sysTokens := 0
@@ -159,7 +164,7 @@ func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) flo
 			s.entries[digests[bp]] = true
 		}
 	}
-	return cachedPrice*float64(read) + writePrice*float64(written) + float64(total-read-written)
+	return int64(read)*cachedPrice + int64(written)*writePrice + int64(total-read-written)*fullPrice
 }
 
 // stableEndOf returns where the stable part of a request ends: before its
@@ -203,9 +208,9 @@ func renderMessage(m chatmem.Message) string {
 func (c *Cost) merge(o *costSim) {
 	c.Requests += o.sum.Requests
 	c.Tokens += o.sum.Tokens
-	c.OpenAI += o.sum.OpenAI
-	c.Anthropic += o.sum.Anthropic
-	c.PrefixShare += o.shared // a sum of tokens until finish
+	c.shared += o.sum.shared
+	c.openAI += o.sum.openAI
+	c.anthropic += o.sum.anthropic
 }
 
 // finish turns the sums into shares and ratios.
@@ -214,7 +219,9 @@ func (c *Cost) finish() {
 		return
 	}
 	t := float64(c.Tokens)
-	c.PrefixShare /= t
+	c.OpenAI = float64(c.openAI) / fullPrice
+	c.Anthropic = float64(c.anthropic) / fullPrice
+	c.PrefixShare = float64(c.shared) / fullPrice / t
 	c.OpenAIRatio = c.OpenAI / t
 	c.AnthropicRatio = c.Anthropic / t
 }

@@ -43,9 +43,10 @@ func TestCostSimByHand(t *testing.T) {
 		s := newCostSim(c.stable)
 		s.add(first)
 		s.add(second)
-		if s.sum.OpenAI != c.openAI || s.sum.Anthropic != c.anthro || s.shared != 2000 || s.sum.Tokens != 4200 {
+		s.sum.finish()
+		if s.sum.OpenAI != c.openAI || s.sum.Anthropic != c.anthro || !near(s.sum.PrefixShare*4200, 2000) || s.sum.Tokens != 4200 {
 			t.Errorf("stable=%v: OpenAI %v, Anthropic %v, shared %v, tokens %d; want %v, %v, 2000, 4200",
-				c.stable, s.sum.OpenAI, s.sum.Anthropic, s.shared, s.sum.Tokens, c.openAI, c.anthro)
+				c.stable, s.sum.OpenAI, s.sum.Anthropic, s.sum.PrefixShare*4200, s.sum.Tokens, c.openAI, c.anthro)
 		}
 	}
 
@@ -54,6 +55,7 @@ func TestCostSimByHand(t *testing.T) {
 	small := turns(0, 5, 100)
 	s.add(small)
 	s.add(append(append([]chatmem.Message(nil), small...), turns(5, 2, 100)...))
+	s.sum.finish()
 	if s.sum.OpenAI != 1200 || s.sum.Anthropic != 1200 {
 		t.Errorf("under 1,024 tokens: OpenAI %v, Anthropic %v, want 1200 and 1200", s.sum.OpenAI, s.sum.Anthropic)
 	}
@@ -62,8 +64,9 @@ func TestCostSimByHand(t *testing.T) {
 	s = newCostSim(false)
 	s.add(first)
 	s.add(second[2:])
-	if s.shared != 0 || s.sum.OpenAI != 4000 {
-		t.Errorf("slid window: shared %v, OpenAI %v; want 0 and 4000", s.shared, s.sum.OpenAI)
+	s.sum.finish()
+	if s.sum.PrefixShare != 0 || s.sum.OpenAI != 4000 {
+		t.Errorf("slid window: shared %v, OpenAI %v; want 0 and 4000", s.sum.PrefixShare, s.sum.OpenAI)
 	}
 }
 
@@ -83,7 +86,9 @@ func TestCostStableLayout(t *testing.T) {
 	s := newCostSim(true)
 	s.add(req("name=Kavya", "old turn 1", 20))
 	first := s.sum
+	first.finish()
 	s.add(req("name=Kavya", "old turn 2", 22))
+	s.sum.finish()
 	// OpenAI: the stable part and the facts block repeated (2,050),
 	// 2,048 cached: 2,450 - 2,048 + 204.8.
 	if got := s.sum.OpenAI - first.OpenAI; !near(got, 606.8) {
@@ -96,6 +101,7 @@ func TestCostStableLayout(t *testing.T) {
 	}
 	before := s.sum
 	s.add(req("name=Kavya; city=Pune", "old turn 2", 24))
+	s.sum.finish()
 	if got := s.sum.Anthropic - before.Anthropic; got != 1.25*2450 {
 		t.Errorf("facts changed: Anthropic %v, want all 2,450 written (%v)", got, 1.25*2450)
 	}
