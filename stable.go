@@ -1,5 +1,7 @@
 package chatmem
 
+import "context"
+
 // CacheStable is the Policy.Cache mode that keeps the front of a budgeted
 // window byte-identical from one request to the next, so that a
 // provider's prompt cache (OpenAI's automatic prefix cache, Anthropic's
@@ -151,4 +153,42 @@ func layoutStable(w Window) Window {
 	out = append(append(append(out, rest[:newest]...), moved...), rest[newest:]...)
 	w.Messages = out
 	return w
+}
+
+// StableLen returns how many of w's leading messages are its stable part
+// (see CacheStable): those before its facts block, its recalled turns and
+// its newest turn (from its last user message on), whichever comes first.
+// In a cache-stable window they repeat, byte for byte, at the front of
+// the next request until the window moves.
+func (w Window) StableLen() int {
+	end := len(w.Messages)
+	for i := len(w.Messages) - 1; i >= 0; i-- {
+		if m := w.Messages[i]; m.Role == RoleUser && m.Metadata[MetaKey] == "" {
+			end = i
+			break
+		}
+	}
+	for i, m := range w.Messages[:end] {
+		if k := m.Metadata[MetaKey]; k == MetaFacts || k == MetaRecalled {
+			return i
+		}
+	}
+	return end
+}
+
+type cachePrefixKey struct{}
+
+// WithCachePrefix returns ctx carrying n, the number of leading messages
+// of the request made with it that are the stable part of a cache-stable
+// window (Window.StableLen, with any messages sent before the window): an
+// upstream transport that marks cache breakpoints (Anthropic's) marks one
+// at their end.
+func WithCachePrefix(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, cachePrefixKey{}, n)
+}
+
+// CachePrefix returns the n WithCachePrefix put in ctx.
+func CachePrefix(ctx context.Context) (n int, ok bool) {
+	n, ok = ctx.Value(cachePrefixKey{}).(int)
+	return n, ok
 }

@@ -105,7 +105,7 @@ func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) int
 		stable bool // the last block of the stable part
 	}
 	var blocks []block
-	stableEnd := stableEndOf(msgs)
+	stableEnd := chatmem.Window{Messages: msgs}.StableLen()
 	for i, m := range msgs {
 		if m.Role == chatmem.RoleSystem {
 			sys.WriteString(cur[i])
@@ -165,25 +165,6 @@ func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) int
 		}
 	}
 	return int64(read)*cachedPrice + int64(written)*writePrice + int64(total-read-written)*fullPrice
-}
-
-// stableEndOf returns where the stable part of a request ends: before its
-// facts block, its recalled turns and its newest turn (from its last user
-// message on), whichever comes first.
-func stableEndOf(msgs []chatmem.Message) int {
-	end := len(msgs)
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == chatmem.RoleUser && msgs[i].Metadata[chatmem.MetaKey] == "" {
-			end = i
-			break
-		}
-	}
-	for i, m := range msgs[:end] {
-		if k := m.Metadata[chatmem.MetaKey]; k == chatmem.MetaFacts || k == chatmem.MetaRecalled {
-			return i
-		}
-	}
-	return end
 }
 
 // renderMessage is a message as a provider receives it: what a prefix

@@ -474,7 +474,8 @@ func (s *Server) proxyChat(c *call) error {
 		}
 		msgsJSON = append(msgsJSON, m.raw...)
 	}
-	for _, m := range w.Messages {
+	stable, stableLen := len(system), w.StableLen() // the request messages of the window's stable part
+	for i, m := range w.Messages {
 		if upto >= 0 && m.Seq > upto {
 			// Messages stored after the turn's own (another client's turn
 			// on the conversation, or, for a retry whose first attempt got
@@ -489,9 +490,17 @@ func (s *Server) proxyChat(c *call) error {
 		if msgsJSON, err = appendOpenAIMessage(msgsJSON, m); err != nil {
 			return err
 		}
+		if i < stableLen {
+			stable++
+		}
 	}
 	msgsJSON = append(msgsJSON, ']')
 	c.w.Header().Set(headerWindowTokens, strconv.Itoa(t.tokens))
+	if p.Cache == chatmem.CacheStable {
+		// An upstream transport that marks cache breakpoints marks one
+		// at the end of the stable part.
+		c.r = c.r.WithContext(chatmem.WithCachePrefix(c.r.Context(), stable))
+	}
 	return s.forward(c, req.withMessages(msgsJSON, promptCacheKey(t)), req.stream, t)
 }
 
