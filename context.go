@@ -104,6 +104,9 @@ func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOpt
 	if err != nil {
 		return Window{}, err
 	}
+	if c.plan.p.Cache == CacheStable {
+		w = layoutStable(w)
+	}
 	return c.account(w), nil
 }
 
@@ -275,7 +278,7 @@ func (m *Memory) assemble(ctx context.Context, c *contextRead) (w Window, gap bo
 			return Window{}, false, err
 		}
 	}
-	if p.Kind == PolicySummaryBuffer && p.Recall {
+	if p.Kind == PolicySummaryBuffer && p.Recall || p.Kind == PolicyRecall && p.Cache == CacheStable {
 		c.a.p.Budget = p.recentBudget()
 	}
 	return c.a.window()

@@ -74,9 +74,10 @@ type Policy struct {
 	Scope string
 	// Cache is "" (the window slides by a turn each turn) or CacheStable
 	// (its front stays the same from request to request, so a provider's
-	// prompt cache serves it). token_budget and summary_buffer without
-	// recall take it; under summary_buffer, a window that sends a summary
-	// moves when the summary is refreshed.
+	// prompt cache serves it; see CacheStable for the window's layout).
+	// token_budget, summary_buffer and recall take it, with or without
+	// facts and recall's user scope; under summary_buffer, a window that
+	// sends a summary moves when the summary is refreshed.
 	Cache string
 	// LowWater is the percent of Budget a CacheStable window drops to when
 	// it must move: 1 to 95, or 0 for DefaultLowWater.
@@ -93,6 +94,11 @@ func (p Policy) recentBudget() int {
 	switch {
 	case p.Recent > 0:
 		return min(p.Recent, p.Budget)
+	case p.Cache == CacheStable:
+		// Recalled turns change with every question and are sent after
+		// the stable part: they get a quarter, so that most of the
+		// request is the part a prompt cache serves.
+		return max(p.Budget*stableRecentPercent/100, min(p.Budget, 1))
 	case p.Kind == PolicyRecall:
 		return max(p.Budget/defaultRecentShare, min(p.Budget, 1))
 	}
@@ -114,8 +120,8 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("%w: low_water is an option of cache=%s", ErrInvalid, CacheStable)
 		}
 	case CacheStable:
-		if p.Kind != PolicyTokenBudget && p.Kind != PolicySummaryBuffer || p.Recall {
-			return fmt.Errorf("%w: cache=%s is an option of token_budget and summary_buffer without recall, not of %s", ErrInvalid, CacheStable, policyLabel(p))
+		if p.Kind != PolicyTokenBudget && p.Kind != PolicySummaryBuffer && p.Kind != PolicyRecall {
+			return fmt.Errorf("%w: cache=%s is an option of token_budget, summary_buffer and recall, not of %s", ErrInvalid, CacheStable, policyLabel(p))
 		}
 		if p.LowWater < 0 || p.LowWater > 95 {
 			return fmt.Errorf("%w: low_water must be from 1 to 95 percent of the budget (or 0 for %d), got %d", ErrInvalid, DefaultLowWater, p.LowWater)

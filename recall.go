@@ -594,12 +594,20 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	}
 	query := newestUserText(recent)
 	cut := 0
-	if p.Kind == PolicyRecall {
+	if p.Kind == PolicyRecall && p.Cache != CacheStable {
+		// A cache-stable window was assembled within the recent part's
+		// budget already, from a start that must not move.
 		cut = recentCut(recent, p.recentBudget())
 	}
 	kept := sumTokens(recent[cut:])
 	fixed := w.Tokens - w.Parts.Recent // pinned, facts, summary, overhead
 	left := p.Budget - fixed - kept
+	if p.Cache == CacheStable {
+		// Recall's share is fixed: what the stable part leaves unused
+		// while it is short of its budget (after a step) stays unsent,
+		// so that the part of the request that changes stays small.
+		left = min(left, p.Budget-p.recentBudget())
+	}
 	r := recaller{search: search, key: key, counter: c, speakers: make(map[string]bool), log: m.log.Warn}
 	if m.embedder != nil {
 		r.embedder, r.vectors = m.embedder, m.caps.vectors
@@ -626,9 +634,11 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 	if len(recalled) > 0 {
 		floor = recalled[len(recalled)-1].Seq
 	}
-	recent, ext, err := m.giveBack(ctx, key, p, recent, cut, floor, left-used, extend)
-	if err != nil {
-		return Window{}, err
+	ext := cut
+	if p.Cache != CacheStable { // giving back would move a stable window's start
+		if recent, ext, err = m.giveBack(ctx, key, p, recent, cut, floor, left-used, extend); err != nil {
+			return Window{}, err
+		}
 	}
 	out := make([]Message, 0, head+len(recalled)+len(recent)-ext)
 	out = append(out, w.Messages[:head]...)

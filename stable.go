@@ -1,5 +1,7 @@
 package chatmem
 
+import "context"
+
 // CacheStable is the Policy.Cache mode that keeps the front of a budgeted
 // window byte-identical from one request to the next, so that a
 // provider's prompt cache (OpenAI's automatic prefix cache, Anthropic's
@@ -20,7 +22,34 @@ package chatmem
 // so every replica, and a restarted process, sends the same window. The
 // window never exceeds the budget, and it is never longer than the plain
 // window of the same policy: it is that window with older turns left out.
+//
+// A cache-stable request is laid out so that what changes from request to
+// request comes last:
+//
+//	pinned system messages
+//	summary (summary_buffer)           stable part: a prefix of the next
+//	older turns, from the window start  request until the window moves
+//	facts block (Policy.Facts)
+//	recalled turns (recall)            volatile part
+//	the newest turn
+//
+// The facts block goes after the stable part, so that a fact learned or
+// changed rewrites only the tail of the request. Recalled turns (which
+// follow the question) go just before the newest turn, and recall
+// searches the history before the window's start, within the budget
+// less the recent part's (Policy.Recent; stableRecentPercent of the
+// budget by default), whatever room the stable part leaves: what the
+// part that changes from request to request may take is bounded. The
+// room recall leaves unused is not given back to older turns (that would
+// move the start).
+// Upstreams that hoist every system message to the front of the prompt
+// (Anthropic's Messages API) put the facts block in the system prompt,
+// where a change of facts rewrites the prefix.
 const CacheStable = "stable"
+
+// stableRecentPercent is the share of the budget the recent part of a
+// cache-stable recall window gets by default: recall gets the rest.
+const stableRecentPercent = 75
 
 // DefaultLowWater is the percent of the budget a cache-stable window
 // drops to when it must move, when Policy.LowWater is 0.
@@ -95,4 +124,71 @@ func stabilize(p Policy, w Window, total int64) Window {
 	w.Parts.Recent = recent
 	w.Messages = msgs
 	return w
+}
+
+// layoutStable moves w's facts block and recalled turns (if any) after
+// the stable part of a cache-stable window, just before its newest turn
+// (from its last user message on), in that order (see CacheStable). The
+// other messages keep their order.
+func layoutStable(w Window) Window {
+	var moved, rest []Message
+	for _, m := range w.Messages {
+		if k := m.Metadata[MetaKey]; k == MetaFacts || k == MetaRecalled {
+			moved = append(moved, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	if len(moved) == 0 {
+		return w
+	}
+	newest := len(rest)
+	for i := len(rest) - 1; i >= 0; i-- {
+		if rest[i].Role == RoleUser {
+			newest = i
+			break
+		}
+	}
+	out := make([]Message, 0, len(w.Messages))
+	out = append(append(append(out, rest[:newest]...), moved...), rest[newest:]...)
+	w.Messages = out
+	return w
+}
+
+// StableLen returns how many of w's leading messages are its stable part
+// (see CacheStable): those before its facts block, its recalled turns and
+// its newest turn (from its last user message on), whichever comes first.
+// In a cache-stable window they repeat, byte for byte, at the front of
+// the next request until the window moves.
+func (w Window) StableLen() int {
+	end := len(w.Messages)
+	for i := len(w.Messages) - 1; i >= 0; i-- {
+		if m := w.Messages[i]; m.Role == RoleUser && m.Metadata[MetaKey] == "" {
+			end = i
+			break
+		}
+	}
+	for i, m := range w.Messages[:end] {
+		if k := m.Metadata[MetaKey]; k == MetaFacts || k == MetaRecalled {
+			return i
+		}
+	}
+	return end
+}
+
+type cachePrefixKey struct{}
+
+// WithCachePrefix returns ctx carrying n, the number of leading messages
+// of the request made with it that are the stable part of a cache-stable
+// window (Window.StableLen, with any messages sent before the window): an
+// upstream transport that marks cache breakpoints (Anthropic's) marks one
+// at their end.
+func WithCachePrefix(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, cachePrefixKey{}, n)
+}
+
+// CachePrefix returns the n WithCachePrefix put in ctx.
+func CachePrefix(ctx context.Context) (n int, ok bool) {
+	n, ok = ctx.Value(cachePrefixKey{}).(int)
+	return n, ok
 }

@@ -148,8 +148,6 @@ func TestCacheStableValidate(t *testing.T) {
 	}{
 		{Policy{Kind: PolicyLastTurns, Turns: 3, Cache: CacheStable}, "not of last_turns"},
 		{Policy{Kind: PolicyAll, Cache: CacheStable}, "not of all"},
-		{Policy{Kind: PolicyRecall, Budget: 100, Cache: CacheStable}, "not of recall"},
-		{Policy{Kind: PolicySummaryBuffer, Budget: 100, Recall: true, Cache: CacheStable}, "not of summary_buffer with recall"},
 		{Policy{Kind: PolicyTokenBudget, Budget: 100, Cache: "sticky"}, `unknown cache mode "sticky"`},
 		{Policy{Kind: PolicyTokenBudget, Budget: 100, Cache: CacheStable, LowWater: 96}, "low_water must be from 1 to 95"},
 		{Policy{Kind: PolicyTokenBudget, Budget: 100, LowWater: 50}, "low_water is an option of cache=stable"},

@@ -1,6 +1,7 @@
 package chatmem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -279,22 +280,29 @@ const (
 
 // summaryBudgets remembers, per conversation, the budget its latest
 // summary_buffer traffic read in this process left for the summary and
-// the messages after it (see maintainSummary): the summaries follow what
-// the conversation is read with now. Previews (ContextOptions.Preview) are
+// the messages after it (see maintainSummary), and the read's low-water
+// mark when it was cache-stable: the summaries follow what the
+// conversation is read with now. Previews (ContextOptions.Preview) are
 // not noted. It is bounded; a conversation it forgets goes back to the
 // fixed defaults until its next read.
 type summaryBudgets struct {
-	bounded.Map[Key, int] // a forgotten budget is noted again at the next read
+	bounded.Map[Key, summaryBudget] // a forgotten budget is noted again at the next read
 }
 
-// note records budget for key and reports whether the remembered budget
-// changed.
-func (b *summaryBudgets) note(key Key, budget int) bool {
-	if budget < 1 {
+// summaryBudget is a summary_buffer read's budget for the summary and the
+// messages after it, and its low-water percent when it was cache-stable
+// (0 otherwise).
+type summaryBudget struct {
+	budget, low int
+}
+
+// note records b for key and reports whether the remembered one changed.
+func (bs *summaryBudgets) note(key Key, b summaryBudget) bool {
+	if b.budget < 1 {
 		return false
 	}
-	return b.Update(key, 0, func(old int, ok bool) (int, bool) {
-		return budget, !ok || old != budget
+	return bs.Update(key, 0, func(old summaryBudget, ok bool) (summaryBudget, bool) {
+		return b, !ok || old != b
 	})
 }
 
@@ -303,20 +311,38 @@ func (b *summaryBudgets) note(key Key, budget int) bool {
 // tokens the summary itself may take (0: no bound). They are the
 // SummaryOptions when set, else they follow the conversation's remembered
 // budget, else the defaults (2000 and 1000, no bound).
+//
+// For a cache-stable read the summary is extended only when the window
+// must move (the messages after it pass the trigger, the most that fits
+// beside a full summary), and then down to what brings summary and
+// messages to the low-water mark: each extension is one of the window's
+// steps, and between two steps the summary, and so the window's front,
+// stays the same.
 func (m *Memory) summaryBounds(key Key) (trigger, target, limit int) {
 	if m.autoSummary {
-		if b, ok := m.budgets.Get(key); ok {
-			return max(b*autoTriggerPercent/100, 2), max(b*autoTargetPercent/100, 1), max(b*autoSummaryPercent/100, 1)
+		if sb, ok := m.budgets.Get(key); ok {
+			b := sb.budget
+			targetPercent := autoTargetPercent
+			if sb.low > 0 {
+				targetPercent = max(sb.low-autoSummaryPercent, stableTargetPercent)
+			}
+			return max(b*autoTriggerPercent/100, 2), max(b*targetPercent/100, 1), max(b*autoSummaryPercent/100, 1)
 		}
 	}
 	return m.sumOpts.Trigger, m.sumOpts.Target, 0
 }
 
+// stableTargetPercent is the least share of the summary's budget a
+// cache-stable summary_buffer window keeps after its summary (see
+// summaryBounds): at the default low-water mark, 60% less the summary's
+// 55%.
+const stableTargetPercent = 5
+
 // noteSummaryBudget remembers the budget a summary_buffer read of key used;
 // when that changes what summarizing does, the estimate that lets appends
 // skip the check is dropped, so the next job looks again.
-func (m *Memory) noteSummaryBudget(key Key, budget int) {
-	if m.autoSummary && m.summarizer != nil && m.budgets.note(key, budget) {
+func (m *Memory) noteSummaryBudget(key Key, b summaryBudget) {
+	if m.autoSummary && m.summarizer != nil && m.budgets.note(key, b) {
 		m.worker.setUnsummarized(key, 0, false)
 	}
 }
@@ -400,7 +426,11 @@ func (m *Memory) maintainSummary(ctx context.Context, c *contextRead, w Window, 
 	if c.plan.p.Kind != PolicySummaryBuffer || m.summarizer == nil {
 		return w, err
 	}
-	m.noteSummaryBudget(c.key, c.a.summaryBudget())
+	sb := summaryBudget{budget: c.a.summaryBudget()}
+	if c.plan.p.Cache == CacheStable {
+		sb.low = cmp.Or(c.plan.p.LowWater, DefaultLowWater)
+	}
+	m.noteSummaryBudget(c.key, sb)
 	if err == nil && !gap && m.autoSummary && w.Summary == nil {
 		// No summary sent (none yet, or one made for a larger budget that
 		// does not fit this one), and the window leaves older messages

@@ -180,6 +180,9 @@ type anBlock struct {
 	// CacheControl marks a cache breakpoint: the prompt up to and with
 	// this block is cached.
 	CacheControl *cacheControl `json:"cache_control,omitempty"`
+
+	// src is the index of the request message the block came from.
+	src int
 }
 
 // cacheControl is a block's cache_control.
@@ -221,6 +224,29 @@ func markCacheBreakpoints(out *anRequest) {
 	}
 	last := &out.Messages[len(out.Messages)-1]
 	last.Content[len(last.Content)-1].CacheControl = ephemeral
+}
+
+// markStablePrefix marks a third breakpoint at the end of the first n
+// request messages, the stable part of a cache-stable window (see
+// chatmem.WithCachePrefix): its last block whose prompt holds nothing
+// from later messages. Recalled turns and a facts block come after it
+// and change from request to request: a breakpoint there lets the next
+// request read the stable part from the cache. It marks nothing when
+// that block is the last one (markCacheBreakpoints marks it) or none.
+func markStablePrefix(out *anRequest, n int) {
+	var end *anBlock
+	for i := range out.Messages {
+		for j := range out.Messages[i].Content {
+			b := &out.Messages[i].Content[j]
+			if b.src >= n {
+				if end != nil {
+					end.CacheControl = ephemeral
+				}
+				return
+			}
+			end = b
+		}
+	}
 }
 
 // translateRequest turns an OpenAI chat completions request body into a
@@ -328,6 +354,9 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 			// calls, a user message of empty text) is dropped: the API
 			// refuses empty content.
 			continue
+		}
+		for j := range msg.Content {
+			msg.Content[j].src = i
 		}
 		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == msg.Role {
 			out.Messages[n-1].Content = append(out.Messages[n-1].Content, msg.Content...)
@@ -812,6 +841,9 @@ func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	areq, oreq, err := translateRequest(body, t.opts.Model, int64(t.opts.MaxTokens))
 	if err != nil {
 		return errorResponse(req, http.StatusBadRequest, err.Error(), "invalid_request", nil), nil
+	}
+	if n, ok := chatmem.CachePrefix(req.Context()); ok && oreq.PromptCacheKey != "" {
+		markStablePrefix(areq, n)
 	}
 	payload, err := json.Marshal(areq)
 	if err != nil {

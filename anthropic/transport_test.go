@@ -984,3 +984,52 @@ func TestTransportCacheBreakpoints(t *testing.T) {
 		t.Errorf("%d breakpoints, want 2 (Anthropic allows 4)", c)
 	}
 }
+
+// TestTransportStablePrefixBreakpoint: a request made with
+// chatmem.WithCachePrefix gets a third breakpoint at the end of its stable
+// part (here the first five messages: the system prompt, the user's two
+// messages and the assistant's tool calls), so that the next request
+// reads them from the cache though what follows them changed. A prefix
+// that covers only system messages, or every message, adds none.
+func TestTransportStablePrefixBreakpoint(t *testing.T) {
+	f := newMessagesFake(t)
+	body := strings.Replace(toolTurnRequest, "{", `{"prompt_cache_key": "chatmem-1",`, 1)
+	send := func(n int) string {
+		t.Helper()
+		req, err := http.NewRequestWithContext(chatmem.WithCachePrefix(t.Context(), n), http.MethodPost, "http://chatmem.invalid/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := (&http.Client{Transport: f.transport(t)}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("prefix %d: status %d", n, resp.StatusCode)
+		}
+		got, _ := f.last(t)
+		return mustJSON(t, got)
+	}
+	got := send(5)
+	if c := strings.Count(got, "cache_control"); c != 3 {
+		t.Errorf("prefix 5: %d breakpoints, want 3: %s", c, got)
+	}
+	var req struct {
+		Messages []struct {
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(got), &req); err != nil {
+		t.Fatal(err)
+	}
+	if calls := req.Messages[1].Content; len(calls) != 3 || calls[2]["cache_control"] == nil || calls[2]["id"] != "call_rome" {
+		t.Errorf("prefix 5: the assistant's content %v, want the breakpoint on its last block (call_rome)", calls)
+	}
+	for _, n := range []int{2, 8} {
+		if c := strings.Count(send(n), "cache_control"); c != 2 {
+			t.Errorf("prefix %d: %d breakpoints, want 2", n, c)
+		}
+	}
+}

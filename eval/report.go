@@ -72,6 +72,9 @@ func WriteTable(w io.Writer, res *Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := writeCosts(w, res); err != nil {
+		return err
+	}
 	if len(res.Rows) == 0 || (len(res.Rows[0].Categories) == 0 && res.Rows[0].Adversarial == nil) {
 		return nil
 	}
@@ -120,4 +123,28 @@ func WriteTable(w io.Writer, res *Result) error {
 
 func hasAdversarial(res *Result) bool {
 	return len(res.Rows) > 0 && res.Rows[0].Adversarial != nil
+}
+
+// writeCosts writes the cost table: per row, the requests sent at the
+// user turns, their mean tokens, the share repeated from the previous
+// request, and the effective input cost under each provider's prompt
+// cache, as a share of the uncached cost (see Cost).
+func writeCosts(w io.Writer, res *Result) error {
+	var rows []Row
+	for _, r := range res.Rows {
+		if r.Cost != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nInput cost of the requests at each user turn (effective cost / uncached cost; cached input 0.1x,\nOpenAI from 1,024 tokens in 128-token steps, Anthropic writes 1.25x at the proxy's breakpoints):\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\trequests\ttokens mean\tprefix repeated\tOpenAI\tAnthropic\t")
+	for _, r := range rows {
+		c := r.Cost
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t\n", r.Label(), c.Requests, float64(c.Tokens)/float64(c.Requests), c.PrefixShare, c.OpenAIRatio, c.AnthropicRatio)
+	}
+	return tw.Flush()
 }

@@ -39,6 +39,17 @@ type Config struct {
 	Policies []chatmem.PolicyKind
 	// Budgets in tokens; default DefaultBudgets.
 	Budgets []int
+	// Caches are the window cache modes of the budgeted rows ("" for the
+	// plain window, chatmem.CacheStable); default the plain one alone.
+	// Each budgeted policy makes one row per budget and mode.
+	Caches []string
+	// LowWater is the cache-stable rows' chatmem.Policy.LowWater (0: the
+	// library's default).
+	LowWater int
+	// RecentPercent, if set, gives the recall rows' recent part that
+	// percent of the budget (chatmem.Policy.Recent); 0: the library's
+	// default, which differs between the plain and the stable mode.
+	RecentPercent int
 	// Turns is last_turns' window; default DefaultTurns.
 	Turns int
 	// Facts adds the facts block to every policy, and runs Extractors
@@ -136,6 +147,12 @@ type Row struct {
 	// Failed counts questions whose context could not be assembled (the
 	// budget too small for the question); they score 0 and send nothing.
 	Failed int `json:"failed"`
+	// Cache is the window cache mode (chatmem.Policy.Cache), if any.
+	Cache string `json:"cache,omitempty"`
+	// Cost is what the row's requests at each user turn cost under the
+	// providers' prompt caches (nil for the BM25 baseline, and with
+	// sessions as conversations).
+	Cost *Cost `json:"cost,omitempty"`
 }
 
 // Label names the row as the table shows it: "token_budget@1024".
@@ -145,6 +162,9 @@ func (r Row) Label() string {
 	name := r.Policy
 	if r.Scope != "" && r.Scope != chatmem.ScopeConversation {
 		name += "/" + r.Scope
+	}
+	if r.Cache != "" {
+		name += "/" + r.Cache
 	}
 	switch {
 	case r.Budget > 0:
@@ -282,7 +302,7 @@ func Run(ctx context.Context, d *Dataset, cfg Config) (*Result, error) {
 	prefix := make([]byte, 4)
 	_, _ = rand.Read(prefix)
 	r := &runner{cfg: cfg, policies: policies, bm25Rows: bm25Rows, replays: replays, prefix: hex.EncodeToString(prefix),
-		total: len(replays) * res.Messages}
+		total: len(replays) * res.Messages, costs: make([]Cost, len(policies))}
 	samples := make([][][]sample, len(d.Conversations)) // [conversation][row][question]
 	var trace *Trace
 	errs := make([]error, len(d.Conversations))
@@ -324,6 +344,11 @@ feed:
 			all = append(all, conv[ri]...)
 		}
 		res.Rows[ri].fill(all)
+		if ri < len(r.costs) && r.costs[ri].Requests > 0 {
+			c := r.costs[ri]
+			c.finish()
+			res.Rows[ri].Cost = &c
+		}
 	}
 	if trace != nil {
 		// Replays finish in their own order; show the series in the rows'.
@@ -344,6 +369,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if len(cfg.Budgets) == 0 {
 		cfg.Budgets = DefaultBudgets
+	}
+	if len(cfg.Caches) == 0 {
+		cfg.Caches = []string{""}
 	}
 	if cfg.Turns == 0 {
 		cfg.Turns = DefaultTurns
@@ -384,11 +412,22 @@ func planRows(cfg Config) ([]Row, []chatmem.Policy, error) {
 			err = add(chatmem.Policy{Kind: k, Turns: cfg.Turns, Facts: cfg.Facts})
 		default:
 			for _, b := range cfg.Budgets {
-				p := chatmem.Policy{Kind: k, Budget: b, Facts: cfg.Facts}
-				if k == chatmem.PolicyRecall && cfg.Scope == chatmem.ScopeUser {
-					p.Scope = cfg.Scope
+				for _, cache := range cfg.Caches {
+					p := chatmem.Policy{Kind: k, Budget: b, Facts: cfg.Facts, Cache: cache}
+					if cache == chatmem.CacheStable {
+						p.LowWater = cfg.LowWater
+					}
+					if k == chatmem.PolicyRecall && cfg.RecentPercent > 0 {
+						p.Recent = max(b*cfg.RecentPercent/100, 1)
+					}
+					if k == chatmem.PolicyRecall && cfg.Scope == chatmem.ScopeUser {
+						p.Scope = cfg.Scope
+					}
+					if err = add(p); err != nil {
+						break
+					}
 				}
-				if err = add(p); err != nil {
+				if err != nil {
 					break
 				}
 			}
@@ -404,6 +443,8 @@ func planRows(cfg Config) ([]Row, []chatmem.Policy, error) {
 // summarizer) for every row but summary_buffer's, and one per
 // summary_buffer budget, whose summaries are made for that budget.
 func planReplays(cfg Config, ps []chatmem.Policy) []replay {
+	// Every replay reads each row's context at every user turn: the
+	// requests whose cost Row.Cost simulates.
 	base := replay{name: "base"}
 	var out []replay
 	for i, p := range ps {
@@ -435,6 +476,7 @@ type runner struct {
 	mu    sync.Mutex
 	done  int
 	total int
+	costs []Cost // per row, over the conversations replayed so far
 }
 
 func (r *runner) progress(n int) {
@@ -459,6 +501,10 @@ func (r *runner) conversation(ctx context.Context, c Conversation, t *Trace) ([]
 		}
 	}
 	for _, rp := range r.replays {
+		sims := make([]*costSim, len(rp.rows))
+		for j, ri := range rp.rows {
+			sims[j] = newCostSim(r.policies[ri].Cache == chatmem.CacheStable)
+		}
 		opts := chatmem.Options{Counter: r.cfg.Counter, Counters: r.cfg.Counters, Sync: true, Summary: rp.summary, Logger: r.cfg.Logger}
 		if rp.summarizer != nil {
 			opts.Summarizer = rp.summarizer
@@ -478,7 +524,7 @@ func (r *runner) conversation(ctx context.Context, c Conversation, t *Trace) ([]
 				err = fmt.Errorf("delete user %s: %w", key, derr)
 			}
 		} else {
-			err = r.replayInto(ctx, mem, key, c, rp, t, tc, out)
+			err = r.replayInto(ctx, mem, key, c, rp, t, tc, out, sims)
 			if derr := r.cfg.Store.Delete(context.WithoutCancel(ctx), key); derr != nil && !errors.Is(derr, chatmem.ErrNotFound) && err == nil {
 				err = fmt.Errorf("delete %s: %w", key, derr)
 			}
@@ -486,11 +532,18 @@ func (r *runner) conversation(ctx context.Context, c Conversation, t *Trace) ([]
 		if err != nil {
 			return nil, fmt.Errorf("conversation %s: %w", c.ID, err)
 		}
+		if !r.cfg.SessionsAsConversations {
+			r.mu.Lock()
+			for j, ri := range rp.rows {
+				r.costs[ri].merge(sims[j])
+			}
+			r.mu.Unlock()
+		}
 	}
 	return out, nil
 }
 
-func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, c Conversation, rp replay, t *Trace, tc *textCache, out [][]sample) error {
+func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, c Conversation, rp replay, t *Trace, tc *textCache, out [][]sample, sims []*costSim) error {
 	seqTurn := make(map[turnRef]string, len(c.Messages))
 	var series []Series
 	if t != nil {
@@ -506,17 +559,21 @@ func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatme
 			return fmt.Errorf("message %d: %w", i+1, err)
 		}
 		seqTurn[turnRef{key.ID, res.Messages[0].Seq}] = msg.Metadata[TurnKey]
-		if (t != nil || rp.readEachTurn) && msg.Role == chatmem.RoleUser {
+		if msg.Role == chatmem.RoleUser {
 			for j, ri := range rp.rows {
 				// The reads of a replay that reads each turn are its
-				// traffic (the summaries follow them); the others only
-				// trace the tokens sent, as previews.
+				// traffic (the summaries follow them); the others are
+				// previews: the requests whose cost is simulated, and
+				// the first conversation's traced.
 				w, err := mem.Context(ctx, key, r.policies[ri], chatmem.ContextOptions{Preview: !rp.readEachTurn})
 				if err != nil && !errors.Is(err, chatmem.ErrBudgetTooSmall) {
 					return err
 				}
 				if t != nil {
 					series[j].Tokens = append(series[j].Tokens, w.Tokens)
+				}
+				if err == nil {
+					sims[j].add(w.Messages)
 				}
 			}
 		}
@@ -541,7 +598,7 @@ func (r *runner) replayInto(ctx context.Context, mem *chatmem.Memory, key chatme
 }
 
 func rowOf(p chatmem.Policy) Row {
-	return Row{Policy: string(p.Kind), Budget: p.Budget, Turns: p.Turns, Facts: p.Facts, Scope: p.Scope}
+	return Row{Policy: string(p.Kind), Budget: p.Budget, Turns: p.Turns, Facts: p.Facts, Scope: p.Scope, Cache: p.Cache}
 }
 
 // turnRef names a stored message: a conversation and a seq in it.

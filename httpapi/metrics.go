@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,9 @@ type metrics struct {
 	// upstream minus chatmem: the error of chatmem's counter.
 	promptTokens     *prometheus.CounterVec
 	promptTokensDiff prometheus.Histogram
+	// cachedTokens counts the prompt tokens the upstream reported it read
+	// from its prompt cache, by tenant and model.
+	cachedTokens *prometheus.CounterVec
 	// proxyHistory counts chat proxy turns by how their history lined up
 	// with the stored conversation (outcome: continued, retry, refused,
 	// forked); proxyUnnamed counts requests whose conversation could not
@@ -80,6 +84,10 @@ func newMetrics(mem *chatmem.Memory, build buildinfo.Info, reg prometheus.Regist
 			Help:    "Per chat proxy turn, the upstream's reported prompt tokens minus chatmem's count of the messages sent (positive: chatmem counted too few).",
 			Buckets: []float64{-1000, -300, -100, -30, -10, -3, 0, 3, 10, 30, 100, 300, 1000},
 		}),
+		cachedTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chatmem_proxy_cached_prompt_tokens_total",
+			Help: "Prompt tokens of chat proxy turns that the upstream reported reading from its prompt cache (OpenAI's cached_tokens, Anthropic's cache reads), by tenant and model.",
+		}, []string{"tenant", "model"}),
 	}
 	m.proxyHistory = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chatmem_proxy_history_total",
@@ -99,7 +107,7 @@ func newMetrics(mem *chatmem.Memory, build buildinfo.Info, reg prometheus.Regist
 		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion},
 	})
 	buildInfo.Set(1)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, m.proxyHistory, m.proxyUnnamed, queue, buildInfo} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, m.cachedTokens, m.proxyHistory, m.proxyUnnamed, queue, buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 		}
@@ -141,3 +149,16 @@ func (m *metrics) observePromptTokens(upstream, chatmem int) {
 	m.promptTokens.WithLabelValues("chatmem").Add(float64(chatmem))
 	m.promptTokensDiff.Observe(float64(upstream - chatmem))
 }
+
+// observeCachedTokens records the prompt tokens a turn's upstream read
+// from its prompt cache. A model name longer than maxModelLabel is cut, so
+// that an upstream cannot grow a label without bound.
+func (m *metrics) observeCachedTokens(tenant, model string, cached int) {
+	if len(model) > maxModelLabel {
+		model = strings.ToValidUTF8(model[:maxModelLabel], "")
+	}
+	m.cachedTokens.WithLabelValues(tenant, model).Add(float64(max(cached, 0)))
+}
+
+// maxModelLabel bounds the model label's length.
+const maxModelLabel = 100

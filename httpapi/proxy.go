@@ -474,7 +474,8 @@ func (s *Server) proxyChat(c *call) error {
 		}
 		msgsJSON = append(msgsJSON, m.raw...)
 	}
-	for _, m := range w.Messages {
+	stable, stableLen := len(system), w.StableLen() // the request messages of the window's stable part
+	for i, m := range w.Messages {
 		if upto >= 0 && m.Seq > upto {
 			// Messages stored after the turn's own (another client's turn
 			// on the conversation, or, for a retry whose first attempt got
@@ -489,9 +490,17 @@ func (s *Server) proxyChat(c *call) error {
 		if msgsJSON, err = appendOpenAIMessage(msgsJSON, m); err != nil {
 			return err
 		}
+		if i < stableLen {
+			stable++
+		}
 	}
 	msgsJSON = append(msgsJSON, ']')
 	c.w.Header().Set(headerWindowTokens, strconv.Itoa(t.tokens))
+	if p.Cache == chatmem.CacheStable {
+		// An upstream transport that marks cache breakpoints marks one
+		// at the end of the stable part.
+		c.r = c.r.WithContext(chatmem.WithCachePrefix(c.r.Context(), stable))
+	}
 	return s.forward(c, req.withMessages(msgsJSON, promptCacheKey(t)), req.stream, t)
 }
 
@@ -663,7 +672,7 @@ func proxyPolicy(up *upstream, h http.Header) (chatmem.Policy, error) {
 	default:
 		return p, fmt.Errorf("%w: header %s must be %s or off, got %q", chatmem.ErrInvalid, headerCache, chatmem.CacheStable, v)
 	}
-	if p.Cache == chatmem.CacheStable && (p.Kind != chatmem.PolicyTokenBudget && p.Kind != chatmem.PolicySummaryBuffer || p.Recall) && h.Get(headerCache) == "" {
+	if p.Cache == chatmem.CacheStable && (p.Kind == chatmem.PolicyAll || p.Kind == chatmem.PolicyLastTurns) && h.Get(headerCache) == "" {
 		p.Cache, p.LowWater = "", 0 // the server's default mode, for a policy that has none
 	}
 	if v := h.Get(headerScope); v != "" {
@@ -753,6 +762,9 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 			content := ""
 			if msg.Content != nil {
 				content = *msg.Content
+			}
+			if cc.Usage != nil {
+				cc.Usage.model = cc.Model
 			}
 			reply = s.replyMessage(t, content, msg.ToolCalls, cc.Usage)
 		}
@@ -858,6 +870,9 @@ func (s *Server) replyMessage(t *turn, content string, calls []chatmem.ToolCall,
 		}
 		s.metrics.observePromptTokens(u.PromptTokens, t.tokens)
 	}
+	if u != nil && u.PromptTokensDetails != nil {
+		s.metrics.observeCachedTokens(t.key.Tenant, u.model, u.PromptTokensDetails.CachedTokens)
+	}
 	if t.idemKey != "" {
 		if msg.Metadata == nil {
 			msg.Metadata = map[string]string{}
@@ -933,11 +948,20 @@ type chatCompletion struct {
 			ToolCalls []chatmem.ToolCall `json:"tool_calls"`
 		} `json:"message"`
 	} `json:"choices"`
+	Model string `json:"model"`
 	Usage *usage `json:"usage"`
 }
 
+// usage is what the proxy reads of an upstream's token usage: the prompt
+// tokens, of which cached those the upstream read from its prompt cache
+// (OpenAI's prompt_tokens_details.cached_tokens; the Anthropic
+// transport's cache reads), and the model the reply names.
 type usage struct {
-	PromptTokens int `json:"prompt_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	model string
 }
 
 // relayStream copies the upstream's server-sent events to the client as
@@ -1097,6 +1121,7 @@ type streamReply struct {
 	content strings.Builder
 	tools   []chatmem.ToolCall
 	usage   *usage
+	model   string // the model the chunks name
 	// finished is set by the first chunk with a finish_reason: the
 	// stream's ending begins.
 	finished bool
@@ -1119,6 +1144,7 @@ type chunk struct {
 			} `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
+	Model string          `json:"model"`
 	Usage *usage          `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -1149,8 +1175,12 @@ func (a *streamReply) event(data []byte) (done bool, _ error) {
 	if len(ch.Error) > 0 && string(ch.Error) != "null" {
 		return false, errUpstreamEvent
 	}
+	if ch.Model != "" {
+		a.model = ch.Model
+	}
 	if ch.Usage != nil {
 		a.usage = ch.Usage
+		a.usage.model = a.model
 	}
 	for _, c := range ch.Choices {
 		if len(c.FinishReason) > 0 && string(c.FinishReason) != "null" {

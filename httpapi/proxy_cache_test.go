@@ -72,6 +72,19 @@ func TestProxyCacheStable(t *testing.T) {
 	_, err = env.client("c2", option.WithHeader("X-Chatmem-Cache", "sticky")).Chat.Completions.New(ctx, userTurn("x"))
 	wantOpenAIError(t, "X-Chatmem-Cache: sticky", err, 400, "invalid_request", "invalid_request_error")
 
+	// The server's default mode applies to recall too, not to last_turns,
+	// which has none.
+	_, err = env.client("c1", option.WithHeader("X-Chatmem-Policy", "recall")).Chat.Completions.New(ctx, userTurn("where is it? recall"))
+	pmust(t, "recall", err)
+	if k := string(env.up.last(t).body["prompt_cache_key"]); k != `"`+key+`"` {
+		t.Errorf("recall under the stable default: prompt_cache_key %s, want %s", k, key)
+	}
+	_, err = env.client("c1", option.WithHeader("X-Chatmem-Policy", "last_turns"), option.WithHeader("X-Chatmem-Turns", "2")).Chat.Completions.New(ctx, userTurn("last turns"))
+	pmust(t, "last_turns", err)
+	if k, ok := env.up.last(t).body["prompt_cache_key"]; ok {
+		t.Errorf("last_turns under the stable default sent prompt_cache_key %s", k)
+	}
+
 	plain := newProxyEnv(t, proxyConfig{policy: chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 200}})
 	_, err = plain.client("c1").Chat.Completions.New(ctx, userTurn("hello"))
 	pmust(t, "plain", err)

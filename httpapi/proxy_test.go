@@ -211,7 +211,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1764460800, "model": "gpt-4o-mini",
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
-			"usage":   map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49},
+			"usage":   map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49, "prompt_tokens_details": map[string]any{"cached_tokens": 32}},
 		})
 		return
 	}
@@ -257,7 +257,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if json.Unmarshal(body["stream_options"], &so) == nil && so.IncludeUsage {
 		b, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk", "created": 1764460800, "model": "gpt-4o-mini",
-			"choices": []any{}, "usage": map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}})
+			"choices": []any{}, "usage": map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49, "prompt_tokens_details": map[string]any{"cached_tokens": 32}}})
 		fmt.Fprintf(w, "data: %s\n\n", b)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
@@ -521,6 +521,10 @@ func TestProxyTurns(t *testing.T) {
 	env.api.ServeHTTP(rec, mreq)
 	if m := rec.Body.String(); !strings.Contains(m, `chatmem_proxy_prompt_tokens_total{counter="upstream"} 126`) || !strings.Contains(m, "chatmem_proxy_prompt_tokens_difference_count 3") {
 		t.Errorf("metrics lack the proxy's prompt tokens:\n%s", grepLines(rec.Body.String(), "chatmem_proxy"))
+	}
+	// The tokens the upstream read from its cache, by tenant and model.
+	if m := grepLines(rec.Body.String(), "chatmem_proxy_cached_prompt_tokens_total{"); !strings.Contains(m, `model="gpt-4o-mini"`) || !strings.HasSuffix(strings.TrimSpace(m), " 96") {
+		t.Errorf("metrics lack the cached prompt tokens (3 turns of 32):\n%s", grepLines(rec.Body.String(), "chatmem_proxy"))
 	}
 }
 

@@ -112,7 +112,7 @@ func testTurnRoute(t *testing.T, ts *testServer) {
 		{"/v1/conversations/chat/turn?budget=-1", user("bad budget")},
 		{"/v1/conversations/chat/turn?preview=true", user("a preview turn")},
 		{"/v1/conversations/chat/turn?cache=sticky", user("unknown cache mode")},
-		{"/v1/conversations/chat/turn?policy=recall&cache=stable", user("stable recall")},
+		{"/v1/conversations/chat/turn?policy=last_turns&turns=3&cache=stable", user("stable last_turns")},
 		{"/v1/conversations/chat/turn?cache=stable&low_water=99", user("low water too high")},
 		{path, `{"messages":[{"role":"wizard","content":"bad role"}]}`},
 		{path, `{"messages":[]}`},

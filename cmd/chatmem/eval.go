@@ -17,9 +17,9 @@ import (
 // evalConfig is everything `chatmem eval` can be told.
 type evalConfig struct {
 	dataset, data, tokenizer, outDir, store, dataDir, scope string
-	policies                                                []string
+	policies, caches                                        []string
 	budgets                                                 []int
-	turns, parallel                                         int
+	turns, parallel, lowWater, recentPercent                int
 	facts, asJSON, bm25, sessions                           bool
 }
 
@@ -32,6 +32,12 @@ func (c *evalConfig) command() *settings.Command {
 			Help: "path of the dataset file (required; relative to the working directory)"},
 		{Name: "policy", Group: "policies", Value: settings.List(&c.policies, policyNames(), policyNames()...), Example: "token_budget,summary_buffer", Help: "policies to score"},
 		{Name: "budget", Group: "policies", Value: settings.IntList(&c.budgets, []int{512, 1024, 2048, 4096}, 1), Example: "512,4096", Help: "token budgets (token_budget, summary_buffer, recall)"},
+		{Name: "cache", Group: "policies", Value: settings.List(&c.caches, []string{"off"}, "off", chatmem.CacheStable), Example: "off,stable",
+			Help: "window cache modes of the budgeted policies: off (plain) and stable (cache-stable windows); one row per mode"},
+		{Name: "low-water", Group: "policies", Value: settings.Int(&c.lowWater, 0, 0, 95), Example: "80",
+			Help: "percent of the budget a cache-stable window drops to when it moves (0: the library's default, 60)"},
+		{Name: "recent-percent", Group: "policies", Value: settings.Int(&c.recentPercent, 0, 0, 100), Example: "85",
+			Help: "percent of the budget recall's recent part gets (0: the library's default: 10, or 75 in stable mode)"},
 		{Name: "turns", Group: "policies", Value: settings.Int(&c.turns, eval.DefaultTurns, 1, 1<<31-1), Help: "turns kept by last_turns"},
 		{Name: "facts", Group: "policies", Value: settings.Bool(&c.facts, false), Example: "true", Help: "add the facts block to every policy (runs the rule extractor during the replay)"},
 		{Name: "bm25", Group: "policies", Value: settings.Bool(&c.bm25, false), Example: "true", Help: "add a baseline row per budget: plain BM25 over single turns, the question as the query"},
@@ -48,7 +54,7 @@ func (c *evalConfig) command() *settings.Command {
 	return &settings.Command{
 		Name: "eval",
 		Usage: "eval --dataset locomo|jsonl --data PATH [--policy all,last_turns,token_budget,summary_buffer,recall]\n" +
-			"       [--budget 512,1024,2048,4096] [--turns 10] [--facts] [--bm25] [--scope conversation|user]\n" +
+			"       [--budget 512,1024,2048,4096] [--cache off,stable] [--turns 10] [--facts] [--bm25] [--scope conversation|user]\n" +
 			"       [--sessions-as-conversations] [--tokenizer estimate] [--json] [--out DIR]",
 		About: "Replays each conversation of the dataset into a store, message by message, with the offline\n" +
 			"summarizer (and, with --facts, the rule extractor) running inside each append, then asks each\n" +
@@ -100,6 +106,13 @@ func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	if len(policies) == 0 {
 		return usageErr("eval: --policy names no policy; run chatmem eval --help")
 	}
+	var caches []string
+	for _, m := range c.caches {
+		if m == "off" {
+			m = ""
+		}
+		caches = append(caches, m)
+	}
 	counter, err := newCounter(c.tokenizer)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -123,7 +136,7 @@ func runEval(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.
 	var bar *progress.Bar
 	cfg := eval.Config{
 		Store: store, Counter: counter, Counters: newCounter,
-		Policies: policies, Budgets: c.budgets, Turns: c.turns, Facts: c.facts,
+		Policies: policies, Budgets: c.budgets, Caches: caches, LowWater: c.lowWater, RecentPercent: c.recentPercent, Turns: c.turns, Facts: c.facts,
 		Extractors: []chatmem.Extractor{offline.DefaultExtractor()},
 		// The summary follows each replay's budget (chatmem.SummaryOptions).
 		Summarizer:              offline.NewSummarizer(offline.Options{}),

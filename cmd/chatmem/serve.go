@@ -102,7 +102,7 @@ func (c *serveConfig) command() *settings.Command {
 			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
 		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, chatmem.DefaultBudget, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
 		{Name: "proxy-cache", Group: groupProxy, Value: settings.Choice(&c.proxyCache, "off", "off", chatmem.CacheStable),
-			Help: "the proxy's default window cache mode: off (the window slides every turn) or stable (its front stays the same\nfrom turn to turn so the provider's prompt cache serves it; the proxy then sends a prompt_cache_key, and marks\nAnthropic cache breakpoints); token_budget and summary_buffer without recall; X-Chatmem-Cache overrides it"},
+			Help: "the proxy's default window cache mode: off (the window slides every turn) or stable (its front stays the same\nfrom turn to turn so the provider's prompt cache serves it; the proxy then sends a prompt_cache_key, and marks\nAnthropic cache breakpoints); token_budget, summary_buffer and recall; X-Chatmem-Cache overrides it"},
 		{Name: "proxy-on-diverge", Group: groupProxy, Value: settings.Choice(&c.proxyOnDiverge, httpapi.DivergeRewind, httpapi.DivergeModes...),
 			Help: "what a request whose history differs from the stored conversation gets (an edited message, a regenerated reply):\nrewind (the stored conversation goes back to the last message they share and takes the client's branch), refuse\n(409 history_diverged) or fork (the client's branch becomes a conversation of its own, named in X-Chatmem-Conversation)"},
 		{Name: "proxy-unnamed", Group: groupProxy, Value: settings.Choice(&c.proxyUnnamed, httpapi.UnnamedForward, httpapi.UnnamedModes...),
