@@ -70,6 +70,9 @@ type candidate struct {
 	// and stance multiplies their weights (see stanceOf).
 	concepts map[string]float64
 	stance   float64
+	// open marks the open request: the last question or request in the
+	// user's last message (see openRequest), which the summary keeps first.
+	open bool
 	features
 }
 
@@ -260,7 +263,39 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 	if first == nil {
 		first = firstAny
 	}
+	if o := openRequest(all); o >= 0 {
+		all[o].open = true
+		first = &candidate{role: all[o].role, text: all[o].text}
+	}
 	return pairAnswers(all), first
+}
+
+// reRequest matches what asks for something besides a question mark:
+// "please", "can you", "I need", "I'd like".
+var reRequest = regexp.MustCompile(`(?i:\b(?:please|pls|can you|could you|would you|will you|can i|could i|may i|` +
+	`i need|i want|i'd like|i would like|i'm looking for|i am looking for|help me|let me know)\b)`)
+
+// openRequest returns the index in all of the open request: the last
+// question or request (reRequest) in the user's last message, the thread
+// the messages after the summary carry on; -1 if that message asks
+// nothing. It is what a summary at a small budget keeps first: the first
+// sentence of a conversation tells how it began, the open request what it
+// is about now.
+func openRequest(all []candidate) int {
+	last := -1 // the group of the user's last message
+	for _, c := range all {
+		if c.role == "user" && !c.heading {
+			last = c.group
+		}
+	}
+	open := -1
+	for i, c := range all {
+		t := strings.ReplaceAll(c.text, "’", "'")
+		if c.group == last && c.score > 0 && (strings.HasSuffix(strings.TrimRight(t, `"')]}”’» `), "?") || reRequest.MatchString(t)) {
+			open = i
+		}
+	}
+	return open
 }
 
 // pairAnswers links each kept question (the last question of its line) to

@@ -358,7 +358,8 @@ func TestSplitSentences(t *testing.T) {
 }
 
 // TestSummaryKeepsQuestionsWithAnswers: a question the summary keeps is
-// followed by its own answer, never by another turn's, at every cap.
+// followed by its own answer, never by another turn's, at every cap; only
+// the open request (the last user message's) may end the summary alone.
 func TestSummaryKeepsQuestionsWithAnswers(t *testing.T) {
 	msgs := []chatmem.Message{
 		{Seq: 1, Role: chatmem.RoleUser, Content: "We land in Tokyo on 3 April. Is the JR Pass still worth it?"},
@@ -394,7 +395,8 @@ func TestSummaryKeepsQuestionsWithAnswers(t *testing.T) {
 				if !strings.HasSuffix(line, q) {
 					continue
 				}
-				if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "assistant: "+a) {
+				open := q == "Can you book the ryokan for booking ref KY-20931?" && i+1 == len(lines)
+				if !open && (i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "assistant: "+a)) {
 					t.Errorf("MaxChars %d: %q is not followed by its answer %q:\n%s", maxChars, q, a, got)
 				}
 			}
@@ -409,7 +411,9 @@ func TestSummaryKeepsQuestionsWithAnswers(t *testing.T) {
 
 // TestSummaryQuestionOfEitherSpeaker: in a chat between two people
 // either may ask; a kept question is followed by the other speaker's
-// answer, and an answer may stand without its question, never the reverse.
+// answer, and an answer may stand without its question, never the reverse
+// (but for the open request, the user's last question, which may end the
+// summary).
 func TestSummaryQuestionOfEitherSpeaker(t *testing.T) {
 	msgs := []chatmem.Message{
 		{Role: chatmem.RoleUser, Name: "Caroline", Content: "I went to a support group meeting in Boston."},
@@ -433,7 +437,8 @@ func TestSummaryQuestionOfEitherSpeaker(t *testing.T) {
 			lines := strings.Split(sum, "\n")
 			for i, line := range lines {
 				for q, a := range answers {
-					if strings.HasSuffix(line, q) && (i+1 >= len(lines) || lines[i+1] != a) {
+					open := q == "Which brushes do you use for the sky?" && i+1 == len(lines)
+					if strings.HasSuffix(line, q) && !open && (i+1 >= len(lines) || lines[i+1] != a) {
 						t.Errorf("MaxChars %d (rolled: %v): %q is not followed by its answer %q:\n%s", maxChars, prev != "", q, a, sum)
 					}
 				}
