@@ -371,12 +371,12 @@ func selectSentences(cands []candidate, maxChars int) []candidate {
 }
 
 // smallSummaryChars is the cap below which a summary keeps the open
-// request first: about two of the longest sentences kept whole (some 140
-// tokens; summary_buffer budgets under about 250 tokens). Above it the
-// summary is chosen by coverage alone: on LoCoMo (docs/evaluation.md),
-// keeping the open request first there cost answer presence at every
-// budget from 512 to 4,096 tokens (0.354 to 0.350 at 512), since
-// questions about the past reward covering more of it.
+// request first: about two of the longest sentences kept whole, about 150
+// tokens with chatmem's header (summary_buffer budgets under 270 tokens).
+// Above it the summary is chosen by coverage alone: on LoCoMo
+// (docs/evaluation.md), keeping the open request first there too cost
+// answer presence at every budget from 512 to 4,096 tokens (0.354 to 0.350
+// at 512), as questions about the past reward covering more of it.
 const smallSummaryChars = 2 * maxSentenceChars
 
 // hasNew reports whether any of members carries a concept not covered.
