@@ -36,8 +36,9 @@ type Options struct {
 // names, amounts, dates, numbers and content words not yet kept), each
 // question with its answer, and under a small cap first what the user's
 // last message asks, each line prefixed with who said it and dated when
-// the transcript is, in conversation order. Its output is a function of its input alone, and it
-// is safe for concurrent use. The zero value uses the default options.
+// the transcript is, in conversation order. Its output is a function of
+// its input alone, and it is safe for concurrent use. The zero value uses
+// the default options.
 type Summarizer struct {
 	opts Options
 }
@@ -96,17 +97,20 @@ type candidate struct {
 // other) per character, newer before older at equal value; a question
 // goes only with the other speaker's answer right after it (the answer may
 // go alone), a dated sentence with its heading. Sentences that add nothing
-// new fill what room is left, by score, an exact repeat never. Under a
-// small cap (below smallSummaryChars, about 150 tokens), the open request
-// goes in first: the last question or request ("please", "can you", "I
-// need") of the user's last message, which the messages after the summary
-// carry on, unless a reply reports it done ("Done:", "I've cancelled").
-// It may go without its answer, as the summary's last line,
-// since a summary that small cannot stand for the history and the first
-// sentences of a conversation seldom tell what it is about by now. If
-// nothing is worth keeping, the summary is the open request, else the
-// first user sentence (cut to MaxChars). Summarize returns an error wrapping chatmem.ErrInvalid if prev
-// and msgs hold no text, and ctx's error if ctx is done.
+// new fill what room is left, by score, an exact repeat never.
+//
+// Under a small cap (below smallSummaryChars, about 150 tokens) the open
+// request goes in first: the last question or request ("please", "can
+// you", "I need") of the user's last message, which the messages after
+// the summary carry on, unless a reply reports it done ("Done:", "I've
+// cancelled"). It may go without its answer, as the summary's last line:
+// a summary that small cannot stand for the history, and the first
+// sentences of a conversation seldom tell what it is about by now.
+//
+// If nothing is worth keeping, the summary is the open request, else the
+// first user sentence (cut to MaxChars). Summarize returns an error
+// wrapping chatmem.ErrInvalid if prev and msgs hold no text, and ctx's
+// error if ctx is done.
 func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.Message) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
