@@ -20,7 +20,17 @@
 // those above a plain word; a speaker's own news above a remark about the
 // other) per character goes next, so that a repeated fact is kept once and
 // the room goes to facts from every part of the conversation. A question
-// is kept only with the other speaker's answer after it. A transcript whose
+// is kept only with the other speaker's answer after it, but for the open
+// request: a small summary (under about 150 tokens, as summary_buffer
+// makes at budgets under about 270) keeps first what the user's last
+// message asks, the thread the recent messages carry on (unless a reply
+// reports it done), and ends with it alone if its answer does not fit too. At a budget of 40 the seed's
+// summary is
+//
+//	user: I'm Kavya.
+//	user: Do you have running socks?
+//
+// rather than its first message alone. A transcript whose
 // messages open with a date stamp ("[1:56 pm on 8 May, 2023]") gets date
 // headings ("[8 May 2023]") and its relative dates resolved ("yesterday (7
 // May 2023)"). Pleasantries and chit-chat ("Sorry Kavya!", "No worries,

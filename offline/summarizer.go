@@ -34,9 +34,11 @@ type Options struct {
 // Summarizer is an extractive chatmem.Summarizer that needs no model. It
 // keeps the sentences that tell the most within its cap (IDs, contacts,
 // names, amounts, dates, numbers and content words not yet kept), each
-// question with its answer, each line prefixed with who said it and dated
-// when the transcript is, in conversation order. Its output is a function of its input alone, and it
-// is safe for concurrent use. The zero value uses the default options.
+// question with its answer, and under a small cap first what the user's
+// last message asks, each line prefixed with who said it and dated when
+// the transcript is, in conversation order. Its output is a function of
+// its input alone, and it is safe for concurrent use. The zero value uses
+// the default options.
 type Summarizer struct {
 	opts Options
 }
@@ -70,6 +72,9 @@ type candidate struct {
 	// and stance multiplies their weights (see stanceOf).
 	concepts map[string]float64
 	stance   float64
+	// open marks the open request: the last question or request in the
+	// user's last message (see openRequest), which the summary keeps first.
+	open bool
 	features
 }
 
@@ -92,10 +97,20 @@ type candidate struct {
 // other) per character, newer before older at equal value; a question
 // goes only with the other speaker's answer right after it (the answer may
 // go alone), a dated sentence with its heading. Sentences that add nothing
-// new fill what room is left, by score, an exact repeat never. If nothing
-// is worth keeping, the summary is the first user sentence (cut to
-// MaxChars). Summarize returns an error wrapping chatmem.ErrInvalid if prev
-// and msgs hold no text, and ctx's error if ctx is done.
+// new fill what room is left, by score, an exact repeat never.
+//
+// Under a small cap (below smallSummaryChars, about 150 tokens) the open
+// request goes in first: the last question or request ("please", "can
+// you", "I need") of the user's last message, which the messages after
+// the summary carry on, unless a reply reports it done ("Done:", "I've
+// cancelled"). It may go without its answer, as the summary's last line:
+// a summary that small cannot stand for the history, and the first
+// sentences of a conversation seldom tell what it is about by now.
+//
+// If nothing is worth keeping, the summary is the open request, else the
+// first user sentence (cut to MaxChars). Summarize returns an error
+// wrapping chatmem.ErrInvalid if prev and msgs hold no text, and ctx's
+// error if ctx is done.
 func (s *Summarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.Message) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -157,8 +172,9 @@ func (s *Summarizer) options() Options {
 }
 
 // candidates reads prev and msgs into scored sentences, in conversation
-// order. first is the fallback: the first user sentence, else the first
-// sentence of any kind; nil when there is no text at all.
+// order. first is the fallback: the open request (see openRequest), else
+// the first user sentence, else the first sentence of any kind; nil when
+// there is no text at all.
 func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Options) (cands []candidate, first *candidate) {
 	var firstUser, firstAny *candidate
 	var all []candidate // every sentence, scored or not
@@ -260,7 +276,50 @@ func (s *Summarizer) candidates(prev string, msgs []chatmem.Message, opts Option
 	if first == nil {
 		first = firstAny
 	}
+	if o := openRequest(all); o >= 0 {
+		all[o].open = true
+		first = &candidate{role: all[o].role, text: all[o].text}
+	}
 	return pairAnswers(all), first
+}
+
+// reRequest matches what asks for something besides a question mark:
+// "please", "can you", "I need", "I'd like".
+var reRequest = regexp.MustCompile(`(?i:\b(?:please|pls|can you|could you|would you|will you|can i|could i|may i|` +
+	`i need|i want|i'd like|i would like|i'm looking for|i am looking for|help me|let me know)\b)`)
+
+// reDone matches a reply that reports a request carried out ("Done: it is
+// in your cart.", "I've cancelled the booking.", "Your refund has been
+// processed."): the request it answers is closed.
+var reDone = regexp.MustCompile(`(?i:^(?:all\s+)?(?:done|all set|you're all set|sorted|completed)\b|` +
+	`\b(?:i've|i have|we've|we have)\s+(?:now\s+|just\s+)?(?:added|booked|cancel+ed|refunded|sent|processed|placed|updated|changed|scheduled|reset|fixed|issued|completed)\b|` +
+	`\b(?:has|have)\s+(?:now\s+)?been\s+(?:added|booked|cancel+ed|refunded|sent|processed|placed|updated|changed|scheduled|reset|fixed|issued|completed|confirmed)\b|` +
+	`\bis\s+(?:now\s+)?(?:in\s+your\s+(?:cart|basket|bag)|booked|confirmed|cancel+ed)\b)`)
+
+// openRequest returns the index in all of the open request: the last
+// question or request (reRequest) in the user's last message, the thread
+// the messages after the summary carry on; -1 if that message asks
+// nothing, or if a reply after it reports it done (reDone). It is what a
+// summary at a small budget keeps first: the first sentences of a
+// conversation tell how it began, the open request what it is about now.
+func openRequest(all []candidate) int {
+	last := -1 // the group of the user's last message
+	for _, c := range all {
+		if c.role == "user" && !c.heading {
+			last = c.group
+		}
+	}
+	open := -1
+	for i, c := range all {
+		t := strings.ReplaceAll(c.text, "’", "'")
+		switch {
+		case c.group == last && c.score > 0 && (strings.HasSuffix(strings.TrimRight(t, `"')]}”’» `), "?") || reRequest.MatchString(t)):
+			open = i
+		case open >= 0 && c.group > last && c.role == "assistant" && reDone.MatchString(t):
+			return -1
+		}
+	}
+	return open
 }
 
 // pairAnswers links each kept question (the last question of its line) to

@@ -128,3 +128,27 @@ func TestWindowFlagsAfterFile(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowSummaryBufferSmallBudget: at budget 40 on the seed,
+// summary_buffer's summary keeps what the last message ("Add the DryFit
+// ones to my cart please.") carries on, the running socks the user asked
+// about, as the token_budget window at 40 does; not only the first
+// message's name and order.
+func TestWindowSummaryBufferSmallBudget(t *testing.T) {
+	args := []string{"window", "--policy", "summary_buffer", "--budget", "40", "../../testdata/seed.json"}
+	out, errOut, code := runCLI(t, "", args...)
+	var got struct {
+		Messages []struct{ Role, Content string }
+		Tokens   int
+		Summary  *struct{ Text string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Messages) == 0 {
+		t.Fatalf("chatmem %q: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+	}
+	if got.Summary == nil || !strings.Contains(got.Summary.Text, "user: Do you have running socks?") {
+		t.Errorf("chatmem %q: the summary lacks the running socks the user asked about:\n%s", args, out)
+	}
+	if last := got.Messages[len(got.Messages)-1]; last.Content != "Add the DryFit ones to my cart please." || got.Tokens > 40 {
+		t.Errorf("chatmem %q: last message %q, %d tokens; want the last user message within 40", args, last.Content, got.Tokens)
+	}
+}
