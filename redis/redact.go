@@ -115,6 +115,7 @@ if g ~= gen or tonumber(n) < seq then return 0 end
 local base = termBase(set)
 for i = 7, 6 + nOld do
   redis.call('ZREM', base .. ARGV[i], member)
+  if redis.call('EXISTS', base .. ARGV[i]) == 0 then redis.call('SREM', set, ARGV[i]) end
 end
 for i = 7 + nOld, #ARGV do
   redis.call('SADD', set, ARGV[i])

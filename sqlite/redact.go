@@ -65,16 +65,17 @@ var redactStatements = []string{
 
 // Redact writes r over one message with what was derived from it, in one
 // IMMEDIATE transaction; see chatmem.Redactor. Its cost is that of the
-// messages after r.Seq (their running totals move), plus a scan of the
-// conversation's facts. Every connection runs with PRAGMA secure_delete,
+// messages after r.Seq (their running totals move), a scan of the
+// conversation's facts, and a merge of the whole lexical index into one
+// segment (FTS5's optimize, which DeleteUser runs too), the only way to
+// drop the old terms from its pages: seconds on a file of millions of
+// messages, during which writers wait. Every connection runs with PRAGMA secure_delete,
 // so the old text is overwritten in the pages; last, as DeleteUser does, a
 // TRUNCATE checkpoint copies the pages into the database file and empties
 // the WAL, which held the old page images. If readers keep the checkpoint
 // from finishing, Redact returns an error wrapping chatmem.ErrUnavailable
 // after the redaction committed: calling chatmem.Memory.Redact again with
-// the same content finishes it. The old terms of the message's index row
-// are tombstoned in the FTS5 index until a merge, as every deleted index
-// row is.
+// the same content finishes it.
 func (s *Store) Redact(ctx context.Context, key chatmem.Key, r chatmem.Redaction) (chatmem.Conversation, chatmem.Message, error) {
 	if err := storekit.CheckRedact(key, r); err != nil {
 		return chatmem.Conversation{}, chatmem.Message{}, err
@@ -169,6 +170,13 @@ func (s *Store) Redact(ctx context.Context, key chatmem.Key, r chatmem.Redaction
 					}
 				}
 			}
+		}
+		// The index deletes by tombstones (contentless_delete: it has no
+		// text to find the entries by), which leave the old terms in
+		// their segments until a merge: merge them all, as DeleteUser
+		// does.
+		if _, err := t.tx.ExecContext(t.ctx, optimizeTerms); err != nil {
+			return err
 		}
 		conv, err = liveConversation(t, key, now)
 		return err
