@@ -36,7 +36,7 @@ const (
 		revision = revision + 1, updated_at = ?5
 		WHERE tenant = ?1 AND id = ?2`
 
-	selectUserPosted = `SELECT uh, at FROM user_posted WHERE conv = ?1 AND seq = ?2`
+	selectUserPosted   = `SELECT uh, at FROM user_posted WHERE conv = ?1 AND seq = ?2`
 	deleteUserPostings = `DELETE FROM user_postings WHERE (uh, term, at, conv, seq) IN (
 		SELECT p.uh, t.value, p.at, p.conv, p.seq FROM user_posted p, json_each(p.terms) t WHERE p.conv = ?1 AND p.seq = ?2)`
 	deleteUserPosted = `DELETE FROM user_posted WHERE conv = ?1 AND seq = ?2`
