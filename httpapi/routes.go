@@ -59,6 +59,7 @@ var routes = []route{
 	{"GET", "/v1/conversations/{id}/context", true, (*Server).getContext, false},
 	{"POST", "/v1/conversations/{id}/turn", true, (*Server).turn, false},
 	{"POST", "/v1/conversations/{id}/rewind", true, (*Server).rewindConversation, false},
+	{"POST", "/v1/conversations/{id}/messages/{seq}/redact", true, (*Server).redactMessage, false},
 	{"GET", "/v1/conversations/{id}/facts", true, (*Server).getFacts, false},
 	{"PATCH", "/v1/conversations/{id}/facts", true, (*Server).patchFacts, false},
 	{"PUT", "/v1/conversations/{id}/facts", true, (*Server).putFacts, false},
