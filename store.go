@@ -32,7 +32,9 @@ type Conversation struct {
 	// Revision counts the rewrites of the conversation's stored messages:
 	// every rewind that removed messages and every redaction adds one;
 	// appends leave it. It starts at 0 when the conversation is created
-	// (again). A reader that kept messages (Memory's tail cache) knows
+	// (a conversation created again after it expired may carry on from
+	// its predecessor's: CreatedAt, not Revision, tells the two apart). A
+	// reader that kept messages (Memory's tail cache) knows
 	// them stale when the revision moved, even if appends brought the
 	// LastSeq and totals back to what it holds.
 	Revision int64 `json:"revision,omitempty"`
