@@ -149,10 +149,15 @@ func (s *Store) Redact(ctx context.Context, key chatmem.Key, r chatmem.Redaction
 	}
 	old, err := rec.Result()
 	if err != nil {
-		if err == goredis.Nil {
+		if err != goredis.Nil {
+			return chatmem.Conversation{}, chatmem.Message{}, fmt.Errorf("redis: redact %s: %w", key, wrap(ctx, err))
+		}
+		// No such message: no conversation, or one rewound past it.
+		last, ok := head.Val()[0].(string)
+		if !ok {
 			return chatmem.Conversation{}, chatmem.Message{}, notFound(key)
 		}
-		return chatmem.Conversation{}, chatmem.Message{}, fmt.Errorf("redis: redact %s: %w", key, wrap(ctx, err))
+		return chatmem.Conversation{}, chatmem.Message{}, fmt.Errorf("%w: conversation %s is at seq %s, not %d", chatmem.ErrConflict, key, last, r.ExpectedLastSeq)
 	}
 	gen, _ := head.Val()[3].(string)
 	prev, err := decodeRecord(old)
