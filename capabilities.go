@@ -55,6 +55,9 @@ type capabilities struct {
 	// rewinder takes a conversation back to an earlier message. Without
 	// it Rewind wraps ErrInvalid.
 	rewinder Rewinder
+	// redactor replaces the text of a stored message. Without it Redact
+	// wraps ErrInvalid.
+	redactor Redactor
 }
 
 // capabilitiesOf finds store's optional interfaces.
@@ -75,6 +78,7 @@ func capabilitiesOf(store Store) capabilities {
 	c.since, _ = store.(SinceReader)
 	c.tailAppend, _ = store.(TailAppender)
 	c.rewinder, _ = store.(Rewinder)
+	c.redactor, _ = store.(Redactor)
 	return c
 }
 

@@ -29,6 +29,15 @@ type Conversation struct {
 	// ExpiresAt is when the conversation expires (zero: never). Expired
 	// conversations are not found, whether or not they are swept yet.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Revision counts the rewrites of the conversation's stored messages:
+	// every rewind that removed messages and every redaction adds one;
+	// appends leave it. It starts at 0 when the conversation is created
+	// (a conversation created again after it expired may carry on from
+	// its predecessor's: CreatedAt, not Revision, tells the two apart). A
+	// reader that kept messages (Memory's tail cache) knows
+	// them stale when the revision moved, even if appends brought the
+	// LastSeq and totals back to what it holds.
+	Revision int64 `json:"revision,omitempty"`
 }
 
 // AppendOptions qualify one append.

@@ -249,7 +249,7 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 		err = m.caps.summaries.PutSummary(ctx, key, s, prev.CoversSeq)
 	}
 	if err == nil {
-		m.summaries.put(key, created, &s)
+		m.summaries.put(key, created, conv.Revision, &s)
 	}
 	if errors.Is(err, ErrConflict) {
 		return nil // another worker moved the summary on; the next job looks again
@@ -356,18 +356,20 @@ const summaryCacheTTL = 2 * time.Second
 // is still a valid one (summaries only move forward, and Context checks
 // that the window reaches back to it), so a stale entry costs efficiency,
 // never correctness. Entries are tied to the conversation's CreatedAt and
-// checked against its LastSeq, so a deleted and re-created conversation
-// does not see its predecessor's (a re-created conversation with the same
-// CreatedAt and as many messages within 2 s is the remaining blind spot;
-// a store-level generation would close it).
+// checked against its LastSeq and Revision, so a deleted and re-created
+// conversation does not see its predecessor's, nor a conversation a
+// rewind or a redaction changed (in any process) the summary they
+// removed (a re-created conversation with the same CreatedAt and as many
+// messages within 2 s is the remaining blind spot).
 type summaryCache struct {
 	bounded.Map[Key, cachedSummary] // sized by the keys and texts, roughly
 }
 
 type cachedSummary struct {
-	created time.Time // the conversation's CreatedAt
-	summary *Summary  // nil: none stored
-	fetched time.Time
+	created  time.Time // the conversation's CreatedAt
+	revision int64     // and its Revision
+	summary  *Summary  // nil: none stored
+	fetched  time.Time
 }
 
 // forget drops the conversation's entry.
@@ -379,7 +381,7 @@ func (c *summaryCache) forget(key Key) { c.Delete(key) }
 // conversation holds belongs to a predecessor, whatever its CreatedAt.
 func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
 	e, ok := c.Get(key)
-	if !ok || !e.created.Equal(conv.CreatedAt) || time.Since(e.fetched) > summaryCacheTTL ||
+	if !ok || !e.created.Equal(conv.CreatedAt) || e.revision != conv.Revision || time.Since(e.fetched) > summaryCacheTTL ||
 		(e.summary != nil && e.summary.CoversSeq > conv.LastSeq) {
 		return nil, false
 	}
@@ -387,12 +389,12 @@ func (c *summaryCache) get(key Key, conv Conversation) (*Summary, bool) {
 }
 
 // put records what the store holds (read) or what this Memory just wrote.
-func (c *summaryCache) put(key Key, created time.Time, s *Summary) {
+func (c *summaryCache) put(key Key, created time.Time, revision int64, s *Summary) {
 	size := 128 + len(key.Tenant) + len(key.ID)
 	if s != nil {
 		size += len(s.Text)
 	}
-	c.Put(key, cachedSummary{created: created, summary: s, fetched: time.Now()}, size)
+	c.Put(key, cachedSummary{created: created, revision: revision, summary: s, fetched: time.Now()}, size)
 }
 
 // cachedSummary returns the conversation's summary (nil if none), from the
@@ -404,10 +406,10 @@ func (m *Memory) cachedSummary(ctx context.Context, key Key, conv Conversation) 
 	s, err := m.Summary(ctx, key)
 	switch {
 	case err == nil:
-		m.summaries.put(key, conv.CreatedAt, &s)
+		m.summaries.put(key, conv.CreatedAt, conv.Revision, &s)
 		return &s, nil
 	case errors.Is(err, ErrNotFound):
-		m.summaries.put(key, conv.CreatedAt, nil)
+		m.summaries.put(key, conv.CreatedAt, conv.Revision, nil)
 		return nil, nil
 	}
 	return nil, err

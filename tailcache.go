@@ -49,17 +49,19 @@ const maxCatchUp = 256
 // when the append's result is all there is to read, and the messages it
 // returns are the store's: see appended.)
 //
-// Stored messages change only by a rewind (a recount records another
-// tokenizer), so an entry is valid for as long as the conversation it was
-// read from: it is tied to the conversation's CreatedAt and tokenizer, and
-// checked against its LastSeq and token totals, which every append moves.
-// Memory.Rewind drops its own process's entry. The blind spots, as for the
+// Stored messages change only by a rewind or a redaction (a recount
+// records another tokenizer), and each moves the conversation's Revision
+// on, so an entry is valid for as long as the conversation it was read
+// from is at the same revision: it is tied to the conversation's
+// CreatedAt, tokenizer and Revision, and checked against its LastSeq and
+// token totals, which every append moves. Every read of the entry
+// compares them with a Conversation the store returned on the turn's own
+// path (Conversation, ConversationSince, or the append's result), so an
+// entry a rewind or redaction in another process made stale is dropped at
+// its next use, with no extra round trip. Memory.Rewind and Memory.Redact
+// drop their own process's entry at once. The blind spot, as for the
 // summary cache: a deleted and re-created conversation with the same
-// CreatedAt, at least as many messages and the same totals; and, in
-// another process, a rewind followed by appends that bring the LastSeq
-// and totals back to what the entry holds (a regenerated reply of the
-// same token count), until the entry is evicted or the conversation moves
-// on.
+// CreatedAt, at least as many messages and the same totals.
 //
 // An entry holds the system messages and a run of the newest other
 // messages long enough to answer the last query with room to spare (read
@@ -83,6 +85,7 @@ type tailEntry struct {
 	mu        sync.Mutex
 	created   time.Time
 	tokenizer string
+	revision  int64 // the conversation's Revision the entry was read at
 	lastSeq   int64
 	// tokens and systemTokens are the conversation's totals at lastSeq.
 	tokens, systemTokens int64
@@ -131,7 +134,7 @@ func (c *tailCache) get(key Key, conv Conversation) *tailEntry {
 	e := el.Value.(*tailEntry)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.dropped || !e.created.Equal(conv.CreatedAt) || e.tokenizer != conv.Tokenizer ||
+	if e.dropped || !e.created.Equal(conv.CreatedAt) || e.tokenizer != conv.Tokenizer || e.revision != conv.Revision ||
 		e.lastSeq > conv.LastSeq || conv.LastSeq-e.lastSeq > maxCatchUp ||
 		(e.lastSeq == conv.LastSeq && (e.tokens != conv.Tokens || e.systemTokens != conv.SystemTokens)) {
 		return nil
@@ -167,7 +170,7 @@ func (c *tailCache) put(key Key, conv Conversation, sys, msgs []Message, want Ta
 		return nil
 	}
 	e := &tailEntry{
-		key: key, created: conv.CreatedAt, tokenizer: conv.Tokenizer, lastSeq: conv.LastSeq,
+		key: key, created: conv.CreatedAt, tokenizer: conv.Tokenizer, revision: conv.Revision, lastSeq: conv.LastSeq,
 		tokens: conv.Tokens, systemTokens: conv.SystemTokens, want: want,
 		complete: len(msgs) > 0 && msgs[0].Seq == 1, sysRead: conv.SystemTokens > 0,
 	}
@@ -277,7 +280,7 @@ func (c *tailCache) resize(e *tailEntry) {
 // the store returned them, and takes on conv's totals; false if msgs do
 // not follow on from the entry or the totals do not add up (the entry is then stale). e.mu is held.
 func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
-	if e.dropped || !e.created.Equal(conv.CreatedAt) || e.tokenizer != conv.Tokenizer {
+	if e.dropped || !e.created.Equal(conv.CreatedAt) || e.tokenizer != conv.Tokenizer || e.revision != conv.Revision {
 		return false
 	}
 	tokens, sys := e.tokens, e.systemTokens

@@ -227,6 +227,25 @@ func (c *Client) Rewind(ctx context.Context, id string, toSeq int64, ifMatch *in
 	return out, err
 }
 
+// Redact replaces the content of message seq to remove personal data from
+// it (POST .../messages/{seq}/redact), as chatmem.Memory.Redact does: the
+// message keeps its place, its tokens are counted again, and what was
+// derived from the old text (summary, facts, index entries, vectors) is
+// dropped or redone. It returns the conversation and the message after
+// it. With ifMatch set, the redaction happens only if the conversation's
+// last seq is still *ifMatch (a 409 conflict otherwise). req.Content is
+// required.
+func (c *Client) Redact(ctx context.Context, id string, seq int64, req RedactRequest, ifMatch *int64) (RedactResponse, error) {
+	var h http.Header
+	if ifMatch != nil {
+		h = http.Header{"If-Match": {etag(*ifMatch)}}
+	}
+	var out RedactResponse
+	_, err := c.do(ctx, http.MethodPost, convPath(id, "messages/"+strconv.FormatInt(seq, 10)+"/redact"), nil, h, req, &out)
+	out.Conversation.Conversation.Key = chatmem.Key{}
+	return out, err
+}
+
 // Facts returns the conversation's current facts, ordered by key.
 func (c *Client) Facts(ctx context.Context, id string) ([]chatmem.Fact, error) {
 	return c.facts(ctx, http.MethodGet, convPath(id, "facts"), nil, nil)

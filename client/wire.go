@@ -155,3 +155,21 @@ type UserExportLine struct {
 type RewindRequest struct {
 	ToSeq *int64 `json:"to_seq"`
 }
+
+// RedactRequest is the body of POST
+// /v1/conversations/{id}/messages/{seq}/redact: the message's new content
+// (required; empty only on an assistant message with tool calls), whether
+// to clear its tool calls' names and arguments too, and an optional
+// reason, which the server logs (never the content).
+type RedactRequest struct {
+	Content        *string `json:"content"`
+	ClearToolCalls bool    `json:"clear_tool_calls,omitempty"`
+	Reason         string  `json:"reason,omitempty"`
+}
+
+// RedactResponse is the answer to a redaction: the conversation and the
+// message after it.
+type RedactResponse struct {
+	Conversation Conversation    `json:"conversation"`
+	Message      chatmem.Message `json:"message"`
+}

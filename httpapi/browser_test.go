@@ -79,7 +79,7 @@ type browserRoute struct {
 }
 
 func (env *browserEnv) request(rt route) browserRoute {
-	p := strings.NewReplacer("{id}", secretID, "{user}", browserUser, "{$}", "", "{file}", "app.js", "{item}", "msg_1").Replace(rt.Pattern)
+	p := strings.NewReplacer("{id}", secretID, "{user}", browserUser, "{$}", "", "{file}", "app.js", "{item}", "msg_1", "{seq}", "1").Replace(rt.Pattern)
 	br := browserRoute{method: rt.Method, path: p, body: routeBody(rt), header: map[string]string{headerConversation: secretID}}
 	switch {
 	case rt.Pattern == importPattern:

@@ -44,6 +44,8 @@ type (
 	FactsBody          = client.FactsBody
 	SearchRequest      = client.SearchRequest
 	RewindRequest      = client.RewindRequest
+	RedactRequest      = client.RedactRequest
+	RedactResponse     = client.RedactResponse
 	SearchHit          = client.SearchHit
 	SearchResponse     = client.SearchResponse
 	UserList           = client.UserList

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/chatmem/chatmem"
@@ -453,16 +454,65 @@ func (s *Server) getConversationItem(c *call) error {
 	return nil
 }
 
-// errItemDelete answers the deletion of an item: chatmem's history is
-// append-only, and no rewind keeps its invariants (sequence numbers,
-// summaries, facts drawn from the item) yet.
-var errItemDelete = fmt.Errorf("%w: deleting a single item is not supported: chatmem's conversations are append-only; delete the conversation instead", chatmem.ErrInvalid)
-
-// deleteConversationItem is DELETE /openai/v1/conversations/{id}/items/{item}:
-// refused (errItemDelete) once the item is found.
+// deleteConversationItem is DELETE /openai/v1/conversations/{id}/items/{item}.
+// The last item goes by a rewind of the conversation to the message before
+// the one holding it (chatmem.Memory.Rewind, conditional on the last seq
+// read here: a concurrent append makes it 409), with everything derived
+// from it (summary, facts, index entries, vectors), and the answer is the
+// conversation, as OpenAI answers. Any other item is refused with a 400
+// that says why (errItemDelete): chatmem's messages are numbered densely
+// and summaries, facts and receipts refer to those numbers, so a message
+// in the middle cannot go; its text can (redaction). So is an item that
+// shares its message with others (an assistant message's text and
+// function calls are one message), and the last item when a metadata
+// update was stored after it (the rewind would undo the update).
 func (s *Server) deleteConversationItem(c *call) error {
-	if _, _, err := s.conversationItem(c); err != nil {
+	ctx := c.r.Context()
+	key, it, err := s.conversationItem(c)
+	if err != nil {
 		return err
 	}
-	return errItemDelete
+	_, conv, md, err := s.openAIConversation(ctx, c)
+	if err != nil {
+		return err
+	}
+	seq, _ := itemSeq(it.id)
+	if seq != conv.LastSeq {
+		after, err := s.mem.Messages(ctx, key, seq, int(min(conv.LastSeq-seq, 2)))
+		if err != nil {
+			return err
+		}
+		if len(after) > 0 && hidden(after[0]) {
+			return fmt.Errorf("%w: deleting item %q is not supported: the conversation's metadata was updated after it, and removing the item would undo that update", chatmem.ErrInvalid, it.id)
+		}
+		return errItemDelete(key.ID, it.id, seq)
+	}
+	msgs, err := s.mem.Messages(ctx, key, seq-1, 1)
+	if err != nil {
+		return err
+	}
+	if len(msgs) != 1 {
+		return fmt.Errorf("%w: item %q changed while it was deleted", chatmem.ErrConflict, it.id)
+	}
+	if items := messageItems(msgs[0]); len(items) != 1 {
+		ids := make([]string, len(items))
+		for i, o := range items {
+			ids[i] = o.id
+		}
+		return fmt.Errorf("%w: deleting item %q alone is not supported: it is stored in one message with the items %s, which can only be deleted together (delete them from the last one back, or redact the message: POST /v1/conversations/%s/messages/%d/redact)", chatmem.ErrInvalid, it.id, strings.Join(ids, ", "), key.ID, seq)
+	}
+	last := conv.LastSeq
+	if _, err := s.mem.Rewind(ctx, key, seq-1, chatmem.RewindOptions{ExpectedLastSeq: &last}); err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, conversationObject{ID: key.ID, Object: "conversation", CreatedAt: conv.CreatedAt.Unix(), Metadata: md})
+	return nil
+}
+
+// errItemDelete is the refusal of the deletion of an item that is not the
+// last one.
+func errItemDelete(conv, item string, seq int64) error {
+	return fmt.Errorf("%w: deleting item %q is not supported: only the last item of a conversation can be deleted "+
+		"(chatmem numbers a conversation's messages densely, and its summaries and facts refer to those numbers); "+
+		"delete the items after it first, or remove its text with POST /v1/conversations/%s/messages/%d/redact", chatmem.ErrInvalid, item, conv, seq)
 }

@@ -58,6 +58,7 @@ var routes = []route{
 	{"GET", "/v1/conversations/{id}/messages", true, (*Server).listMessages, false},
 	{"GET", "/v1/conversations/{id}/context", true, (*Server).getContext, false},
 	{"POST", "/v1/conversations/{id}/turn", true, (*Server).turn, false},
+	{"POST", "/v1/conversations/{id}/messages/{seq}/redact", true, (*Server).redactMessage, false},
 	{"POST", "/v1/conversations/{id}/rewind", true, (*Server).rewindConversation, false},
 	{"GET", "/v1/conversations/{id}/facts", true, (*Server).getFacts, false},
 	{"PATCH", "/v1/conversations/{id}/facts", true, (*Server).patchFacts, false},

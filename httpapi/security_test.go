@@ -121,6 +121,8 @@ func routeBody(rt route) string {
 		return `{"query":"card"}`
 	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/rewind"):
 		return `{"to_seq":0}`
+	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/redact"):
+		return `{"content":"globex was here"}`
 	case rt.Pattern == "/v1/chat/completions", rt.Pattern == openAIPrefix+"/chat/completions":
 		return `{"model":"m","messages":[{"role":"user","content":"what is my card?"}]}`
 	case rt.Method == http.MethodPost && strings.HasSuffix(rt.Pattern, "/items"):
@@ -137,6 +139,7 @@ func routeBody(rt route) string {
 // with the query a route needs to get as far as reading the conversation.
 func routePath(rt route, id string) string {
 	p := strings.Replace(rt.Pattern, "{id}", id, 1)
+	p = strings.Replace(p, "{seq}", "1", 1)
 	if strings.HasSuffix(rt.Pattern, "/context") {
 		p += "?policy=all"
 	}

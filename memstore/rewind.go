@@ -50,6 +50,7 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 		c.meta.Turns = c.users[n-1]
 	}
 	c.meta.LastSeq = toSeq
+	c.meta.Revision++
 	c.meta.UpdatedAt = time.Now()
 
 	c.index.mu.Lock()

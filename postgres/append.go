@@ -164,7 +164,7 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 	var num int64 // names the conversation in message_terms
 	err := tx.QueryRow(ctx, s.q.lockConversation, key.Tenant, key.ID, opts.Tokenizer, now, opts.User).Scan(
 		&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
-		&conv.CreatedAt, &conv.UpdatedAt, &expires, &num, &conv.User)
+		&conv.CreatedAt, &conv.UpdatedAt, &expires, &num, &conv.User, &conv.Revision)
 	if err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
@@ -293,7 +293,7 @@ func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, o
 		opts.ExpectedTokenizer, opts.User, added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
 		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata}
 	dest := []any{&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
-		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User}
+		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User, &conv.Revision}
 	var err error
 	if q == nil {
 		err = s.pool.QueryRow(ctx, s.q.appendExisting, args...).Scan(dest...)

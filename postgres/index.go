@@ -57,6 +57,7 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 		created  time.Time
 		conv     int64 // the row's num
 		mark, hi int64
+		rev      int64 // the row's revision
 		r        nullMessageRow
 		found    bool
 		terms    []string
@@ -65,7 +66,7 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 		last     int64
 		read     int // messages
 	)
-	dest := append([]any{&conv, &created, &mark, &hi}, r.dest()...)
+	dest := append([]any{&conv, &created, &mark, &hi, &rev}, r.dest()...)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
@@ -99,9 +100,9 @@ func (s *Store) indexStep(ctx context.Context, key chatmem.Key) (done bool, _ er
 		return true, nil // nothing past the watermark
 	}
 	var num int64
-	err = s.pool.QueryRow(ctx, s.q.indexWrite, key.Tenant, key.ID, created, last, terms, seqs, ats, conv).Scan(&num)
+	err = s.pool.QueryRow(ctx, s.q.indexWrite, key.Tenant, key.ID, created, last, terms, seqs, ats, conv, rev).Scan(&num)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return true, nil // deleted or started afresh since the read
+		return true, nil // deleted, started afresh or rewritten since the read
 	}
 	if err != nil {
 		return false, err

@@ -37,7 +37,7 @@ INSERT INTO {s}.conversations AS c (tenant, id, tokenizer, created_at, updated_a
 VALUES ($1, $2, $3, $4, $4, NULLIF($5, ''))
 ON CONFLICT (tenant, id) DO UPDATE SET last_seq = c.last_seq
 RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at, c.num,
-          COALESCE(c.user_id, '')`),
+          COALESCE(c.user_id, ''), c.revision`),
 
 		// updateConversation writes the row's totals after an append in
 		// Append's transaction; $12 is the last seq before the append (0
@@ -52,7 +52,7 @@ SET tokenizer = $3, last_seq = $4, tokens = $5, system_tokens = $6, turns = $7,
 WHERE tenant = $1 AND id = $2`),
 
 		conversation: q(`
-SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, COALESCE(user_id, '')
+SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, COALESCE(user_id, ''), revision
 FROM {s}.conversations
 WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
 
@@ -68,7 +68,7 @@ WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)`),
 		// range returns them. ConversationSince checks the order anyway.
 		conversationSince: q(`
 SELECT c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at,
-       COALESCE(c.user_id, ''), ` + messageColumns + `
+       COALESCE(c.user_id, ''), c.revision, ` + messageColumns + `
 FROM {s}.conversations c
 LEFT JOIN LATERAL (SELECT ` + messageColumns + `
                    FROM {s}.messages m
@@ -78,7 +78,7 @@ LEFT JOIN LATERAL (SELECT ` + messageColumns + `
 WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3)`),
 
 		list: q(`
-SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, COALESCE(user_id, '')
+SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, COALESCE(user_id, ''), revision
 FROM {s}.conversations
 WHERE tenant = $1 AND id > $2 AND (expires_at IS NULL OR expires_at > $3)
 ORDER BY id
@@ -123,7 +123,7 @@ WITH c AS (
       AND (c.expires_at IS NULL OR c.expires_at > $4)
       AND ($6 = '' OR c.tokenizer = $6) AND ($7 = '' OR c.user_id = $7)
     RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at,
-              COALESCE(c.user_id, '') AS user_id
+              COALESCE(c.user_id, '') AS user_id, c.revision
 ), m AS (
     INSERT INTO {s}.messages
         (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
@@ -133,7 +133,7 @@ WITH c AS (
                    $20::bigint[], $16::bigint[], $17::bigint[], $21::timestamptz[], $22::text[])
          AS u (seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
 )
-SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id FROM c`),
+SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id, revision FROM c`),
 
 		// indexRead reads what IndexPending indexes next, in one snapshot:
 		// the live conversation's row (its generation, num and created_at; its
@@ -141,7 +141,7 @@ SELECT tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at
 		// $4 of its messages past the watermark, as conversationSince
 		// does (one row with NULL message columns when there are none).
 		indexRead: q(`
-SELECT c.num, c.created_at, c.terms_seq, c.last_seq, ` + messageColumns + `
+SELECT c.num, c.created_at, c.terms_seq, c.last_seq, c.revision, ` + messageColumns + `
 FROM {s}.conversations c
 LEFT JOIN LATERAL (SELECT ` + messageColumns + `
                    FROM {s}.messages m
@@ -157,13 +157,14 @@ WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3
 		// lock: if the conversation was deleted or started afresh since
 		// indexRead (its messages are others; a conversation deleted and
 		// imported again keeps its created_at but gets a new number), it
-		// writes nothing and returns no row.
+		// writes nothing and returns no row; nor if a rewind or a
+		// redaction changed its messages since (its revision, $9).
 		// Postings written twice (two processes indexing at once) are
 		// written once.
 		indexWrite: q(`
 WITH c AS (
     UPDATE {s}.conversations c SET terms_seq = GREATEST(c.terms_seq, $4)
-    WHERE c.tenant = $1 AND c.id = $2 AND c.created_at = $3 AND c.num = $8
+    WHERE c.tenant = $1 AND c.id = $2 AND c.created_at = $3 AND c.num = $8 AND c.revision = $9
     RETURNING c.num, COALESCE(c.user_id, '') AS user_id
 ), p AS (
     INSERT INTO {s}.message_terms (conv, term, seq, usr, at)

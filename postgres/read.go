@@ -21,7 +21,7 @@ func (s *Store) Conversation(ctx context.Context, key chatmem.Key) (chatmem.Conv
 	c := chatmem.Conversation{Key: key}
 	var expires *time.Time
 	err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(
-		&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires, &c.User)
+		&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires, &c.User, &c.Revision)
 	if err != nil {
 		return chatmem.Conversation{}, wrap(ctx, op, err)
 	}
@@ -59,7 +59,7 @@ func (s *Store) page(ctx context.Context, op, tenant string, page chatmem.PageRe
 		c := chatmem.Conversation{Key: chatmem.Key{Tenant: tenant}}
 		var expires *time.Time
 		if err := rows.Scan(&c.Key.ID, &c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns,
-			&c.CreatedAt, &c.UpdatedAt, &expires, &c.User); err != nil {
+			&c.CreatedAt, &c.UpdatedAt, &expires, &c.User, &c.Revision); err != nil {
 			return chatmem.Page{}, wrap(ctx, op, err)
 		}
 		if expires != nil {
@@ -137,7 +137,7 @@ func (s *Store) ConversationSince(ctx context.Context, key chatmem.Key, after in
 	)
 	// Every row repeats the conversation's columns: the first row's are
 	// scanned, the others' skipped (nil targets).
-	conv := []any{&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires, &c.User}
+	conv := []any{&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires, &c.User, &c.Revision}
 	dest := append(conv, r.dest()...)
 	found := false
 	msgs := []chatmem.Message{}
@@ -222,7 +222,7 @@ func (s *Store) none(ctx context.Context, op string, key chatmem.Key) ([]chatmem
 // wraps chatmem.ErrNotFound otherwise.
 func (s *Store) live(ctx context.Context, op string, key chatmem.Key) error {
 	var seq int64
-	if err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(nil, &seq, nil, nil, nil, nil, nil, nil, nil); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.conversation, key.Tenant, key.ID, s.now()).Scan(nil, &seq, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
 		return wrap(ctx, op, err)
 	}
 	return nil

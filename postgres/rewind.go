@@ -34,14 +34,14 @@ FOR NO KEY UPDATE`),
 		// The totals from the rows of the messages kept: the last one's
 		// cum and turn, the system messages' tokens.
 		update: q(`
-UPDATE {s}.conversations SET last_seq = @to, updated_at = @now,
+UPDATE {s}.conversations SET last_seq = @to, updated_at = @now, revision = revision + 1,
     tokens = COALESCE((SELECT cum FROM {s}.messages WHERE tenant = @tenant AND conv_id = @id AND seq = @to), 0),
     turns = COALESCE((SELECT turn FROM {s}.messages WHERE tenant = @tenant AND conv_id = @id AND seq = @to), 0),
     system_tokens = system_tokens - COALESCE((SELECT sum(tokens) FROM {s}.messages
         WHERE tenant = @tenant AND conv_id = @id AND role = 'system' AND seq > @to), 0),
     fact_seq = LEAST(fact_seq, @to), terms_seq = LEAST(terms_seq, @to)
 WHERE tenant = @tenant AND id = @id AND num = @num
-RETURNING tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, COALESCE(user_id, '')`),
+RETURNING tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, COALESCE(user_id, ''), revision`),
 		deletes: []string{
 			q(`DELETE FROM {s}.messages WHERE tenant = @tenant AND conv_id = @id AND seq > @to`),
 			// An append's key goes if the append stored any rewound message.
@@ -120,7 +120,7 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 func scanConversation(key chatmem.Key, row pgx.Row) (chatmem.Conversation, error) {
 	c := chatmem.Conversation{Key: key}
 	var expires *time.Time
-	if err := row.Scan(&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires, &c.User); err != nil {
+	if err := row.Scan(&c.Tokenizer, &c.LastSeq, &c.Tokens, &c.SystemTokens, &c.Turns, &c.CreatedAt, &c.UpdatedAt, &expires, &c.User, &c.Revision); err != nil {
 		return chatmem.Conversation{}, err
 	}
 	if expires != nil {

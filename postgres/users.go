@@ -33,7 +33,7 @@ func buildUserQueries(schema string) userQueries {
 		// page lists the user's ($5) live conversations with IDs after
 		// $2, along conversations_user.
 		page: q(`
-SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id
+SELECT id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id, revision
 FROM {s}.conversations
 WHERE tenant = $1 AND user_id = $5 AND id > $2 AND (expires_at IS NULL OR expires_at > $3)
 ORDER BY id

@@ -29,7 +29,7 @@ var _ chatmem.Rewinder = (*Store)(nil)
 var rewindScript = newScript(luaPrelude + luaPruneFacts + `
 local meta, msgs, cum, users, sys, idem, summary, facts, hist, terms = unpack(KEYS, 1, 10)
 local now, to, expected, gen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'system_tokens', 'ixseq', 'indexed', 'backfilled', 'fact_seq')
+local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'system_tokens', 'ixseq', 'indexed', 'backfilled', 'fact_seq', 'rev')
 if not m[1] or expired(m[2], now) then return {-1} end
 local last = tonumber(m[1])
 if last ~= expected then return {0, last} end
@@ -86,7 +86,8 @@ local seqs = string.format('%d', to)
 redis.call('HDEL', meta, 'indexed', 'backfilled')
 redis.call('HSET', meta, 'last_seq', seqs, 'tokens', string.format('%d', tokens),
   'system_tokens', string.format('%d', systemTokens), 'turns', redis.call('LLEN', users),
-  'updated_at', now, 'gen', gen, 'ixseq', string.format('%d', mark), 'fact_seq', string.format('%d', fseq))
+  'updated_at', now, 'gen', gen, 'ixseq', string.format('%d', mark), 'fact_seq', string.format('%d', fseq),
+  'rev', string.format('%d', (tonumber(m[8]) or 0) + 1))
 return {2, redis.call('HGETALL', meta)}
 `)
 

@@ -245,7 +245,7 @@ local user, userHash, epoch = ARGV[9], ARGV[10], tonumber(ARGV[11])
 local tailTokens, tailTurns, tailRead = tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[14]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
-  'ixseq', 'created_at', 'gen')
+  'ixseq', 'created_at', 'gen', 'rev')
 local last = tonumber(m[1])
 local exp = m[2]
 if last and expired(exp, now) then
@@ -295,8 +295,9 @@ if last and user ~= '' and (m[7] or '') ~= user then
 end
 
 local tokens, systemTokens, turns = 0, 0, 0
-local convTokenizer, convUser, created, convGen = tokenizer, user, now, gen
+local convTokenizer, convUser, created, convGen, convRev = tokenizer, user, now, gen, 0
 if last then
+  convRev = tonumber(m[11]) or 0
   tokens, systemTokens, turns = tonumber(m[3]), tonumber(m[4]), tonumber(m[5])
   convTokenizer, convUser, created, convGen = m[6] or '', m[7] or '', m[9] or '', m[10] or ''
   if not m[8] then
@@ -364,14 +365,14 @@ end
 -- meta as it is now, the fields parseMeta reads and gen (for the user
 -- index), by position (see appendMeta): no HGETALL, and no field names
 -- for Lua to make strings of. Numbers go as integers.
-local reply = {1, first, convTokenizer, convUser, last, tokens, systemTokens, turns, created, now, exp, convGen}
+local reply = {1, first, convTokenizer, convUser, last, tokens, systemTokens, turns, created, now, exp, convGen, convRev}
 if tailTokens > 0 or tailTurns > 0 then
   -- AppendTail: the reads of System and Tail, in the append's snapshot.
   local start = tailStart(cum, users, last, tokens, tailTokens, tailTurns)
-  reply[13] = redis.call('LRANGE', sys, 0, -1)
-  reply[14] = start
+  reply[14] = redis.call('LRANGE', sys, 0, -1)
+  reply[15] = start
   if tailRead == '1' then
-    reply[15] = redis.call('LRANGE', msgs, start - 1, last - 1)
+    reply[16] = redis.call('LRANGE', msgs, start - 1, last - 1)
   end
 end
 return reply

@@ -89,10 +89,11 @@ type searchMeta struct {
 	expires time.Time
 	gen     string
 	mark    int64 // the index's watermark (see indexMark)
+	rev     string
 }
 
 // metaFields are the fields readSearchMeta parses, in its order.
-var metaFields = []string{"last_seq", "expires_at", "gen", "ixseq", "indexed", "backfilled"}
+var metaFields = []string{"last_seq", "expires_at", "gen", "ixseq", "indexed", "backfilled", "rev"}
 
 func readSearchMeta(v []any) searchMeta {
 	var m searchMeta
@@ -114,6 +115,7 @@ func readSearchMeta(v []any) searchMeta {
 		m.expires = time.Unix(0, n)
 	}
 	m.gen, _ = str(2)
+	m.rev, _ = str(6)
 	// As the scripts' indexMark: ixseq, else what an earlier version kept.
 	if _, ok := str(3); ok {
 		m.mark = num(3)
@@ -232,9 +234,11 @@ func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) (
 // read from. It is where a message's terms go into the index: every
 // message is indexed by it, once its append returned.
 //
-// KEYS: meta, terms. ARGV: gen, the first and the last seq of the batch,
-// then per message: its seq, the number of its terms and the terms. It
-// replies -1 if the conversation is gone or has another gen, 0 if the
+// KEYS: meta, terms. ARGV: gen, rev (the revision the batch was read at,
+// empty for 0), the first and the last seq of the batch, then per
+// message: its seq, the number of its terms and the terms. It replies -1
+// if the conversation is gone or has another gen or revision (a
+// redaction changed a message since the read), 0 if the
 // index is up to date (by this batch, or before), and else the
 // conversation's last seq: the caller goes on to there. Indexing is
 // idempotent (a ZADD of a seq that is there changes nothing), so batches
@@ -244,14 +248,14 @@ func (s *Store) MessagesAt(ctx context.Context, key chatmem.Key, seqs []int64) (
 // to live), as keepTerms has it.
 var indexScript = newScript(luaPrelude + `
 local meta, terms = KEYS[1], KEYS[2]
-local m = redis.call('HMGET', meta, 'last_seq', 'gen', 'ixseq', 'indexed', 'backfilled')
-if not m[1] or (m[2] or '') ~= ARGV[1] then return -1 end
+local m = redis.call('HMGET', meta, 'last_seq', 'gen', 'ixseq', 'indexed', 'backfilled', 'rev')
+if not m[1] or (m[2] or '') ~= ARGV[1] or (m[6] or '') ~= ARGV[2] then return -1 end
 local last = tonumber(m[1])
 local mark = indexMark(last, m[3], m[4], m[5])
-local from, to = tonumber(ARGV[2]), tonumber(ARGV[3])
+local from, to = tonumber(ARGV[3]), tonumber(ARGV[4])
 if to > mark and from <= mark + 1 then
   local postings, order = {}, {}
-  local i = 4
+  local i = 5
   while i <= #ARGV do
     local seq, nterms = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
     if seq > mark then
@@ -306,7 +310,7 @@ func (s *Store) IndexPending(ctx context.Context, key chatmem.Key) error {
 	from, hi := meta.mark+1, meta.last
 	for from <= hi {
 		to := min(from+indexBatch-1, hi)
-		args := []any{meta.gen, from, to}
+		args := []any{meta.gen, meta.rev, from, to}
 		list, err := s.client.LRange(ctx, keys[1], from-1, to-1).Result()
 		if err != nil {
 			return fmt.Errorf("redis: index %s: %w", key, wrap(ctx, err))

@@ -252,7 +252,7 @@ func TestBackfill(t *testing.T) {
 	// conversation.
 	unindex(t, s, key)
 	indexKeys := []string{s.metaKey(key), s.convKeys(key)[kTerms]}
-	reply, err := s.run(ctx, indexScript, indexKeys, "not-the-gen", 1, 1, 1, 1, "x")
+	reply, err := s.run(ctx, indexScript, indexKeys, "not-the-gen", "", 1, 1, 1, 1, "x")
 	if err != nil || reply != int64(-1) {
 		t.Errorf("index script with another gen = %v, %v; want -1", reply, err)
 	}
@@ -263,7 +263,7 @@ func TestBackfill(t *testing.T) {
 	// replica, say) moves the watermark to its end only: the script names
 	// the last seq to go on to.
 	gen := s.client.HGet(ctx, s.metaKey(key), "gen").Val()
-	reply, err = s.run(ctx, indexScript, indexKeys, gen, 1, 1, 1, 1, "x")
+	reply, err = s.run(ctx, indexScript, indexKeys, gen, "", 1, 1, 1, 1, "x")
 	if err != nil || reply != int64(n+1) {
 		t.Errorf("index script for seq 1 of %d = %v, %v; want %d", n+1, reply, err, n+1)
 	}
@@ -271,7 +271,7 @@ func TestBackfill(t *testing.T) {
 		t.Errorf("ixseq after a partial batch = %q, want 1", got)
 	}
 	// A batch that starts past the watermark leaves a gap: refused.
-	reply, err = s.run(ctx, indexScript, indexKeys, gen, 3, 3, 3, 1, "y")
+	reply, err = s.run(ctx, indexScript, indexKeys, gen, "", 3, 3, 3, 1, "y")
 	if err != nil || reply != int64(n+1) || s.client.Exists(ctx, s.termKey(key, "y")).Val() != 0 {
 		t.Errorf("index script for a batch past the watermark = %v, %v, indexed %d; want %d, nothing indexed", reply, err, s.client.Exists(ctx, s.termKey(key, "y")).Val(), n+1)
 	}

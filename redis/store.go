@@ -625,8 +625,8 @@ func parseTailRead(conv chatmem.Conversation, gen string, f []any) (chatmem.Tail
 // appendMeta parses the meta fields of the append script's reply after
 // it appended, by position: tokenizer, user, last_seq, tokens,
 // system_tokens, turns (integers), created_at, updated_at, expires_at
-// (Unix nanoseconds in decimal, "0" for none) and gen, which may be
-// followed by other fields (an AppendTail's reads). It returns the
+// (Unix nanoseconds in decimal, "0" for none), gen and rev (an integer),
+// which may be followed by other fields (an AppendTail's reads). It returns the
 // conversation they describe and gen.
 func appendMeta(key chatmem.Key, f []any) (chatmem.Conversation, string, error) {
 	if len(f) < appendMetaFields {
@@ -653,6 +653,7 @@ func appendMeta(key chatmem.Key, f []any) (chatmem.Conversation, string, error) 
 	}
 	gen, ok9 := f[9].(string)
 	ok[9] = ok9
+	conv.Revision, ok[10] = f[10].(int64)
 	for i, good := range ok {
 		if !good {
 			return chatmem.Conversation{}, "", fmt.Errorf("meta field %d is %T", i, f[i])
@@ -662,7 +663,7 @@ func appendMeta(key chatmem.Key, f []any) (chatmem.Conversation, string, error) 
 }
 
 // appendMetaFields is the number of meta fields in the append script's reply.
-const appendMetaFields = 10
+const appendMetaFields = 11
 
 // parseMeta turns a meta hash, as HGETALL's flat field-value list inside a
 // script reply (values strings or integers) or as a map, into a
@@ -712,6 +713,7 @@ func parseMeta(key chatmem.Key, v any) (chatmem.Conversation, error) {
 		CreatedAt:    at("created_at"),
 		UpdatedAt:    at("updated_at"),
 		ExpiresAt:    at("expires_at"),
+		Revision:     num("rev"),
 	}
 	return conv, err
 }

@@ -7,7 +7,11 @@ package sqlite
 // search, never a scan of a table.
 
 // conversationCols are the columns scanConversation reads, in its order.
-const conversationCols = `tenant, id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id`
+const conversationCols = `tenant, id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id, revision`
+
+// insertCols are the columns insertConversation writes: a new
+// conversation's revision is 0.
+const insertCols = `tenant, id, tokenizer, last_seq, tokens, system_tokens, turns, created_at, updated_at, expires_at, user_id`
 
 // liveCond holds for the conversations not expired at the time bound to ?3.
 const liveCond = `(expires_at IS NULL OR expires_at > ?3)`
@@ -32,7 +36,7 @@ const (
 	selectAppendConversation = `SELECT ` + conversationCols + `, num FROM conversations WHERE tenant = ?1 AND id = ?2`
 
 	// insertConversation creates a conversation with number ?12.
-	insertConversation = `INSERT INTO conversations (` + conversationCols + `, num)
+	insertConversation = `INSERT INTO conversations (` + insertCols + `, num)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)`
 
 	// updateConversation stores an existing conversation's new totals; its
@@ -87,7 +91,7 @@ const (
 	// (of c), then messageCols (of m); the subquery is the range of
 	// selectRange.
 	selectConversationSince = `SELECT c.tenant, c.id, c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns,
-		c.created_at, c.updated_at, c.expires_at, c.user_id,
+		c.created_at, c.updated_at, c.expires_at, c.user_id, c.revision,
 		m.seq, m.role, m.content, m.name, m.tool_calls, m.tool_call_id, m.tokens, m.created_at, m.metadata
 		FROM conversations c LEFT JOIN (SELECT ` + messageCols + ` FROM messages
 			WHERE tenant = ?1 AND conv_id = ?2 AND seq > ?4 ORDER BY seq LIMIT ?5) m ON 1

@@ -16,7 +16,7 @@ var _ chatmem.Rewinder = (*Store)(nil)
 var rewindStatements = []string{
 	// The totals first, from the rows of the messages kept: the last
 	// one's tokens_before and turn, the system messages' tokens.
-	`UPDATE conversations SET last_seq = ?3, updated_at = ?5,
+	`UPDATE conversations SET last_seq = ?3, updated_at = ?5, revision = revision + 1,
 		tokens = ifnull((SELECT tokens_before + CASE role WHEN 'system' THEN 0 ELSE tokens END
 			FROM messages WHERE tenant = ?1 AND conv_id = ?2 AND seq = ?3), 0),
 		turns = ifnull((SELECT turn FROM messages WHERE tenant = ?1 AND conv_id = ?2 AND seq = ?3), 0),

@@ -60,7 +60,7 @@ type conversationRow struct {
 // dest returns the scan targets of conversationCols, in their order.
 func (r *conversationRow) dest() []any {
 	return []any{&r.c.Key.Tenant, &r.c.Key.ID, &r.c.Tokenizer, &r.c.LastSeq, &r.c.Tokens, &r.c.SystemTokens, &r.c.Turns,
-		&r.created, &r.updated, &r.expires, &r.user}
+		&r.created, &r.updated, &r.expires, &r.user, &r.c.Revision}
 }
 
 // conversation returns the conversation scanned into r, with its times.

@@ -228,3 +228,35 @@ func RewindConflict(key chatmem.Key, last, expectedLastSeq int64) error {
 	}
 	return fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, expectedLastSeq)
 }
+
+// CheckRedact checks the arguments of chatmem.Redactor.Redact before
+// anything is read: a bad key, a seq outside 1..ExpectedLastSeq or
+// negative tokens wrap chatmem.ErrInvalid.
+func CheckRedact(key chatmem.Key, r chatmem.Redaction) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case r.Seq < 1 || r.Seq > r.ExpectedLastSeq:
+		return fmt.Errorf("%w: no message %d to redact in a conversation at seq %d", chatmem.ErrInvalid, r.Seq, r.ExpectedLastSeq)
+	case r.Tokens < 0:
+		return fmt.Errorf("%w: redacted message %d has %d tokens", chatmem.ErrInvalid, r.Seq, r.Tokens)
+	case r.ExpectedRevision < 0:
+		return fmt.Errorf("%w: revision %d", chatmem.ErrInvalid, r.ExpectedRevision)
+	}
+	return nil
+}
+
+// RedactConflict returns the error of a redaction whose conversation is
+// at seq last and revision rev, not at the expected ones (nil if it is):
+// it wraps chatmem.ErrConflict. A store calls it inside its transaction
+// with what it read.
+func RedactConflict(key chatmem.Key, last, rev int64, r chatmem.Redaction) error {
+	if last != r.ExpectedLastSeq {
+		return fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, r.ExpectedLastSeq)
+	}
+	if rev != r.ExpectedRevision {
+		return fmt.Errorf("%w: conversation %s was rewritten (revision %d, not %d)", chatmem.ErrConflict, key, rev, r.ExpectedRevision)
+	}
+	return nil
+}

@@ -105,6 +105,8 @@ func wantConversation(t *testing.T, what string, got, want chatmem.Conversation)
 		t.Errorf("%s: UpdatedAt = %v, want %v", what, got.UpdatedAt, want.UpdatedAt)
 	case !got.ExpiresAt.Equal(want.ExpiresAt):
 		t.Errorf("%s: ExpiresAt = %v, want %v", what, got.ExpiresAt, want.ExpiresAt)
+	case got.Revision != want.Revision:
+		t.Errorf("%s: Revision = %d, want %d", what, got.Revision, want.Revision)
 	}
 }
 

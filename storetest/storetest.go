@@ -103,6 +103,7 @@ var tests = []subtest{
 	{"Lease", testLeases},
 	{"Recount", testRecounts},
 	{"Rewind", testRewinds},
+	{"Redact", testRedactions},
 	{"Security", testSecurity},
 	{"Search", testSearch},
 	{"Vectors", testVectors},

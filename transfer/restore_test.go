@@ -145,6 +145,13 @@ func (k *killingStore) Rewind(ctx context.Context, key chatmem.Key, toSeq, expec
 	return k.Store.(chatmem.Rewinder).Rewind(ctx, key, toSeq, expectedLastSeq)
 }
 
+func (k *killingStore) Redact(ctx context.Context, key chatmem.Key, r chatmem.Redaction) (chatmem.Conversation, chatmem.Message, error) {
+	if err := k.write("Redact"); err != nil {
+		return chatmem.Conversation{}, chatmem.Message{}, err
+	}
+	return k.Store.(chatmem.Redactor).Redact(ctx, key, r)
+}
+
 // TestImportResumesAfterAnyWrite kills an import after each of its
 // writes in turn (the messages' appends, the summary, the facts, the
 // user's facts, and under replace the deletion of the stored
