@@ -2,6 +2,7 @@ package chatmem
 
 import (
 	"context"
+	"errors"
 	"strconv"
 )
 
@@ -70,7 +71,13 @@ func (m *Memory) tracedContext(ctx context.Context, key Key, p Policy, opts Cont
 	ctx, sp := m.tracer.Start(ctx, "chatmem.context", SpanInternal)
 	w, err := m.contextSteps(ctx, key, p, opts, known)
 	sp.SetAttributes(assemblyAttrs(key, p, opts, known != nil, w, err)...)
-	sp.End(err)
+	failed := err
+	if errors.Is(err, ErrNotFound) {
+		// No such conversation (yet): an answer, not a failure.
+		sp.SetAttributes(Attr{"chatmem.context.outcome", "not_found"})
+		failed = nil
+	}
+	sp.End(failed)
 	return w, err
 }
 
