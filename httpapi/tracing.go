@@ -84,6 +84,10 @@ func endRequest(sp chatmem.Span, r *http.Request, info *reqInfo, status int) {
 	sp.End(err)
 }
 
+// ErrorType is the upstream's status, the error.type of the span of the
+// call that got it.
+func (e *upstreamError) ErrorType() string { return strconv.Itoa(e.status) }
+
 // errStatus is the error a failed request's span records when the
 // handler left none.
 type errStatus int

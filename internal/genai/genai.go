@@ -166,10 +166,14 @@ func Inject(ctx context.Context, t chatmem.Tracer, set func(key, value string)) 
 	}
 }
 
-// errorType is error.type for a failed call: the chatmem class of err, or
-// "_OTHER".
+// errorType is error.type for a failed call: what err says of itself
+// (an error with an ErrorType method, such as an HTTP status), else the
+// chatmem class of err, else "_OTHER".
 func errorType(err error) string {
+	var typed interface{ ErrorType() string }
 	switch {
+	case errors.As(err, &typed):
+		return typed.ErrorType()
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):
