@@ -81,6 +81,14 @@ func (m *Memory) Context(ctx context.Context, key Key, p Policy, opts ContextOpt
 // complete the window (lastTurn, then recallInto) and account for what it
 // left out (account).
 func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOptions, known *Conversation) (Window, error) {
+	if m.tracer != nil {
+		return m.tracedContext(ctx, key, p, opts, known)
+	}
+	return m.contextSteps(ctx, key, p, opts, known)
+}
+
+// contextSteps is context's steps, untraced.
+func (m *Memory) contextSteps(ctx context.Context, key Key, p Policy, opts ContextOptions, known *Conversation) (Window, error) {
 	if err := key.Validate(); err != nil {
 		return Window{}, err
 	}

@@ -63,6 +63,10 @@ type Options struct {
 	// Context). Zero means DefaultTailCacheBytes (32 MiB); negative turns
 	// the cache off, and every turn reads its window from the store.
 	TailCacheBytes int64
+	// Tracer, if set, traces the context assembly (a span with what the
+	// window holds: see assemblyAttrs) and every call to the store. Nil
+	// (the default) traces nothing, at no cost.
+	Tracer Tracer
 }
 
 // SummaryOptions tune the rolling summary. The zero value means the
@@ -125,8 +129,12 @@ func (o SummaryOptions) withDefaults() SummaryOptions {
 // they are appended, and assembles each turn's context under a Policy with
 // one bounded read from the Store. It is safe for concurrent use.
 type Memory struct {
+	// store is the store, traced when Options.Tracer is set; raw is the
+	// store as New got it, which Store hands out.
 	store      Store
+	raw        Store
 	caps       capabilities // store's optional interfaces
+	tracer     Tracer       // nil: no tracing
 	counter    Counter
 	counters   func(string) (Counter, error)
 	limits     Limits
@@ -162,6 +170,12 @@ func New(store Store, opts Options) (*Memory, error) {
 	m.caps = capabilitiesOf(store)
 	if err := m.caps.check(opts); err != nil {
 		return nil, err
+	}
+	m.raw = store
+	if opts.Tracer != nil {
+		m.tracer = opts.Tracer
+		m.store = tracedStore{store, opts.Tracer}
+		m.caps = m.caps.traced(opts.Tracer)
 	}
 	m.worker.init(max(opts.QueueSize, 0), opts.Workers)
 	m.tails.init(opts.TailCacheBytes)
@@ -201,7 +215,7 @@ func (m *Memory) boundCaches() {
 // Store returns the store Memory reads and writes. Delete a conversation
 // or a user through Memory (Delete, DeleteUser), which also drops what it
 // keeps of them between turns.
-func (m *Memory) Store() Store { return m.store }
+func (m *Memory) Store() Store { return m.raw }
 
 // Conversation returns the conversation's metadata (ErrNotFound if it
 // does not exist or has expired); see Store.Conversation.

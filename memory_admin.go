@@ -43,7 +43,7 @@ func (m *Memory) Ping(ctx context.Context) error { return m.store.Ping(ctx) }
 // of it in bulk (package transfer's Export, ExportUser, WriteConversation),
 // and returns its error. read must not write: writes go through Memory's
 // methods, or through Import.
-func (m *Memory) Export(read func(Store) error) error { return read(m.store) }
+func (m *Memory) Export(read func(Store) error) error { return read(m.raw) }
 
 // Import runs write, which writes straight to the store to copy data into
 // it in bulk (package transfer's Import), and returns its error. write
@@ -52,5 +52,5 @@ func (m *Memory) Export(read func(Store) error) error { return read(m.store) }
 // the conversation between turns (its cached tail, summary and fact
 // values), so that no turn reads what a replaced conversation held.
 func (m *Memory) Import(write func(st Store, forget func(Key)) error) error {
-	return write(m.store, m.forget)
+	return write(m.raw, m.forget)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/genai"
 	"github.com/chatmem/chatmem/internal/llm"
 )
 
@@ -46,6 +47,10 @@ type Options struct {
 	MaxRetries int
 	// HTTPClient sends the requests; nil means http.DefaultClient.
 	HTTPClient *http.Client
+	// Tracer, if set, traces each request as a span that follows the
+	// OpenTelemetry GenAI conventions, and sends its trace context
+	// (traceparent) with it. Nil traces nothing.
+	Tracer chatmem.Tracer
 }
 
 // provider names the package in Name and in errors.
@@ -56,6 +61,9 @@ const provider = "anthropic"
 type client struct {
 	messages sdk.MessageService
 	opts     Options
+	// purpose is what the calls are for, on their spans: "summarizer",
+	// "extractor".
+	purpose string
 }
 
 var _ llm.Completer = (*client)(nil)
@@ -104,6 +112,31 @@ func newClient(opts Options) (*client, error) {
 	return &client{messages: sdk.NewClient(reqOpts...).Messages, opts: opts}, nil
 }
 
+// baseURL is the API's address, for the spans.
+func (c *client) baseURL() string {
+	if c.opts.BaseURL == "" {
+		return DefaultBaseURL
+	}
+	return c.opts.BaseURL
+}
+
+// messageResponse is what a traced call reports of res (nil: no answer).
+func messageResponse(res *sdk.Message) genai.Response {
+	if res == nil {
+		return genai.Response{}
+	}
+	r := genai.Response{
+		ID: res.ID, Model: string(res.Model),
+		InputTokens:       int(res.Usage.InputTokens + res.Usage.CacheReadInputTokens + res.Usage.CacheCreationInputTokens),
+		OutputTokens:      int(res.Usage.OutputTokens),
+		CachedInputTokens: int(res.Usage.CacheReadInputTokens),
+	}
+	if res.StopReason != "" {
+		r.FinishReasons = []string{string(res.StopReason)}
+	}
+	return r
+}
+
 // Name returns "anthropic:" and the model.
 func (c *client) Name() string { return provider + ":" + c.opts.Model }
 
@@ -124,8 +157,16 @@ func (c *client) params(req llm.Request) sdk.MessageNewParams {
 // joined (thinking blocks are skipped). An answer that did not end its turn
 // normally (cut at max_tokens, refused, a tool call asked for) is an error,
 // whatever text it holds.
-func (c *client) Complete(ctx context.Context, req llm.Request) (string, error) {
-	res, err := c.messages.New(ctx, c.params(req))
+func (c *client) Complete(ctx context.Context, req llm.Request) (text string, err error) {
+	ctx, call := genai.Start(ctx, c.opts.Tracer, genai.Request{
+		Operation: genai.OpChat, Provider: genai.ProviderAnthropic, Model: c.opts.Model,
+		MaxTokens: c.opts.MaxTokens, Temperature: -1, ServerURL: c.baseURL(), Purpose: c.purpose,
+	})
+	var res *sdk.Message
+	defer func() { call.End(messageResponse(res), err) }()
+	var trace []option.RequestOption
+	genai.Inject(ctx, c.opts.Tracer, func(k, v string) { trace = append(trace, option.WithHeader(k, v)) })
+	res, err = c.messages.New(ctx, c.params(req), trace...)
 	if err != nil {
 		return "", classify(ctx, err)
 	}

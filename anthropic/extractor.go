@@ -55,6 +55,7 @@ func NewExtractor(opts ExtractorOptions) (*Extractor, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.purpose = "extractor"
 	x, err := llm.NewExtractor(c, llm.ExtractorOptions{
 		Provider: provider, Keys: opts.Keys, StrictKeys: opts.StrictKeys, Logger: opts.Logger,
 	})

@@ -23,6 +23,7 @@ func NewSummarizer(opts Options) (*Summarizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.purpose = "summarizer"
 	return &Summarizer{s: llm.Summarizer{Completer: c, Provider: provider}}, nil
 }
 

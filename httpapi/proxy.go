@@ -799,9 +799,14 @@ func (s *Server) callUpstream(c *call, method, url string, body []byte, accept s
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	ctx, traced := s.startUpstream(ctx, method, url, body)
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
+		traced.fail(err)
 		return nil, fmt.Errorf("upstream request: %w", err)
+	}
+	if s.tracer != nil {
+		s.tracer.Inject(ctx, req.Header.Set)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -815,13 +820,18 @@ func (s *Server) callUpstream(c *call, method, url string, body []byte, accept s
 	}
 	resp, err := c.up.client.Do(req)
 	if err != nil {
-		return nil, transportError(ctx, err)
+		err = transportError(ctx, err)
+		traced.fail(err)
+		return nil, err
 	}
 	relayHeaders(c.w.Header(), resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()
-		return nil, upstreamStatusError(resp, c.up.key)
+		err := upstreamStatusError(resp, c.up.key)
+		traced.fail(err)
+		return nil, err
 	}
+	resp.Body = traced.watch(resp)
 	return resp, nil
 }
 

@@ -304,6 +304,8 @@ type proxyConfig struct {
 	derive             bool
 	// passthrough relays the client's Authorization, without a server key.
 	passthrough bool
+	// tracer is the server's Options.Tracer.
+	tracer chatmem.Tracer
 }
 
 func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
@@ -324,6 +326,7 @@ func newProxyEnv(t testing.TB, cfg proxyConfig) *proxyEnv {
 	o := Options{
 		Keys:   []Key{{Tenant: "acme", Key: proxyKey}},
 		Logger: slog.New(slog.NewJSONHandler(env.log, &slog.HandlerOptions{Level: cfg.logLevel})),
+		Tracer: cfg.tracer,
 	}
 	if !cfg.noUp {
 		base := cfg.baseURL

@@ -121,6 +121,13 @@ type Options struct {
 	// Access-Control-Allow-Origin. A request with any other Origin of
 	// another site is refused (403), with keys or without.
 	CORSOrigins []string
+	// Tracer, if set, traces each request (a server span continuing the
+	// client's W3C trace context) and each call to the upstream (a client
+	// span with the GenAI conventions' attributes, whose trace context the
+	// upstream gets). Give the Memory the same Tracer for its spans
+	// (context assembly, store calls) to join the request's. Nil traces
+	// nothing.
+	Tracer chatmem.Tracer
 }
 
 // Server is the REST API over one Memory. It is an http.Handler, safe for
@@ -138,6 +145,7 @@ type Server struct {
 	ups     map[string]*upstream // tenants with upstreams of their own
 	build   buildinfo.Info
 	browser *browserRules
+	tracer  chatmem.Tracer // nil: no tracing
 }
 
 // New returns a Server over mem. It wraps chatmem.ErrInvalid for bad keys
@@ -162,7 +170,7 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read(), browser: browser}
+	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read(), browser: browser, tracer: opts.Tracer}
 	if opts.Upstream != nil {
 		if s.up, err = newUpstream(*opts.Upstream); err != nil {
 			return nil, err
@@ -241,12 +249,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-Id", info.id)
 	sw := &statusWriter{ResponseWriter: w}
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+	r, span := s.startRequest(r)
 
 	s.dispatch(sw, r)
 
 	status := sw.status
 	if status == 0 {
 		status = http.StatusOK
+	}
+	if span != nil {
+		endRequest(span, r, info, status)
 	}
 	d := time.Since(start)
 	s.metrics.observeRequest(info.route, r.Method, status, d)

@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/genai"
 	"github.com/chatmem/chatmem/internal/llm"
 )
 
@@ -51,6 +52,10 @@ type Options struct {
 	MaxRetries int
 	// HTTPClient sends the requests; nil means http.DefaultClient.
 	HTTPClient *http.Client
+	// Tracer, if set, traces each request as a span that follows the
+	// OpenTelemetry GenAI conventions, and sends its trace context
+	// (traceparent) with it. Nil traces nothing.
+	Tracer chatmem.Tracer
 }
 
 // provider names the package in Name and in errors.
@@ -61,6 +66,9 @@ const provider = "openai"
 type client struct {
 	chat sdk.ChatCompletionService
 	opts Options
+	// purpose is what the calls are for, on their spans: "summarizer",
+	// "extractor".
+	purpose string
 }
 
 var _ llm.Completer = (*client)(nil)
@@ -139,8 +147,14 @@ func (c *client) params(req llm.Request) sdk.ChatCompletionNewParams {
 
 // Complete sends req and returns the first choice's text. An answer that
 // was cut, filtered or refused is an error, whatever text it holds.
-func (c *client) Complete(ctx context.Context, req llm.Request) (string, error) {
-	res, err := c.chat.New(ctx, c.params(req))
+func (c *client) Complete(ctx context.Context, req llm.Request) (text string, err error) {
+	ctx, call := genai.Start(ctx, c.opts.Tracer, genai.Request{
+		Operation: genai.OpChat, Provider: genai.ProviderOpenAI, Model: c.opts.Model,
+		MaxTokens: c.opts.MaxTokens, Temperature: c.opts.Temperature, ServerURL: c.opts.BaseURL, Purpose: c.purpose,
+	})
+	var res *sdk.ChatCompletion
+	defer func() { call.End(chatResponse(res), err) }()
+	res, err = c.chat.New(ctx, c.params(req), traceHeaders(ctx, c.opts.Tracer)...)
 	if err != nil {
 		return "", classify(ctx, err)
 	}
@@ -158,6 +172,30 @@ func (c *client) Complete(ctx context.Context, req llm.Request) (string, error) 
 		return "", fmt.Errorf("%w: the answer was withheld by the content filter", chatmem.ErrUnavailable)
 	}
 	return choice.Message.Content, nil
+}
+
+// chatResponse is what a traced call reports of res (nil: no answer).
+func chatResponse(res *sdk.ChatCompletion) genai.Response {
+	if res == nil {
+		return genai.Response{}
+	}
+	r := genai.Response{
+		ID: res.ID, Model: res.Model,
+		InputTokens: int(res.Usage.PromptTokens), OutputTokens: int(res.Usage.CompletionTokens),
+		CachedInputTokens: int(res.Usage.PromptTokensDetails.CachedTokens),
+	}
+	for _, ch := range res.Choices {
+		r.FinishReasons = append(r.FinishReasons, string(ch.FinishReason))
+	}
+	return r
+}
+
+// traceHeaders are the request options that send ctx's trace context with
+// a request; none without a tracer.
+func traceHeaders(ctx context.Context, t chatmem.Tracer) []option.RequestOption {
+	var opts []option.RequestOption
+	genai.Inject(ctx, t, func(k, v string) { opts = append(opts, option.WithHeader(k, v)) })
+	return opts
 }
 
 // classify wraps an SDK error in the chatmem sentinel it stands for.

@@ -10,6 +10,7 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/genai"
 )
 
 // DefaultEmbedBatch is the most texts one embeddings request carries when
@@ -28,6 +29,9 @@ type EmbedderOptions struct {
 	APIKey     string
 	MaxRetries int
 	HTTPClient *http.Client
+	// Tracer is as in Options: each request is a span ("embeddings" and
+	// the model).
+	Tracer chatmem.Tracer
 	// Model names the embedding model, e.g. "text-embedding-3-small".
 	Model string
 	// Dimensions, if above zero, is sent as "dimensions": the length the
@@ -119,7 +123,22 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 // embed sends one request and returns its vectors in input order: the API
 // numbers each by its input's index, and the order of the list is not
 // promised.
-func (e *Embedder) embed(ctx context.Context, texts []string) ([][]float32, error) {
+func (e *Embedder) embed(ctx context.Context, texts []string) (out [][]float32, err error) {
+	ctx, call := genai.Start(ctx, e.opts.Tracer, genai.Request{
+		Operation: genai.OpEmbeddings, Provider: genai.ProviderOpenAI, Model: e.opts.Model,
+		ServerURL: e.opts.BaseURL, Purpose: "embedder",
+	})
+	var res *sdk.CreateEmbeddingResponse
+	defer func() {
+		r := genai.Response{}
+		if res != nil {
+			r.Model, r.InputTokens = res.Model, int(res.Usage.PromptTokens)
+		}
+		if len(out) > 0 {
+			r.Dimensions = len(out[0])
+		}
+		call.End(r, err)
+	}()
 	p := sdk.EmbeddingNewParams{
 		Model: e.opts.Model,
 		Input: sdk.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts},
@@ -130,14 +149,14 @@ func (e *Embedder) embed(ctx context.Context, texts []string) ([][]float32, erro
 	if e.opts.Base64 {
 		p.EncodingFormat = sdk.EmbeddingNewParamsEncodingFormatBase64
 	}
-	res, err := e.svc.New(ctx, p)
+	res, err = e.svc.New(ctx, p, traceHeaders(ctx, e.opts.Tracer)...)
 	if err != nil {
 		return nil, classify(ctx, err)
 	}
 	if len(res.Data) != len(texts) {
 		return nil, fmt.Errorf("%w: %d embeddings for %d inputs", chatmem.ErrUnavailable, len(res.Data), len(texts))
 	}
-	out := make([][]float32, len(texts))
+	out = make([][]float32, len(texts))
 	dims := e.opts.Dimensions
 	for _, d := range res.Data {
 		i := d.Index

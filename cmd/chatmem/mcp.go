@@ -75,7 +75,7 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return &exitError{code: 2, err: err}
 	}
 	defer redisLog.route(log)()
-	store, mem, err := openMemory(ctx, c, log)
+	store, mem, err := openMemory(ctx, c, log, nil)
 	if errors.Is(err, chatmem.ErrInvalid) {
 		return &exitError{code: 2, err: err}
 	}

@@ -173,7 +173,14 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 
 	defer redisLog.route(log)()
-	srv, err := newServer(ctx, c, keys, log)
+	tracer, stopTracing, otelCfg, err := startTracing(ctx, c.store, log, c.shutdownTimeout)
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: the spans of the requests and of the
+	// worker's draining are flushed.
+	defer stopTracing()
+	srv, err := newServer(ctx, c, keys, log, tracer)
 	if errors.Is(err, chatmem.ErrInvalid) {
 		return &exitError{code: 2, err: err} // a setting the store or API refused
 	}
@@ -192,7 +199,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	base := "http://" + ln.Addr().String()
 	log.Info("chatmem serving", "addr", ln.Addr().String(), "store", describeStore(c.store, c.dataDir), "tenants", len(keys),
-		"proxy", c.proxyDescription(), "mcp", base+"/mcp", "inspector", base+"/")
+		"proxy", c.proxyDescription(), "mcp", base+"/mcp", "inspector", base+"/", "otel", otelCfg.String())
 	if len(keys) == 0 {
 		if isLoopback(c.addr) {
 			log.Warn("no API keys configured: every request is tenant \"" + chatmem.DefaultTenant + "\", with no authentication")
@@ -219,8 +226,8 @@ type server struct {
 	sweeps sync.WaitGroup
 }
 
-func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog.Logger) (*server, error) {
-	store, mem, err := openMemory(ctx, c, log)
+func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog.Logger, tracer chatmem.Tracer) (*server, error) {
+	store, mem, err := openMemory(ctx, c, log, tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -251,6 +258,7 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 		MCP:             mcpHTTP.Handler,
 		AllowedHosts:    append(addrHost(c.addr), c.allowedHosts...),
 		CORSOrigins:     c.corsOrigins,
+		Tracer:          tracer,
 	})
 	if err != nil {
 		mem.Close()
@@ -273,9 +281,9 @@ func newServer(ctx context.Context, c serveConfig, keys []httpapi.Key, log *slog
 }
 
 // openMemory opens the configured store and starts a Memory over it with
-// the configured tokenizer, models and worker; the caller closes both,
-// the Memory first.
-func openMemory(ctx context.Context, c serveConfig, log *slog.Logger) (chatmem.Store, *chatmem.Memory, error) {
+// the configured tokenizer, models and worker, traced by tracer (nil: not
+// traced); the caller closes both, the Memory first.
+func openMemory(ctx context.Context, c serveConfig, log *slog.Logger, tracer chatmem.Tracer) (chatmem.Store, *chatmem.Memory, error) {
 	store, err := openStore(ctx, c.store, c.dataDir)
 	if err != nil {
 		return nil, nil, err
@@ -293,6 +301,7 @@ func openMemory(ctx context.Context, c serveConfig, log *slog.Logger) (chatmem.S
 		Logger:   log,
 		Summary:  chatmem.SummaryOptions{Trigger: c.summaryTrigger, Target: c.summaryTarget},
 		Workers:  c.workers,
+		Tracer:   tracer,
 		TailCacheBytes: func() int64 {
 			if c.tailCacheBytes == 0 {
 				return -1 // off
@@ -300,13 +309,13 @@ func openMemory(ctx context.Context, c serveConfig, log *slog.Logger) (chatmem.S
 			return c.tailCacheBytes
 		}(),
 	}
-	if opts.Summarizer, opts.Extractors, err = c.models(log); err != nil {
+	if opts.Summarizer, opts.Extractors, err = c.models(log, tracer); err != nil {
 		store.Close()
 		return nil, nil, err
 	}
 	switch c.embedder {
 	case "openai":
-		if opts.Embedder, err = openai.NewEmbedder(openai.EmbedderOptions{BaseURL: c.llmBaseURL, APIKey: c.llmKey, Model: c.embeddingModel, Dimensions: c.embeddingDims}); err != nil {
+		if opts.Embedder, err = openai.NewEmbedder(openai.EmbedderOptions{BaseURL: c.llmBaseURL, APIKey: c.llmKey, Model: c.embeddingModel, Dimensions: c.embeddingDims, Tracer: tracer}); err != nil {
 			store.Close()
 			return nil, nil, &exitError{code: 2, err: fmt.Errorf("embedder: %w", err)}
 		}
@@ -441,9 +450,9 @@ func (c serveConfig) proxyDescription() string {
 }
 
 // models builds the configured summarizer and extractors.
-func (c serveConfig) models(log *slog.Logger) (chatmem.Summarizer, []chatmem.Extractor, error) {
-	oa := openai.Options{BaseURL: c.llmBaseURL, Model: c.llmModel, APIKey: c.llmKey}
-	an := anthropic.Options{BaseURL: c.llmBaseURL, Model: c.llmModel, APIKey: c.llmKey}
+func (c serveConfig) models(log *slog.Logger, tracer chatmem.Tracer) (chatmem.Summarizer, []chatmem.Extractor, error) {
+	oa := openai.Options{BaseURL: c.llmBaseURL, Model: c.llmModel, APIKey: c.llmKey, Tracer: tracer}
+	an := anthropic.Options{BaseURL: c.llmBaseURL, Model: c.llmModel, APIKey: c.llmKey, Tracer: tracer}
 	var s chatmem.Summarizer
 	var err error
 	switch c.summarizer {

@@ -191,6 +191,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--cors-origins", "*"}, nil, `CORS origin "*": a wildcard`},
 		{nil, map[string]string{"CHATMEM_CORS_ORIGINS": "app.example.com"}, `CORS origin "app.example.com"`},
 		{[]string{"--allowed-hosts", "http://chatmem.internal"}, nil, `allowed host "http://chatmem.internal"`},
+		{nil, map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, `OTLP protocol "http/json": want http/protobuf or grpc`},
+		{nil, map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, `OTEL_TRACES_EXPORTER="zipkin"`},
 	}
 	for _, tt := range tests {
 		for k, v := range tt.env {
@@ -381,13 +383,14 @@ func TestServe(t *testing.T) {
 
 // TestServeStartupLog: the log says which store is open (the SQLite file's
 // path; PostgreSQL's host, port and database, never the password) and
-// whether the proxy, MCP and the inspector are on.
+// whether the proxy, MCP, the inspector and OpenTelemetry tracing are on.
 func TestServeStartupLog(t *testing.T) {
 	dir := t.TempDir()
 	_, log := serveWithLog(t, "--addr", "127.0.0.1:0", "--data-dir", dir)
 	line := logLine(t, log.String(), "chatmem serving")
 	abs, _ := filepath.Abs(filepath.Join(dir, "chatmem.db"))
-	for _, want := range []string{"store=sqlite:" + abs + " ", `proxy="off (no --upstream)"`, "mcp=http://127.0.0.1:", "/mcp ", "inspector=http://127.0.0.1:"} {
+	for _, want := range []string{"store=sqlite:" + abs + " ", `proxy="off (no --upstream)"`, "mcp=http://127.0.0.1:", "/mcp ", "inspector=http://127.0.0.1:",
+		`otel="off (no OTEL_TRACES_EXPORTER or OTLP endpoint set)"`} {
 		if !strings.Contains(line, want) {
 			t.Errorf("startup log %q lacks %q", line, want)
 		}
