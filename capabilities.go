@@ -55,6 +55,9 @@ type capabilities struct {
 	// rewinder takes a conversation back to an earlier message. Without
 	// it Rewind wraps ErrInvalid.
 	rewinder Rewinder
+	// usage keeps the cost ledger's counts. Without it a Ledger keeps them
+	// in its process, and DeleteUser has none to anonymize.
+	usage UsageStore
 }
 
 // capabilitiesOf finds store's optional interfaces.
@@ -75,6 +78,7 @@ func capabilitiesOf(store Store) capabilities {
 	c.since, _ = store.(SinceReader)
 	c.tailAppend, _ = store.(TailAppender)
 	c.rewinder, _ = store.(Rewinder)
+	c.usage, _ = store.(UsageStore)
 	return c
 }
 
@@ -105,4 +109,10 @@ func (m *Memory) userStore() (UserStore, error) {
 		return nil, fmt.Errorf("%w: this store keeps no users", ErrInvalid)
 	}
 	return m.caps.users, nil
+}
+
+// UsageStoreOf returns store as a UsageStore, or nil if it keeps no usage:
+// what a program gives LedgerOptions.Store.
+func UsageStoreOf(store Store) UsageStore {
+	return capabilitiesOf(store).usage
 }

@@ -63,6 +63,13 @@ type Options struct {
 	// Context). Zero means DefaultTailCacheBytes (32 MiB); negative turns
 	// the cache off, and every turn reads its window from the store.
 	TailCacheBytes int64
+	// Ledger, if set, counts the usage the summarizer, the extractors and
+	// the embedder report (ReportUsage), by tenant, user, conversation,
+	// model and kind, and holds a tenant's model calls while it is over
+	// its memory spend limit (Ledger.Allow): the worker keeps the work
+	// and does it once the limit allows (see Start). Nil: nothing is
+	// counted or limited.
+	Ledger *Ledger
 }
 
 // SummaryOptions tune the rolling summary. The zero value means the
@@ -140,6 +147,7 @@ type Memory struct {
 	autoSummary bool
 	budgets     summaryBudgets
 	embedder    Embedder
+	ledger      *Ledger
 	sync        bool
 	worker      worker
 	summaries   summaryCache
@@ -157,7 +165,7 @@ func New(store Store, opts Options) (*Memory, error) {
 	m := &Memory{
 		store: store, counter: opts.Counter, counters: opts.Counters, limits: opts.Limits, now: opts.Now, log: opts.Logger,
 		summarizer: opts.Summarizer, extractors: opts.Extractors, sumOpts: opts.Summary.withDefaults(), sync: opts.Sync,
-		embedder: opts.Embedder, autoSummary: opts.Summary.Trigger <= 0,
+		embedder: opts.Embedder, autoSummary: opts.Summary.Trigger <= 0, ledger: opts.Ledger,
 	}
 	m.caps = capabilitiesOf(store)
 	if err := m.caps.check(opts); err != nil {
@@ -484,7 +492,7 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 		return AppendResult{}, nil, fmt.Errorf("append to %s: %w", key, err)
 	}
 	if !res.Replayed && len(res.Messages) > 0 {
-		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Messages)
+		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Conversation.User, res.Messages)
 	}
 	return res, read, nil
 }
