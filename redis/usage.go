@@ -52,7 +52,7 @@ func (s *Store) usageUser(user chatmem.Key) string {
 
 // addUsageScript adds records: KEYS[1] is the tenants set, then per
 // record its day key and its user's set (or the day key again for no
-// user); ARGV per record: tenant, user ('' for none), the field's base
+// user); ARGV per record: tenant, user (” for none), the field's base
 // and the six counts.
 var addUsageScript = newScript(`
 local a = 1
