@@ -206,6 +206,9 @@ func (m *Memory) boundCaches() {
 	m.worker.unsummarized.MaxEntries = derivedCacheEntries
 }
 
+// Ledger returns Options.Ledger (nil if none).
+func (m *Memory) Ledger() *Ledger { return m.ledger }
+
 // Store returns the store Memory reads and writes. Delete a conversation
 // or a user through Memory (Delete, DeleteUser), which also drops what it
 // keeps of them between turns.
