@@ -67,8 +67,9 @@ type Options struct {
 	// the embedder report (ReportUsage), by tenant, user, conversation,
 	// model and kind, and holds a tenant's model calls while it is over
 	// its memory spend limit (Ledger.Allow): the worker keeps the work
-	// and does it once the limit allows (see Start). Nil: nothing is
-	// counted or limited.
+	// and does it once the limit allows. Start starts the ledger's
+	// flushes, and Close writes what it has not written yet. Nil: nothing
+	// is counted or limited.
 	Ledger *Ledger
 }
 

@@ -118,6 +118,7 @@ func (m *Memory) Start() error {
 		w.wg.Go(m.run)
 	}
 	if m.ledger != nil {
+		m.ledger.Start()
 		stop := make(chan struct{})
 		w.stopResume = stop
 		w.wg.Go(func() { m.resumeEvery(stop, resumeInterval) })
@@ -155,6 +156,13 @@ func (m *Memory) Close() error {
 	}
 	w.mu.Unlock()
 	w.wg.Wait()
+	if m.ledger != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.ledger.Close(ctx); err != nil {
+			m.log.Error("usage not written at close: lost", "err", err)
+		}
+	}
 	return nil
 }
 
