@@ -351,6 +351,27 @@ func TestUsageLedger(t *testing.T) {
 				}
 			}
 
+			// Erasing ana anonymizes her usage: acme's sums stay, nothing
+			// names her or her conversation.
+			before, err := acme.Usage(ctx, from, to, chatmem.GroupByTenant)
+			must(t, "usage before the erasure", err)
+			_, err = acme.DeleteUser(ctx, "ana")
+			must(t, "delete ana", err)
+			after, err := acme.Usage(ctx, from, to, chatmem.GroupByTenant)
+			must(t, "usage after the erasure", err)
+			if before.Total != after.Total {
+				t.Errorf("acme's total after erasing ana = %+v, want %+v as before", after.Total, before.Total)
+			}
+			for _, g := range []string{chatmem.GroupByUser, chatmem.GroupByConversation} {
+				rep, err := acme.Usage(ctx, from, to, g)
+				must(t, "usage after the erasure", err)
+				for _, gr := range rep.Groups {
+					if gr.Key == "ana" || gr.Key == "c1" {
+						t.Errorf("usage by %s after erasing ana still has %q", g, gr.Key)
+					}
+				}
+			}
+
 			// The counters on /metrics.
 			m := a.raw(t, http.MethodGet, "/metrics", "", nil, "")
 			for _, want := range []string{
