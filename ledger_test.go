@@ -3,12 +3,15 @@ package chatmem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/memstore"
+	"github.com/chatmem/chatmem/tokenizer"
 )
 
 func TestParsePrices(t *testing.T) {
@@ -135,5 +138,79 @@ func TestLedgerAllow(t *testing.T) {
 	now = now.Add(2 * time.Hour) // the next UTC day
 	if err := l.Allow(ctx, "acme", true); err != nil {
 		t.Errorf("Allow the next day = %v", err)
+	}
+}
+
+// reportingSummarizer is a model summarizer (not Local) that reports 50
+// input and 10 output tokens per call and counts its calls.
+type reportingSummarizer struct{ calls atomic.Int64 }
+
+func (*reportingSummarizer) Name() string { return "reporting" }
+func (r *reportingSummarizer) Summarize(ctx context.Context, prev string, msgs []chatmem.Message) (string, error) {
+	r.calls.Add(1)
+	chatmem.ReportUsage(ctx, chatmem.ModelUsage{Model: "mini", Tokens: chatmem.Tokens{Input: 50, Output: 10}})
+	return fmt.Sprintf("summary through seq %d", msgs[len(msgs)-1].Seq), nil
+}
+
+// TestWorkerHoldsOverLimit: with the worker (not Sync), a tenant over its
+// memory limit gets no summarizer calls, its work is held, not lost, and
+// Resume does it once the limit allows: the summary then covers every
+// message appended meanwhile.
+func TestWorkerHoldsOverLimit(t *testing.T) {
+	ctx := t.Context()
+	store := memstore.New()
+	var limit atomic.Int64
+	limit.Store(1)
+	l := chatmem.NewLedger(chatmem.LedgerOptions{Store: store, FlushInterval: -1, Limits: func(string) chatmem.TenantLimits {
+		return chatmem.TenantLimits{Memory: chatmem.Limit{Tokens: limit.Load(), Period: chatmem.PeriodDay}}
+	}})
+	sum := &reportingSummarizer{}
+	mem, err := chatmem.New(store, chatmem.Options{Counter: tokenizer.Estimate{}, Summarizer: sum, Ledger: l,
+		Summary: chatmem.SummaryOptions{Trigger: 30, Target: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	key := chatmem.Key{Tenant: "acme", ID: "c1"}
+	appendTurns(t, mem, key, 0, 4)
+	if err := mem.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := sum.calls.Load()
+	if first == 0 {
+		t.Fatal("no summarizer call before the limit")
+	}
+	appendTurns(t, mem, key, 4, 6)
+	if err := mem.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := sum.calls.Load(); n != first {
+		t.Errorf("summarizer calls over the limit: %d, then %d; want none more", first, n)
+	}
+	if mem.Held() != 1 {
+		t.Errorf("Held() = %d, want 1", mem.Held())
+	}
+	conv, err := mem.Conversation(ctx, key)
+	if err != nil || conv.LastSeq != 20 {
+		t.Fatalf("conversation = %+v, %v; want all 20 messages", conv, err)
+	}
+	limit.Store(1 << 40)
+	mem.Resume()
+	if err := mem.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sum.calls.Load() == first || mem.Held() != 0 {
+		t.Errorf("after Resume: %d summarizer calls (%d before), %d held; want more calls, none held", sum.calls.Load(), first, mem.Held())
+	}
+	s, err := mem.Summary(ctx, key)
+	if err != nil || s.CoversSeq < 17 {
+		t.Errorf("summary after Resume = %+v, %v; want one over the messages appended over the limit", s, err)
+	}
+	rep, err := l.Query(ctx, chatmem.UsageQuery{Tenant: "acme", From: time.Now().UTC().Truncate(time.Hour), To: time.Now().UTC().Truncate(time.Hour).Add(time.Hour), GroupBy: chatmem.GroupByConversation})
+	if err != nil || rep.Total.Calls != sum.calls.Load() || rep.Groups[0].ByKind[chatmem.CallSummarize].Input != 50*sum.calls.Load() {
+		t.Errorf("usage = %+v, %v; want %d summarize calls of 50 input tokens", rep, err, sum.calls.Load())
 	}
 }
