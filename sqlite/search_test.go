@@ -13,6 +13,7 @@ import (
 // migrations/0003_search.sql and the ones after it, whose tables refer to
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
+	"DROP TABLE usage",         // 0018_usage.sql (its index with it)
 	"DROP TABLE user_erasures", // 0016_user_erasures.sql
 	"DROP INDEX messages_seq",  // 0012_messages_seq.sql
 	"CREATE UNIQUE INDEX messages_seq ON messages (tenant, conv_id, seq)",
