@@ -58,6 +58,9 @@ type capabilities struct {
 	// redactor replaces the text of a stored message. Without it Redact
 	// wraps ErrInvalid.
 	redactor Redactor
+	// usage keeps the cost ledger's counts. Without it a Ledger keeps them
+	// in its process, and DeleteUser has none to anonymize.
+	usage UsageStore
 }
 
 // capabilitiesOf finds store's optional interfaces.
@@ -79,6 +82,7 @@ func capabilitiesOf(store Store) capabilities {
 	c.tailAppend, _ = store.(TailAppender)
 	c.rewinder, _ = store.(Rewinder)
 	c.redactor, _ = store.(Redactor)
+	c.usage, _ = store.(UsageStore)
 	return c
 }
 
@@ -109,4 +113,10 @@ func (m *Memory) userStore() (UserStore, error) {
 		return nil, fmt.Errorf("%w: this store keeps no users", ErrInvalid)
 	}
 	return m.caps.users, nil
+}
+
+// UsageStoreOf returns store as a UsageStore, or nil if it keeps no usage:
+// what a program gives LedgerOptions.Store.
+func UsageStoreOf(store Store) UsageStore {
+	return capabilitiesOf(store).usage
 }

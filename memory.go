@@ -67,6 +67,14 @@ type Options struct {
 	// window holds: see assemblyAttrs) and every call to the store. Nil
 	// (the default) traces nothing, at no cost.
 	Tracer Tracer
+	// Ledger, if set, counts the usage the summarizer, the extractors and
+	// the embedder report (ReportUsage), by tenant, user, conversation,
+	// model and kind, and holds a tenant's model calls while it is over
+	// its memory spend limit (Ledger.Allow): the worker keeps the work
+	// and does it once the limit allows. Start starts the ledger's
+	// flushes, and Close writes what it has not written yet. Nil: nothing
+	// is counted or limited.
+	Ledger *Ledger
 }
 
 // SummaryOptions tune the rolling summary. The zero value means the
@@ -148,6 +156,7 @@ type Memory struct {
 	autoSummary bool
 	budgets     summaryBudgets
 	embedder    Embedder
+	ledger      *Ledger
 	sync        bool
 	worker      worker
 	summaries   summaryCache
@@ -165,7 +174,7 @@ func New(store Store, opts Options) (*Memory, error) {
 	m := &Memory{
 		store: store, counter: opts.Counter, counters: opts.Counters, limits: opts.Limits, now: opts.Now, log: opts.Logger,
 		summarizer: opts.Summarizer, extractors: opts.Extractors, sumOpts: opts.Summary.withDefaults(), sync: opts.Sync,
-		embedder: opts.Embedder, autoSummary: opts.Summary.Trigger <= 0,
+		embedder: opts.Embedder, autoSummary: opts.Summary.Trigger <= 0, ledger: opts.Ledger,
 	}
 	m.caps = capabilitiesOf(store)
 	if err := m.caps.check(opts); err != nil {
@@ -211,6 +220,9 @@ func (m *Memory) boundCaches() {
 	m.budgets.MaxEntries = derivedCacheEntries
 	m.worker.unsummarized.MaxEntries = derivedCacheEntries
 }
+
+// Ledger returns Options.Ledger (nil if none).
+func (m *Memory) Ledger() *Ledger { return m.ledger }
 
 // Store returns the store Memory reads and writes. Delete a conversation
 // or a user through Memory (Delete, DeleteUser), which also drops what it
@@ -498,7 +510,7 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 		return AppendResult{}, nil, fmt.Errorf("append to %s: %w", key, err)
 	}
 	if !res.Replayed && len(res.Messages) > 0 {
-		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Messages)
+		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Conversation.User, res.Messages)
 	}
 	return res, read, nil
 }

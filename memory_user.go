@@ -110,7 +110,22 @@ func (m *Memory) DeleteUser(ctx context.Context, user Key) (int, error) {
 			m.forget(k)
 		}
 	}()
-	return us.DeleteUser(ctx, user)
+	n, err := us.DeleteUser(ctx, user)
+	if err != nil {
+		return n, err
+	}
+	// The cost ledger keeps the tenant's counts, without the user's name
+	// or their conversations'.
+	switch {
+	case m.ledger != nil:
+		err = m.ledger.ForgetUser(ctx, user)
+	case m.caps.usage != nil:
+		err = m.caps.usage.AnonymizeUsage(ctx, user)
+	}
+	if err != nil {
+		return n, fmt.Errorf("erase user %s: anonymize usage: %w", user, err)
+	}
+	return n, nil
 }
 
 // UserFactHistory returns every value the user's facts have had, oldest

@@ -29,6 +29,9 @@ type job struct {
 	// index asks for the search index to be brought up to date
 	// (IndexCatcher); indexOnly marks a job that asks nothing else.
 	index, indexOnly bool
+	// owner is the conversation's user, if known (empty: none or not
+	// known), whom the ledger counts the job's model calls for.
+	owner string
 }
 
 // indexEvery is how many messages an IndexCatcher's index may fall behind
@@ -66,6 +69,13 @@ type worker struct {
 	scanning bool
 	// warned: warnNotStarted has said it (under mu).
 	warned bool
+	// held are the jobs of tenants over their memory spend limit
+	// (Options.Ledger), by conversation, merged as the queue's are; the
+	// conversation's next append, or resume, queues them again (under
+	// mu). heldDropped counts those dropped beyond maxHeld.
+	held        map[Key]*job
+	heldDropped int64
+	stopResume  chan struct{}
 }
 
 // DefaultWorkers is the default of Options.Workers.
@@ -83,6 +93,7 @@ func (w *worker) init(size, n int) {
 	w.pending = make(map[Key]*job)
 	w.next = make(map[Key]*job)
 	w.active = make(map[Key]bool)
+	w.held = make(map[Key]*job)
 }
 
 // Start starts the workers that write summaries and extract facts after
@@ -105,6 +116,12 @@ func (m *Memory) Start() error {
 	w.running = true
 	for range w.n {
 		w.wg.Go(m.run)
+	}
+	if m.ledger != nil {
+		m.ledger.Start()
+		stop := make(chan struct{})
+		w.stopResume = stop
+		w.wg.Go(func() { m.resumeEvery(stop, resumeInterval) })
 	}
 	if fm := m.caps.factMarks; fm != nil && len(m.extractors) > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -134,8 +151,18 @@ func (m *Memory) Close() error {
 	if w.stopScan != nil {
 		w.stopScan()
 	}
+	if w.stopResume != nil {
+		close(w.stopResume)
+	}
 	w.mu.Unlock()
 	w.wg.Wait()
+	if m.ledger != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.ledger.Close(ctx); err != nil {
+			m.log.Error("usage not written at close: lost", "err", err)
+		}
+	}
 	return nil
 }
 
@@ -186,12 +213,12 @@ func (m *Memory) run() {
 }
 
 // afterAppend runs or queues the work that new messages bring.
-func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, msgs []Message) {
+func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, user string, msgs []Message) {
 	m.indexLater(key, created, msgs)
 	if m.summarizer == nil && len(m.extractors) == 0 && m.embedder == nil {
 		return
 	}
-	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq, created: created}
+	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq, created: created, owner: user}
 	if len(msgs) <= maxJobMessages {
 		// A copy: the caller owns the messages Append returned.
 		j.msgs = make([]Message, len(msgs))
@@ -206,6 +233,9 @@ func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, ms
 		}
 	}
 	if m.sync {
+		m.worker.mu.Lock()
+		j = m.worker.unhold(j)
+		m.worker.mu.Unlock()
 		m.process(ctx, j)
 		return
 	}
@@ -249,9 +279,9 @@ func (m *Memory) catchUpIndex(ctx context.Context, key Key) {
 
 // requestSummary has the worker look at the conversation's summary, which
 // a context read found lagging behind its window.
-func (m *Memory) requestSummary(key Key, created time.Time) {
+func (m *Memory) requestSummary(key Key, created time.Time, user string) {
 	m.worker.setUnsummarized(key, 0, false)
-	m.enqueue(job{key: key, created: created})
+	m.enqueue(job{key: key, created: created, owner: user})
 }
 
 // enqueue queues j for the worker, merged into the conversation's pending
@@ -261,6 +291,9 @@ func (m *Memory) enqueue(j job) {
 	w := &m.worker
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.closed && w.running {
+		j = w.unhold(j)
+	}
 	p := w.pending[key]
 	if w.active[key] {
 		p = w.next[key]
@@ -308,7 +341,11 @@ func (m *Memory) warnNotStarted(key Key) {
 // merge adds the later job j to p.
 func (p *job) merge(j job) {
 	index := p.index || j.index
-	defer func() { p.index = index }()
+	owner := p.owner
+	if j.owner != "" {
+		owner = j.owner
+	}
+	defer func() { p.index, p.owner = index, owner }()
 	switch {
 	case j.indexOnly:
 		return
@@ -350,8 +387,12 @@ func (m *Memory) process(ctx context.Context, j job) {
 	if j.indexOnly {
 		return
 	}
+	if err := m.allowModels(ctx, j.key.Tenant); err != nil {
+		m.hold(j, err)
+		return
+	}
 	if m.embedder != nil {
-		switch err := m.embed(ctx, j); {
+		switch err := m.embed(m.usageCtx(ctx, j.key, j.owner, CallEmbed), j); {
 		case errors.Is(err, ErrNotFound):
 			m.log.Debug("embed: conversation gone", "key", j.key.String())
 		case err != nil:
@@ -359,23 +400,24 @@ func (m *Memory) process(ctx context.Context, j job) {
 			m.log.Error("embed messages", "key", j.key.String(), "err", err)
 		}
 	}
+	xctx := m.usageCtx(ctx, j.key, j.owner, CallExtract)
 	if j.catchUp {
-		m.logExtract(j.key, m.extractMarked(ctx, m.caps.factMarks, j))
+		m.logExtract(j.key, m.extractMarked(xctx, m.caps.factMarks, j))
 		return
 	}
 	if fm := m.caps.factMarks; fm != nil && len(m.extractors) > 0 && j.user {
-		m.logExtract(j.key, m.extractMarked(ctx, fm, j))
+		m.logExtract(j.key, m.extractMarked(xctx, fm, j))
 	} else if len(m.extractors) > 0 && j.user {
 		var err error
 		if j.msgs != nil {
-			err = m.extractFrom(ctx, j.key, j.created, j.msgs)
+			err = m.extractFrom(xctx, j.key, j.created, j.msgs)
 		} else {
-			err = m.extract(ctx, j.key, j.created, j.from, j.to)
+			err = m.extract(xctx, j.key, j.created, j.from, j.to)
 		}
 		m.logExtract(j.key, err)
 	}
 	if trigger, _, _ := m.summaryBounds(j.key); m.summarizer != nil && !m.worker.belowTrigger(j, trigger) {
-		unsummarized, err := m.summarize(ctx, j.key, j.created)
+		unsummarized, err := m.summarize(m.usageCtx(ctx, j.key, j.owner, CallSummarize), j.key, j.created)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			m.log.Debug("summarize: conversation gone", "key", j.key.String())

@@ -609,8 +609,9 @@ func (m *Memory) recallInto(ctx context.Context, key Key, p Policy, w Window, c 
 		left = min(left, p.Budget-p.recentBudget())
 	}
 	r := recaller{search: search, key: key, counter: c, speakers: make(map[string]bool), log: m.log.Warn}
-	if m.embedder != nil {
+	if m.embedder != nil && m.allowModels(ctx, key.Tenant) == nil {
 		r.embedder, r.vectors = m.embedder, m.caps.vectors
+		ctx = m.usageCtx(ctx, key, user, CallEmbed)
 	}
 	for _, m := range recent {
 		if m.Name != "" {

@@ -444,12 +444,15 @@ func (m *Memory) maintainSummary(ctx context.Context, c *contextRead, w Window, 
 	case !gap:
 		return w, err
 	case !m.sync:
-		m.requestSummary(c.key, c.conv.CreatedAt)
+		m.requestSummary(c.key, c.conv.CreatedAt, c.conv.User)
 		return w, err
 	}
 	// The summary lags behind the window: catch it up, then assemble
 	// again with the new summary (the tail read already reaches it).
-	if _, serr := m.summarize(ctx, c.key, c.conv.CreatedAt); serr != nil {
+	if serr := m.allowModels(ctx, c.key.Tenant); serr != nil {
+		return w, err // over the tenant's memory spend limit: the plain window stands
+	}
+	if _, serr := m.summarize(m.usageCtx(ctx, c.key, c.conv.User, CallSummarize), c.key, c.conv.CreatedAt); serr != nil {
 		m.log.Warn("summarize before context", "key", c.key.String(), "err", serr)
 		return w, err
 	}

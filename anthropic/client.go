@@ -170,6 +170,13 @@ func (c *client) Complete(ctx context.Context, req llm.Request) (text string, er
 	if err != nil {
 		return "", classify(ctx, err)
 	}
+	// Anthropic counts cache reads and writes apart from input_tokens;
+	// the ledger's input holds them all, the reads as cached input.
+	u := res.Usage
+	chatmem.ReportUsage(ctx, chatmem.ModelUsage{Model: c.opts.Model, Tokens: chatmem.Tokens{
+		Input:       u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+		CachedInput: u.CacheReadInputTokens, Output: u.OutputTokens,
+	}})
 	switch res.StopReason {
 	case sdk.StopReasonEndTurn, sdk.StopReasonStopSequence, "":
 	case sdk.StopReasonMaxTokens:

@@ -59,6 +59,7 @@ var errorCodes = []ErrorCode{
 	{ErrForbidden, http.StatusForbidden, "forbidden"},
 	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed"},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
+	{chatmem.ErrBudgetExhausted, http.StatusTooManyRequests, "budget_exhausted"},
 	{ErrRequestTimeout, http.StatusRequestTimeout, "request_timeout"},
 	{ErrHeaderTooLarge, http.StatusRequestHeaderFieldsTooLarge, "header_too_large"},
 	{ErrUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},

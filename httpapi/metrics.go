@@ -107,7 +107,7 @@ func newMetrics(mem *chatmem.Memory, build buildinfo.Info, reg prometheus.Regist
 		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion},
 	})
 	buildInfo.Set(1)
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, m.cachedTokens, m.proxyHistory, m.proxyUnnamed, queue, buildInfo} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.store, m.contextTokens, m.promptTokens, m.promptTokensDiff, m.cachedTokens, m.proxyHistory, m.proxyUnnamed, queue, buildInfo, newUsageCollector(mem)} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 		}

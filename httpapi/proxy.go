@@ -302,6 +302,9 @@ func (s *Server) proxyChat(c *call) error {
 	if err != nil {
 		return err
 	}
+	if err := s.allowProxy(c.r.Context(), c.tenant); err != nil {
+		return err
+	}
 	id, err := s.conversationOf(c, req)
 	if err != nil {
 		return err
@@ -737,12 +740,25 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 		return err
 	}
 	defer resp.Body.Close()
+	ci := callInfo{tenant: c.tenant, model: modelOf(body), kind: chatmem.CallChat}
+	if t != nil {
+		ci.user, ci.conversation = t.user, t.key.ID
+	}
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return s.relayStream(c, resp, t)
+		return s.relayStream(c, resp, t, ci)
 	}
 	b, err := upstreamBody(ctx, resp, c.up.key)
 	if err != nil {
 		return err
+	}
+	if t == nil {
+		// Without memory the answer is relayed as it came; only its usage
+		// is read, for the ledger.
+		var cc struct {
+			Usage *usage `json:"usage"`
+		}
+		_ = json.Unmarshal(b, &cc)
+		s.recordUsage(ctx, ci, cc.Usage)
 	}
 	if t != nil {
 		// Only what storing the reply needs is decoded; the client gets the
@@ -754,8 +770,10 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 		}
 		var cc chatCompletion
 		if err := json.Unmarshal(b, &cc); err != nil {
+			s.recordUsage(ctx, ci, nil) // the upstream answered: a call made
 			return &upstreamError{status: http.StatusBadGateway, msg: "upstream response is not a chat completion", err: err}
 		}
+		s.recordUsage(ctx, ci, cc.Usage)
 		var reply *chatmem.Message
 		if len(cc.Choices) > 0 {
 			msg := cc.Choices[0].Message
@@ -875,13 +893,13 @@ func (s *Server) replyMessage(t *turn, content string, calls []chatmem.ToolCall,
 	msg := &chatmem.Message{Role: chatmem.RoleAssistant, Content: content, ToolCalls: calls}
 	if u != nil && u.PromptTokens > 0 {
 		msg.Metadata = map[string]string{
-			MetaPromptTokensUpstream: strconv.Itoa(u.PromptTokens),
+			MetaPromptTokensUpstream: strconv.FormatInt(u.PromptTokens, 10),
 			MetaPromptTokensChatmem:  strconv.Itoa(t.tokens),
 		}
-		s.metrics.observePromptTokens(u.PromptTokens, t.tokens)
+		s.metrics.observePromptTokens(int(u.PromptTokens), t.tokens)
 	}
 	if u != nil && u.PromptTokensDetails != nil {
-		s.metrics.observeCachedTokens(t.key.Tenant, u.model, u.PromptTokensDetails.CachedTokens)
+		s.metrics.observeCachedTokens(t.key.Tenant, u.model, int(u.PromptTokensDetails.CachedTokens))
 	}
 	if t.idemKey != "" {
 		if msg.Metadata == nil {
@@ -962,17 +980,8 @@ type chatCompletion struct {
 	Usage *usage `json:"usage"`
 }
 
-// usage is what the proxy reads of an upstream's token usage: the prompt
-// tokens, of which cached those the upstream read from its prompt cache
-// (OpenAI's prompt_tokens_details.cached_tokens; the Anthropic
-// transport's cache reads), and the model the reply names.
-type usage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	model string
-}
+// usage is a chat completion's usage (upstreamUsage).
+type usage = upstreamUsage
 
 // relayStream copies the upstream's server-sent events to the client as
 // they come, one flush per event, and assembles the reply from the chunks'
@@ -986,7 +995,7 @@ type usage struct {
 // ending, so no client holds a reply as complete that is not stored.
 // Without a turn the events are not decoded: the client gets the
 // upstream's bytes.
-func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
+func (s *Server) relayStream(c *call, resp *http.Response, t *turn, ci callInfo) error {
 	h := c.w.Header()
 	h.Set("Content-Type", resp.Header.Get("Content-Type"))
 	h.Set("Cache-Control", "no-store")
@@ -1016,6 +1025,11 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 	}
 	var acc streamReply
 	var held []byte // the ending, relayed after the commit
+	// The call is counted once, when the stream ends however it ends,
+	// with the usage its last usage chunk reported (a client that did not
+	// ask for stream_options.include_usage gets none: the call is counted
+	// without tokens).
+	defer func() { s.recordUsage(ctx, ci, acc.usage) }()
 	rd := sse.NewReader(resp.Body, 0)
 	for {
 		ev, err := rd.Next()
@@ -1034,6 +1048,9 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 			return fail("upstream read", nil, &upstreamError{status: http.StatusBadGateway, msg: msg, err: err})
 		}
 		raw := redactKey(ev.Raw, key)
+		if t == nil && bytes.Contains(ev.Data, []byte(`"usage"`)) {
+			acc.usageOf(ev.Data)
+		}
 		if t != nil && len(ev.Data) > 0 {
 			done, err := acc.event(redactKey(ev.Data, key))
 			switch {
@@ -1157,6 +1174,16 @@ type chunk struct {
 	Model string          `json:"model"`
 	Usage *usage          `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+// usageOf keeps the usage of the chunk data, if it is one that has it.
+func (a *streamReply) usageOf(data []byte) {
+	var ch struct {
+		Usage *usage `json:"usage"`
+	}
+	if json.Unmarshal(data, &ch) == nil && ch.Usage != nil {
+		a.usage = ch.Usage
+	}
 }
 
 // maxStreamToolCalls bounds the tool-call index a stream may use.
@@ -1353,7 +1380,11 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 	case status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="chatmem"`)
 	}
-	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType(status), Param: param, Code: code}})
+	typ := openAIErrorType(status)
+	if errors.Is(err, chatmem.ErrBudgetExhausted) {
+		typ = "insufficient_quota" // OpenAI's type for a quota used up
+	}
+	writeJSON(w, status, openAIErrorBody{Error: openAIErrorDetail{Message: msg, Type: typ, Param: param, Code: code}})
 }
 
 // paramMessages is the param a history_diverged error names.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -42,13 +43,18 @@ import (
 //
 // The direct request is the client's own: it does not carry the history
 // the proxy adds, so the overhead includes sending that to the upstream.
+//
+// short-ledger is short with a usage ledger over the store (the default
+// flush interval) and a proxy spend limit that every turn checks: its
+// proxy-p50 against short's is the ledger's cost per turn.
 func BenchmarkProxyOverhead(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
 		turns   int // per conversation; 0: one conversation
 		history int // turns stored before the timing starts
-	}{{"short", 10, 0}, {"full-window", 0, 200}} {
-		b.Run(bc.name, func(b *testing.B) { benchmarkProxyOverhead(b, bc.turns, bc.history) })
+		ledger  bool
+	}{{"short", 10, 0, false}, {"short-ledger", 10, 0, true}, {"full-window", 0, 200, false}} {
+		b.Run(bc.name, func(b *testing.B) { benchmarkProxyOverhead(b, bc.turns, bc.history, bc.ledger) })
 	}
 }
 
@@ -64,20 +70,29 @@ const (
 // benchEnv is a proxy on a SQLite store in a temporary directory, whose
 // fake upstream keeps no requests and answers benchReply and the
 // request's number.
-func benchEnv(b *testing.B) (*proxyEnv, *sqlite.Store) {
+func benchEnv(b *testing.B, ledger ...bool) (*proxyEnv, *sqlite.Store) {
 	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	env := newProxyEnv(b, proxyConfig{store: store})
+	cfg := proxyConfig{store: store}
+	if len(ledger) > 0 && ledger[0] {
+		l := chatmem.NewLedger(chatmem.LedgerOptions{Store: chatmem.UsageStoreOf(store), Limits: func(string) chatmem.TenantLimits {
+			return chatmem.TenantLimits{Proxy: chatmem.Limit{Tokens: 1 << 50, Period: chatmem.PeriodMonth}}
+		}})
+		l.Start()
+		b.Cleanup(func() { _ = l.Close(context.Background()) })
+		cfg.memory = func(o *chatmem.Options) { o.Ledger = l }
+	}
+	env := newProxyEnv(b, cfg)
 	env.up.forget = true
 	env.up.answer = func(n int) string { return fmt.Sprintf("%s (%d)", benchReply, n) }
 	return env, store
 }
 
-func benchmarkProxyOverhead(b *testing.B, turns, history int) {
-	env, _ := benchEnv(b)
+func benchmarkProxyOverhead(b *testing.B, turns, history int, ledger bool) {
+	env, _ := benchEnv(b, ledger)
 	handled := make(chan struct{}, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		env.api.ServeHTTP(w, r)

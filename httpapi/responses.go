@@ -237,6 +237,9 @@ func (s *Server) createResponse(c *call) error {
 	if err := s.decodeOpenAIBody(c, &req); err != nil {
 		return err
 	}
+	if err := s.allowProxy(c.r.Context(), c.tenant); err != nil {
+		return err
+	}
 	t, err := s.prepareResponse(c, req)
 	if err != nil {
 		return err
@@ -320,7 +323,9 @@ func (s *Server) createResponse(c *call) error {
 		} `json:"choices"`
 		Usage *chatUsage `json:"usage"`
 	}
-	if err := json.Unmarshal(b, &cc); err != nil || len(cc.Choices) == 0 {
+	err = json.Unmarshal(b, &cc)
+	s.recordUsage(ctx, t.callInfo(c), cc.Usage.ledger())
+	if err != nil || len(cc.Choices) == 0 {
 		return &upstreamError{status: http.StatusBadGateway, msg: "upstream response is not a chat completion", err: err}
 	}
 	ch := cc.Choices[0]
@@ -486,6 +491,30 @@ type chatUsage struct {
 	CompletionTokensDetails *struct {
 		ReasoningTokens int `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
+}
+
+// ledger returns u as the ledger reads it (nil for nil).
+func (u *chatUsage) ledger() *upstreamUsage {
+	if u == nil {
+		return nil
+	}
+	out := &upstreamUsage{PromptTokens: int64(u.PromptTokens), CompletionTokens: int64(u.CompletionTokens), TotalTokens: int64(u.TotalTokens)}
+	if d := u.PromptTokensDetails; d != nil {
+		out.PromptTokensDetails = &struct {
+			CachedTokens int64 `json:"cached_tokens"`
+		}{int64(d.CachedTokens)}
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		out.CompletionTokensDetails = &struct {
+			ReasoningTokens int64 `json:"reasoning_tokens"`
+		}{int64(d.ReasoningTokens)}
+	}
+	return out
+}
+
+// callInfo is who the response's upstream call is counted for.
+func (t *respTurn) callInfo(c *call) callInfo {
+	return callInfo{tenant: c.tenant, user: t.user, conversation: t.key.ID, model: t.req.Model, kind: chatmem.CallResponses}
 }
 
 func (u *chatUsage) responses() *responseUsage {

@@ -88,6 +88,8 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 	byIndex := map[int]*streamCall{}
 	var usage *chatUsage
 	finish := ""
+	// Counted once, however the stream ends.
+	defer func() { s.recordUsage(ctx, t.callInfo(c), usage.ledger()) }()
 
 	closeText := func() {
 		if !textOpen {

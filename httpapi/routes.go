@@ -77,6 +77,7 @@ var routes = []route{
 	{"DELETE", "/v1/users/{user}/facts", true, (*Server).deleteUserFacts, false},
 	{"DELETE", "/v1/users/{user}", true, (*Server).deleteUser, false},
 	{"GET", "/v1/users/{user}/export", true, (*Server).exportUser, false},
+	{"GET", "/v1/usage", true, (*Server).getUsage, false},
 	{"POST", chatCompletionsPattern, true, (*Server).chatCompletions, false},
 	{"GET", modelsPattern, true, (*Server).listModels, false},
 	{"GET", modelsPattern + "/{model}", true, (*Server).getModel, false},

@@ -46,6 +46,9 @@ type Store struct {
 	// erased it: an append that creates a conversation of the user for
 	// work started before then is refused. It outlives the tenant.
 	erased map[chatmem.Key]time.Time
+	// usage is the cost ledger (chatmem.UsageStore), under usageMu.
+	usageMu sync.Mutex
+	usage   usageBuckets
 }
 
 // tenant holds one tenant's conversations, with their IDs kept sorted for

@@ -158,6 +158,11 @@ func (c *client) Complete(ctx context.Context, req llm.Request) (text string, er
 	if err != nil {
 		return "", classify(ctx, err)
 	}
+	u := res.Usage
+	chatmem.ReportUsage(ctx, chatmem.ModelUsage{Model: c.opts.Model, Tokens: chatmem.Tokens{
+		Input: u.PromptTokens, CachedInput: min(u.PromptTokensDetails.CachedTokens, u.PromptTokens),
+		Output: u.CompletionTokens, Reasoning: min(u.CompletionTokensDetails.ReasoningTokens, u.CompletionTokens),
+	}})
 	if len(res.Choices) == 0 {
 		return "", fmt.Errorf("%w: the answer has no choices", chatmem.ErrUnavailable)
 	}

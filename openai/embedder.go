@@ -153,6 +153,7 @@ func (e *Embedder) embed(ctx context.Context, texts []string) (out [][]float32, 
 	if err != nil {
 		return nil, classify(ctx, err)
 	}
+	chatmem.ReportUsage(ctx, chatmem.ModelUsage{Model: e.opts.Model, Tokens: chatmem.Tokens{EmbeddingInput: res.Usage.PromptTokens}})
 	if len(res.Data) != len(texts) {
 		return nil, fmt.Errorf("%w: %d embeddings for %d inputs", chatmem.ErrUnavailable, len(res.Data), len(texts))
 	}

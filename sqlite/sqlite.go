@@ -255,10 +255,10 @@ func (s *Store) setup(ctx context.Context) error {
 	if err := migrate(ctx, s.beginWrite); err != nil {
 		return err
 	}
-	if err := s.w.prepare(ctx, slices.Concat(writeStatements, savepointStatements)...); err != nil {
+	if err := s.w.prepare(ctx, slices.Concat(writeStatements, savepointStatements, usageWriteStatements)...); err != nil {
 		return err
 	}
-	if err := s.r.prepare(ctx, readStatements...); err != nil {
+	if err := s.r.prepare(ctx, slices.Concat(readStatements, usageReadStatements())...); err != nil {
 		return err
 	}
 	if err := s.backfill(ctx); err != nil {

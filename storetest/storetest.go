@@ -108,6 +108,7 @@ var tests = []subtest{
 	{"Search", testSearch},
 	{"Vectors", testVectors},
 	{"Users", optional[chatmem.UserStore](userTests)},
+	{"Usage", optional[chatmem.UsageStore](usageTests)},
 }
 
 // BenchmarkTail fills one conversation of s per size (user and assistant

@@ -54,6 +54,7 @@ type serveConfig struct {
 	embedder, embeddingModel                           string
 	embeddingDims                                      int
 	proxyBudget                                        int
+	usageConfig
 }
 
 // command is serve's list of settings.
@@ -137,6 +138,17 @@ func (c *serveConfig) command() *settings.Command {
 			Help: "API requests per second per tenant (0: no limit); over it, 429 with Retry-After"},
 		{Name: "rate-burst", Group: groupLimits, Value: settings.Int(&c.rateBurst, 0, 0, maxInt32), Example: "100",
 			Help: "requests a tenant may make at once above the rate (0: the rate, at least 1)"},
+
+		{Name: "prices", Group: groupLimits, Value: settings.String(&c.pricesFile, ""), Example: "/etc/chatmem/prices.json",
+			Help: "JSON or YAML file of per-million-token prices by model and token kind, for the cost ledger\n({\"gpt-4o-mini\": {\"input\": 0.15, \"cached_input\": 0.075, \"output\": 0.6}}; none built in; see docs/usage.md)"},
+		{Name: "memory-limit", Group: groupLimits, Value: settings.String(&c.memoryLimit, ""), Example: "2000000 tokens per day",
+			Help: "each tenant's limit on the summarizer's, extractors' and embedder's spend (\"N tokens\", \"C cost\" or both, \"per day|month\");\nover it, their calls wait until the limit allows"},
+		{Name: "proxy-limit", Group: groupLimits, Value: settings.String(&c.proxyLimit, ""), Example: "50 cost per month",
+			Help: "each tenant's limit on the chat proxy's and Responses endpoint's spend; over it, 429 budget_exhausted"},
+		{Name: "tenant-limits", Group: groupLimits, Value: settings.String(&c.tenantLimitsFile, ""), Example: "/etc/chatmem/limits.json",
+			Help: "JSON file of tenants' own limits: {\"TENANT\": {\"memory\": LIMIT, \"proxy\": LIMIT}}; the others have --memory-limit and --proxy-limit"},
+		{Name: "usage-flush-interval", Group: groupLimits, Value: settings.Duration(&c.usageFlush, chatmem.DefaultUsageFlush, true), Example: "5s",
+			Help: "how often the usage counted is written to the store, in one batch; a crash loses at most this much of it"},
 
 		{Name: "log-format", Group: groupLogging, Value: settings.Choice(&c.logFormat, "text", "text", "json"), Help: "log format"},
 		{Name: "log-level", Group: groupLogging, Value: settings.Choice(&c.logLevel, "info", "debug", "info", "warn", "error"), Help: "log level"},
@@ -308,6 +320,10 @@ func openMemory(ctx context.Context, c serveConfig, log *slog.Logger, tracer cha
 			}
 			return c.tailCacheBytes
 		}(),
+	}
+	if opts.Ledger, err = c.ledger(store, log); err != nil {
+		store.Close()
+		return nil, nil, err
 	}
 	if opts.Summarizer, opts.Extractors, err = c.models(log, tracer); err != nil {
 		store.Close()
