@@ -64,13 +64,17 @@ const (
 // benchEnv is a proxy on a SQLite store in a temporary directory, whose
 // fake upstream keeps no requests and answers benchReply and the
 // request's number.
-func benchEnv(b *testing.B) (*proxyEnv, *sqlite.Store) {
+func benchEnv(b *testing.B) (*proxyEnv, *sqlite.Store) { return benchEnvConfig(b, proxyConfig{}) }
+
+// benchEnvConfig is benchEnv with cfg's settings but its store.
+func benchEnvConfig(b *testing.B, cfg proxyConfig) (*proxyEnv, *sqlite.Store) {
 	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	env := newProxyEnv(b, proxyConfig{store: store})
+	cfg.store = store
+	env := newProxyEnv(b, cfg)
 	env.up.forget = true
 	env.up.answer = func(n int) string { return fmt.Sprintf("%s (%d)", benchReply, n) }
 	return env, store
