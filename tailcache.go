@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -607,4 +608,46 @@ func mergePinned(sys, recent []Message) []Message {
 		}
 	}
 	return out
+}
+
+// CachedTail returns, from this process's tail cache and without any I/O,
+// the non-system messages among the conversation's newest n (those after
+// Seq lastSeq-n), oldest first, and lastSeq, the conversation's LastSeq
+// as the cache last saw it. ok is false when the cache holds no entry for
+// the conversation, or its entry does not reach back that far. The
+// messages are the cache's own: read them, do not modify them.
+//
+// The cache may be behind the store (another process appended since, or
+// rewound): an answer is only as good as an append conditional on lastSeq
+// (AppendOptions.ExpectedLastSeq), which fails with ErrConflict if the
+// conversation moved on, as Turn's own append from the cache does. Turn
+// with that condition is then one store write, and its window comes from
+// the cache.
+func (m *Memory) CachedTail(key Key, n int) (msgs []Message, lastSeq int64, ok bool) {
+	if m.tails.max == 0 || n < 0 {
+		return nil, 0, false
+	}
+	m.tails.mu.Lock()
+	el, found := m.tails.entries[key]
+	m.tails.mu.Unlock()
+	if !found {
+		return nil, 0, false
+	}
+	e := el.Value.(*tailEntry)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dropped || e.lastSeq <= 0 {
+		return nil, 0, false
+	}
+	after := max(e.lastSeq-int64(n), 0)
+	i := len(e.recent)
+	for i > 0 && e.recent[i-1].Seq > after {
+		i--
+	}
+	// The run must reach back past after: else a message trimmed from it
+	// may be among the newest n.
+	if i == 0 && !e.complete && (len(e.recent) == 0 || e.recent[0].Seq > after+1) {
+		return nil, 0, false
+	}
+	return slices.Clone(e.recent[i:]), e.lastSeq, true
 }

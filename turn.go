@@ -19,7 +19,9 @@ import (
 //
 //   - When Memory's tail cache holds the conversation up to its last
 //     message, the append is made conditional on that message
-//     (ExpectedLastSeq) and on the conversation's tokenizer: if it lands,
+//     (ExpectedLastSeq; opts may set it only to that message, as a caller
+//     that read the cache with CachedTail does) and on the
+//     conversation's tokenizer: if it lands,
 //     nothing was appended between the cached messages and these, so the
 //     window comes from the cache and the append's result, with no read.
 //     A turn is then one store write. If another writer got in between
@@ -92,7 +94,10 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 		return AppendResult{}, false, nil
 	}
 	last, tokenizer, cached := m.tails.peek(key)
-	conditional := cached && tokenizer == counter.Name() && opts.ExpectedLastSeq == nil && last > 0
+	// The caller's own condition on the entry's last message (one read
+	// from CachedTail) is the one the cache's fast path makes.
+	conditional := cached && tokenizer == counter.Name() && last > 0 &&
+		(opts.ExpectedLastSeq == nil || *opts.ExpectedLastSeq == last)
 	if cached && tokenizer != counter.Name() {
 		return AppendResult{}, false, nil // Append's way counts with the conversation's own
 	}
