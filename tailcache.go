@@ -309,10 +309,11 @@ func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
 }
 
 // answer returns what Memory.tail returns for q: the system messages, then
-// the newest non-system messages that Store.Tail would select, as copies;
+// the newest non-system messages that Store.Tail would select, as copies
+// (sharing their tool calls and metadata with the entry if shared);
 // false if the entry's run is too short to tell where that selection
 // starts. e.mu is held.
-func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
+func (e *tailEntry) answer(q TailQuery, shared bool) ([]Message, bool) {
 	start := 0
 	if q.Tokens <= 0 && q.Turns <= 0 {
 		start = len(e.recent) // as Store.Tail: nothing
@@ -355,10 +356,12 @@ func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
 	e.want = q
 	out := make([]Message, 0, len(sys)+len(e.recent)-start)
 	out = append(append(out, sys...), e.recent[start:]...)
-	for i := range out {
-		// Copies: only tool calls and metadata are shared by a plain copy.
-		if out[i].ToolCalls != nil || out[i].Metadata != nil {
-			out[i] = out[i].Clone()
+	if !shared {
+		for i := range out {
+			// Copies: only tool calls and metadata are shared by a plain copy.
+			if out[i].ToolCalls != nil || out[i].Metadata != nil {
+				out[i] = out[i].Clone()
+			}
 		}
 	}
 	return out, true
@@ -459,7 +462,7 @@ func (m *Memory) conversation(ctx context.Context, key Key, withSince bool) (Con
 // conversation's cache entry, brought up to date with the messages since
 // read with conv (since) or, failing that, one Range read; from the store,
 // refilling the entry, when the entry is missing, stale or too short.
-func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, since sinceRead, q TailQuery) ([]Message, error) {
+func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, since sinceRead, q TailQuery, shared bool) ([]Message, error) {
 	if e := m.tails.get(key, conv); e != nil {
 		e.mu.Lock()
 		from := e.lastSeq
@@ -484,7 +487,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 		}
 		var out []Message
 		if ok {
-			out, ok = e.answer(q)
+			out, ok = e.answer(q, shared)
 		}
 		e.mu.Unlock()
 		if len(news) > 0 {
@@ -517,7 +520,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 	}
 	if e := m.tails.put(key, conv, sys, msgs, q); e != nil {
 		e.mu.Lock()
-		out, ok := e.answer(q)
+		out, ok := e.answer(q, shared)
 		e.trim()
 		e.mu.Unlock()
 		m.tails.resize(e)
@@ -534,7 +537,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 
 // tail reads the pinned system messages and the newest messages the policy
 // can use, with the stored counts.
-func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy) ([]Message, error) {
+func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy, shared bool) ([]Message, error) {
 	if p.Kind == PolicyAll {
 		return m.store.Range(ctx, key, 0, 0)
 	}
@@ -545,7 +548,7 @@ func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sin
 		}
 		return m.store.System(ctx, key) // Apply reports the budget as too small
 	}
-	return m.cachedTail(ctx, key, conv, since, q)
+	return m.cachedTail(ctx, key, conv, since, q, shared)
 }
 
 // recountedTail reads ever larger tails (doubling) until the recounted

@@ -358,7 +358,8 @@ func (s *Server) proxyChat(c *call) error {
 	for i, m := range system {
 		reserve[i] = m.msg
 	}
-	copts := chatmem.ContextOptions{Reserve: reserve}
+	// The window is only encoded: it may share the cache's metadata.
+	copts := chatmem.ContextOptions{Reserve: reserve, Shared: true}
 	p := t.policy
 	// The request is lined up with the tail cache's copy of the stored
 	// conversation when it can be, and the turn's append is conditional
