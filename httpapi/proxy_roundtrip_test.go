@@ -189,6 +189,35 @@ func TestProxyRoundTrips(t *testing.T) {
 			if marked, _ := turn(true, "Thanks."); marked != 2 {
 				t.Errorf("the turn after it made %d round trips, want 2", marked)
 			}
+			// A Responses turn in a conversation: the window read with the
+			// input pending, then the input and the reply appended in one.
+			respond := func(path, body string) (int64, []byte) {
+				t.Helper()
+				r := httptest.NewRequestWithContext(countRoundTrips(t.Context()), http.MethodPost, openAIPrefix+path, strings.NewReader(body))
+				r.Header.Set("Authorization", "Bearer "+proxyKey)
+				r.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				m0 := rt.marked.Load()
+				env.api.ServeHTTP(w, r)
+				if w.Code != http.StatusOK {
+					t.Fatalf("POST %s: %d %s", path, w.Code, w.Body)
+				}
+				return rt.marked.Load() - m0, w.Body.Bytes()
+			}
+			_, b := respond("/conversations", `{"items":[{"role":"user","content":"Hello, I am Ada."}]}`)
+			var conv struct{ ID string }
+			if err := json.Unmarshal(b, &conv); err != nil {
+				t.Fatal(err)
+			}
+			respond("/responses", `{"model":"gpt-4o-mini","conversation":"`+conv.ID+`","input":"Where is my order?"}`)
+			for i := range 3 {
+				marked, _ := respond("/responses", fmt.Sprintf(`{"model":"gpt-4o-mini","conversation":%q,"input":"And question %d?"}`, conv.ID, i))
+				t.Logf("steady Responses turn %d: %d round trips", i, marked)
+				if marked != 2 {
+					t.Errorf("steady Responses turn %d made %d round trips, want 2 (the window, the input and reply)", i, marked)
+				}
+			}
+
 			got := env.stored(t, "rt")
 			if len(got) != len(history) {
 				t.Fatalf("stored %d messages, the client holds %d", len(got), len(history))
