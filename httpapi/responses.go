@@ -224,11 +224,11 @@ type respTurn struct {
 	// cachedLast is set when last came from the tail cache, which may be
 	// behind the store: createResponse checks it after the window's read.
 	cachedLast bool
-	inFrom  int64             // the first seq of the input
-	seq     int64             // the reply's seq
-	nonce   string
-	tokens  int // chatmem's count of the prompt
-	obj     responseObject
+	inFrom     int64 // the first seq of the input
+	seq        int64 // the reply's seq
+	nonce      string
+	tokens     int // chatmem's count of the prompt
+	obj        responseObject
 }
 
 // createResponse is POST /openai/v1/responses.
