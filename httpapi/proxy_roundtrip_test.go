@@ -90,7 +90,9 @@ func (c *roundTrips) TracePrepareEnd(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 // reply's append, whether the client sends its whole history or only
 // the new message. A turn whose conversation another process appended
 // to meanwhile costs more (the cache is behind: lined up again from the
-// store), and the turn after it two again.
+// store), and the turn after it two again. A steady Responses turn in a
+// conversation is two as well: the window's read with the input
+// pending, and the append of the input with the reply.
 func TestProxyRoundTrips(t *testing.T) {
 	for _, name := range []string{"redis", "postgres"} {
 		t.Run(name, func(t *testing.T) {
@@ -216,6 +218,23 @@ func TestProxyRoundTrips(t *testing.T) {
 				if marked != 2 {
 					t.Errorf("steady Responses turn %d made %d round trips, want 2 (the window, the input and reply)", i, marked)
 				}
+			}
+			// Another process appends: the cache is behind, which the
+			// window's read finds out; the response is made from the
+			// conversation as the store holds it, and stored after it.
+			ckey := chatmem.Key{Tenant: "acme", ID: conv.ID}
+			if _, err := other.Append(t.Context(), ckey, []chatmem.Message{{Role: chatmem.RoleUser, Content: "From elsewhere."}}, chatmem.AppendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if marked, _ := respond("/responses", fmt.Sprintf(`{"model":"gpt-4o-mini","conversation":%q,"input":"After that?"}`, conv.ID)); marked <= 2 {
+				t.Errorf("a Responses turn after another process appended made %d round trips: it cannot have seen the other's message", marked)
+			}
+			cmsgs := env.stored(t, conv.ID)
+			if n := len(cmsgs); n < 3 || cmsgs[n-3].Content != "From elsewhere." || cmsgs[n-2].Content != "After that?" || cmsgs[n-1].Role != chatmem.RoleAssistant {
+				t.Errorf("after another process's append, the conversation ends %+v", cmsgs[max(0, n-3):])
+			}
+			if marked, _ := respond("/responses", fmt.Sprintf(`{"model":"gpt-4o-mini","conversation":%q,"input":"Thanks."}`, conv.ID)); marked != 2 {
+				t.Errorf("the Responses turn after it made %d round trips, want 2", marked)
 			}
 
 			got := env.stored(t, "rt")
