@@ -42,6 +42,13 @@ type ContextOptions struct {
 	// nothing. It reads as any read does (and may fill Memory's caches). In
 	// Turn it makes only the read a preview: the append is traffic.
 	Preview bool
+	// Shared lets the window's messages share their tool calls and
+	// metadata with Memory's tail cache rather than get copies of them:
+	// for a caller that only reads the window (encodes it, say), which
+	// then must not modify those, nor keep them past its use. It saves an
+	// allocation per message that carries metadata (each of the chat
+	// proxy's stored replies does) or tool calls.
+	Shared bool
 }
 
 // Metadata values that mark the messages Context makes up, under the
@@ -217,7 +224,7 @@ func (m *Memory) readContext(ctx context.Context, key Key, p Policy, opts Contex
 	if c.plan.recount {
 		msgs, err = m.recountedTail(ctx, key, c.conv, c.plan.p, c.plan.counter)
 	} else {
-		msgs, err = m.tail(ctx, key, c.conv, since, c.plan.p)
+		msgs, err = m.tail(ctx, key, c.conv, since, c.plan.p, opts.Shared)
 	}
 	if err != nil {
 		return c, fmt.Errorf("context of %s: %w", key, err)

@@ -421,13 +421,19 @@ func (m *Memory) tokenizerChanged(ctx context.Context, key Key, tokenizer string
 // false when it did not try (also when the caller made the append
 // conditional itself), or when the store refused because the conversation
 // is kept under another tokenizer since, which the caller's read then
-// sorts out.
+// sorts out. A caller's own ExpectedLastSeq is tried here only when it is
+// the entry's last message (a caller that read it from CachedTail): the
+// entry is then extended as with the cache's own condition, and a
+// conflict goes the read's way.
 func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts AppendOptions) (_ AppendResult, ok bool, _ error) {
-	if needsPrior(msgs) || opts.ExpectedTokenizer != "" || opts.ExpectedLastSeq != nil {
+	if needsPrior(msgs) || opts.ExpectedTokenizer != "" {
 		return AppendResult{}, false, nil
 	}
 	last, tokenizer, cached := m.tails.peek(key)
 	if !cached || tokenizer == "" {
+		return AppendResult{}, false, nil
+	}
+	if e := opts.ExpectedLastSeq; e != nil && (*e != last || last == 0 || opts.unconditional) {
 		return AppendResult{}, false, nil
 	}
 	counter, err := m.Counter(tokenizer)
@@ -441,6 +447,16 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 		return AppendResult{}, false, nil
 	}
 	opts.Tokenizer, opts.ExpectedTokenizer = counter.Name(), counter.Name()
+	if opts.ExpectedLastSeq != nil {
+		res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, opts, nil)
+		if err == nil && !res.Replayed {
+			m.tails.appended(key, last, res.Conversation, res.Messages)
+		}
+		if errors.Is(err, ErrConflict) {
+			return AppendResult{}, false, nil
+		}
+		return res, true, err
+	}
 	if last > 0 && !opts.unconditional {
 		// Conditional on the entry's last message: if it lands, nothing
 		// came between, and the entry is extended with what was stored,

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -311,10 +312,11 @@ func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
 }
 
 // answer returns what Memory.tail returns for q: the system messages, then
-// the newest non-system messages that Store.Tail would select, as copies;
+// the newest non-system messages that Store.Tail would select, as copies
+// (sharing their tool calls and metadata with the entry if shared);
 // false if the entry's run is too short to tell where that selection
 // starts. e.mu is held.
-func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
+func (e *tailEntry) answer(q TailQuery, shared bool) ([]Message, bool) {
 	start := 0
 	if q.Tokens <= 0 && q.Turns <= 0 {
 		start = len(e.recent) // as Store.Tail: nothing
@@ -357,10 +359,12 @@ func (e *tailEntry) answer(q TailQuery) ([]Message, bool) {
 	e.want = q
 	out := make([]Message, 0, len(sys)+len(e.recent)-start)
 	out = append(append(out, sys...), e.recent[start:]...)
-	for i := range out {
-		// Copies: only tool calls and metadata are shared by a plain copy.
-		if out[i].ToolCalls != nil || out[i].Metadata != nil {
-			out[i] = out[i].Clone()
+	if !shared {
+		for i := range out {
+			// Copies: only tool calls and metadata are shared by a plain copy.
+			if out[i].ToolCalls != nil || out[i].Metadata != nil {
+				out[i] = out[i].Clone()
+			}
 		}
 	}
 	return out, true
@@ -461,7 +465,7 @@ func (m *Memory) conversation(ctx context.Context, key Key, withSince bool) (Con
 // conversation's cache entry, brought up to date with the messages since
 // read with conv (since) or, failing that, one Range read; from the store,
 // refilling the entry, when the entry is missing, stale or too short.
-func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, since sinceRead, q TailQuery) ([]Message, error) {
+func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, since sinceRead, q TailQuery, shared bool) ([]Message, error) {
 	if e := m.tails.get(key, conv); e != nil {
 		e.mu.Lock()
 		from := e.lastSeq
@@ -486,7 +490,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 		}
 		var out []Message
 		if ok {
-			out, ok = e.answer(q)
+			out, ok = e.answer(q, shared)
 		}
 		e.mu.Unlock()
 		if len(news) > 0 {
@@ -519,7 +523,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 	}
 	if e := m.tails.put(key, conv, sys, msgs, q); e != nil {
 		e.mu.Lock()
-		out, ok := e.answer(q)
+		out, ok := e.answer(q, shared)
 		e.trim()
 		e.mu.Unlock()
 		m.tails.resize(e)
@@ -536,7 +540,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 
 // tail reads the pinned system messages and the newest messages the policy
 // can use, with the stored counts.
-func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy) ([]Message, error) {
+func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy, shared bool) ([]Message, error) {
 	if p.Kind == PolicyAll {
 		return m.store.Range(ctx, key, 0, 0)
 	}
@@ -547,7 +551,7 @@ func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sin
 		}
 		return m.store.System(ctx, key) // Apply reports the budget as too small
 	}
-	return m.cachedTail(ctx, key, conv, since, q)
+	return m.cachedTail(ctx, key, conv, since, q, shared)
 }
 
 // recountedTail reads ever larger tails (doubling) until the recounted
@@ -610,4 +614,46 @@ func mergePinned(sys, recent []Message) []Message {
 		}
 	}
 	return out
+}
+
+// CachedTail returns, from this process's tail cache and without any I/O,
+// the non-system messages among the conversation's newest n (those after
+// Seq lastSeq-n), oldest first, and lastSeq, the conversation's LastSeq
+// as the cache last saw it. ok is false when the cache holds no entry for
+// the conversation, or its entry does not reach back that far. The
+// messages are the cache's own: read them, do not modify them.
+//
+// The cache may be behind the store (another process appended since, or
+// rewound): an answer is only as good as an append conditional on lastSeq
+// (AppendOptions.ExpectedLastSeq), which fails with ErrConflict if the
+// conversation moved on, as Turn's own append from the cache does. Turn
+// with that condition is then one store write, and its window comes from
+// the cache.
+func (m *Memory) CachedTail(key Key, n int) (msgs []Message, lastSeq int64, ok bool) {
+	if m.tails.max == 0 || n < 0 {
+		return nil, 0, false
+	}
+	m.tails.mu.Lock()
+	el, found := m.tails.entries[key]
+	m.tails.mu.Unlock()
+	if !found {
+		return nil, 0, false
+	}
+	e := el.Value.(*tailEntry)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dropped || e.lastSeq <= 0 {
+		return nil, 0, false
+	}
+	after := max(e.lastSeq-int64(n), 0)
+	i := len(e.recent)
+	for i > 0 && e.recent[i-1].Seq > after {
+		i--
+	}
+	// The run must reach back past after: else a message trimmed from it
+	// may be among the newest n.
+	if i == 0 && !e.complete && (len(e.recent) == 0 || e.recent[0].Seq > after+1) {
+		return nil, 0, false
+	}
+	return slices.Clone(e.recent[i:]), e.lastSeq, true
 }

@@ -571,3 +571,80 @@ func TestTailCacheBoundsEmptyEntries(t *testing.T) {
 		t.Errorf("entries %d, accounted size %d (sum %d), bound %d", n, size, sum, bound)
 	}
 }
+
+// TestCachedTail: the newest messages from the tail cache, with no read,
+// as the store holds them; none when the cache cannot tell (no entry, a
+// run that does not reach back far enough); and an append conditional on
+// the last seq it gave that fails, writing nothing, once another process
+// appended, after which Turn with that condition reads the store.
+func TestCachedTail(t *testing.T) {
+	ctx := t.Context()
+	store := &readCounter{Store: memstore.New()}
+	mem, _ := newRecountMemory(t, store)
+	other, _ := newRecountMemory(t, store.Store)
+	key := chatmem.Key{Tenant: "acme", ID: "cached-tail"}
+	if _, _, ok := mem.CachedTail(key, 4); ok {
+		t.Fatal("CachedTail answered for a conversation the cache has never seen")
+	}
+	var msgs []chatmem.Message
+	for i := range 20 {
+		msgs = append(msgs, chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("question %d", i)},
+			chatmem.Message{Role: chatmem.RoleAssistant, Content: fmt.Sprintf("answer %d", i)})
+	}
+	msgs = append(msgs[:3], append([]chatmem.Message{{Role: chatmem.RoleSystem, Content: "Be brief."}}, msgs[3:]...)...)
+	if _, err := mem.Append(ctx, key, msgs, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 12}
+	if _, err := mem.Context(ctx, key, p, chatmem.ContextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store.reset()
+	got, last, ok := mem.CachedTail(key, 4)
+	if !ok || last != 41 {
+		t.Fatalf("CachedTail(4) = last %d, ok %v; want 41, true", last, ok)
+	}
+	if store.convs.Load()+store.ranges.Load()+store.tails.Load()+store.systems.Load() != 0 {
+		t.Errorf("CachedTail read %s; want nothing", store.reads())
+	}
+	want, err := store.Range(ctx, key, 37, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("CachedTail(4) = %d messages, the store's newest 4 are %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Seq != want[i].Seq || got[i].Content != want[i].Content {
+			t.Errorf("CachedTail(4)[%d] = %d %q, want %d %q", i, got[i].Seq, got[i].Content, want[i].Seq, want[i].Content)
+		}
+	}
+	if _, _, ok := mem.CachedTail(key, 41); ok {
+		t.Error("CachedTail(41) answered from an entry that holds a 12-token window's run")
+	}
+
+	// Another process appends: the cache is behind, and a Turn
+	// conditional on its last seq fails without writing.
+	if _, err := other.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "elsewhere"}}, chatmem.AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	turn := []chatmem.Message{{Role: chatmem.RoleUser, Content: "here"}}
+	_, _, err = mem.Turn(ctx, key, turn, chatmem.AppendOptions{ExpectedLastSeq: &last}, p, chatmem.ContextOptions{})
+	if !errors.Is(err, chatmem.ErrConflict) {
+		t.Fatalf("Turn conditional on the stale cache's last seq: %v, want ErrConflict", err)
+	}
+	if conv, _ := store.Conversation(ctx, key); conv.LastSeq != 42 {
+		t.Errorf("after the failed Turn the conversation ends at %d, want 42", conv.LastSeq)
+	}
+	if _, _, ok := mem.CachedTail(key, 1); ok {
+		t.Error("the stale entry is still there after the failed Turn")
+	}
+	at := int64(42)
+	res, w, err := mem.Turn(ctx, key, turn, chatmem.AppendOptions{ExpectedLastSeq: &at}, p, chatmem.ContextOptions{})
+	if err != nil || res.Messages[0].Seq != 43 {
+		t.Fatalf("Turn conditional on the store's last seq: %v, %+v", err, res.Messages)
+	}
+	if n := len(w.Messages); n < 2 || w.Messages[n-2].Content != "elsewhere" || w.Messages[n-1].Content != "here" {
+		t.Errorf("the window ends %+v, want the other's message then this one", w.Messages)
+	}
+}

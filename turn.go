@@ -19,12 +19,17 @@ import (
 //
 //   - When Memory's tail cache holds the conversation up to its last
 //     message, the append is made conditional on that message
-//     (ExpectedLastSeq) and on the conversation's tokenizer: if it lands,
+//     (ExpectedLastSeq; opts may set it only to that message, as a caller
+//     that read the cache with CachedTail does) and on the
+//     conversation's tokenizer: if it lands,
 //     nothing was appended between the cached messages and these, so the
 //     window comes from the cache and the append's result, with no read.
 //     A turn is then one store write. If another writer got in between
 //     (the condition fails with ErrConflict), Turn appends as Append
-//     does and reads the context as Context does.
+//     does and reads the context as Context does; but when the condition
+//     was the caller's own (opts.ExpectedLastSeq), Turn returns the
+//     ErrConflict, having written nothing, and forgets the entry, so
+//     that the caller's next Turn reads the tail with its append.
 //   - Otherwise (a process's first turn on the conversation, or a new
 //     conversation), the messages are counted with the counter a new
 //     conversation would get and the append checks that the conversation
@@ -92,7 +97,10 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 		return AppendResult{}, false, nil
 	}
 	last, tokenizer, cached := m.tails.peek(key)
-	conditional := cached && tokenizer == counter.Name() && opts.ExpectedLastSeq == nil && last > 0
+	// The caller's own condition on the entry's last message (one read
+	// from CachedTail) is the one the cache's fast path makes.
+	conditional := cached && tokenizer == counter.Name() && last > 0 &&
+		(opts.ExpectedLastSeq == nil || *opts.ExpectedLastSeq == last)
 	if cached && tokenizer != counter.Name() {
 		return AppendResult{}, false, nil // Append's way counts with the conversation's own
 	}
@@ -109,6 +117,13 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	}
 	res, read, err := m.appendCounted(ctx, key, nil, msgs, counter, try, tail)
 	switch {
+	case errors.Is(err, ErrConflict) && conditional && opts.ExpectedLastSeq != nil:
+		// The caller's own condition, read from the cache: the entry is
+		// behind the store (or the user or tokenizer differ), and the
+		// caller reads the store to decide again. The entry goes, so
+		// that its next Turn reads the tail with its append.
+		m.tails.drop(key)
+		return AppendResult{}, false, err
 	case errors.Is(err, ErrConflict):
 		// Appended to meanwhile, or kept under another tokenizer: Append
 		// sorts it out (a conflict of the caller's own ExpectedLastSeq or

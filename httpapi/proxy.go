@@ -262,12 +262,15 @@ var errNoUpstream = fmt.Errorf("%w: no upstream configured", chatmem.ErrUnavaila
 // made once the client has the reply, finds the turn, and a crash after
 // that loses nothing the client was given.
 //
-// On an existing conversation, the turn's messages go into the context as
-// pending and are written with the reply in one append, one commit per
-// turn; when no reply comes they are written alone as the request ends. A
-// new conversation, which has no context to read yet, appends them first.
+// A turn is two store writes, one round trip each on Redis and PostgreSQL
+// once the process has the conversation in its tail cache: the turn's
+// messages are appended and the window read in one call (Memory.Turn),
+// the request's history lined up with the cache's copy of the stored
+// conversation, which the append is conditional on; then the reply is
+// appended (commitTurn), which keeps the cache current for the next turn.
+// When no reply comes, the turn's messages stay stored without one.
 //
-// With an Idempotency-Key the turn's messages are appended first under
+// With an Idempotency-Key the turn's messages are appended under
 // that key, and the reply under a key derived from it (replyKey). A retry
 // with the same key and body gets the stored reply without a call to the
 // upstream (Idempotent-Replayed: true); a retry of a request that failed
@@ -352,111 +355,39 @@ func (s *Server) proxyChat(c *call) error {
 			return s.replay(c, req.stream, modelOf(body), *reply)
 		}
 	}
-	upto := int64(-1) // the last Seq of a turn appended first: the history it is answered from
-	// Only what the stored conversation does not hold yet is appended.
-	rewound := 0
-	for forks := 0; ; forks++ {
-		rec, err := s.reconcile(ctx, t.key, msgs)
-		if err != nil {
-			return err
-		}
-		if rec.shape == shapeNew {
-			msgs = msgs[rec.from:]
-			s.metrics.proxyHistory.WithLabelValues("continued").Inc()
-			break
-		}
-		if c.up.onDiverge == DivergeRewind && rewound == 0 && (rec.shape == shapeRetry || rec.shape == shapeDiverged) {
-			// The conversation follows the client's branch: back to the
-			// last message the request shares with it, then as usual.
-			to := rec.upto // a regeneration: its reply replaces the stored one
-			if rec.shape == shapeDiverged {
-				to = rec.seq - 1
-			}
-			last := rec.last
-			if _, err := s.mem.Rewind(ctx, t.key, to, chatmem.RewindOptions{ExpectedLastSeq: &last}); err != nil {
-				return err
-			}
-			s.metrics.proxyHistory.WithLabelValues("rewound").Inc()
-			rewound++
-			continue
-		}
-		if rec.shape == shapeRetry {
-			msgs, upto, t.retry = nil, rec.upto, true
-			c.w.Header().Set(headerRetry, "true")
-			s.metrics.proxyHistory.WithLabelValues("retry").Inc()
-			break
-		}
-		if c.up.onDiverge != DivergeFork || forks == maxForks {
-			s.metrics.proxyHistory.WithLabelValues("refused").Inc()
-			return &errDiverged{index: requestIndex(system, rec.from), seq: rec.seq, ended: rec.from == len(msgs)}
-		}
-		// The client's branch, from the conversation's first message,
-		// is a conversation of its own.
-		s.metrics.proxyHistory.WithLabelValues("forked").Inc()
-		t.key.ID = forkID(t.key.ID, msgs[:min(rec.from+1, len(msgs))])
-		t.user = rec.user
-		c.w.Header().Set(headerConversation, t.key.ID)
-	}
-	appendFirst := func() error {
-		opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user, Started: t.started}
-		res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-			return s.mem.Append(ctx, t.key, msgs, opts)
-		})
-		if err != nil {
-			return err
-		}
-		if res.Replayed && !sameMessages(res.Messages, msgs) {
-			return errKeyReused
-		}
-		// The turn is answered from the history up to its own messages:
-		// another client's turn appended meanwhile is not this one's.
-		upto = res.Messages[len(res.Messages)-1].Seq
-		return nil
-	}
-	var pending []chatmem.Message
-	switch {
-	case len(msgs) == 0:
-	case t.idemKey == "":
-		// The turn's messages are written with the reply, in one append
-		// (one commit on the request path instead of two), or alone when
-		// no reply comes; the context counts them as pending.
-		pending = msgs
-		t.pending = msgs
-		defer s.writePending(ctx, t)
-	default:
-		// An Idempotency-Key must be checked before the context is
-		// assembled: append first.
-		if err := appendFirst(); err != nil {
-			return err
-		}
-	}
 	// The request's system prompt counts against the budget, with the
 	// conversation's tokenizer.
 	reserve := make([]chatmem.Message, len(system))
 	for i, m := range system {
 		reserve[i] = m.msg
 	}
+	// The window is only encoded: it may share the cache's metadata.
+	copts := chatmem.ContextOptions{Reserve: reserve, Shared: true}
 	p := t.policy
-	window := func() (chatmem.Window, error) {
-		return timed(s, "context", func() (chatmem.Window, error) {
-			return s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: pending, Reserve: reserve})
-		})
-	}
-	w, err := window()
-	if errors.Is(err, chatmem.ErrNotFound) && len(pending) > 0 {
-		// A new conversation, which Context cannot read before it exists:
-		// its first messages are appended first.
-		pending, t.pending = nil, nil
-		if err := appendFirst(); err != nil {
+	// The request is lined up with the tail cache's copy of the stored
+	// conversation when it can be, and the turn's append is conditional
+	// on it: if another writer got in first (another replica, or a
+	// rewind), the append fails, and the request is lined up again with
+	// what the store holds.
+	id, user := t.key.ID, t.user
+	useCache, rewound := true, 0
+	var w chatmem.Window
+	var upto int64 // the last Seq of the history the turn is answered from; -1: all of the window
+	for {
+		todo, rec, err := s.lineUp(c, t, system, msgs, useCache, &rewound)
+		if err != nil {
 			return err
 		}
-		w, err = window()
-	}
-	if errors.Is(err, chatmem.ErrInvalid) || errors.Is(err, chatmem.ErrTooLarge) {
-		t.pending = nil // the messages do not fit the history: store nothing
-	}
-	if err != nil {
-		return err
+		w, upto, err = s.proxyTurn(ctx, t, todo, rec, copts)
+		if errors.Is(err, chatmem.ErrConflict) && rec.cached && useCache {
+			useCache, t.key.ID, t.user = false, id, user
+			c.w.Header().Set(headerConversation, id)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	s.metrics.contextTokens.WithLabelValues(string(p.Kind)).Observe(float64(w.Tokens))
 	t.tokens = w.Tokens + w.Reserved
@@ -507,6 +438,101 @@ func (s *Server) proxyChat(c *call) error {
 	return s.forward(c, req.withMessages(msgsJSON, promptCacheKey(t)), req.stream, t)
 }
 
+// lineUp reconciles the request's non-system messages (msgs) with the
+// stored conversation, as Upstream.OnDiverge says for a divergence (see
+// chatCompletions), and returns those still to append. useCache lets
+// reconcile answer from the tail cache (rec.cached: the append must then
+// be conditional on rec.last); rewound counts the rewinds made for the
+// request, at most one. It may move t to a fork (t.key, t.user and the
+// X-Chatmem-Conversation header) or mark it a retry.
+func (s *Server) lineUp(c *call, t *turn, system []systemMessage, msgs []chatmem.Message, useCache bool, rewound *int) ([]chatmem.Message, reconciliation, error) {
+	ctx := c.r.Context()
+	for forks := 0; ; forks++ {
+		rec, err := s.reconcile(ctx, t.key, msgs, useCache)
+		if err != nil {
+			return nil, rec, err
+		}
+		if rec.shape == shapeNew {
+			s.metrics.proxyHistory.WithLabelValues("continued").Inc()
+			return msgs[rec.from:], rec, nil
+		}
+		if c.up.onDiverge == DivergeRewind && *rewound == 0 && (rec.shape == shapeRetry || rec.shape == shapeDiverged) {
+			// The conversation follows the client's branch: back to the
+			// last message the request shares with it, then as usual.
+			to := rec.upto // a regeneration: its reply replaces the stored one
+			if rec.shape == shapeDiverged {
+				to = rec.seq - 1
+			}
+			last := rec.last
+			if _, err := s.mem.Rewind(ctx, t.key, to, chatmem.RewindOptions{ExpectedLastSeq: &last}); err != nil {
+				return nil, rec, err
+			}
+			s.metrics.proxyHistory.WithLabelValues("rewound").Inc()
+			*rewound++
+			continue
+		}
+		if rec.shape == shapeRetry {
+			t.retry = true
+			c.w.Header().Set(headerRetry, "true")
+			s.metrics.proxyHistory.WithLabelValues("retry").Inc()
+			return nil, rec, nil
+		}
+		if c.up.onDiverge != DivergeFork || forks == maxForks {
+			s.metrics.proxyHistory.WithLabelValues("refused").Inc()
+			return nil, rec, &errDiverged{index: requestIndex(system, rec.from), seq: rec.seq, ended: rec.from == len(msgs)}
+		}
+		// The client's branch, from the conversation's first message,
+		// is a conversation of its own.
+		s.metrics.proxyHistory.WithLabelValues("forked").Inc()
+		t.key.ID = forkID(t.key.ID, msgs[:min(rec.from+1, len(msgs))])
+		t.user = rec.user
+		c.w.Header().Set(headerConversation, t.key.ID)
+	}
+}
+
+// proxyTurn appends the turn's new messages (todo) and reads the window
+// to send in one call, Memory.Turn: one store round trip when the tail
+// cache holds the conversation, as it does from a process's second turn
+// on, since the reply's append (commitTurn) keeps it current. The append
+// is conditional on rec.last when reconcile answered from the cache
+// (ErrConflict if the conversation moved on), and made under the
+// request's Idempotency-Key if it has one. With nothing to append (a
+// retry of a stored turn, or of one whose reply was not stored), the
+// window is read alone. upto is the Seq of the last message of the
+// history the turn is answered from (-1: the whole window): the turn's
+// own messages, or the retried turn's.
+func (s *Server) proxyTurn(ctx context.Context, t *turn, todo []chatmem.Message, rec reconciliation, copts chatmem.ContextOptions) (_ chatmem.Window, upto int64, _ error) {
+	upto = -1
+	if rec.shape == shapeRetry {
+		upto = rec.upto
+	}
+	if len(todo) == 0 {
+		w, err := timed(s, "context", func() (chatmem.Window, error) {
+			return s.mem.Context(ctx, t.key, t.policy, copts)
+		})
+		return w, upto, err
+	}
+	opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user, Started: t.started}
+	if rec.cached {
+		last := rec.last
+		opts.ExpectedLastSeq = &last
+	}
+	var res chatmem.AppendResult
+	w, err := timed(s, "turn", func() (w chatmem.Window, err error) {
+		res, w, err = s.mem.Turn(ctx, t.key, todo, opts, t.policy, copts)
+		return w, err
+	})
+	if res.Replayed && !sameMessages(res.Messages, todo) {
+		return chatmem.Window{}, upto, errKeyReused
+	}
+	if n := len(res.Messages); n > 0 {
+		// The turn is answered from the history up to its own messages:
+		// another client's turn appended meanwhile is not this one's.
+		upto = res.Messages[n-1].Seq
+	}
+	return w, upto, err
+}
+
 // turn is one chat proxy request with a conversation: where its reply is
 // stored and what chatmem counted for it.
 type turn struct {
@@ -517,10 +543,6 @@ type turn struct {
 	// idemKey is the request's Idempotency-Key, and fingerprint the
 	// digest of its body that a retry must match.
 	idemKey, fingerprint string
-	// pending are the turn's messages not yet written: they go with the
-	// reply, or alone when the request ends without one.
-	pending []chatmem.Message
-
 	// retry is set for a request that asks a stored turn again: its
 	// reply is not stored (the turn keeps the one it has).
 	retry bool
@@ -530,30 +552,9 @@ type turn struct {
 	started time.Time
 }
 
-// pendingWriteTimeout bounds writing a turn after its client may have
-// gone away.
+// pendingWriteTimeout bounds writing a turn's reply after its client may
+// have gone away.
 const pendingWriteTimeout = 10 * time.Second
-
-// writePending writes the turn's messages if the reply did not take them
-// along: the request failed upstream or its client went away, and the
-// messages stay, as they would have had they been appended first. It
-// runs when the request ends, before an error is answered, so it no
-// longer honours the request's cancellation, only a timeout of its own.
-func (s *Server) writePending(ctx context.Context, t *turn) {
-	if len(t.pending) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
-	defer cancel()
-	_, err := timed(s, "append", func() (chatmem.AppendResult, error) {
-		return s.mem.Append(ctx, t.key, t.pending, chatmem.AppendOptions{User: t.user, Started: t.started})
-	})
-	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelError, "chat proxy: messages not stored",
-			slog.String("request_id", infoOf(ctx).id), slog.String("conversation", t.key.ID), slog.String("error", err.Error()))
-	}
-	t.pending = nil
-}
 
 // systemMessage is a system (or developer) message of the request: sent
 // as the client wrote it, counted as a system message.
@@ -910,26 +911,27 @@ func (s *Server) replyMessage(t *turn, content string, calls []chatmem.ToolCall,
 	return msg
 }
 
-// commitTurn stores the turn before its reply goes out: the turn's
-// pending messages with the reply (nil: none to store) in one append,
-// under the reply's idempotency key if the request has one. The commit
-// does not end with the request: a client that goes away now leaves the
-// turn stored. An error means nothing of the reply was stored, and the
-// client must not be told it was; the pending messages are then written
-// alone as the request ends. stored is the reply a concurrent request
-// with the same Idempotency-Key stored first, if it did.
+// commitTurn stores the turn's reply (nil: none to store) before it goes
+// out: the proxy's one append of a reply, under the reply's idempotency
+// key if the request has one. The turn's own messages are stored already
+// (proxyTurn). Memory.Append makes it conditional on the tail cache's
+// last message, the turn's own, and extends the cache with the reply, so
+// that the next turn's lines up and assembles its window from the cache
+// with one store write (another writer in between costs a second
+// attempt, not the reply). The commit does not end with the request: a
+// client that goes away now leaves the turn stored. An error means
+// nothing of the reply was stored, and the client must not be told it
+// was. stored is the reply a concurrent request with the same
+// Idempotency-Key stored first, if it did.
 func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message) (stored *chatmem.Message, _ error) {
-	msgs := slices.Clip(t.pending)
-	if reply != nil && !t.retry {
-		msgs = append(msgs, *reply)
-	}
-	if len(msgs) == 0 {
+	if reply == nil || t.retry {
 		return nil, nil
 	}
+	msgs := []chatmem.Message{*reply}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
 	opts := chatmem.AppendOptions{User: t.user, Started: t.started}
-	if t.idemKey != "" && reply != nil {
+	if t.idemKey != "" {
 		opts.IdempotencyKey, opts.Fingerprint = replyKey(t.idemKey), t.fingerprint
 	}
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
@@ -940,7 +942,6 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 			slog.String("request_id", infoOf(ctx).id), slog.String("conversation", t.key.ID), slog.String("error", err.Error()))
 		return nil, fmt.Errorf("store the turn: %w", err)
 	}
-	t.pending = nil
 	if res.Replayed && len(res.Messages) > 0 {
 		m := res.Messages[len(res.Messages)-1]
 		if m.Metadata[MetaRequestFingerprint] != t.fingerprint {
@@ -1008,12 +1009,9 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn, ci callInfo)
 	ctx := c.r.Context()
 	key := c.up.key
 	// fail ends the stream with an error event (ev, or one in the OpenAI
-	// shape for err when ev is nil), writes the turn's messages alone and
-	// notes why on the log.
+	// shape for err when ev is nil) and notes why on the log; the turn's
+	// messages stay stored, without a reply.
 	fail := func(where string, ev []byte, err error) error {
-		if t != nil {
-			s.writePending(ctx, t)
-		}
 		if ev != nil {
 			_, _ = c.w.Write(ev)
 			_ = rc.Flush()

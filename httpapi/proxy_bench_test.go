@@ -71,12 +71,18 @@ const (
 // fake upstream keeps no requests and answers benchReply and the
 // request's number.
 func benchEnv(b *testing.B, ledger ...bool) (*proxyEnv, *sqlite.Store) {
+	return benchEnvConfig(b, proxyConfig{}, ledger...)
+}
+
+// benchEnvConfig is benchEnv with cfg's settings but its store (and, if
+// ledger is true, a ledger with a proxy limit checked every turn).
+func benchEnvConfig(b *testing.B, cfg proxyConfig, ledger ...bool) (*proxyEnv, *sqlite.Store) {
 	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	cfg := proxyConfig{store: store}
+	cfg.store = store
 	if len(ledger) > 0 && ledger[0] {
 		l := chatmem.NewLedger(chatmem.LedgerOptions{Store: chatmem.UsageStoreOf(store), Limits: func(string) chatmem.TenantLimits {
 			return chatmem.TenantLimits{Proxy: chatmem.Limit{Tokens: 1 << 50, Period: chatmem.PeriodMonth}}

@@ -70,6 +70,10 @@ type reconciliation struct {
 	// user is the user the conversation belongs to (shapeDiverged): its
 	// fork belongs to the same one.
 	user string
+	// cached is set when the tail cache answered (shapeNew, with
+	// something new), as of LastSeq last: the append of the new messages
+	// must be conditional on it, since the cache may be behind the store.
+	cached bool
 }
 
 // reconcile lines the request's non-system messages (msgs) up with the
@@ -102,7 +106,25 @@ type reconciliation struct {
 //  4. Otherwise every message of the request is new.
 //
 // A conversation that does not exist yet has every message new.
-func (s *Server) reconcile(ctx context.Context, key chatmem.Key, msgs []chatmem.Message) (reconciliation, error) {
+//
+// With useCache, the newest stored messages come from this process's
+// tail cache when it holds them (Memory.CachedTail), with no read: the
+// steady turn of a client that sends the new message, a trimmed history,
+// or a history the cache holds all of. The cache answers only a
+// continuation with something new (rule 1, or a single message), whose
+// append is then conditional on the conversation's last message as the
+// cache knows it (rec.cached); the other rules, and a cache that does not
+// reach back far enough, read the store.
+func (s *Server) reconcile(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, useCache bool) (reconciliation, error) {
+	n := len(msgs)
+	if useCache {
+		if tail, last, ok := s.mem.CachedTail(key, n+1); ok {
+			j := overlap(tail, msgs)
+			if (j > 0 || n < 2) && j < n {
+				return reconciliation{shape: shapeNew, from: j, cached: true, last: last}, nil
+			}
+		}
+	}
 	conv, err := s.mem.Conversation(ctx, key)
 	if errors.Is(err, chatmem.ErrNotFound) {
 		return reconciliation{}, nil
@@ -110,7 +132,6 @@ func (s *Server) reconcile(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	if err != nil {
 		return reconciliation{}, err
 	}
-	n := len(msgs)
 	want := n + 1
 	after := max(conv.LastSeq-int64(want), 0)
 	tail, err := s.storedRange(ctx, key, after, want)

@@ -221,11 +221,14 @@ type respTurn struct {
 	user    string
 	pending []chatmem.Message // the input, not yet stored
 	last    int64             // the conversation's LastSeq the reply is appended after
-	inFrom  int64             // the first seq of the input
-	seq     int64             // the reply's seq
-	nonce   string
-	tokens  int // chatmem's count of the prompt
-	obj     responseObject
+	// cachedLast is set when last came from the tail cache, which may be
+	// behind the store: createResponse checks it after the window's read.
+	cachedLast bool
+	inFrom     int64 // the first seq of the input
+	seq        int64 // the reply's seq
+	nonce      string
+	tokens     int // chatmem's count of the prompt
+	obj        responseObject
 }
 
 // createResponse is POST /openai/v1/responses.
@@ -274,7 +277,7 @@ func (s *Server) createResponse(c *call) error {
 		t.pending, t.last = nil, res.Conversation.LastSeq
 		fallthrough
 	default:
-		w, err := s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: t.pending, Reserve: reserve})
+		w, err := s.responseWindow(ctx, t, p, reserve)
 		if err != nil {
 			return err
 		}
@@ -341,6 +344,40 @@ func (s *Server) createResponse(c *call) error {
 	}
 	writeJSON(c.w, http.StatusOK, outputOf(responseRecord{Response: t.obj}, m))
 	return nil
+}
+
+// responseWindow reads the window of t's conversation with its input as
+// pending messages, as of t.last: the state of the conversation the reply
+// is made from, which its append is conditional on. When t.last came
+// from the tail cache, the read (which brings the cache up to date with
+// what was appended since) must leave the cache where it was: else the
+// cache was behind the store (another replica appended), and the
+// conversation's end is read from the store and the window read again. A
+// steady turn on a replica that has the conversation cached so reads
+// once: one round trip on Redis and PostgreSQL, and one more for the
+// append of the input with the reply.
+func (s *Server) responseWindow(ctx context.Context, t *respTurn, p chatmem.Policy, reserve []chatmem.Message) (chatmem.Window, error) {
+	opts := chatmem.ContextOptions{Pending: t.pending, Reserve: reserve, Shared: true}
+	w, err := s.mem.Context(ctx, t.key, p, opts)
+	if !t.cachedLast {
+		return w, err
+	}
+	t.cachedLast = false
+	if errors.Is(err, chatmem.ErrNotFound) {
+		return w, fmt.Errorf("%w: conversation %q not found", chatmem.ErrNotFound, t.key.ID)
+	}
+	if _, last, ok := s.mem.CachedTail(t.key, 0); err == nil && ok && last == t.last {
+		return w, nil
+	}
+	conv, err := s.mem.Conversation(ctx, t.key)
+	if errors.Is(err, chatmem.ErrNotFound) {
+		return w, fmt.Errorf("%w: conversation %q not found", chatmem.ErrNotFound, t.key.ID)
+	}
+	if err != nil {
+		return w, err
+	}
+	t.last = conv.LastSeq
+	return s.mem.Context(ctx, t.key, p, opts)
 }
 
 // stream reports whether the request streams.
@@ -417,6 +454,14 @@ func (s *Server) prepareResponse(c *call, req responsesRequest) (*respTurn, erro
 			return nil, fmt.Errorf("%w: conversation %q not found", chatmem.ErrNotFound, convID)
 		}
 		t.key = chatmem.Key{Tenant: c.tenant, ID: convID}
+		t.obj.Conversation = &conversationRef{ID: convID}
+		if _, last, ok := s.mem.CachedTail(t.key, 0); ok {
+			// Where the conversation ends as the tail cache knows it,
+			// with no read: createResponse checks it against the
+			// window's read (responseWindow).
+			t.last, t.cachedLast = last, true
+			break
+		}
 		conv, err := s.mem.Conversation(ctx, t.key)
 		if errors.Is(err, chatmem.ErrNotFound) {
 			return nil, fmt.Errorf("%w: conversation %q not found", chatmem.ErrNotFound, convID)
@@ -425,7 +470,6 @@ func (s *Server) prepareResponse(c *call, req responsesRequest) (*respTurn, erro
 			return nil, err
 		}
 		t.last = conv.LastSeq
-		t.obj.Conversation = &conversationRef{ID: convID}
 	case req.PreviousResponseID != "":
 		key, prev, rec, err := s.storedResponse(ctx, c.tenant, req.PreviousResponseID)
 		if err != nil {

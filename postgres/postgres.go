@@ -110,6 +110,13 @@ type Options struct {
 	// Now is the clock: reads check expiry against it, and appends with a
 	// zero AppendOptions.Now use it. Nil: time.Now.
 	Now func() time.Time
+	// Tracer, if set, is the tracer of the connections Open makes
+	// (pgx.ConnConfig.Tracer): to trace, time or count what the store
+	// sends. It may also implement pgx.BatchTracer (a batch is one round
+	// trip) and pgx.PrepareTracer (a statement a connection prepares on
+	// its first use costs one more; Open's connections prepare a turn's
+	// statements as they are made). New's pool carries its own.
+	Tracer pgx.QueryTracer
 }
 
 // Store is a chatmem.Store on PostgreSQL. It is safe for concurrent use, by
@@ -160,6 +167,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w: %w", chatmem.ErrInvalid, err)
 	}
 	poolDefaults(cfg, url)
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
+	}
 	var w warmer
 	cfg.AfterConnect = w.afterConnect
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

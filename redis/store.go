@@ -35,6 +35,12 @@ type Options struct {
 	// Logger receives what the store cannot return: a failure to index a
 	// conversation after its append was stored. Nil: discarded.
 	Logger *slog.Logger
+	// Hooks are added to the client Open makes (go-redis's AddHook), in
+	// order, before its first command: to trace, time or count what the
+	// store sends (ProcessHook sees each command sent alone, one round
+	// trip each; ProcessPipelineHook each pipeline, one round trip for
+	// all of its commands). New leaves its caller's client as it is.
+	Hooks []goredis.Hook
 }
 
 // Store is a chatmem.Store on Redis. It is safe for concurrent use by many
@@ -103,6 +109,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = prefix
+	}
+	for _, h := range opts.Hooks {
+		client.AddHook(h)
 	}
 	s, err := New(client, opts)
 	if err != nil {
