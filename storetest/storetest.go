@@ -107,6 +107,7 @@ var tests = []subtest{
 	{"Search", testSearch},
 	{"Vectors", testVectors},
 	{"Users", optional[chatmem.UserStore](userTests)},
+	{"Receipts", optional[chatmem.ReceiptStore](receiptTests)},
 }
 
 // BenchmarkTail fills one conversation of s per size (user and assistant
