@@ -294,7 +294,7 @@ type ReceiptRecord struct {
 	Receipt Receipt `json:"receipt"`
 }
 
-// Receipts returns up to limit (1..1000; 0 means 50) receipts of the
+// Receipts returns up to limit (1..10000; 0 means 50) receipts of the
 // conversation stored with messages after seq after, oldest first. It
 // wraps ErrNotFound for a conversation that does not exist, ErrInvalid
 // for a bad limit or a store that keeps no receipts.
@@ -309,8 +309,8 @@ func (m *Memory) Receipts(ctx context.Context, key Key, after int64, limit int) 
 	if limit == 0 {
 		limit = 50
 	}
-	if limit < 1 || limit > 1000 || after < 0 {
-		return nil, fmt.Errorf("%w: limit must be 1..1000 and after 0 or more", ErrInvalid)
+	if limit < 1 || limit > 10000 || after < 0 {
+		return nil, fmt.Errorf("%w: limit must be 1..10000 and after 0 or more", ErrInvalid)
 	}
 	stored, err := rs.Receipts(ctx, key, after, limit)
 	if err != nil {

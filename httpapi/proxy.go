@@ -436,7 +436,7 @@ func (s *Server) proxyChat(c *call) error {
 	p := t.policy
 	window := func() (chatmem.Window, error) {
 		return timed(s, "context", func() (chatmem.Window, error) {
-			return s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: pending, Reserve: reserve})
+			return s.mem.Context(ctx, t.key, p, chatmem.ContextOptions{Pending: pending, Reserve: reserve, Receipt: s.receipts})
 		})
 	}
 	w, err := window()
@@ -474,6 +474,7 @@ func (s *Server) proxyChat(c *call) error {
 		}
 		msgsJSON = append(msgsJSON, m.raw...)
 	}
+	skipped := 0
 	for _, m := range w.Messages {
 		if upto >= 0 && m.Seq > upto {
 			// Messages stored after the turn's own (another client's turn
@@ -481,6 +482,7 @@ func (s *Server) proxyChat(c *call) error {
 			// no reply, what came after it): send the history the turn's
 			// messages were stored in.
 			t.tokens -= m.Tokens
+			skipped++
 			continue
 		}
 		if len(msgsJSON) > 1 {
@@ -492,7 +494,11 @@ func (s *Server) proxyChat(c *call) error {
 	}
 	msgsJSON = append(msgsJSON, ']')
 	c.w.Header().Set(headerWindowTokens, strconv.Itoa(t.tokens))
-	return s.forward(c, req.withMessages(msgsJSON, promptCacheKey(t)), req.stream, t)
+	upstreamBody, at := req.withMessagesAt(msgsJSON, promptCacheKey(t))
+	if w.Receipt != nil {
+		t.receipt = proxyReceipt(w, upto, skipped, system, upstreamBody, at, len(msgsJSON))
+	}
+	return s.forward(c, upstreamBody, req.stream, t)
 }
 
 // turn is one chat proxy request with a conversation: where its reply is
@@ -516,6 +522,13 @@ type turn struct {
 	// started is when the turn began: its appends cannot re-create a
 	// conversation of a user erased since (AppendOptions.Started).
 	started time.Time
+
+	// receipt is the window's receipt, stored with the reply (nil: none
+	// kept); sent is when the upstream request went out, and requestID
+	// the upstream's ID for it.
+	receipt   *chatmem.Receipt
+	sent      time.Time
+	requestID string
 }
 
 // pendingWriteTimeout bounds writing a turn after its client may have
@@ -723,11 +736,17 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	if stream {
 		accept = "text/event-stream"
 	}
+	if t != nil && t.receipt != nil {
+		t.sent = time.Now()
+	}
 	resp, err := s.callUpstream(c, http.MethodPost, c.up.url, body, accept)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if t != nil {
+		t.requestID = resp.Header.Get("X-Request-Id")
+	}
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.relayStream(c, resp, t)
 	}
@@ -755,6 +774,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 				content = *msg.Content
 			}
 			reply = s.replyMessage(t, content, msg.ToolCalls, cc.Usage)
+			t.upstream(cc.Model, cc.ID, cc.Usage)
 		}
 		stored, err := s.commitTurn(ctx, t, reply)
 		if err != nil {
@@ -889,6 +909,12 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 	if t.idemKey != "" && reply != nil {
 		opts.IdempotencyKey, opts.Fingerprint = replyKey(t.idemKey), t.fingerprint
 	}
+	if reply != nil && !t.retry && t.receipt != nil {
+		// Kept with the reply, in the same write.
+		if b, err := chatmem.EncodeReceipt(t.receipt); err == nil {
+			opts.Receipt = b
+		}
+	}
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 		return s.mem.Append(wctx, t.key, msgs, opts)
 	})
@@ -927,6 +953,8 @@ func relayHeaders(dst, src http.Header) {
 
 // chatCompletion is what the proxy reads of an upstream chat completion.
 type chatCompletion struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Message struct {
 			Content   *string            `json:"content"`
@@ -937,7 +965,14 @@ type chatCompletion struct {
 }
 
 type usage struct {
-	PromptTokens int `json:"prompt_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
 }
 
 // relayStream copies the upstream's server-sent events to the client as
@@ -1014,6 +1049,7 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn) error {
 			case done:
 				// data: [DONE]: store the turn, then end the stream.
 				content := string(redactKey([]byte(acc.content.String()), key))
+				t.upstream(acc.model, acc.id, acc.usage)
 				stored, cerr := s.commitTurn(ctx, t, s.replyMessage(t, content, acc.calls(), acc.usage))
 				if cerr == nil && stored != nil && stored.Content != content {
 					cerr = fmt.Errorf("%w: a concurrent request with the same Idempotency-Key stored another reply", chatmem.ErrConflict)
@@ -1094,15 +1130,18 @@ func (s *Server) streamBroken(c *call, t *turn, where string, err error) {
 // (id and function name from the first delta that has them, arguments
 // concatenated).
 type streamReply struct {
-	content strings.Builder
-	tools   []chatmem.ToolCall
-	usage   *usage
+	id, model string // the first chunk's
+	content   strings.Builder
+	tools     []chatmem.ToolCall
+	usage     *usage
 	// finished is set by the first chunk with a finish_reason: the
 	// stream's ending begins.
 	finished bool
 }
 
 type chunk struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Index        int             `json:"index"`
 		FinishReason json.RawMessage `json:"finish_reason"`
@@ -1151,6 +1190,9 @@ func (a *streamReply) event(data []byte) (done bool, _ error) {
 	}
 	if ch.Usage != nil {
 		a.usage = ch.Usage
+	}
+	if a.id == "" {
+		a.id, a.model = ch.ID, ch.Model
 	}
 	for _, c := range ch.Choices {
 		if len(c.FinishReason) > 0 && string(c.FinishReason) != "null" {

@@ -50,6 +50,11 @@ type fakeReply struct {
 	noDone bool
 }
 
+// fakeUsage is the usage the fake upstream reports, as OpenAI does, with
+// cached input tokens.
+var fakeUsage = map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49,
+	"prompt_tokens_details": map[string]any{"cached_tokens": 32}, "completion_tokens_details": map[string]any{"reasoning_tokens": 3}}
+
 // upstreamRequest is one request the fake upstream got.
 type upstreamRequest struct {
 	header http.Header
@@ -178,6 +183,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
 		return
 	}
+	w.Header().Set("X-Request-Id", fmt.Sprintf("req_fake_%d", n))
 	for k, v := range f.header {
 		w.Header()[k] = v
 	}
@@ -211,7 +217,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1764460800, "model": "gpt-4o-mini",
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
-			"usage":   map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49},
+			"usage":   fakeUsage,
 		})
 		return
 	}
@@ -257,7 +263,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if json.Unmarshal(body["stream_options"], &so) == nil && so.IncludeUsage {
 		b, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk", "created": 1764460800, "model": "gpt-4o-mini",
-			"choices": []any{}, "usage": map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}})
+			"choices": []any{}, "usage": fakeUsage})
 		fmt.Fprintf(w, "data: %s\n\n", b)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")

@@ -121,6 +121,10 @@ type Options struct {
 	// Access-Control-Allow-Origin. A request with any other Origin of
 	// another site is refused (403), with keys or without.
 	CORSOrigins []string
+	// NoReceipts keeps the chat proxy from storing a receipt with each
+	// reply (chatmem.Receipt: what the window held, what the upstream
+	// reported, what a replay needs). Receipts are kept by default.
+	NoReceipts bool
 }
 
 // Server is the REST API over one Memory. It is an http.Handler, safe for
@@ -134,10 +138,12 @@ type Server struct {
 	metrics *metrics
 	rate    *rateLimiter // nil: no limit
 	mux     *http.ServeMux
-	up      *upstream            // nil: no chat proxy
-	ups     map[string]*upstream // tenants with upstreams of their own
-	build   buildinfo.Info
-	browser *browserRules
+	up      *upstream // nil: no chat proxy
+	// receipts: the chat proxy stores a receipt with each reply.
+	receipts bool
+	ups      map[string]*upstream // tenants with upstreams of their own
+	build    buildinfo.Info
+	browser  *browserRules
 }
 
 // New returns a Server over mem. It wraps chatmem.ErrInvalid for bad keys
@@ -162,7 +168,7 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read(), browser: browser}
+	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read(), browser: browser, receipts: !opts.NoReceipts}
 	if opts.Upstream != nil {
 		if s.up, err = newUpstream(*opts.Upstream); err != nil {
 			return nil, err
