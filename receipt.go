@@ -1,6 +1,8 @@
 package chatmem
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -10,6 +12,7 @@ import (
 	"hash"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -130,14 +133,14 @@ type ReceiptTiming struct {
 
 // UpstreamUse is what a model's API reported for one request.
 type UpstreamUse struct {
-	Model            string `json:"model,omitempty"`
-	InputTokens      int    `json:"input_tokens"`
-	CachedTokens     int    `json:"cached_input_tokens,omitempty"`
-	OutputTokens     int    `json:"output_tokens"`
-	ReasoningTokens  int    `json:"reasoning_tokens,omitempty"`
-	LatencyMillis    int64  `json:"latency_ms"`
-	RequestID        string `json:"request_id,omitempty"`
-	ResponseID       string `json:"response_id,omitempty"`
+	Model           string `json:"model,omitempty"`
+	InputTokens     int    `json:"input_tokens"`
+	CachedTokens    int    `json:"cached_input_tokens,omitempty"`
+	OutputTokens    int    `json:"output_tokens"`
+	ReasoningTokens int    `json:"reasoning_tokens,omitempty"`
+	LatencyMillis   int64  `json:"latency_ms"`
+	RequestID       string `json:"request_id,omitempty"`
+	ResponseID      string `json:"response_id,omitempty"`
 	// ChatmemTokens is chatmem's count of the prompt, beside the
 	// upstream's InputTokens.
 	ChatmemTokens int `json:"chatmem_tokens,omitempty"`
@@ -369,16 +372,79 @@ type StoredReceipt struct {
 	Data []byte
 }
 
-// EncodeReceipt returns the stored form of r: its JSON.
+// EncodeReceipt returns the stored form of r: its JSON, compressed with
+// DEFLATE against a dictionary of the JSON's usual text (receiptDict), after
+// a first byte that names the form (receiptDeflate1). A receipt stored
+// with every reply must stay small: a proxied turn's receipt of about 600
+// bytes of JSON is stored in about a third of that.
 func EncodeReceipt(r *Receipt) ([]byte, error) {
-	return json.Marshal(r)
+	j, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	zw, _ := receiptWriters.Get().(*flate.Writer)
+	if zw == nil {
+		if zw, err = flate.NewWriterDict(io.Discard, flate.BestCompression, receiptDict); err != nil {
+			return nil, err
+		}
+	}
+	defer receiptWriters.Put(zw)
+	var buf bytes.Buffer
+	buf.Grow(len(j)/2 + 8)
+	buf.WriteByte(receiptDeflate1)
+	zw.Reset(&buf)
+	if _, err := zw.Write(j); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
-// DecodeReceipt reads EncodeReceipt's bytes. It wraps ErrInvalid.
+// receiptDeflate1 starts a receipt stored as DEFLATE against receiptDict;
+// a receipt stored as plain JSON starts with '{'.
+const receiptDeflate1 = 1
+
+// receiptWriters are DEFLATE writers primed with receiptDict (Reset keeps
+// the dictionary): making one allocates hundreds of kilobytes.
+var receiptWriters sync.Pool
+
+// receiptDict is the preset dictionary of stored receipts: text a
+// receipt's JSON usually holds, the most common last. It is part of the
+// stored form (receiptDeflate1) and never changes; another dictionary
+// needs another first byte.
+var receiptDict = []byte(`"scope":"user","cache":"stable","low_water":60,"conversation":"","terms":["","recalled":[{"seq":` +
+	`"facts":[{"key":"name","version":"2026-01-01T00:00:00Z"},{"key":"` + `"summary":{"covers_seq":` +
+	`claude-sonnet-4-5gpt-4.1-minigpt-4.1gpt-5-minigpt-5cl100k_baseanthropic:"policy":{"kind":"summary_buffer","recall":true,"recent":` +
+	`"policy":{"kind":"last_turns","turns":10,"facts":true,"policy":{"kind":"recall","budget":8000,"system":1,"system_hash":"` +
+	`"request_id":"req_","response_id":"chatcmpl-","chatmem_tokens":` +
+	`{"policy":{"kind":"token_budget","budget":4000},"tokenizer":"o200k_base","tokens":{"pinned":0,"facts":0,"summary":0,` +
+	`"recalled":0,"recent":0,"reserved":0,"overhead":3},"sent":[{"part":"pinned","from":1,"to":1,"hash":"` +
+	`"},{"part":"facts","hash":""},{"part":"summary","hash":"` +
+	`"},{"part":"recent","from":1,"to":10,"hash":"` + `"},{"part":"pending","from":10,"to":10,"hash":"` +
+	`"}],"left_out":0,"timings":{"read_us":10,"assembly_us":10},"tail_cache":true,"upstream":{"model":"gpt-4o-mini",` +
+	`"input_tokens":100,"cached_input_tokens":100,"output_tokens":100,"reasoning_tokens":0,"latency_ms":1000,` +
+	`"request_id":"req_","response_id":"chatcmpl-","chatmem_tokens":100},` +
+	`"request":{"body":"{\"model\":\"gpt-4o-mini\",\"temperature\":0.2,\"messages\":}","at":40}}`)
+
+// DecodeReceipt reads EncodeReceipt's bytes, or a receipt's plain JSON.
+// It wraps ErrInvalid.
 func DecodeReceipt(b []byte) (Receipt, error) {
+	if len(b) > 0 && b[0] == receiptDeflate1 {
+		zr := flate.NewReaderDict(bytes.NewReader(b[1:]), receiptDict)
+		j, err := io.ReadAll(io.LimitReader(zr, maxReceiptJSON+1))
+		if err != nil || len(j) > maxReceiptJSON {
+			return Receipt{}, fmt.Errorf("%w: receipt: not a stored receipt", ErrInvalid)
+		}
+		b = j
+	}
 	var r Receipt
 	if err := json.Unmarshal(b, &r); err != nil {
 		return Receipt{}, fmt.Errorf("%w: receipt: %v", ErrInvalid, err)
 	}
 	return r, nil
 }
+
+// maxReceiptJSON bounds a stored receipt's JSON.
+const maxReceiptJSON = 1 << 20

@@ -61,8 +61,13 @@ func (t *turn) upstream(model, id string, u *usage) {
 	if t == nil || t.receipt == nil {
 		return
 	}
-	up := &chatmem.UpstreamUse{Model: model, ResponseID: id, RequestID: t.requestID, ChatmemTokens: t.tokens,
+	// One ID is kept: the request's (X-Request-Id, what the provider's
+	// support asks for), else the response's.
+	up := &chatmem.UpstreamUse{Model: model, RequestID: t.requestID, ChatmemTokens: t.tokens,
 		LatencyMillis: time.Since(t.sent).Milliseconds()}
+	if up.RequestID == "" {
+		up.ResponseID = id
+	}
 	if u != nil {
 		up.InputTokens, up.OutputTokens = u.PromptTokens, u.CompletionTokens
 		if d := u.PromptTokensDetails; d != nil {

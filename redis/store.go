@@ -405,7 +405,7 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	} else {
 		args = append(args, 0, 0, 0)
 	}
-	args = append(args, string(opts.Receipt)) // "": none
+	args = append(args, string(opts.Receipt))    // "": none
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
 		if err := storekit.CheckMessage(m); err != nil {

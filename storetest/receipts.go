@@ -67,7 +67,7 @@ func testReceiptsStored(t *testing.T, h Harness) {
 	s := h.New(t)
 	key := randomKey("receipts")
 	mustAppend(t, s, key, []chatmem.Message{msg(chatmem.RoleSystem, "be brief", 2)}, chatmem.AppendOptions{})
-	turnWithReceipt(t, s, key, 1, chatmem.AppendOptions{})                                            // 2, 3
+	turnWithReceipt(t, s, key, 1, chatmem.AppendOptions{})                                                    // 2, 3
 	mustAppend(t, s, key, []chatmem.Message{msg(chatmem.RoleUser, "no receipt", 2)}, chatmem.AppendOptions{}) // 4
 	if ta, ok := s.(chatmem.TailAppender); ok {
 		_, _, err := ta.AppendTail(t.Context(), key, []chatmem.Message{msg(chatmem.RoleAssistant, "tail", 2)},

@@ -217,7 +217,15 @@ func receiptsOf(ctx context.Context, st chatmem.Store, key chatmem.Key, msgs []c
 	out := make(map[int64][]byte, len(got))
 	for _, r := range got {
 		if r.Seq <= last {
-			out[r.Seq] = r.Data
+			// The file holds the receipt's JSON, whatever form the store
+			// keeps it in.
+			rc, err := chatmem.DecodeReceipt(r.Data)
+			if err != nil {
+				return nil, fmt.Errorf("receipt of %s at %d: %w", key, r.Seq, err)
+			}
+			if out[r.Seq], err = json.Marshal(rc); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
@@ -278,13 +286,13 @@ func decodeMessage(line []byte) (chatmem.Message, []byte, error) {
 	if len(strict.Receipt) == 0 || string(strict.Receipt) == "null" {
 		return m, nil, nil
 	}
-	// The receipt as chatmem encodes it: checked, and the same bytes
+	// Checked, and in one form (its JSON, as encoding/json writes it),
 	// whichever way it was written.
 	r, err := chatmem.DecodeReceipt(strict.Receipt)
 	if err != nil {
 		return m, nil, err
 	}
-	b, err := chatmem.EncodeReceipt(&r)
+	b, err := json.Marshal(r)
 	return m, b, err
 }
 

@@ -829,7 +829,17 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 			return nil
 		}
 		expect := last
-		opts := chatmem.AppendOptions{ExpectedLastSeq: &expect, User: bl.conv.User, Tokenizer: bl.conv.Tokenizer, ExpectedTokenizer: bl.conv.Tokenizer, Now: bl.conv.UpdatedAt, Started: im.started, Receipt: receipt}
+		opts := chatmem.AppendOptions{ExpectedLastSeq: &expect, User: bl.conv.User, Tokenizer: bl.conv.Tokenizer, ExpectedTokenizer: bl.conv.Tokenizer, Now: bl.conv.UpdatedAt, Started: im.started}
+		if receipt != nil {
+			// Stored in chatmem's stored form.
+			r, err := chatmem.DecodeReceipt(receipt)
+			if err == nil {
+				opts.Receipt, err = chatmem.EncodeReceipt(&r)
+			}
+			if err != nil {
+				return fmt.Errorf("receipt of message %d of %s: %w", last+int64(len(batch)), key, err)
+			}
+		}
 		if last == 0 {
 			opts.Now = bl.conv.CreatedAt
 		}

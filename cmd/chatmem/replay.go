@@ -15,7 +15,7 @@ import (
 // replayConfig is everything `chatmem replay` can be told.
 type replayConfig struct {
 	store, dataDir, tenant, conversation, system string
-	seq                                           int
+	seq                                          int
 }
 
 // command is replay's list of settings. The store is the deployment's
