@@ -13,8 +13,9 @@ import (
 // migrations/0003_search.sql and the ones after it, whose tables refer to
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
-	"DROP TABLE user_erasures", // 0016_user_erasures.sql
-	"DROP INDEX messages_seq",  // 0012_messages_seq.sql
+	"ALTER TABLE messages DROP COLUMN receipt", // 0017_receipts.sql
+	"DROP TABLE user_erasures",                 // 0016_user_erasures.sql
+	"DROP INDEX messages_seq",                  // 0012_messages_seq.sql
 	"CREATE UNIQUE INDEX messages_seq ON messages (tenant, conv_id, seq)",
 	"CREATE INDEX messages_budget ON messages (tenant, conv_id, tokens_before, seq)",
 	"CREATE INDEX messages_turn ON messages (tenant, conv_id, turn, seq) WHERE role = 'user'",
