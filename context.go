@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/chatmem/chatmem/internal/bounded"
 	"golang.org/x/text/language"
@@ -49,6 +50,10 @@ type ContextOptions struct {
 	// allocation per message that carries metadata (each of the chat
 	// proxy's stored replies does) or tool calls.
 	Shared bool
+	// Receipt asks for Window.Receipt: what the window is made of and how
+	// it was assembled. Without it no receipt is made and nothing is
+	// timed.
+	Receipt bool
 }
 
 // Metadata values that mark the messages Context makes up, under the
@@ -102,9 +107,17 @@ func (m *Memory) contextSteps(ctx context.Context, key Key, p Policy, opts Conte
 	if err := p.Validate(); err != nil {
 		return Window{}, err
 	}
+	var start time.Time
+	if opts.Receipt {
+		start = time.Now()
+	}
 	c, err := m.readContext(ctx, key, p, opts, known)
 	if err != nil {
 		return Window{}, err
+	}
+	var read time.Time
+	if opts.Receipt {
+		read = time.Now()
 	}
 	w, gap, err := m.assemble(ctx, &c)
 	if !opts.Preview {
@@ -122,7 +135,11 @@ func (m *Memory) contextSteps(ctx context.Context, key Key, p Policy, opts Conte
 	if c.plan.p.Cache == CacheStable {
 		w = layoutStable(w)
 	}
-	return c.account(w), nil
+	w = c.account(w)
+	if opts.Receipt {
+		w.Receipt = c.receiptOf(w, read.Sub(start), time.Since(read))
+	}
+	return w, nil
 }
 
 // contextPlan is how a context read under a policy goes, worked out from
@@ -185,6 +202,7 @@ type contextRead struct {
 	conv     Conversation
 	summary  *Summary // summary_buffer's, nil if none
 	reserved int      // the tokens of opts.Reserve, off plan.p.Budget
+	cached   bool     // the tail cache served the tail
 	last     int64    // the last stored message, as far as the reads saw
 	a        assembly
 }
@@ -224,7 +242,7 @@ func (m *Memory) readContext(ctx context.Context, key Key, p Policy, opts Contex
 	if c.plan.recount {
 		msgs, err = m.recountedTail(ctx, key, c.conv, c.plan.p, c.plan.counter)
 	} else {
-		msgs, err = m.tail(ctx, key, c.conv, since, c.plan.p, opts.Shared)
+		msgs, err = m.tail(ctx, key, c.conv, since, c.plan.p, opts.Shared, &c.cached)
 	}
 	if err != nil {
 		return c, fmt.Errorf("context of %s: %w", key, err)

@@ -340,6 +340,9 @@ func (m *Memory) checkAppend(key Key, msgs []Message, opts *AppendOptions) error
 	if opts.Now.IsZero() {
 		opts.Now = m.now()
 	}
+	if _, ok := m.store.(ReceiptStore); !ok {
+		opts.Receipt = nil
+	}
 	if opts.IdempotencyKey != "" && opts.Fingerprint == "" {
 		opts.Fingerprint = Fingerprint(msgs)
 	}

@@ -187,6 +187,9 @@ type Window struct {
 	// Reserved is what ContextOptions.Reserve took off the budget, not
 	// part of Tokens: Tokens + Reserved is what the request holds.
 	Reserved int `json:"reserved,omitempty"`
+	// Receipt explains the window (ContextOptions.Receipt), nil unless
+	// asked for.
+	Receipt *Receipt `json:"receipt,omitempty"`
 }
 
 // Parts splits Window.Tokens by where the tokens come from.

@@ -102,6 +102,11 @@ type AppendOptions struct {
 	// NTP are well below it); a clock behind only refuses new work for
 	// as long as it is behind.
 	Started time.Time
+	// Receipt, if set, is a receipt (EncodeReceipt's bytes) stored with
+	// the batch's last message, in the same write; the store must be a
+	// ReceiptStore (Memory.Append drops it on one that is not). A replayed
+	// append keeps the receipt stored first.
+	Receipt []byte
 	// unconditional tells Memory's append not to make its write
 	// conditional on the tail cache's last message: a Turn whose own
 	// condition on it just failed knows the entry is behind.

@@ -465,7 +465,7 @@ func (m *Memory) conversation(ctx context.Context, key Key, withSince bool) (Con
 // conversation's cache entry, brought up to date with the messages since
 // read with conv (since) or, failing that, one Range read; from the store,
 // refilling the entry, when the entry is missing, stale or too short.
-func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, since sinceRead, q TailQuery, shared bool) ([]Message, error) {
+func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, since sinceRead, q TailQuery, shared bool, hit *bool) ([]Message, error) {
 	if e := m.tails.get(key, conv); e != nil {
 		e.mu.Lock()
 		from := e.lastSeq
@@ -497,6 +497,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 			m.tails.resize(e)
 		}
 		if ok {
+			*hit = true
 			return out, nil
 		}
 	}
@@ -540,7 +541,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 
 // tail reads the pinned system messages and the newest messages the policy
 // can use, with the stored counts.
-func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy, shared bool) ([]Message, error) {
+func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sinceRead, p Policy, shared bool, hit *bool) ([]Message, error) {
 	if p.Kind == PolicyAll {
 		return m.store.Range(ctx, key, 0, 0)
 	}
@@ -551,7 +552,7 @@ func (m *Memory) tail(ctx context.Context, key Key, conv Conversation, since sin
 		}
 		return m.store.System(ctx, key) // Apply reports the budget as too small
 	}
-	return m.cachedTail(ctx, key, conv, since, q, shared)
+	return m.cachedTail(ctx, key, conv, since, q, shared, hit)
 }
 
 // recountedTail reads ever larger tails (doubling) until the recounted

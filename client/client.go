@@ -77,6 +77,8 @@ type ContextParams struct {
 	// Cache is "" or chatmem.CacheStable, with its LowWater percent.
 	Cache    string
 	LowWater int
+	// Receipt asks for the window's receipt (chatmem.Window.Receipt).
+	Receipt bool
 }
 
 // query is p as the context read's query parameters; a zero field is
@@ -101,6 +103,9 @@ func (p ContextParams) query() url.Values {
 	}
 	if p.Recall {
 		q.Set("recall", "true")
+	}
+	if p.Receipt {
+		q.Set("receipt", "true")
 	}
 	return q
 }
@@ -167,6 +172,30 @@ func (c *Client) Messages(ctx context.Context, id string, after int64, limit int
 	}
 	var out MessagesPage
 	_, err := c.do(ctx, http.MethodGet, convPath(id, "messages"), q, nil, nil, &out)
+	return out, err
+}
+
+// Receipts returns one page of the receipts kept with the conversation's
+// replies (GET /v1/conversations/{id}/receipts): those of messages after
+// seq after, at most limit (0: the server's default).
+func (c *Client) Receipts(ctx context.Context, id string, after int64, limit int) (ReceiptsPage, error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out ReceiptsPage
+	_, err := c.do(ctx, http.MethodGet, convPath(id, "receipts"), q, nil, nil, &out)
+	return out, err
+}
+
+// Receipt returns the receipt kept with message seq of the conversation
+// (GET /v1/conversations/{id}/messages/{seq}/receipt).
+func (c *Client) Receipt(ctx context.Context, id string, seq int64) (chatmem.Receipt, error) {
+	var out chatmem.Receipt
+	_, err := c.do(ctx, http.MethodGet, convPath(id, "messages/"+strconv.FormatInt(seq, 10)+"/receipt"), nil, nil, nil, &out)
 	return out, err
 }
 

@@ -63,6 +63,13 @@ type MessagesPage struct {
 	NextAfter *int64            `json:"next_after"`
 }
 
+// ReceiptsPage is one page of GET /v1/conversations/{id}/receipts, oldest
+// first. NextAfter is the after= of the next page, null on the last one.
+type ReceiptsPage struct {
+	Receipts  []chatmem.ReceiptRecord `json:"receipts"`
+	NextAfter *int64                  `json:"next_after"`
+}
+
 // ConversationPage is one page of GET /v1/conversations. Next is the
 // after= of the next page, empty on the last one.
 type ConversationPage struct {

@@ -39,6 +39,7 @@ type (
 	AppendResponse     = client.AppendResponse
 	TurnResponse       = client.TurnResponse
 	MessagesPage       = client.MessagesPage
+	ReceiptsPage       = client.ReceiptsPage
 	ConversationPage   = client.ConversationPage
 	FactInput          = client.FactInput
 	FactsBody          = client.FactsBody

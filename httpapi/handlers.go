@@ -166,13 +166,13 @@ func (s *Server) sentWindow(p chatmem.Policy, w chatmem.Window) chatmem.Window {
 
 // contextParams reads a context read's query parameters (policy, budget,
 // turns, facts, recall, recent, scope, tokenizer, cache, low_water,
-// preview), as GET
+// preview, receipt), as GET
 // /v1/conversations/{id}/context and POST .../turn take them. Parameters
 // left out take the defaults every surface shares (chatmem.DefaultPolicy,
 // DefaultBudget, DefaultTurns).
 func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 	var none chatmem.ContextOptions
-	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer", "cache", "low_water", "preview")
+	q, err := query(c.r, "policy", "budget", "turns", "facts", "recall", "recent", "scope", "tokenizer", "cache", "low_water", "preview", "receipt")
 	if err != nil {
 		return chatmem.Policy{}, none, err
 	}
@@ -228,6 +228,12 @@ func contextParams(c *call) (chatmem.Policy, chatmem.ContextOptions, error) {
 	if v := q.Get("preview"); v != "" {
 		if opts.Preview, err = strconv.ParseBool(v); err != nil {
 			return p, none, fmt.Errorf("%w: parameter preview must be true or false, got %q", chatmem.ErrInvalid, v)
+		}
+	}
+	// A receipt explains the window: see chatmem.Receipt.
+	if v := q.Get("receipt"); v != "" {
+		if opts.Receipt, err = strconv.ParseBool(v); err != nil {
+			return p, none, fmt.Errorf("%w: parameter receipt must be true or false, got %q", chatmem.ErrInvalid, v)
 		}
 	}
 	if err := p.Validate(); err != nil {

@@ -362,7 +362,7 @@ func (s *Server) proxyChat(c *call) error {
 		reserve[i] = m.msg
 	}
 	// The window is only encoded: it may share the cache's metadata.
-	copts := chatmem.ContextOptions{Reserve: reserve, Shared: true}
+	copts := chatmem.ContextOptions{Reserve: reserve, Shared: true, Receipt: s.receipts}
 	p := t.policy
 	// The request is lined up with the tail cache's copy of the stored
 	// conversation when it can be, and the turn's append is conditional
@@ -408,6 +408,7 @@ func (s *Server) proxyChat(c *call) error {
 		}
 		msgsJSON = append(msgsJSON, m.raw...)
 	}
+	skipped := 0
 	stable, stableLen := len(system), w.StableLen() // the request messages of the window's stable part
 	for i, m := range w.Messages {
 		if upto >= 0 && m.Seq > upto {
@@ -416,6 +417,7 @@ func (s *Server) proxyChat(c *call) error {
 			// no reply, what came after it): send the history the turn's
 			// messages were stored in.
 			t.tokens -= m.Tokens
+			skipped++
 			continue
 		}
 		if len(msgsJSON) > 1 {
@@ -435,7 +437,11 @@ func (s *Server) proxyChat(c *call) error {
 		// at the end of the stable part.
 		c.r = c.r.WithContext(chatmem.WithCachePrefix(c.r.Context(), stable))
 	}
-	return s.forward(c, req.withMessages(msgsJSON, promptCacheKey(t)), req.stream, t)
+	upstreamBody, at := req.withMessagesAt(msgsJSON, promptCacheKey(t))
+	if w.Receipt != nil {
+		t.receipt = proxyReceipt(w, upto, skipped, system, upstreamBody, at, len(msgsJSON))
+	}
+	return s.forward(c, upstreamBody, req.stream, t)
 }
 
 // lineUp reconciles the request's non-system messages (msgs) with the
@@ -550,6 +556,13 @@ type turn struct {
 	// started is when the turn began: its appends cannot re-create a
 	// conversation of a user erased since (AppendOptions.Started).
 	started time.Time
+
+	// receipt is the window's receipt, stored with the reply (nil: none
+	// kept); sent is when the upstream request went out, and requestID
+	// the upstream's ID for it.
+	receipt   *chatmem.Receipt
+	sent      time.Time
+	requestID string
 }
 
 // pendingWriteTimeout bounds writing a turn's reply after its client may
@@ -736,6 +749,9 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	if stream {
 		accept = "text/event-stream"
 	}
+	if t != nil && t.receipt != nil {
+		t.sent = time.Now()
+	}
 	resp, err := s.callUpstream(c, http.MethodPost, c.up.url, body, accept)
 	if err != nil {
 		return err
@@ -744,6 +760,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	ci := callInfo{tenant: c.tenant, model: modelOf(body), kind: chatmem.CallChat}
 	if t != nil {
 		ci.user, ci.conversation = t.user, t.key.ID
+		t.requestID = resp.Header.Get("X-Request-Id")
 	}
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.relayStream(c, resp, t, ci)
@@ -786,6 +803,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 				cc.Usage.model = cc.Model
 			}
 			reply = s.replyMessage(t, content, msg.ToolCalls, cc.Usage)
+			t.upstream(cc.Model, cc.ID, cc.Usage)
 		}
 		stored, err := s.commitTurn(ctx, t, reply)
 		if err != nil {
@@ -934,6 +952,12 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 	if t.idemKey != "" {
 		opts.IdempotencyKey, opts.Fingerprint = replyKey(t.idemKey), t.fingerprint
 	}
+	if reply != nil && !t.retry && t.receipt != nil {
+		// Kept with the reply, in the same write.
+		if b, err := chatmem.EncodeReceipt(t.receipt); err == nil {
+			opts.Receipt = b
+		}
+	}
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {
 		return s.mem.Append(wctx, t.key, msgs, opts)
 	})
@@ -971,13 +995,14 @@ func relayHeaders(dst, src http.Header) {
 
 // chatCompletion is what the proxy reads of an upstream chat completion.
 type chatCompletion struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Message struct {
 			Content   *string            `json:"content"`
 			ToolCalls []chatmem.ToolCall `json:"tool_calls"`
 		} `json:"message"`
 	} `json:"choices"`
-	Model string `json:"model"`
 	Usage *usage `json:"usage"`
 }
 
@@ -1063,6 +1088,7 @@ func (s *Server) relayStream(c *call, resp *http.Response, t *turn, ci callInfo)
 			case done:
 				// data: [DONE]: store the turn, then end the stream.
 				content := string(redactKey([]byte(acc.content.String()), key))
+				t.upstream(acc.model, acc.id, acc.usage)
 				stored, cerr := s.commitTurn(ctx, t, s.replyMessage(t, content, acc.calls(), acc.usage))
 				if cerr == nil && stored != nil && stored.Content != content {
 					cerr = fmt.Errorf("%w: a concurrent request with the same Idempotency-Key stored another reply", chatmem.ErrConflict)
@@ -1143,6 +1169,7 @@ func (s *Server) streamBroken(c *call, t *turn, where string, err error) {
 // (id and function name from the first delta that has them, arguments
 // concatenated).
 type streamReply struct {
+	id      string // the first chunk's
 	content strings.Builder
 	tools   []chatmem.ToolCall
 	usage   *usage
@@ -1153,6 +1180,8 @@ type streamReply struct {
 }
 
 type chunk struct {
+	ID      string `json:"id"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Index        int             `json:"index"`
 		FinishReason json.RawMessage `json:"finish_reason"`
@@ -1169,7 +1198,6 @@ type chunk struct {
 			} `json:"tool_calls"`
 		} `json:"delta"`
 	} `json:"choices"`
-	Model string          `json:"model"`
 	Usage *usage          `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
@@ -1216,6 +1244,9 @@ func (a *streamReply) event(data []byte) (done bool, _ error) {
 	if ch.Usage != nil {
 		a.usage = ch.Usage
 		a.usage.model = a.model
+	}
+	if a.id == "" {
+		a.id = ch.ID
 	}
 	for _, c := range ch.Choices {
 		if len(c.FinishReason) > 0 && string(c.FinishReason) != "null" {

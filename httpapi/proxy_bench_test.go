@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -297,4 +298,106 @@ func benchmarkProxyHistory(b *testing.B, stored, request int) {
 	if grew := after.LastSeq - conv.LastSeq; grew != int64(2*i) {
 		b.Fatalf("the conversation grew by %d messages in %d turns, want %d", grew, i, 2*i)
 	}
+}
+
+// BenchmarkProxyReceipts measures what receipts cost the chat proxy: two
+// proxies over two SQLite stores, one keeping a receipt with each reply
+// and one not (Options.NoReceipts), take the same turn one after the
+// other in each iteration (so both see the same noise), on conversations
+// of 10 turns (as BenchmarkProxyOverhead's short case). It reports each
+// proxy's p50 and their ratio, the mean size of the receipts stored, and
+// the bytes per turn the receipts add to the database (both files'
+// sizes, WAL checkpointed, after the run). The fake upstream's IDs are as
+// long and as random as OpenAI's.
+func BenchmarkProxyReceipts(b *testing.B) {
+	type side struct {
+		env   *proxyEnv
+		store *sqlite.Store
+		path  string
+		srv   *httptest.Server
+		times []time.Duration
+	}
+	open := func(receipts bool) *side {
+		dir := b.TempDir()
+		path := filepath.Join(dir, "chatmem.db")
+		store, err := sqlite.Open(b.Context(), path, sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		env := newProxyEnv(b, proxyConfig{store: store})
+		env.api.receipts = receipts
+		env.up.forget, env.up.longIDs = true, true
+		env.up.answer = func(n int) string { return fmt.Sprintf("%s (%d)", benchReply, n) }
+		srv := httptest.NewServer(env.api)
+		b.Cleanup(srv.Close)
+		return &side{env: env, store: store, path: path, srv: srv}
+	}
+	on, off := open(true), open(false)
+	body := []byte(`{"model":"gpt-4o-mini","temperature":0.2,"messages":[{"role":"user","content":"` + benchUser + `"}]}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	send := func(s *side, conv string) {
+		req, _ := http.NewRequest(http.MethodPost, s.srv.URL+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+proxyKey)
+		req.Header.Set("X-Chatmem-Conversation", conv)
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		s.times = append(s.times, time.Since(start))
+		if resp.StatusCode != 200 {
+			b.Fatalf("%d", resp.StatusCode)
+		}
+	}
+	i := 0
+	for b.Loop() {
+		conv := fmt.Sprintf("bench-%d", i/10)
+		if i%2 == 0 {
+			send(on, conv)
+			send(off, conv)
+		} else {
+			send(off, conv)
+			send(on, conv)
+		}
+		i++
+	}
+	b.StopTimer()
+	receiptBytes, receipts := 0, 0
+	for c := 0; c <= (i-1)/10; c++ {
+		rs, err := on.store.Receipts(b.Context(), chatmem.Key{Tenant: "acme", ID: fmt.Sprintf("bench-%d", c)}, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rs {
+			receiptBytes += len(r.Data)
+			receipts++
+		}
+	}
+	if receipts != i {
+		b.Fatalf("%d receipts stored for %d turns", receipts, i)
+	}
+	size := func(s *side) int64 {
+		if err := s.store.Close(); err != nil {
+			b.Fatal(err)
+		}
+		var n int64
+		for _, suffix := range []string{"", "-wal"} { // Close checkpoints the WAL
+			if fi, err := os.Stat(s.path + suffix); err == nil {
+				n += fi.Size()
+			}
+		}
+		return n
+	}
+	grown := size(on) - size(off)
+	slices.Sort(on.times)
+	slices.Sort(off.times)
+	pOn, pOff := percentile(on.times, 50), percentile(off.times, 50)
+	b.ReportMetric(µs(pOn), "receipts-p50-µs")
+	b.ReportMetric(µs(pOff), "none-p50-µs")
+	b.ReportMetric(float64(pOn)/float64(pOff), "p50-ratio")
+	b.ReportMetric(float64(receiptBytes)/float64(receipts), "receipt-bytes")
+	b.ReportMetric(float64(grown)/float64(i), "db-bytes/turn")
 }

@@ -121,6 +121,12 @@ func (r chatRequest) conversationID() (string, error) {
 // the key is chatmem's, not the upstream's. A cacheKey is sent as the
 // body's prompt_cache_key unless the client set one.
 func (r chatRequest) withMessages(msgs []byte, cacheKey string) []byte {
+	b, _ := r.withMessagesAt(msgs, cacheKey)
+	return b
+}
+
+// withMessagesAt is withMessages, and says where in the body msgs begins.
+func (r chatRequest) withMessagesAt(msgs []byte, cacheKey string) (_ []byte, at int) {
 	type edit struct {
 		start, end int
 		with       []byte
@@ -143,13 +149,16 @@ func (r chatRequest) withMessages(msgs []byte, cacheKey string) []byte {
 		slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
 	}
 	out := make([]byte, 0, len(r.body)-(r.end-r.start)+len(msgs))
-	at := 0
+	from := 0
 	for _, e := range edits {
-		out = append(out, r.body[at:e.start]...)
+		out = append(out, r.body[from:e.start]...)
+		if e.start == r.start {
+			at = len(out)
+		}
 		out = append(out, e.with...)
-		at = e.end
+		from = e.end
 	}
-	return append(out, r.body[at:]...)
+	return append(out, r.body[from:]...), at
 }
 
 // appendOpenAIMessage appends m as MarshalOpenAIMessage encodes it. A

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,6 +52,11 @@ type fakeReply struct {
 	noDone bool
 }
 
+// fakeUsage is the usage the fake upstream reports, as OpenAI does, with
+// cached input tokens.
+var fakeUsage = map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49,
+	"prompt_tokens_details": map[string]any{"cached_tokens": 32}, "completion_tokens_details": map[string]any{"reasoning_tokens": 3}}
+
 // upstreamRequest is one request the fake upstream got.
 type upstreamRequest struct {
 	header http.Header
@@ -87,6 +94,9 @@ type fakeUpstream struct {
 	// forget, if set, keeps no requests (a benchmark's thousands would
 	// grow the heap the proxy's garbage collector scans).
 	forget bool
+	// longIDs makes the reply's ID and X-Request-Id random, as long as
+	// OpenAI's (chatcmpl- and 29 characters, req_ and 32 hex digits).
+	longIDs bool
 }
 
 func newFakeUpstream(t testing.TB) *fakeUpstream {
@@ -178,6 +188,11 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
 		return
 	}
+	id, reqID := fmt.Sprintf("chatcmpl-%d", n), fmt.Sprintf("req_fake_%d", n)
+	if f.longIDs {
+		id, reqID = "chatcmpl-"+(rand.Text() + rand.Text())[:29], "req_"+hex.EncodeToString([]byte(rand.Text()[:16]))
+	}
+	w.Header().Set("X-Request-Id", reqID)
 	for k, v := range f.header {
 		w.Header()[k] = v
 	}
@@ -209,9 +224,9 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1764460800, "model": "gpt-4o-mini",
+			"id": id, "object": "chat.completion", "created": 1764460800, "model": "gpt-4o-mini",
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
-			"usage":   map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49, "prompt_tokens_details": map[string]any{"cached_tokens": 32}},
+			"usage":   fakeUsage,
 		})
 		return
 	}
@@ -220,7 +235,7 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	fl := w.(http.Flusher)
 	event := func(delta map[string]any, finish any) {
 		b, _ := json.Marshal(map[string]any{
-			"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk", "created": 1764460800, "model": "gpt-4o-mini",
+			"id": id, "object": "chat.completion.chunk", "created": 1764460800, "model": "gpt-4o-mini",
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}},
 		})
 		fmt.Fprintf(w, "data: %s\n\n", b)
@@ -256,8 +271,8 @@ func (f *fakeUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		IncludeUsage bool `json:"include_usage"`
 	}
 	if json.Unmarshal(body["stream_options"], &so) == nil && so.IncludeUsage {
-		b, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion.chunk", "created": 1764460800, "model": "gpt-4o-mini",
-			"choices": []any{}, "usage": map[string]any{"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49, "prompt_tokens_details": map[string]any{"cached_tokens": 32}}})
+		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1764460800, "model": "gpt-4o-mini",
+			"choices": []any{}, "usage": fakeUsage})
 		fmt.Fprintf(w, "data: %s\n\n", b)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")

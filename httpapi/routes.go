@@ -57,6 +57,8 @@ var routes = []route{
 	{"POST", "/v1/conversations/{id}/messages", true, (*Server).appendMessages, false},
 	{"GET", "/v1/conversations/{id}/messages", true, (*Server).listMessages, false},
 	{"GET", "/v1/conversations/{id}/context", true, (*Server).getContext, false},
+	{"GET", "/v1/conversations/{id}/receipts", true, (*Server).listReceipts, false},
+	{"GET", "/v1/conversations/{id}/messages/{seq}/receipt", true, (*Server).getReceipt, false},
 	{"POST", "/v1/conversations/{id}/turn", true, (*Server).turn, false},
 	{"POST", "/v1/conversations/{id}/messages/{seq}/redact", true, (*Server).redactMessage, false},
 	{"POST", "/v1/conversations/{id}/rewind", true, (*Server).rewindConversation, false},

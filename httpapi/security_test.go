@@ -139,7 +139,7 @@ func routeBody(rt route) string {
 // with the query a route needs to get as far as reading the conversation.
 func routePath(rt route, id string) string {
 	p := strings.Replace(rt.Pattern, "{id}", id, 1)
-	p = strings.Replace(p, "{seq}", "1", 1)
+	p = strings.Replace(p, "{seq}", "2", 1)
 	if strings.HasSuffix(rt.Pattern, "/context") {
 		p += "?policy=all"
 	}

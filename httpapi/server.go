@@ -128,6 +128,10 @@ type Options struct {
 	// (context assembly, store calls) to join the request's. Nil traces
 	// nothing.
 	Tracer chatmem.Tracer
+	// NoReceipts keeps the chat proxy from storing a receipt with each
+	// reply (chatmem.Receipt: what the window held, what the upstream
+	// reported, what a replay needs). Receipts are kept by default.
+	NoReceipts bool
 }
 
 // Server is the REST API over one Memory. It is an http.Handler, safe for
@@ -146,6 +150,8 @@ type Server struct {
 	build   buildinfo.Info
 	browser *browserRules
 	tracer  chatmem.Tracer // nil: no tracing
+	// receipts: the chat proxy stores a receipt with each reply.
+	receipts bool
 }
 
 // New returns a Server over mem. It wraps chatmem.ErrInvalid for bad keys
@@ -170,7 +176,7 @@ func New(mem *chatmem.Memory, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read(), browser: browser, tracer: opts.Tracer}
+	s := &Server{mem: mem, keys: keys, limits: l.withDefaults(), log: opts.Logger, mux: http.NewServeMux(), rate: newRateLimiter(opts.RateLimit, time.Now), build: buildinfo.Read(), browser: browser, tracer: opts.Tracer, receipts: !opts.NoReceipts}
 	if opts.Upstream != nil {
 		if s.up, err = newUpstream(*opts.Upstream); err != nil {
 			return nil, err

@@ -53,6 +53,14 @@ func scenario(t *testing.T, cs *mcp.ClientSession) {
 	if got := text(res); !strings.HasPrefix(got, "3 messages, 36 tokens") || !strings.Contains(got, "#5 user: Add the DryFit") {
 		t.Errorf("get_context text = %q", got)
 	}
+	if w.Receipt != nil {
+		t.Errorf("get_context without receipt: receipt %+v, want none", w.Receipt)
+	}
+	var wr mcpserver.ContextOutput
+	mustOK(t, cs, "get_context", map[string]any{"conversation": conv, "budget": 40, "receipt": true}, &wr)
+	if r := wr.Receipt; r == nil || r.LeftOut != 2 || len(r.Sent) != 1 || r.Sent[0].From != 3 || r.Sent[0].To != 5 || r.Tokens.Recent != 36 {
+		t.Errorf("get_context(receipt) receipt = %+v, want messages 3-5 sent (36 tokens), 2 left out", r)
+	}
 	for budget, want := range map[int]int{100: 5, 25: 1} {
 		mustOK(t, cs, "get_context", map[string]any{"conversation": conv, "budget": budget}, &w)
 		if len(w.Messages) != want {

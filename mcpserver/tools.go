@@ -306,11 +306,12 @@ func (t *tools) context(ctx context.Context, _ *mcp.CallToolRequest, in ContextI
 	if err != nil {
 		return nil, ContextOutput{}, err
 	}
-	w, err := t.mem.Context(ctx, key, p, chatmem.ContextOptions{})
+	w, err := t.mem.Context(ctx, key, p, chatmem.ContextOptions{Receipt: in.Receipt})
 	if err != nil {
 		return nil, ContextOutput{}, t.toolError(ctx, "get_context", notFound(key.ID, err))
 	}
 	out, text := contextOutput(key, p, w)
+	out.Receipt = w.Receipt
 	return textResult(text), out, nil
 }
 

@@ -68,6 +68,7 @@ type AppendOutput struct {
 type ContextInput struct {
 	Conversation string `json:"conversation" jsonschema:"the conversation's ID"`
 	WindowOptions
+	Receipt bool `json:"receipt,omitempty" jsonschema:"also return the window's receipt: the policy, the tokens of each part, the seq ranges sent and left out, the summary, facts and recalled turns used, the timings"`
 }
 
 // WindowOptions say what window to assemble: get_context's options, and
@@ -117,13 +118,14 @@ type Fact struct {
 
 // ContextOutput is get_context's result.
 type ContextOutput struct {
-	Conversation string    `json:"conversation"`
-	Policy       string    `json:"policy"`
-	Messages     []Message `json:"messages" jsonschema:"what to send the model, in order"`
-	Tokens       int       `json:"tokens" jsonschema:"the tokens of the messages sent"`
-	Dropped      int       `json:"dropped" jsonschema:"how many stored messages were left out"`
-	Summary      *Summary  `json:"summary" jsonschema:"the summary sent, if any"`
-	Facts        []Fact    `json:"facts" jsonschema:"the facts sent, if any"`
+	Conversation string           `json:"conversation"`
+	Policy       string           `json:"policy"`
+	Messages     []Message        `json:"messages" jsonschema:"what to send the model, in order"`
+	Tokens       int              `json:"tokens" jsonschema:"the tokens of the messages sent"`
+	Dropped      int              `json:"dropped" jsonschema:"how many stored messages were left out"`
+	Summary      *Summary         `json:"summary" jsonschema:"the summary sent, if any"`
+	Facts        []Fact           `json:"facts" jsonschema:"the facts sent, if any"`
+	Receipt      *chatmem.Receipt `json:"receipt,omitempty" jsonschema:"how the window was assembled, when asked for"`
 }
 
 // SearchInput is search_memory's input.

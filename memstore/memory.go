@@ -89,6 +89,9 @@ type conversation struct {
 	vectors map[string]map[int64][]float32
 	// factSeq is the fact extraction watermark (chatmem.FactMarker).
 	factSeq int64
+	// receipts are the receipts stored with messages, by seq; nil until
+	// the first.
+	receipts map[int64][]byte
 }
 
 // applied records which messages one idempotent append stored.
@@ -276,6 +279,12 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 	if opts.IdempotencyKey != "" {
 		c.idem[opts.IdempotencyKey] = applied{first: first, count: len(msgs), fingerprint: opts.Fingerprint}
+	}
+	if opts.Receipt != nil {
+		if c.receipts == nil {
+			c.receipts = make(map[int64][]byte)
+		}
+		c.receipts[c.meta.LastSeq] = slices.Clone(opts.Receipt)
 	}
 	if then != nil {
 		then(c)

@@ -71,6 +71,7 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 	}
 	pruneFacts(c.facts, func(f chatmem.Fact) bool { return f.SourceSeq > toSeq })
 	c.factSeq = min(c.factSeq, toSeq)
+	maps.DeleteFunc(c.receipts, func(seq int64, _ []byte) bool { return seq > toSeq })
 	for _, m := range c.vectors {
 		maps.DeleteFunc(m, func(seq int64, _ []float32) bool { return seq > toSeq })
 	}

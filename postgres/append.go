@@ -256,7 +256,7 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 
 	if _, err := tx.Exec(ctx, s.q.insertMessages, key.Tenant, key.ID,
 		b.seq, b.role, b.content, b.name, b.toolCalls, b.toolCallID,
-		b.tokens, b.cum, b.turn, b.createdAt, b.metadata); err != nil {
+		b.tokens, b.cum, b.turn, b.createdAt, b.metadata, opts.Receipt); err != nil {
 		return chatmem.AppendResult{}, false, err
 	}
 	if _, err := tx.Exec(ctx, s.q.updateConversation, key.Tenant, key.ID, conv.Tokenizer,
@@ -291,7 +291,7 @@ func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, o
 	var convExpires *time.Time
 	args := []any{key.Tenant, key.ID, opts.ExpectedLastSeq, now, expires,
 		opts.ExpectedTokenizer, opts.User, added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
-		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata}
+		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata, opts.Receipt}
 	dest := []any{&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
 		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User, &conv.Revision}
 	var err error

@@ -13,7 +13,7 @@ type queries struct {
 
 	insertMessages, appendExisting, replayMessages string
 	indexRead, indexWrite                          string
-	tail, rangeAfter, system                       string
+	tail, rangeAfter, system, receipts             string
 	postings, messagesAt                           string
 
 	idempotencyKey, insertIdempotency string
@@ -89,9 +89,10 @@ LIMIT $4`),
 		// empty). The postings are not written here: see indexWrite.
 		insertMessages: q(`
 INSERT INTO {s}.messages
-    (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
+    (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata, receipt)
 SELECT $1, $2, u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb, u.tool_call_id,
-       u.tokens, u.cum, u.turn, u.created_at, NULLIF(u.metadata, '')::jsonb
+       u.tokens, u.cum, u.turn, u.created_at, NULLIF(u.metadata, '')::jsonb,
+       CASE WHEN u.seq = $3[cardinality($3)] THEN $14::bytea END
 FROM unnest($3::bigint[], $4::text[], $5::bytea[], $6::text[], $7::text[], $8::text[],
             $9::bigint[], $10::bigint[], $11::bigint[], $12::timestamptz[], $13::text[])
      AS u (seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)`),
@@ -126,9 +127,10 @@ WITH c AS (
               COALESCE(c.user_id, '') AS user_id, c.revision
 ), m AS (
     INSERT INTO {s}.messages
-        (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
+        (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata, receipt)
     SELECT $1, $2, c.last_seq - $11 + u.seq, u.role, u.content, u.name, NULLIF(u.tool_calls, '')::jsonb, u.tool_call_id,
-           u.tokens, c.tokens - $8 + u.cum, c.turns - $10 + u.turn, u.created_at, NULLIF(u.metadata, '')::jsonb
+           u.tokens, c.tokens - $8 + u.cum, c.turns - $10 + u.turn, u.created_at, NULLIF(u.metadata, '')::jsonb,
+           CASE WHEN u.seq = $12[cardinality($12)] THEN $23::bytea END
     FROM c, unnest($12::bigint[], $13::text[], $14::bytea[], $15::text[], $18::text[], $19::text[],
                    $20::bigint[], $16::bigint[], $17::bigint[], $21::timestamptz[], $22::text[])
          AS u (seq, role, content, name, tool_calls, tool_call_id, tokens, cum, turn, created_at, metadata)
@@ -207,6 +209,17 @@ WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq > (
     FROM {s}.conversations c
     WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
 ORDER BY m.seq`),
+
+		// receipts reads up to $5 receipts of messages with seq > $4,
+		// along the primary key, as rangeAfter reads messages.
+		receipts: q(`
+SELECT m.seq, m.receipt
+FROM {s}.messages m
+WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq > $4 AND m.receipt IS NOT NULL
+  AND EXISTS (SELECT 1 FROM {s}.conversations c
+              WHERE c.tenant = $1 AND c.id = $2 AND (c.expires_at IS NULL OR c.expires_at > $3))
+ORDER BY m.seq
+LIMIT $5`),
 
 		rangeAfter: q(`
 SELECT ` + messageColumns + `

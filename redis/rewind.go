@@ -27,7 +27,7 @@ var _ chatmem.Rewinder = (*Store)(nil)
 // (each term key loses its rewound seqs), idempotency keys and fact
 // histories.
 var rewindScript = newScript(luaPrelude + luaPruneFacts + `
-local meta, msgs, cum, users, sys, idem, summary, facts, hist, terms = unpack(KEYS, 1, 10)
+local meta, msgs, cum, users, sys, idem, summary, facts, hist, terms, receipts = unpack(KEYS, 1, 11)
 local now, to, expected, gen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'system_tokens', 'ixseq', 'indexed', 'backfilled', 'fact_seq', 'rev')
 if not m[1] or expired(m[2], now) then return {-1} end
@@ -69,6 +69,9 @@ end
 
 local covered = tonumber(redis.call('HGET', summary, 'covers_seq'))
 if covered and covered > to then redis.call('DEL', summary) end
+
+-- The receipts of rewound messages go with them.
+redis.call('ZREMRANGEBYSCORE', receipts, '(' .. to, '+inf')
 
 -- The values stated by rewound messages leave the facts' histories.
 pruneFacts(facts, hist, function(f) return sourceSeq(f) > to end)

@@ -224,7 +224,7 @@ end
 // ExpectedTokenizer check (tokenizer is the live conversation's, empty if
 // none is recorded; a conversation the append creates, an expired one
 // included, matches), {6, epoch} when it would create the conversation
-// for a user whose erasure started after the admission (KEYS[11], the
+// for a user whose erasure started after the admission (KEYS[12], the
 // tombstones given with a user, hold a higher epoch than ARGV[11]), {1, first_seq, meta fields...} after appending (the
 // fields as appendMeta lists them; with a tail query, followed by the
 // system messages, the first seq of the tail and, if asked, its messages,
@@ -243,6 +243,7 @@ local now, newExp, expected, ikey, tokenizer, gen, expectedTok = ARGV[1], ARGV[2
 local fingerprint = ARGV[8]
 local user, userHash, epoch = ARGV[9], ARGV[10], tonumber(ARGV[11])
 local tailTokens, tailTurns, tailRead = tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[14]
+local receipt, receipts = ARGV[15], KEYS[11]
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
   'ixseq', 'created_at', 'gen', 'rev')
@@ -253,10 +254,10 @@ if last and expired(exp, now) then
   -- the conversation no longer exists, so this append starts a new one.
   last = nil
 end
-if not last and user ~= '' and KEYS[11] then
+if not last and user ~= '' and KEYS[12] then
   -- Creating a conversation of the user: not for an admission older than
   -- an erasure that started since (erasure.go).
-  local t = redis.call('HGET', KEYS[11], userHash)
+  local t = redis.call('HGET', KEYS[12], userHash)
   if t and tonumber(t) > epoch then return {6, tonumber(t)} end
 end
 if not last then
@@ -264,7 +265,7 @@ if not last then
   -- one: keys written after its last append can outlive its meta by a
   -- millisecond of expiry.
   dropTerms(terms)
-  redis.call('DEL', unpack(KEYS, 1, 10))
+  redis.call('DEL', unpack(KEYS, 1, 11))
 end
 
 -- A retried append must be a no-op even after later appends moved last_seq,
@@ -315,7 +316,7 @@ end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
-for i = 15, #ARGV, 3 do
+for i = 16, #ARGV, 3 do
   last = last + 1
   -- Stored messages carry their seq, so each list entry reads on its own.
   local msg = ARGV[i]
@@ -341,6 +342,11 @@ if #outSys > 0 then pushAll(sys, outSys) end
 if ikey ~= '' then
   redis.call('HSET', idem, ikey, first .. ':' .. last .. ':' .. fingerprint)
 end
+if receipt ~= '' then
+  -- Scored by the seq of the message it is kept with; the member starts
+  -- with it, so members are distinct.
+  redis.call('ZADD', receipts, last, last .. ':' .. receipt)
+end
 if newExp ~= '0' then exp = newExp end
 redis.call('HSET', meta, 'last_seq', last, 'tokens', tokens, 'system_tokens', systemTokens,
   'turns', turns, 'updated_at', now, 'expires_at', exp)
@@ -348,7 +354,7 @@ if newExp ~= '0' then
   -- Every key gets the expiry again, including those this append created.
   local ttl = math.max(1, math.floor((tonumber(exp) - tonumber(now)) / 1e6))
   local ms = string.format('%d', ttl)
-  for i = 1, 10 do -- the conversation's keys, not the tombstones
+  for i = 1, 11 do -- the conversation's keys, not the tombstones
     if KEYS[i] ~= terms then redis.call('PEXPIRE', KEYS[i], ms) end
   end
   keepTerms(terms, ttl)
@@ -361,6 +367,7 @@ elseif exp ~= '0' then
   if #outSys > 0 then redis.call('PEXPIRE', sys, ms) end
   if #outUsers > 0 then redis.call('PEXPIRE', users, ms) end
   if ikey ~= '' then redis.call('PEXPIRE', idem, ms) end
+  if receipt ~= '' then redis.call('PEXPIRE', receipts, ms) end
 end
 -- meta as it is now, the fields parseMeta reads and gen (for the user
 -- index), by position (see appendMeta): no HGETALL, and no field names

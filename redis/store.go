@@ -253,6 +253,7 @@ const (
 	kFacts
 	kFactHist
 	kTerms
+	kReceipts
 	numKeys
 )
 
@@ -260,7 +261,7 @@ const (
 // The term keys (<base>t:<term>, see termKey) are not among them: a
 // conversation has as many as it has distinct terms, and the terms set
 // names them.
-var keySuffixes = [numKeys]string{"meta", "msgs", "cum", "users", "sys", "idem", "summary", "facts", "facthist", "terms"}
+var keySuffixes = [numKeys]string{"meta", "msgs", "cum", "users", "sys", "idem", "summary", "facts", "facthist", "terms", "receipts"}
 
 // convKeys returns every key of a conversation, in the order of the k*
 // constants.
@@ -413,6 +414,7 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	} else {
 		args = append(args, 0, 0, 0)
 	}
+	args = append(args, string(opts.Receipt))    // "": none
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
 		if err := storekit.CheckMessage(m); err != nil {

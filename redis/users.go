@@ -532,10 +532,10 @@ return 0
 var deleteUserConversationScript = newScript(luaPrelude + `
 local owner = redis.call('HGET', KEYS[1], 'user')
 if owner and owner ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[11], ARGV[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[11], ARGV[4])
+redis.call('HSET', KEYS[12], ARGV[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[12], ARGV[4])
 if not owner then return 0 end
 dropTerms(KEYS[10])
-redis.call('DEL', unpack(KEYS, 1, 10))
+redis.call('DEL', unpack(KEYS, 1, 11))
 return 1
 `)

@@ -76,8 +76,13 @@ const (
 // Messages and idempotency keys.
 const (
 	insertMessage = `INSERT INTO messages (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id,
-		tokens, tokens_before, turn, created_at, metadata)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)`
+		tokens, tokens_before, turn, created_at, metadata, receipt)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)`
+
+	// selectReceipts reads up to ?4 receipts of messages with seq > ?3,
+	// along the messages_seq index.
+	selectReceipts = `SELECT seq, receipt FROM messages INDEXED BY messages_seq
+		WHERE tenant = ?1 AND conv_id = ?2 AND seq > ?3 AND receipt IS NOT NULL ORDER BY seq LIMIT ?4`
 
 	// selectRange reads the messages with seq > ?3, at most ?4 of them
 	// (a negative limit is none), along the messages_seq index.
@@ -232,7 +237,7 @@ var (
 	}
 	readStatements = []string{
 		selectLiveConversation, selectPage,
-		selectRange, selectConversationSince, selectTailStart, selectSystem,
+		selectRange, selectConversationSince, selectTailStart, selectSystem, selectReceipts,
 		selectSummary, selectFacts, selectFactHistory,
 		selectLiveConversationNum, selectPostings, selectMessagesAt,
 		selectFactMark, selectFactLaggards,

@@ -14,9 +14,10 @@ import (
 // conversations.num (the statements leave user_version alone).
 var undoSearch = []string{
 	"ALTER TABLE conversations DROP COLUMN revision", // 0019_revision.sql
-	"DROP TABLE usage",         // 0018_usage.sql (its index with it)
-	"DROP TABLE user_erasures", // 0016_user_erasures.sql
-	"DROP INDEX messages_seq",  // 0012_messages_seq.sql
+	"DROP TABLE usage",                         // 0018_usage.sql (its index with it)
+	"ALTER TABLE messages DROP COLUMN receipt", // 0017_receipts.sql
+	"DROP TABLE user_erasures",                 // 0016_user_erasures.sql
+	"DROP INDEX messages_seq",                  // 0012_messages_seq.sql
 	"CREATE UNIQUE INDEX messages_seq ON messages (tenant, conv_id, seq)",
 	"CREATE INDEX messages_budget ON messages (tenant, conv_id, tokens_before, seq)",
 	"CREATE INDEX messages_turn ON messages (tenant, conv_id, turn, seq) WHERE role = 'user'",

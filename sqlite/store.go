@@ -345,8 +345,12 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 		}
 		for i, m := range out {
 			r := rows[i]
+			var receipt any // NULL
+			if i == len(out)-1 && opts.Receipt != nil {
+				receipt = opts.Receipt
+			}
 			if _, err := t.exec(insertMessage, key.Tenant, key.ID, m.Seq, string(m.Role), m.Content, m.Name,
-				r.toolCalls, m.ToolCallID, m.Tokens, r.tokensBefore, r.turn, m.CreatedAt.UnixNano(), r.metadata); err != nil {
+				r.toolCalls, m.ToolCallID, m.Tokens, r.tokensBefore, r.turn, m.CreatedAt.UnixNano(), r.metadata, receipt); err != nil {
 				return fmt.Errorf("insert message %d: %w", m.Seq, err)
 			}
 		}

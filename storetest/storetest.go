@@ -109,6 +109,7 @@ var tests = []subtest{
 	{"Vectors", testVectors},
 	{"Users", optional[chatmem.UserStore](userTests)},
 	{"Usage", optional[chatmem.UsageStore](usageTests)},
+	{"Receipts", optional[chatmem.ReceiptStore](receiptTests)},
 }
 
 // BenchmarkTail fills one conversation of s per size (user and assistant

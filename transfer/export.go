@@ -63,11 +63,15 @@ func WriteConversation(ctx context.Context, st chatmem.Store, key chatmem.Key, w
 		if len(msgs) == 0 {
 			return n, fmt.Errorf("messages of %s after %d: none, though its last seq is %d", key, n, conv.LastSeq)
 		}
+		receipts, err := receiptsOf(ctx, st, key, msgs)
+		if err != nil {
+			return n, err
+		}
 		for _, m := range msgs {
 			if m.Seq != n+1 {
 				return n, fmt.Errorf("messages of %s: seq %d follows %d", key, m.Seq, n)
 			}
-			line, err := messageLine(m)
+			line, err := messageLine(m, receipts[m.Seq])
 			if err != nil {
 				return n, err
 			}

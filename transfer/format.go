@@ -19,6 +19,7 @@ package transfer
 
 import (
 	"bytes"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -176,6 +177,9 @@ type messageRecord struct {
 	Tokens     int                `json:"tokens,omitempty"`
 	CreatedAt  time.Time          `json:"created_at,omitzero"`
 	Metadata   map[string]string  `json:"metadata,omitempty"`
+	// Receipt is the receipt kept with the message (chatmem.Receipt's
+	// JSON), if any: export files only.
+	Receipt json.RawMessage `json:"receipt,omitempty"`
 }
 
 func newMessageRecord(typ string, m chatmem.Message) messageRecord {
@@ -191,9 +195,40 @@ func newMessageRecord(typ string, m chatmem.Message) messageRecord {
 
 // messageLine encodes m as a message record, its time in the export's
 // precision.
-func messageLine(m chatmem.Message) ([]byte, error) {
+func messageLine(m chatmem.Message, receipt []byte) ([]byte, error) {
 	m.CreatedAt = stamp(m.CreatedAt)
-	return marshalLine(newMessageRecord(TypeMessage, m))
+	r := newMessageRecord(TypeMessage, m)
+	r.Receipt = receipt
+	return marshalLine(r)
+}
+
+// receiptsOf returns the receipts st keeps with msgs, a run of messages
+// of key in seq order, by seq (none if st keeps no receipts): one read.
+func receiptsOf(ctx context.Context, st chatmem.Store, key chatmem.Key, msgs []chatmem.Message) (map[int64][]byte, error) {
+	rs, ok := st.(chatmem.ReceiptStore)
+	if !ok || len(msgs) == 0 {
+		return nil, nil
+	}
+	first, last := msgs[0].Seq, msgs[len(msgs)-1].Seq
+	got, err := rs.Receipts(ctx, key, first-1, int(last-first+1))
+	if err != nil {
+		return nil, fmt.Errorf("receipts of %s: %w", key, err)
+	}
+	out := make(map[int64][]byte, len(got))
+	for _, r := range got {
+		if r.Seq <= last {
+			// The file holds the receipt's JSON, whatever form the store
+			// keeps it in.
+			rc, err := chatmem.DecodeReceipt(r.Data)
+			if err != nil {
+				return nil, fmt.Errorf("receipt of %s at %d: %w", key, r.Seq, err)
+			}
+			if out[r.Seq], err = json.Marshal(rc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
 
 // marshalLine is json.Marshal without HTML escaping: every line an export
@@ -225,7 +260,7 @@ func decodeStrict(line []byte, v any) error {
 }
 
 // decodeMessage decodes a message record's line.
-func decodeMessage(line []byte) (chatmem.Message, error) {
+func decodeMessage(line []byte) (chatmem.Message, []byte, error) {
 	var m chatmem.Message
 	// chatmem.Message decodes leniently (as the API does); a strict pass
 	// over its wire fields catches misspelt ones.
@@ -240,14 +275,25 @@ func decodeMessage(line []byte) (chatmem.Message, error) {
 		Tokens     int                `json:"tokens"`
 		CreatedAt  time.Time          `json:"created_at"`
 		Metadata   map[string]string  `json:"metadata"`
+		Receipt    json.RawMessage    `json:"receipt"`
 	}
 	if err := decodeStrict(line, &strict); err != nil {
-		return m, err
+		return m, nil, err
 	}
 	if err := json.Unmarshal(line, &m); err != nil {
-		return m, err
+		return m, nil, err
 	}
-	return m, nil
+	if len(strict.Receipt) == 0 || string(strict.Receipt) == "null" {
+		return m, nil, nil
+	}
+	// Checked, and in one form (its JSON, as encoding/json writes it),
+	// whichever way it was written.
+	r, err := chatmem.DecodeReceipt(strict.Receipt)
+	if err != nil {
+		return m, nil, err
+	}
+	b, err := json.Marshal(r)
+	return m, b, err
 }
 
 // LineError is a malformed or inconsistent line of an import.

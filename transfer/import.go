@@ -546,7 +546,7 @@ func (im *importer) check(bl *block, b []byte) ([]byte, error) {
 		if bl.summary != nil || bl.facts > 0 {
 			return nil, errors.New("a message after the summary or facts (messages come first)")
 		}
-		m, err := decodeMessage(b)
+		m, receipt, err := decodeMessage(b)
 		if err != nil {
 			return nil, fmt.Errorf("message record: %v", err)
 		}
@@ -577,7 +577,7 @@ func (im *importer) check(bl *block, b []byte) ([]byte, error) {
 			return nil, fmt.Errorf("%w: message %d: the conversation's tokens overflow", chatmem.ErrInvalid, m.Seq)
 		}
 		*total += int64(m.Tokens)
-		return messageLine(m)
+		return messageLine(m, receipt)
 	case TypeSummary:
 		if bl.summary != nil || bl.facts > 0 {
 			return nil, errors.New("a second summary, or a summary after the facts")
@@ -785,8 +785,12 @@ func (im *importer) resumable(ctx context.Context, key chatmem.Key, bl *block) (
 		if len(msgs) == 0 {
 			return p, false, nil
 		}
+		receipts, err := receiptsOf(ctx, im.st, key, msgs)
+		if err != nil {
+			return p, false, err
+		}
 		for _, m := range msgs {
-			stored, err := messageLine(m)
+			stored, err := messageLine(m, receipts[m.Seq])
 			if err != nil {
 				return p, false, err
 			}
@@ -816,6 +820,7 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 		return 0, err
 	}
 	var batch []chatmem.Message
+	var receipt []byte // of the batch's last message
 	var summary *chatmem.Summary
 	var facts []chatmem.Fact
 	last := from.seq
@@ -825,6 +830,16 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 		}
 		expect := last
 		opts := chatmem.AppendOptions{ExpectedLastSeq: &expect, User: bl.conv.User, Tokenizer: bl.conv.Tokenizer, ExpectedTokenizer: bl.conv.Tokenizer, Now: bl.conv.UpdatedAt, Started: im.started}
+		if receipt != nil {
+			// Stored in chatmem's stored form.
+			r, err := chatmem.DecodeReceipt(receipt)
+			if err == nil {
+				opts.Receipt, err = chatmem.EncodeReceipt(&r)
+			}
+			if err != nil {
+				return fmt.Errorf("receipt of message %d of %s: %w", last+int64(len(batch)), key, err)
+			}
+		}
 		if last == 0 {
 			opts.Now = bl.conv.CreatedAt
 		}
@@ -837,7 +852,7 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 			return fmt.Errorf("append messages %d..%d to %s: %w", last+1, last+int64(len(batch)), key, err)
 		}
 		last += int64(len(batch))
-		batch = batch[:0]
+		batch, receipt = batch[:0], nil
 		return nil
 	}
 	for {
@@ -856,7 +871,7 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 		}
 		switch probe.Type {
 		case TypeMessage:
-			m, err := decodeMessage(line)
+			m, rc, err := decodeMessage(line)
 			if err != nil {
 				return last - from.seq, err
 			}
@@ -871,6 +886,17 @@ func (im *importer) write(ctx context.Context, key chatmem.Key, bl *block, from 
 				}
 			}
 			batch = append(batch, m)
+			if rc != nil {
+				// A receipt is stored with the last message of an append:
+				// its message ends the batch (the conversation's last
+				// ends it anyway).
+				receipt = rc
+				if m.Seq != bl.conv.LastSeq {
+					if err := flush(false); err != nil {
+						return last - from.seq, err
+					}
+				}
+			}
 		case TypeSummary:
 			var s SummaryRecord
 			if err := json.Unmarshal(line, &s); err != nil {

@@ -54,6 +54,10 @@ func (k *killingStore) Delete(ctx context.Context, key chatmem.Key) error {
 	return k.Store.Delete(ctx, key)
 }
 
+func (k *killingStore) Receipts(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.StoredReceipt, error) {
+	return k.Store.(chatmem.ReceiptStore).Receipts(ctx, key, after, limit)
+}
+
 func (k *killingStore) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, error) {
 	return k.Store.(chatmem.SummaryStore).Summary(ctx, key)
 }

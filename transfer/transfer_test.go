@@ -102,7 +102,11 @@ func fill(t *testing.T, st chatmem.Store, long int) {
 	if _, err := st.Append(t.Context(), key("rich"), rich[:2], chatmem.AppendOptions{Tokenizer: "estimate", Now: at(0), User: "kavya"}); err != nil {
 		t.Fatal(err)
 	}
-	appendAt(t, st, "rich", rich[2:], at(9), 0)
+	// The reply at 6 (the conversation's last) has a receipt, as the chat
+	// proxy keeps one.
+	if _, err := st.Append(ctx, key("rich"), rich[2:], chatmem.AppendOptions{Tokenizer: "estimate", Now: at(9), Receipt: testReceipt(t, 5)}); err != nil {
+		t.Fatal(err)
+	}
 	ss := st.(chatmem.SummaryStore)
 	if err := ss.PutSummary(ctx, key("rich"), chatmem.Summary{Text: "Kavya asked about order SE-10423.", CoversSeq: 4, Tokens: 9, Summarizer: "offline", CreatedAt: at(10)}, 0); err != nil {
 		t.Fatal(err)
@@ -140,12 +144,32 @@ func fill(t *testing.T, st chatmem.Store, long int) {
 		msgs = append(msgs, chatmem.Message{Role: role, Content: text, Tokens: 5 + i%9, CreatedAt: at(100 + i)})
 	}
 	for i := 0; i < len(msgs); i += 700 {
-		appendAt(t, st, "long", msgs[i:min(i+700, len(msgs))], at(100+i), 0)
+		// Each batch's last message has a receipt: in the middle of the
+		// conversation.
+		if _, err := st.Append(ctx, key("long"), msgs[i:min(i+700, len(msgs))], chatmem.AppendOptions{Tokenizer: "estimate", Now: at(100 + i), Receipt: testReceipt(t, int64(min(i+700, len(msgs))))}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	appendAt(t, st, "short-ttl", []chatmem.Message{{Role: chatmem.RoleUser, Content: "remember me for a day", Tokens: 5, CreatedAt: at(20)}}, time.Now(), 24*time.Hour)
 }
 
 func key(id string) chatmem.Key { return chatmem.Key{Tenant: tenant, ID: id} }
+
+// testReceipt is a receipt of a window that sent messages 1..to-1.
+func testReceipt(t *testing.T, to int64) []byte {
+	t.Helper()
+	b, err := chatmem.EncodeReceipt(&chatmem.Receipt{
+		Policy: chatmem.ReceiptPolicy{Kind: chatmem.PolicyTokenBudget, Budget: 4000}, Tokenizer: "estimate",
+		Tokens:   chatmem.ReceiptTokens{Recent: 40},
+		Sent:     []chatmem.SentSpan{{Part: chatmem.PartRecent, From: 1, To: to - 1, Hash: "0123456789abcdef"}},
+		Upstream: &chatmem.UpstreamUse{Model: "gpt-4o-mini", InputTokens: 42, CachedTokens: 32, OutputTokens: 7, RequestID: "req_1"},
+		Request:  &chatmem.RequestFrame{Body: `{"model":"gpt-4o-mini","messages":}`, At: 34},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 func appendAt(t *testing.T, st chatmem.Store, id string, msgs []chatmem.Message, now time.Time, ttl time.Duration) {
 	t.Helper()
@@ -321,6 +345,10 @@ func (f *failingStore) Append(ctx context.Context, key chatmem.Key, msgs []chatm
 		return chatmem.AppendResult{}, errKilled
 	}
 	return f.Store.Append(ctx, key, msgs, opts)
+}
+
+func (f *failingStore) Receipts(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.StoredReceipt, error) {
+	return f.Store.(chatmem.ReceiptStore).Receipts(ctx, key, after, limit)
 }
 
 func (f *failingStore) Summary(ctx context.Context, key chatmem.Key) (chatmem.Summary, error) {

@@ -189,6 +189,10 @@ var errRefused = errors.New("refused")
 
 func (r *replaceOnly) us() chatmem.UserStore { return r.Store.(chatmem.UserStore) }
 
+func (r *replaceOnly) Receipts(ctx context.Context, key chatmem.Key, after int64, limit int) ([]chatmem.StoredReceipt, error) {
+	return r.Store.(chatmem.ReceiptStore).Receipts(ctx, key, after, limit)
+}
+
 func (r *replaceOnly) UserConversations(ctx context.Context, user chatmem.Key, page chatmem.PageRequest) (chatmem.Page, error) {
 	return r.us().UserConversations(ctx, user, page)
 }

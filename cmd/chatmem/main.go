@@ -43,6 +43,7 @@ func commands() []command {
 		{"serve", "serve the REST API (and MCP at /mcp)", new(serveConfig).command, runServe},
 		{"mcp", "serve MCP (Model Context Protocol) tools on stdio, for agents", new(mcpConfig).command, runMCP},
 		{"recount", "recount conversations' stored tokens under another tokenizer", new(recountConfig).command, runRecount},
+		{"replay", "rebuild the request the chat proxy sent upstream for a reply, from its receipt", new(replayConfig).command, runReplay},
 		{"purge", "delete conversations not updated for a while (--older-than)", new(purgeConfig).command, runPurge},
 		{"eval", "measure what each policy remembers and costs on a dataset", new(evalConfig).command, runEval},
 		{"export", "write a tenant's conversations as chatmem/v1 NDJSON (or OpenAI-style)", new(exportConfig).command, runExport},

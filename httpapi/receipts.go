@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/chatmem/chatmem"
+)
+
+// proxyReceipt completes the receipt of window w for a proxied turn: the
+// runs actually sent (without the skipped messages stored after the
+// turn's own, past upto), and the request's frame: body, the upstream's
+// body, without the messages array (at..at+n), and the digest of the
+// request's own system messages, which went first in the array and are
+// not stored.
+func proxyReceipt(w chatmem.Window, upto int64, skipped int, system []systemMessage, body []byte, at, n int) *chatmem.Receipt {
+	r := *w.Receipt
+	if skipped > 0 {
+		sent := make([]chatmem.Message, 0, len(w.Messages)-skipped)
+		for _, m := range w.Messages {
+			if m.Seq <= upto {
+				sent = append(sent, m)
+			}
+		}
+		r.Sent = chatmem.SentSpans(sent, 0)
+		r.LeftOut += skipped
+	}
+	frame := make([]byte, 0, len(body)-n)
+	frame = append(append(frame, body[:at]...), body[at+n:]...)
+	r.Request = &chatmem.RequestFrame{Body: string(frame), At: at, System: len(system)}
+	if len(system) > 0 {
+		r.Request.SystemHash = systemHash(system)
+	}
+	return &r
+}
+
+// systemHash is the digest of a request's system messages as sent: their
+// JSON, in order, comma-separated.
+func systemHash(system []systemMessage) string {
+	h := sha256.New()
+	for i, m := range system {
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		h.Write(m.raw)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// upstream records on the turn's receipt what the upstream reported of
+// its reply: the model, the usage and the IDs, and how long the reply
+// took since the request went out.
+func (t *turn) upstream(model, id string, u *usage) {
+	if t == nil || t.receipt == nil {
+		return
+	}
+	// One ID is kept: the request's (X-Request-Id, what the provider's
+	// support asks for), else the response's.
+	up := &chatmem.UpstreamUse{Model: model, RequestID: t.requestID, ChatmemTokens: t.tokens,
+		LatencyMillis: time.Since(t.sent).Milliseconds()}
+	if up.RequestID == "" {
+		up.ResponseID = id
+	}
+	if u != nil {
+		up.InputTokens, up.OutputTokens = int(u.PromptTokens), int(u.CompletionTokens)
+		if d := u.PromptTokensDetails; d != nil {
+			up.CachedTokens = int(d.CachedTokens)
+		}
+		if d := u.CompletionTokensDetails; d != nil {
+			up.ReasoningTokens = int(d.ReasoningTokens)
+		}
+	}
+	t.receipt.Upstream = up
+}
+
+// listReceipts answers GET /v1/conversations/{id}/receipts: the receipts
+// kept with the conversation's replies, oldest first, a page at a time
+// (after, limit), as the messages are listed.
+func (s *Server) listReceipts(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	q, err := query(c.r, "after", "limit")
+	if err != nil {
+		return err
+	}
+	after, err := intParam(q, "after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(q, "limit", defaultMessagesLimit, 1, maxPageLimit)
+	if err != nil {
+		return err
+	}
+	// One more than asked, to tell whether another page follows.
+	rs, err := timed(s, "receipts", func() ([]chatmem.ReceiptRecord, error) {
+		return s.mem.Receipts(c.r.Context(), key, int64(after), int(limit)+1)
+	})
+	if err != nil {
+		return err
+	}
+	page := ReceiptsPage{Receipts: nonNil(rs)}
+	if len(rs) > int(limit) {
+		page.Receipts = rs[:limit]
+		next := page.Receipts[limit-1].Seq
+		page.NextAfter = &next
+	}
+	writeJSON(c.w, http.StatusOK, page)
+	return nil
+}
+
+// getReceipt answers GET /v1/conversations/{id}/messages/{seq}/receipt.
+func (s *Server) getReceipt(c *call) error {
+	key, err := c.key()
+	if err != nil {
+		return err
+	}
+	seq, err := strconv.ParseInt(c.r.PathValue("seq"), 10, 64)
+	if err != nil || seq < 1 {
+		return fmt.Errorf("%w: seq must be a positive integer, got %q", chatmem.ErrInvalid, c.r.PathValue("seq"))
+	}
+	r, err := timed(s, "receipts", func() (chatmem.Receipt, error) {
+		return s.mem.Receipt(c.r.Context(), key, seq)
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, r)
+	return nil
+}
+
+// ReplayRequest rebuilds, byte for byte, the body the chat proxy sent
+// upstream for the reply stored at seq in key's conversation, from the
+// receipt kept with it and the messages the store holds (see
+// chatmem.Memory.Rebuild, whose *RebuildError names what is missing or
+// changed). The request's own system messages were sent but not stored:
+// system gives them (each message's JSON as the request had it), and
+// they must match the digest the receipt kept; a request that had none
+// needs none. It wraps chatmem.ErrNotFound for a conversation or receipt
+// that does not exist, and chatmem.ErrInvalid for a receipt that is not a
+// proxied request's or system messages that are not those sent.
+func ReplayRequest(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, seq int64, system []json.RawMessage) ([]byte, error) {
+	r, err := mem.Receipt(ctx, key, seq)
+	if err != nil {
+		return nil, err
+	}
+	f := r.Request
+	if f == nil || f.At < 0 || f.At > len(f.Body) {
+		return nil, fmt.Errorf("%w: the receipt of message %d keeps no request (not a proxied reply)", chatmem.ErrInvalid, seq)
+	}
+	sys := make([]systemMessage, len(system))
+	for i, raw := range system {
+		sys[i] = systemMessage{raw: raw}
+	}
+	switch {
+	case len(system) != f.System:
+		return nil, fmt.Errorf("%w: the request had %d system messages of its own, which are not stored; %d were given (their digest is %s)",
+			chatmem.ErrInvalid, f.System, len(system), f.SystemHash)
+	case f.System > 0 && systemHash(sys) != f.SystemHash:
+		return nil, fmt.Errorf("%w: the system messages given are not those the request had (digest %s, want %s)",
+			chatmem.ErrInvalid, systemHash(sys), f.SystemHash)
+	}
+	msgs, err := mem.Rebuild(ctx, key, r)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Grow(len(f.Body) + 64*len(msgs))
+	b.WriteString(f.Body[:f.At])
+	arr := []byte{'['}
+	for _, m := range sys {
+		if len(arr) > 1 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, m.raw...)
+	}
+	for _, m := range msgs {
+		if len(arr) > 1 {
+			arr = append(arr, ',')
+		}
+		if arr, err = appendOpenAIMessage(arr, m); err != nil {
+			return nil, err
+		}
+	}
+	b.Write(append(arr, ']'))
+	b.WriteString(f.Body[f.At:])
+	return b.Bytes(), nil
+}
