@@ -61,6 +61,9 @@ type capabilities struct {
 	// usage keeps the cost ledger's counts. Without it a Ledger keeps them
 	// in its process, and DeleteUser has none to anonymize.
 	usage UsageStore
+	// receipts keeps the receipts stored with replies. Without it an
+	// append's receipt is dropped and Receipts wraps ErrInvalid.
+	receipts ReceiptStore
 }
 
 // capabilitiesOf finds store's optional interfaces.
@@ -83,6 +86,7 @@ func capabilitiesOf(store Store) capabilities {
 	c.rewinder, _ = store.(Rewinder)
 	c.redactor, _ = store.(Redactor)
 	c.usage, _ = store.(UsageStore)
+	c.receipts, _ = store.(ReceiptStore)
 	return c
 }
 

@@ -340,7 +340,7 @@ func (m *Memory) checkAppend(key Key, msgs []Message, opts *AppendOptions) error
 	if opts.Now.IsZero() {
 		opts.Now = m.now()
 	}
-	if _, ok := m.store.(ReceiptStore); !ok {
+	if m.caps.receipts == nil {
 		opts.Receipt = nil
 	}
 	if opts.IdempotencyKey != "" && opts.Fingerprint == "" {

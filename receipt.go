@@ -305,8 +305,8 @@ func (m *Memory) Receipts(ctx context.Context, key Key, after int64, limit int) 
 	if err := key.Validate(); err != nil {
 		return nil, err
 	}
-	rs, ok := m.store.(ReceiptStore)
-	if !ok {
+	rs := m.caps.receipts
+	if rs == nil {
 		return nil, fmt.Errorf("%w: this store keeps no receipts", ErrInvalid)
 	}
 	if limit == 0 {

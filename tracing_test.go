@@ -151,3 +151,40 @@ func TestTracer(t *testing.T) {
 		}
 	}
 }
+
+// TestTracerKeepsReceipts: a traced Memory still finds the store's
+// optional abilities on the store itself: a receipt appended with a reply
+// is kept and read back, as without a tracer.
+func TestTracerKeepsReceipts(t *testing.T) {
+	ctx := t.Context()
+	mem, err := chatmem.New(memstore.New(), chatmem.Options{Counter: tokenizer.Estimate{}, Tracer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := chatmem.Key{Tenant: "acme", ID: "kavya"}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 200}
+	_, w, err := mem.Turn(ctx, key, []chatmem.Message{{Role: chatmem.RoleUser, Content: "where is order SE-10423?"}},
+		chatmem.AppendOptions{}, p, chatmem.ContextOptions{Receipt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Receipt == nil {
+		t.Fatal("no receipt with the window")
+	}
+	b, err := chatmem.EncodeReceipt(w.Receipt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := mem.Append(ctx, key, []chatmem.Message{{Role: chatmem.RoleAssistant, Content: "It ships today."}}, chatmem.AppendOptions{Receipt: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := res.Messages[0].Seq
+	got, err := mem.Receipt(ctx, key, seq)
+	if err != nil {
+		t.Fatalf("Receipt(%d) with a tracer: %v", seq, err)
+	}
+	if !reflect.DeepEqual(got.Sent, w.Receipt.Sent) {
+		t.Errorf("stored receipt sent %+v, want %+v", got.Sent, w.Receipt.Sent)
+	}
+}
