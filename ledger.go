@@ -55,6 +55,11 @@ type Ledger struct {
 	now      func() time.Time
 	log      *slog.Logger
 
+	// flushing is held by a flush for as long as it writes, and by
+	// ForgetUser: an erasure waits for a flush under way, so a batch taken
+	// before it cannot write the user's name back after it.
+	flushing sync.Mutex
+
 	mu      sync.Mutex
 	pending map[bucketOf]*UsageRecord
 	// totals are this process's counts since it started, for metrics.
@@ -217,6 +222,8 @@ func (l *Ledger) cost(model string, t Tokens) float64 {
 // Flush adds the counts recorded since the last flush to the store. On an
 // error they are kept for the next flush.
 func (l *Ledger) Flush(ctx context.Context) error {
+	l.flushing.Lock()
+	defer l.flushing.Unlock()
 	l.mu.Lock()
 	if len(l.pending) == 0 {
 		l.mu.Unlock()
@@ -261,6 +268,8 @@ func (l *Ledger) flushLogged(ctx context.Context) {
 // yet keep them: an erasure run after those processes flushed (one
 // FlushInterval later) anonymizes them too.
 func (l *Ledger) ForgetUser(ctx context.Context, user Key) error {
+	l.flushing.Lock()
+	defer l.flushing.Unlock()
 	l.mu.Lock()
 	for b, r := range l.pending {
 		if b.tenant != user.Tenant || b.user != user.ID {

@@ -246,3 +246,41 @@ func msgText(msgs []chatmem.Message) []string {
 	}
 	return s
 }
+
+// TestRecallUserReceipt: a receipt of a user-scope recall names where each
+// recalled message came from: its conversation and seq there.
+func TestRecallUserReceipt(t *testing.T) {
+	ctx := t.Context()
+	mem := newMemory(t)
+	userRecallFixture(t, mem)
+	friday := chatmem.Key{Tenant: "t", ID: "friday"}
+	if _, err := mem.Append(ctx, friday, append(filler(6, 8), chatmem.Message{Role: chatmem.RoleUser,
+		Content: "Which order number did I give for the kettle?"}), chatmem.AppendOptions{User: "kavya"}); err != nil {
+		t.Fatal(err)
+	}
+	p := chatmem.Policy{Kind: chatmem.PolicyRecall, Budget: 256, Scope: chatmem.ScopeUser}
+	w, err := mem.Context(ctx, friday, p, chatmem.ContextOptions{Receipt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, m := range w.Messages {
+		if m.Metadata[chatmem.MetaKey] == chatmem.MetaRecalled && m.Seq == 0 {
+			want[m.Metadata[chatmem.MetaConversation]+"#"+m.Metadata[chatmem.MetaSeq]] = true
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("nothing recalled from another conversation")
+	}
+	got := map[string]bool{}
+	for _, r := range w.Receipt.Recalled {
+		if r.Conversation != "" {
+			got[r.Conversation+"#"+strconv.FormatInt(r.Seq, 10)] = true
+		}
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("receipt's recalled turns %+v miss %s", w.Receipt.Recalled, k)
+		}
+	}
+}

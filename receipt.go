@@ -225,6 +225,11 @@ func partOf(msg Message, last int64) (part, conv string, seq int64) {
 	case MetaSummary:
 		return PartSummary, "", 0
 	case MetaRecalled:
+		if c, ok := msg.Metadata[MetaConversation]; ok && msg.Seq == 0 {
+			// Recalled from another of the user's conversations.
+			s, _ := strconv.ParseInt(msg.Metadata[MetaSeq], 10, 64)
+			return PartRecalled, c, s
+		}
 		return PartRecalled, "", msg.Seq
 	}
 	if c, ok := msg.Metadata[MetaConversation]; ok {
@@ -381,6 +386,11 @@ func EncodeReceipt(r *Receipt) ([]byte, error) {
 	j, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
+	}
+	if len(j) > maxReceiptJSON {
+		// DecodeReceipt would refuse it: a receipt that cannot be read
+		// back is not stored.
+		return nil, fmt.Errorf("%w: receipt of %d bytes of JSON, at most %d", ErrTooLarge, len(j), maxReceiptJSON)
 	}
 	zw, _ := receiptWriters.Get().(*flate.Writer)
 	if zw == nil {

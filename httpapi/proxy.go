@@ -40,7 +40,8 @@ type Upstream struct {
 	// override per request. The zero value means token_budget 4000.
 	Policy chatmem.Policy
 	// OnDiverge is what a request whose history diverges from the stored
-	// conversation gets: DivergeRefuse (the default) or DivergeFork.
+	// conversation gets: DivergeRewind (the default: the conversation
+	// follows the client's branch), DivergeRefuse or DivergeFork.
 	OnDiverge string
 	// Unnamed is what a request that names no conversation gets:
 	// UnnamedForward (the default: sent as it is, without memory, and
@@ -305,9 +306,6 @@ func (s *Server) proxyChat(c *call) error {
 	if err != nil {
 		return err
 	}
-	if err := s.allowProxy(c.r.Context(), c.tenant); err != nil {
-		return err
-	}
 	id, err := s.conversationOf(c, req)
 	if err != nil {
 		return err
@@ -316,6 +314,9 @@ func (s *Server) proxyChat(c *call) error {
 		if c.up.unnamed == UnnamedRefuse {
 			s.metrics.proxyUnnamed.WithLabelValues("refused").Inc()
 			return errUnnamed
+		}
+		if err := s.allowProxy(c.r.Context(), c.tenant); err != nil {
+			return err
 		}
 		s.metrics.proxyUnnamed.WithLabelValues("forwarded").Inc()
 		c.w.Header().Set(headerMemory, "off")
@@ -354,6 +355,11 @@ func (s *Server) proxyChat(c *call) error {
 		if reply != nil {
 			return s.replay(c, req.stream, modelOf(body), *reply)
 		}
+	}
+	// A replay costs nothing: only a call to the upstream is refused over
+	// the tenant's proxy spend limit.
+	if err := s.allowProxy(ctx, c.tenant); err != nil {
+		return err
 	}
 	// The request's system prompt counts against the budget, with the
 	// conversation's tokenizer.
@@ -954,7 +960,14 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 	}
 	if reply != nil && !t.retry && t.receipt != nil {
 		// Kept with the reply, in the same write.
-		if b, err := chatmem.EncodeReceipt(t.receipt); err == nil {
+		b, err := chatmem.EncodeReceipt(t.receipt)
+		if errors.Is(err, chatmem.ErrTooLarge) && t.receipt.Request != nil {
+			// A request frame too large to keep (a huge tools list, say):
+			// the receipt is kept without it, and replay says so.
+			t.receipt.Request = nil
+			b, err = chatmem.EncodeReceipt(t.receipt)
+		}
+		if err == nil {
 			opts.Receipt = b
 		}
 	}

@@ -154,7 +154,7 @@ func ReplayRequest(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, se
 	}
 	f := r.Request
 	if f == nil || f.At < 0 || f.At > len(f.Body) {
-		return nil, fmt.Errorf("%w: the receipt of message %d keeps no request (not a proxied reply)", chatmem.ErrInvalid, seq)
+		return nil, fmt.Errorf("%w: the receipt of message %d keeps no request (not a proxied reply, or its request's fields were over the receipt's 1 MiB)", chatmem.ErrInvalid, seq)
 	}
 	sys := make([]systemMessage, len(system))
 	for i, raw := range system {

@@ -479,8 +479,17 @@ func TestSpendLimits(t *testing.T) {
 
 			// globex: the first proxied call spends the proxy limit, the
 			// second is refused before the upstream.
-			proxyCall(t, ts, globexKey, "g1", "", "gpt-4o", "hello", false)
+			hello := `{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}]}`
+			idem := map[string]string{headerConversation: "g1", "Idempotency-Key": "hello-1"}
+			if r := ts.raw(t, http.MethodPost, "/v1/chat/completions", globexKey, idem, hello); r.status != http.StatusOK {
+				t.Fatalf("first proxied call: %d %s", r.status, r.body)
+			}
 			_, calls := up.snapshot()
+			// A retry of a stored turn is a replay, which costs nothing: it
+			// is answered over the limit.
+			if r := ts.raw(t, http.MethodPost, "/v1/chat/completions", globexKey, idem, hello); r.status != http.StatusOK {
+				t.Errorf("replay over the proxy limit: %d %s, want 200", r.status, r.body)
+			}
 			r := ts.raw(t, http.MethodPost, "/v1/chat/completions", globexKey, map[string]string{headerConversation: "g1"}, `{"model":"gpt-4o","messages":[{"role":"user","content":"again"}]}`)
 			var e openAIErrorBody
 			_ = json.Unmarshal(r.body, &e)
