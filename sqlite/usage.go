@@ -25,13 +25,13 @@ ON CONFLICT (tenant, hour, user_id, conversation, model, kind) DO UPDATE SET
     calls, input, cached_input, output, reasoning, embedding_input)
 SELECT tenant, hour, '', '', model, kind, SUM(calls), SUM(input), SUM(cached_input), SUM(output),
     SUM(reasoning), SUM(embedding_input)
-FROM usage WHERE tenant = ?1 AND user_id = ?2
+FROM usage INDEXED BY usage_by_user WHERE tenant = ?1 AND user_id = ?2
 GROUP BY hour, model, kind
 ON CONFLICT (tenant, hour, user_id, conversation, model, kind) DO UPDATE SET
     calls = calls + excluded.calls, input = input + excluded.input,
     cached_input = cached_input + excluded.cached_input, output = output + excluded.output,
     reasoning = reasoning + excluded.reasoning, embedding_input = embedding_input + excluded.embedding_input`
-	deleteUserUsage = `DELETE FROM usage WHERE tenant = ?1 AND user_id = ?2`
+	deleteUserUsage = `DELETE FROM usage INDEXED BY usage_by_user WHERE tenant = ?1 AND user_id = ?2`
 )
 
 // usageColumn is the column of each chatmem.UsageQuery.GroupBy.
