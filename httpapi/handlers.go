@@ -103,37 +103,48 @@ func appendStatus(c *call, res chatmem.AppendResult) int {
 }
 
 func (s *Server) listMessages(c *call) error {
-	key, err := c.key()
+	msgs, next, err := seqPage(s, c, "range", s.mem.Messages, func(m chatmem.Message) int64 { return m.Seq })
 	if err != nil {
 		return err
+	}
+	writeJSON(c.w, http.StatusOK, MessagesPage{Messages: msgs, NextAfter: next})
+	return nil
+}
+
+// seqPage reads one page of what a conversation keeps by seq (its
+// messages, its receipts) with read, timed as op: the query's after and
+// limit, one more than asked read to tell whether another page follows
+// (next: the after of that page; nil: none follows).
+func seqPage[T any](s *Server, c *call, op string, read func(context.Context, chatmem.Key, int64, int) ([]T, error), seq func(T) int64) (_ []T, next *int64, _ error) {
+	key, err := c.key()
+	if err != nil {
+		return nil, nil, err
 	}
 	q, err := query(c.r, "after", "limit")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	after, err := intParam(q, "after", 0, 0, 1<<62)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	limit, err := intParam(q, "limit", defaultMessagesLimit, 1, maxPageLimit)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	// One more than asked, to tell whether another page follows.
-	msgs, err := timed(s, "range", func() ([]chatmem.Message, error) {
-		return s.mem.Messages(c.r.Context(), key, int64(after), int(limit)+1)
+	items, err := timed(s, op, func() ([]T, error) {
+		return read(c.r.Context(), key, int64(after), int(limit)+1)
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	page := MessagesPage{Messages: nonNil(msgs)}
-	if len(msgs) > int(limit) {
-		page.Messages = msgs[:limit]
-		next := page.Messages[limit-1].Seq
-		page.NextAfter = &next
+	items = nonNil(items)
+	if len(items) > int(limit) {
+		items = items[:limit]
+		n := seq(items[limit-1])
+		next = &n
 	}
-	writeJSON(c.w, http.StatusOK, page)
-	return nil
+	return items, next, nil
 }
 
 func (s *Server) getContext(c *call) error {

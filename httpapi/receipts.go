@@ -84,36 +84,11 @@ func (t *turn) upstream(model, id string, u *usage) {
 // kept with the conversation's replies, oldest first, a page at a time
 // (after, limit), as the messages are listed.
 func (s *Server) listReceipts(c *call) error {
-	key, err := c.key()
+	rs, next, err := seqPage(s, c, "receipts", s.mem.Receipts, func(r chatmem.ReceiptRecord) int64 { return r.Seq })
 	if err != nil {
 		return err
 	}
-	q, err := query(c.r, "after", "limit")
-	if err != nil {
-		return err
-	}
-	after, err := intParam(q, "after", 0, 0, 1<<62)
-	if err != nil {
-		return err
-	}
-	limit, err := intParam(q, "limit", defaultMessagesLimit, 1, maxPageLimit)
-	if err != nil {
-		return err
-	}
-	// One more than asked, to tell whether another page follows.
-	rs, err := timed(s, "receipts", func() ([]chatmem.ReceiptRecord, error) {
-		return s.mem.Receipts(c.r.Context(), key, int64(after), int(limit)+1)
-	})
-	if err != nil {
-		return err
-	}
-	page := ReceiptsPage{Receipts: nonNil(rs)}
-	if len(rs) > int(limit) {
-		page.Receipts = rs[:limit]
-		next := page.Receipts[limit-1].Seq
-		page.NextAfter = &next
-	}
-	writeJSON(c.w, http.StatusOK, page)
+	writeJSON(c.w, http.StatusOK, ReceiptsPage{Receipts: rs, NextAfter: next})
 	return nil
 }
 
