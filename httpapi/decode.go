@@ -126,6 +126,21 @@ func parseIfMatch(v string) (int64, error) {
 	return n, nil
 }
 
+// ifMatch returns the request's If-Match as the last sequence number it
+// expects (parseIfMatch), nil if it sent none. A header sent empty is a
+// client's mistake, not an absent header.
+func ifMatch(r *http.Request) (*int64, error) {
+	v, ok, err := singleHeader(r, "If-Match")
+	if err != nil || !ok {
+		return nil, err
+	}
+	n, err := parseIfMatch(v)
+	if err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
+
 // singleHeader returns the value of the header name, whether it was sent,
 // and an error if it was sent more than once.
 func singleHeader(r *http.Request, name string) (string, bool, error) {

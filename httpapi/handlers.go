@@ -59,15 +59,9 @@ func (s *Server) appendMessages(c *call) error {
 // body, as POST /v1/conversations/{id}/messages and /turn take them.
 func (s *Server) appendRequest(c *call) ([]chatmem.Message, chatmem.AppendOptions, error) {
 	var opts chatmem.AppendOptions
-	// A header sent empty is a client's mistake, not an absent header.
-	if v, ok, err := singleHeader(c.r, "If-Match"); err != nil {
+	var err error
+	if opts.ExpectedLastSeq, err = ifMatch(c.r); err != nil {
 		return nil, opts, err
-	} else if ok {
-		n, err := parseIfMatch(v)
-		if err != nil {
-			return nil, opts, err
-		}
-		opts.ExpectedLastSeq = &n
 	}
 	if v, ok, err := singleHeader(c.r, "Idempotency-Key"); err != nil {
 		return nil, opts, err

@@ -25,14 +25,8 @@ func (s *Server) redactMessage(c *call) error {
 		return fmt.Errorf("%w: the message's seq must be a positive decimal integer, not %q", chatmem.ErrInvalid, c.r.PathValue("seq"))
 	}
 	var opts chatmem.RedactOptions
-	if v, ok, err := singleHeader(c.r, "If-Match"); err != nil {
+	if opts.ExpectedLastSeq, err = ifMatch(c.r); err != nil {
 		return err
-	} else if ok {
-		n, err := parseIfMatch(v)
-		if err != nil {
-			return err
-		}
-		opts.ExpectedLastSeq = &n
 	}
 	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
 	if err != nil {

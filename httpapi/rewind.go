@@ -18,14 +18,8 @@ func (s *Server) rewindConversation(c *call) error {
 		return err
 	}
 	var opts chatmem.RewindOptions
-	if v, ok, err := singleHeader(c.r, "If-Match"); err != nil {
+	if opts.ExpectedLastSeq, err = ifMatch(c.r); err != nil {
 		return err
-	} else if ok {
-		n, err := parseIfMatch(v)
-		if err != nil {
-			return err
-		}
-		opts.ExpectedLastSeq = &n
 	}
 	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
 	if err != nil {
