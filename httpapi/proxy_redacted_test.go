@@ -67,3 +67,66 @@ func TestProxyRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyRedactedRetry: retries with the same Idempotency-Key of a turn
+// whose user message was redacted since, with the original text. One whose
+// reply is stored is replayed (no upstream call); one whose first attempt
+// stored the user message but no reply gets its reply, answered from the
+// redacted message: neither is refused as the key reused with other
+// messages (422), and nothing is stored twice.
+func TestProxyRedactedRetry(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			env := newProxyEnv(t, proxyConfig{store: b.open(t), policy: chatmem.Policy{Kind: chatmem.PolicyAll}})
+			redact := func(id string, seq int64, text string) {
+				t.Helper()
+				if _, _, err := env.mem.Redact(t.Context(), chatmem.Key{Tenant: "acme", ID: id}, seq, text, chatmem.RedactOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			body := reconcileBody(t, "u:hi", "a:hello", "u:my phone is 555 0100")
+
+			// The reply stored: replayed.
+			h := map[string]string{headerConversation: "done", "Idempotency-Key": "turn-1"}
+			env.seed(t, "done", "u:hi", "a:hello")
+			if status, _, resp := env.post(t, h, body); status != http.StatusOK {
+				t.Fatalf("first request: %d %s", status, resp)
+			}
+			redact("done", 3, "my phone is [phone]")
+			before := env.stored(t, "done")
+			calls := len(env.up.requests())
+			status, rh, resp := env.post(t, h, body)
+			if status != http.StatusOK || rh.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("retry: %d, Idempotent-Replayed %q: %s; want 200, true", status, rh.Get("Idempotent-Replayed"), resp)
+			}
+			if n := len(env.up.requests()) - calls; n != 0 {
+				t.Errorf("the retry called the upstream %d times, want 0", n)
+			}
+			wantBrief(t, "stored after the retry", brief(env.stored(t, "done")), brief(before))
+
+			// The first attempt stored the user message under the key, and
+			// no reply.
+			env.seed(t, "cut", "u:hi", "a:hello")
+			if _, err := env.mem.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: "cut"}, chatMsgs("u:my phone is 555 0100"), chatmem.AppendOptions{IdempotencyKey: "turn-1"}); err != nil {
+				t.Fatal(err)
+			}
+			redact("cut", 3, "my phone is [phone]")
+			h[headerConversation] = "cut"
+			if status, _, resp := env.post(t, h, body); status != http.StatusOK {
+				t.Fatalf("retry after a cut: %d %s, want 200", status, resp)
+			}
+			wantBrief(t, "stored after the retry", brief(env.stored(t, "cut")), normBrief([]string{"u:hi", "a:hello", "u:my phone is [phone]", "a:answer 2"}))
+
+			// The same with a client that sends only the new message.
+			if _, err := env.mem.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: "one"}, chatMsgs("u:my phone is 555 0100"), chatmem.AppendOptions{IdempotencyKey: "turn-1"}); err != nil {
+				t.Fatal(err)
+			}
+			redact("one", 1, "my phone is [phone]")
+			h[headerConversation] = "one"
+			if status, _, resp := env.post(t, h, reconcileBody(t, "u:my phone is 555 0100")); status != http.StatusOK {
+				t.Fatalf("single-message retry after a cut: %d %s, want 200", status, resp)
+			}
+			wantBrief(t, "stored after the single-message retry", brief(env.stored(t, "one")), normBrief([]string{"u:my phone is [phone]", "a:answer 3"}))
+		})
+	}
+}
