@@ -23,7 +23,8 @@ type RedactOptions struct {
 
 // Redact replaces the content of message seq with content, to remove
 // personal data from it, in one atomic step of the store (see Redactor):
-// the message keeps its seq, role, name, tool call ID, time and metadata;
+// the message keeps its seq, role, name, tool call ID, time and metadata,
+// and is marked with MetaRedacted;
 // its tokens are counted again with the conversation's tokenizer and the
 // running totals follow; a summary covering it is dropped (the
 // summarizer redoes it), the facts and user facts it stated leave their
@@ -76,7 +77,11 @@ func (m *Memory) Redact(ctx context.Context, key Key, seq int64, content string,
 	}
 	r := Redaction{Seq: seq, Content: content, ClearToolCalls: opts.ClearToolCalls, ExpectedLastSeq: conv.LastSeq, ExpectedRevision: conv.Revision}
 	redacted := r.Apply(msgs[0])
-	if err := redacted.Validate(m.limits); err != nil {
+	// The limits apply to what the caller wrote: the MetaRedacted marker
+	// is not counted against the metadata's.
+	checked := redacted.Clone()
+	delete(checked.Metadata, MetaRedacted)
+	if err := checked.Validate(m.limits); err != nil {
 		return Conversation{}, Message{}, fmt.Errorf("redact message %d: %w", seq, err)
 	}
 	counter, err := m.Counter(conv.Tokenizer)

@@ -14,6 +14,13 @@ const (
 	RedactedArguments = "{}"
 )
 
+// MetaRedacted is the metadata key (value "true") that Redaction.Apply
+// sets on the message it redacts, and that every store keeps with it: the
+// message's content is no longer what was appended. The chat proxy matches
+// a message marked so to the one a client resends at its place whatever
+// the content, since the client still holds the original text.
+const MetaRedacted = "chatmem_redacted"
+
 // Redaction is what Redactor.Redact writes over one stored message.
 type Redaction struct {
 	// Seq is the message's sequence number (from 1).
@@ -38,10 +45,15 @@ type Redaction struct {
 
 // Apply returns m as r leaves it: the content replaced and, with
 // ClearToolCalls, the tool calls' names and arguments; the seq, role,
-// name, tool call ID, time and metadata stay. Tokens is set to r.Tokens.
+// name, tool call ID, time and metadata stay, and MetaRedacted is added to
+// the metadata. Tokens is set to r.Tokens.
 func (r Redaction) Apply(m Message) Message {
 	m = m.Clone()
 	m.Content = r.Content
+	if m.Metadata == nil {
+		m.Metadata = make(map[string]string, 1)
+	}
+	m.Metadata[MetaRedacted] = "true"
 	m.Tokens = r.Tokens
 	if r.ClearToolCalls {
 		m.ToolCalls = slices.Clone(m.ToolCalls)

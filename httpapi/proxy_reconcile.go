@@ -218,11 +218,19 @@ func overlap(stored, sent []chatmem.Message) int {
 // content, name, tool_call_id, and tool calls (a missing type is
 // "function"; arguments that differ only in JSON white space are the
 // same, since clients such as LangChain parse them and write them anew).
+//
+// A stored message marked redacted (chatmem.MetaRedacted) holds sent
+// whatever the content and the tool calls' names and arguments, if the
+// role, name, tool_call_id and tool call IDs agree: clients still hold the
+// original text and resend it, and the redacted message stands for it, so
+// a redaction never makes the proxy rewind, fork, refuse or append the
+// original again.
 func sameMessage(stored, sent chatmem.Message) bool {
-	return stored.Role == sent.Role && stored.Content == sent.Content && stored.Name == sent.Name &&
+	redacted := stored.Metadata[chatmem.MetaRedacted] != ""
+	return stored.Role == sent.Role && (redacted || stored.Content == sent.Content) && stored.Name == sent.Name &&
 		stored.ToolCallID == sent.ToolCallID &&
 		slices.EqualFunc(stored.ToolCalls, sent.ToolCalls, func(a, b chatmem.ToolCall) bool {
-			return a.ID == b.ID && a.Function.Name == b.Function.Name && sameArguments(a.Function.Arguments, b.Function.Arguments) &&
+			return a.ID == b.ID && (redacted || a.Function.Name == b.Function.Name && sameArguments(a.Function.Arguments, b.Function.Arguments)) &&
 				(a.Type == b.Type || a.Type == "" || b.Type == "")
 		})
 }

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -114,9 +115,17 @@ func (l *messageLog) replace(i int, m chatmem.Message) {
 	}
 	l.loc[i] = l.addText(m.Content)
 	l.tokens[i] = int64(m.Tokens)
-	if x := l.extras[i]; x != nil {
-		x.toolCalls = slices.Clone(m.ToolCalls)
+	// The redacted message carries chatmem.MetaRedacted: it has extra
+	// fields now if it had none.
+	x := &extraFields{name: m.Name, toolCallID: m.ToolCallID, toolCalls: slices.Clone(m.ToolCalls), metadata: maps.Clone(m.Metadata)}
+	if old := l.extras[i]; old != nil {
+		x.role = old.role
 	}
+	if l.extras == nil {
+		l.extras = make(map[int]*extraFields)
+	}
+	l.extras[i] = x
+	l.roles[i] |= hasExtra
 }
 
 // unindexMessage drops message seq of conversation conv, indexed under

@@ -16,7 +16,7 @@ var _ chatmem.Redactor = (*Store)(nil)
 // redactQueries are Redact's statements; but for lock and read, each takes
 // named arguments: @tenant, @id (the conversation's), @seq, @num (the
 // conversation's number) and @now, and update also @content,
-// @tool_calls, @tokens, @delta and @sys_delta. They run once per
+// @tool_calls, @metadata, @tokens, @delta and @sys_delta. They run once per
 // maintenance call, so they are built per call, as Rewind's are.
 type redactQueries struct {
 	lock, read, update, shift, conv, index string
@@ -33,7 +33,8 @@ WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)
 FOR NO KEY UPDATE`),
 		read: q(`SELECT ` + messageColumns + ` FROM {s}.messages m WHERE m.tenant = $1 AND m.conv_id = $2 AND m.seq = $3`),
 		update: q(`
-UPDATE {s}.messages SET content = @content, tool_calls = NULLIF(@tool_calls, '')::jsonb, tokens = @tokens
+UPDATE {s}.messages SET content = @content, tool_calls = NULLIF(@tool_calls, '')::jsonb, tokens = @tokens,
+    metadata = NULLIF(@metadata, '')::jsonb
 WHERE tenant = @tenant AND conv_id = @id AND seq = @seq`),
 		// The running totals after the message: one row and one entry of
 		// messages_cum rewritten per message.
@@ -128,12 +129,16 @@ func (s *Store) Redact(ctx context.Context, key chatmem.Key, r chatmem.Redaction
 			}
 			calls = string(j)
 		}
+		meta, err := json.Marshal(out.Metadata)
+		if err != nil {
+			return err
+		}
 		delta, sysDelta := int64(out.Tokens-old.Tokens), int64(0)
 		if out.Role == chatmem.RoleSystem {
 			delta, sysDelta = 0, delta
 		}
 		args := pgx.NamedArgs{"tenant": key.Tenant, "id": key.ID, "seq": r.Seq, "num": num, "now": now,
-			"content": []byte(out.Content), "tool_calls": calls, "tokens": int64(out.Tokens), "delta": delta, "sys_delta": sysDelta}
+			"content": []byte(out.Content), "tool_calls": calls, "metadata": string(meta), "tokens": int64(out.Tokens), "delta": delta, "sys_delta": sysDelta}
 		if _, err := tx.Exec(ctx, rq.update, args); err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ const (
 		FROM messages m JOIN conversations c ON c.tenant = m.tenant AND c.id = m.conv_id
 		WHERE m.tenant = ?1 AND m.conv_id = ?2 AND m.seq = ?3`
 
-	updateRedacted = `UPDATE messages SET content = ?4, tool_calls = ?5, tokens = ?6
+	updateRedacted = `UPDATE messages SET content = ?4, tool_calls = ?5, tokens = ?6, metadata = ?7
 		WHERE tenant = ?1 AND conv_id = ?2 AND seq = ?3`
 
 	// shiftTokensBefore moves the running totals of the messages after ?3
@@ -119,7 +119,7 @@ func (s *Store) Redact(ctx context.Context, key chatmem.Key, r chatmem.Redaction
 			_, err := t.tx.ExecContext(t.ctx, q, args...)
 			return err
 		}
-		if err := exec(updateRedacted, key.Tenant, key.ID, r.Seq, out.Content, enc.toolCalls, out.Tokens); err != nil {
+		if err := exec(updateRedacted, key.Tenant, key.ID, r.Seq, out.Content, enc.toolCalls, out.Tokens, enc.metadata); err != nil {
 			return err
 		}
 		delta, sysDelta := int64(out.Tokens-old.Tokens), int64(0)

@@ -18,6 +18,7 @@ var redactTests = []subtest{
 	{"Message", testRedactMessage},
 	{"System", testRedactSystem},
 	{"ToolCalls", testRedactToolCalls},
+	{"Marker", testRedactMarker},
 	{"Invalid", testRedactInvalid},
 	{"NotFound", testRedactNotFound},
 	{"Conflict", testRedactConflict},
@@ -67,6 +68,7 @@ func testRedactMessage(t *testing.T, h Harness) {
 	// Message 4 (11 tokens) becomes 2 tokens: the totals after it move.
 	conv, m := mustRedact(t, s, key, redaction(t, s, key, 4, "[redacted]", 2))
 	want[3].Content, want[3].Tokens = "[redacted]", 2
+	markRedacted(&want[3])
 	wantMessages(t, "Redact's message", []chatmem.Message{m}, want[3:4])
 	if conv.LastSeq != 8 || conv.Tokens != before.Tokens-9 || conv.SystemTokens != before.SystemTokens || conv.Turns != before.Turns || conv.Revision != before.Revision+1 {
 		t.Errorf("Redact returned LastSeq %d, Tokens %d, SystemTokens %d, Turns %d, Revision %d; want 8, %d, %d, %d, %d",
@@ -83,6 +85,7 @@ func testRedactMessage(t *testing.T, h Harness) {
 	// A larger count moves them the other way; appends continue the totals.
 	conv, _ = mustRedact(t, s, key, redaction(t, s, key, 2, "a much longer replacement text", 40))
 	want[1].Content, want[1].Tokens = "a much longer replacement text", 40
+	markRedacted(&want[1])
 	if tokens, system := totals(want); conv.Tokens != tokens || conv.SystemTokens != system || conv.Revision != before.Revision+2 {
 		t.Errorf("after the second redaction Tokens %d, SystemTokens %d, Revision %d; want %d, %d, %d", conv.Tokens, conv.SystemTokens, conv.Revision, tokens, system, before.Revision+2)
 	}
@@ -93,6 +96,49 @@ func testRedactMessage(t *testing.T, h Harness) {
 	wantTails(t, "after an append", s, key, mustRange(t, s, key, 0, 0))
 }
 
+// markRedacted adds the metadata Redaction.Apply adds to m.
+func markRedacted(m *chatmem.Message) {
+	if m.Metadata == nil {
+		m.Metadata = map[string]string{}
+	}
+	m.Metadata[chatmem.MetaRedacted] = "true"
+}
+
+// testRedactMarker checks that a redacted message keeps its metadata and
+// gains chatmem.MetaRedacted, durably: the chat proxy relies on it.
+func testRedactMarker(t *testing.T, h Harness) {
+	s := h.New(t)
+	key := randomKey("redact")
+	tagged := msg(chatmem.RoleUser, "my phone is 555 0100", 5)
+	tagged.Metadata = map[string]string{"source": "web"}
+	mustAppend(t, s, key, []chatmem.Message{tagged, msg(chatmem.RoleAssistant, "noted", 1), msg(chatmem.RoleUser, "thanks", 1)}, chatmem.AppendOptions{})
+	want := mustRange(t, s, key, 0, 0)
+	for _, m := range want {
+		if m.Metadata[chatmem.MetaRedacted] != "" {
+			t.Fatalf("message %d is marked redacted before any redaction: %v", m.Seq, m.Metadata)
+		}
+	}
+	_, m := mustRedact(t, s, key, redaction(t, s, key, 1, "[phone]", 1))
+	want[0].Content, want[0].Tokens = "[phone]", 1
+	markRedacted(&want[0])
+	if m.Metadata["source"] != "web" || m.Metadata[chatmem.MetaRedacted] != "true" || len(m.Metadata) != 2 {
+		t.Errorf("Redact's message metadata = %v, want source web and %s true", m.Metadata, chatmem.MetaRedacted)
+	}
+	_, m = mustRedact(t, s, key, redaction(t, s, key, 2, "[reply]", 1))
+	want[1].Content, want[1].Tokens = "[reply]", 1
+	markRedacted(&want[1])
+	if len(m.Metadata) != 1 || m.Metadata[chatmem.MetaRedacted] != "true" {
+		t.Errorf("Redact's message metadata = %v, want only %s true", m.Metadata, chatmem.MetaRedacted)
+	}
+	// Redacting a redacted message again keeps the one marker.
+	mustRedact(t, s, key, redaction(t, s, key, 1, "[number]", 1))
+	want[0].Content = "[number]"
+	for _, r := range []chatmem.Store{s, h.reopen(t, s)} {
+		wantMessages(t, "Range after the redactions", mustRange(t, r, key, 0, 0), want)
+		wantTails(t, "after the redactions", r, key, want)
+	}
+}
+
 func testRedactSystem(t *testing.T, h Harness) {
 	s := h.New(t)
 	key := randomKey("redact")
@@ -101,6 +147,7 @@ func testRedactSystem(t *testing.T, h Harness) {
 	want := mustRange(t, s, key, 0, 0)
 	conv, _ := mustRedact(t, s, key, redaction(t, s, key, 6, "be", 1))
 	want[5].Content, want[5].Tokens = "be", 1
+	markRedacted(&want[5])
 	if conv.Tokens != before.Tokens || conv.SystemTokens != before.SystemTokens-16 {
 		t.Errorf("after redacting a system message Tokens %d, SystemTokens %d; want %d, %d", conv.Tokens, conv.SystemTokens, before.Tokens, before.SystemTokens-16)
 	}
