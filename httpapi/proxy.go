@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -537,6 +538,7 @@ func (s *Server) proxyTurn(ctx context.Context, t *turn, todo []chatmem.Message,
 	if res.Replayed && !sameMessages(res.Messages, todo) {
 		return chatmem.Window{}, upto, errKeyReused
 	}
+	t.owner = res.Conversation.User
 	if n := len(res.Messages); n > 0 {
 		// The turn is answered from the history up to its own messages:
 		// another client's turn appended meanwhile is not this one's.
@@ -569,6 +571,10 @@ type turn struct {
 	receipt   *chatmem.Receipt
 	sent      time.Time
 	requestID string
+
+	// owner is the stored conversation's user, as the turn's append found
+	// it: the user its usage is counted for when the request named none.
+	owner string
 }
 
 // pendingWriteTimeout bounds writing a turn's reply after its client may
@@ -765,7 +771,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 	defer resp.Body.Close()
 	ci := callInfo{tenant: c.tenant, model: modelOf(body), kind: chatmem.CallChat}
 	if t != nil {
-		ci.user, ci.conversation = t.user, t.key.ID
+		ci.user, ci.conversation = cmp.Or(t.user, t.owner), t.key.ID
 		t.requestID = resp.Header.Get("X-Request-Id")
 	}
 	if stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {

@@ -219,7 +219,11 @@ func TestUsageLedger(t *testing.T) {
 				sumOf(byTenant, tenant, tok)
 			}
 			for i := range 4 {
-				call(a, acmeKey, "acme", "c1", "ana", "gpt-4o", false, i)
+				ana := "ana"
+				if i >= 2 {
+					ana = "" // no X-Chatmem-User: counted for the conversation's user
+				}
+				call(a, acmeKey, "acme", "c1", ana, "gpt-4o", false, i)
 				call(bsrv, acmeKey, "acme", "c2", "bob", "mini", true, i)
 			}
 			call(a, acmeKey, "acme", "", "", "gpt-4o", false, 9) // no conversation: counted for none
@@ -328,6 +332,9 @@ func TestUsageLedger(t *testing.T) {
 			users := map[string]bool{}
 			for _, g := range rep.Groups {
 				users[g.Key] = true
+				if g.Key == "ana" && g.ByKind[chatmem.CallChat].Calls != 4 {
+					t.Errorf("ana's chat calls = %d, want all 4 of c1's, with the header or without", g.ByKind[chatmem.CallChat].Calls)
+				}
 			}
 			if !users["ana"] || !users["bob"] {
 				t.Errorf("acme's users = %v, want ana and bob", users)
