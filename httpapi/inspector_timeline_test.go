@@ -45,7 +45,7 @@ func TestInspectorTimeline(t *testing.T) {
 		memory: func(o *chatmem.Options) {
 			o.Sync = true
 			o.Summarizer = sum
-			o.Summary.Trigger, o.Summary.Target = 60, 30
+			o.Summary.Trigger, o.Summary.Target = 30, 15
 			o.Ledger = chatmem.NewLedger(chatmem.LedgerOptions{Store: chatmem.UsageStoreOf(store), Prices: prices})
 		}})
 	const turns = 6
