@@ -449,6 +449,16 @@ func (l *Ledger) Query(ctx context.Context, q UsageQuery) (UsageReport, error) {
 	return rep, nil
 }
 
+// Prices returns a copy of the ledger's prices (none configured: an empty
+// map), for showing what a call costs.
+func (l *Ledger) Prices() Prices {
+	out := make(Prices, len(l.prices))
+	for m, p := range l.prices {
+		out[m] = p
+	}
+	return out
+}
+
 // Totals calls f with this process's counts since it started, by tenant,
 // model and kind (for metrics: they only grow).
 func (l *Ledger) Totals(f func(u Usage)) {

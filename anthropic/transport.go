@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/genai"
 	"github.com/chatmem/chatmem/internal/sse"
 )
 
@@ -820,6 +821,11 @@ func newResponse(req *http.Request, status int, h http.Header, body []byte) *htt
 }
 
 // ---- RoundTrip ----
+
+// GenAIProvider names the provider the transport calls, so that a
+// client's traces (the chat proxy's gen_ai.provider.name) say Anthropic,
+// not the OpenAI format the transport is spoken to in.
+func (t *chatTransport) GenAIProvider() string { return genai.ProviderAnthropic }
 
 // RoundTrip answers one chat completions request. A request that is not a
 // POST to a path ending in /chat/completions gets a 404, a request it

@@ -848,7 +848,7 @@ func (s *Server) callUpstream(c *call, method, url string, body []byte, accept s
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	ctx, traced := s.startUpstream(ctx, method, url, body)
+	ctx, traced := s.startUpstream(ctx, c.up.client, method, url, body)
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		traced.fail(err)

@@ -80,6 +80,7 @@ var routes = []route{
 	{"DELETE", "/v1/users/{user}", true, (*Server).deleteUser, false},
 	{"GET", "/v1/users/{user}/export", true, (*Server).exportUser, false},
 	{"GET", "/v1/usage", true, (*Server).getUsage, false},
+	{"GET", "/v1/prices", true, (*Server).getPrices, false},
 	{"POST", chatCompletionsPattern, true, (*Server).chatCompletions, false},
 	{"GET", modelsPattern, true, (*Server).listModels, false},
 	{"GET", modelsPattern + "/{model}", true, (*Server).getModel, false},

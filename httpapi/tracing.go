@@ -124,7 +124,11 @@ type upstreamCall struct {
 // carrying it. A call with a body is a chat completion (the chat proxy's
 // and the Responses API's), traced as GenAI's "chat {model}"; one without
 // is the model list, a plain HTTP client span.
-func (s *Server) startUpstream(ctx context.Context, method, url string, body []byte) (context.Context, *upstreamCall) {
+//
+// The provider (gen_ai.provider.name) is the one client's Transport names
+// with a GenAIProvider method (the Anthropic transport: "anthropic"),
+// else "openai", the API the upstream speaks.
+func (s *Server) startUpstream(ctx context.Context, client *http.Client, method, url string, body []byte) (context.Context, *upstreamCall) {
 	if s.tracer == nil {
 		return ctx, nil
 	}
@@ -141,7 +145,7 @@ func (s *Server) startUpstream(ctx context.Context, method, url string, body []b
 	}
 	_ = json.Unmarshal(body, &req)
 	g := genai.Request{
-		Operation: genai.OpChat, Provider: genai.ProviderOpenAI, Model: req.Model,
+		Operation: genai.OpChat, Provider: providerOf(client), Model: req.Model,
 		MaxTokens: max(req.MaxTokens, req.MaxCompletionTokens), Temperature: -1, ServerURL: url, Purpose: "proxy",
 	}
 	if req.Temperature != nil {
@@ -149,6 +153,17 @@ func (s *Server) startUpstream(ctx context.Context, method, url string, body []b
 	}
 	ctx, call := genai.Start(ctx, s.tracer, g)
 	return ctx, &upstreamCall{call: call}
+}
+
+// providerOf is the GenAI provider of an upstream reached through client:
+// what its Transport says it translates to, else OpenAI.
+func providerOf(client *http.Client) string {
+	if client != nil {
+		if p, ok := client.Transport.(interface{ GenAIProvider() string }); ok {
+			return p.GenAIProvider()
+		}
+	}
+	return genai.ProviderOpenAI
 }
 
 // fail ends the call's span with err.

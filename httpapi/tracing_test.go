@@ -2,13 +2,17 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/anthropic"
 )
 
 // spanRecorder is a chatmem.Tracer that keeps its spans; it propagates a
@@ -165,4 +169,33 @@ func TestTracingUpstream(t *testing.T) {
 	if s := rec.named(t, "POST /v1/chat/completions"); s.err == nil || s.attrs["error.type"] == nil {
 		t.Errorf("the failed request's server span: err %v, error.type %v", s.err, s.attrs["error.type"])
 	}
+}
+
+// TestTracingUpstreamAnthropic: with an Anthropic upstream (the chat
+// proxy speaking OpenAI's format to the Anthropic transport), the
+// upstream call's span names Anthropic as the GenAI provider, not the
+// OpenAI format it was sent in.
+func TestTracingUpstreamAnthropic(t *testing.T) {
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"It left Pune today."}],`+
+			`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"cache_read_input_tokens":30,"cache_creation_input_tokens":3,"output_tokens":9}}`)
+	}))
+	t.Cleanup(fake.Close)
+	tr, err := anthropic.NewChatCompletionsTransport(anthropic.Options{BaseURL: fake.URL, APIKey: "sk-ant-test", Model: "claude-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &spanRecorder{}
+	env := newProxyEnv(t, proxyConfig{tracer: rec, baseURL: fake.URL, upClient: &http.Client{Transport: tr}})
+	status, _, body := env.post(t, map[string]string{"X-Chatmem-Conversation": "kavya"},
+		`{"model":"claude-test","messages":[{"role":"user","content":"Where is my parcel?"}]}`)
+	if status != http.StatusOK {
+		t.Fatalf("turn: %d %s", status, body)
+	}
+	rec.named(t, "chat claude-test").check(t, map[string]any{
+		"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic", "gen_ai.request.model": "claude-test",
+		"gen_ai.usage.output_tokens": 9, "chatmem.model.purpose": "proxy",
+	})
 }

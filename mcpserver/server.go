@@ -30,6 +30,12 @@ type Options struct {
 	// MaxResourceMessages bounds the messages a conversation's resource
 	// holds: the newest ones. Zero means DefaultMaxResourceMessages.
 	MaxResourceMessages int
+	// Tracer, if set, traces each request the server receives as a server
+	// span ("tools/call get_context", see traceRequests), continuing the
+	// trace context the client put in the request's _meta. chatmem mcp
+	// sets it for stdio; over HTTP the request's own server span covers
+	// the call, and HTTPOptions leave it unset.
+	Tracer chatmem.Tracer
 }
 
 // DefaultMaxResourceMessages is the default of Options.MaxResourceMessages.
@@ -72,7 +78,44 @@ func New(mem *chatmem.Memory, tenant string, opts Options) (*mcp.Server, error) 
 			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope, c.TTLMs = "private", 0 },
 		})
 	t.register(s)
+	if opts.Tracer != nil {
+		s.AddReceivingMiddleware(traceRequests(opts.Tracer, tenant))
+	}
 	return s, nil
+}
+
+// traceRequests traces each request received as a server span named for
+// its method and, for a tool call, the tool: the attributes of the
+// OpenTelemetry conventions for MCP (mcp.method.name, gen_ai.tool.name,
+// network.transport "pipe") and chatmem.tenant. A tool that answered
+// with an error result marks its span with error.type "tool_error". The
+// span continues the W3C trace context (traceparent, tracestate) the
+// client put in the request's _meta, as the MCP specification suggests.
+func traceRequests(tr chatmem.Tracer, tenant string) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			name := method
+			attrs := []chatmem.Attr{{Key: "mcp.method.name", Value: method}, {Key: "network.transport", Value: "pipe"}, {Key: "chatmem.tenant", Value: tenant}}
+			var meta map[string]any
+			if p := req.GetParams(); p != nil {
+				meta = p.GetMeta()
+				if call, ok := p.(*mcp.CallToolParamsRaw); ok && call != nil {
+					name += " " + call.Name
+					attrs = append(attrs, chatmem.Attr{Key: "gen_ai.tool.name", Value: call.Name}, chatmem.Attr{Key: "gen_ai.operation.name", Value: "execute_tool"})
+				}
+			}
+			if len(meta) > 0 {
+				ctx = tr.Extract(ctx, func(k string) string { v, _ := meta[k].(string); return v })
+			}
+			ctx, sp := tr.Start(ctx, name, chatmem.SpanServer, attrs...)
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+				sp.SetAttributes(chatmem.Attr{Key: "error.type", Value: "tool_error"})
+			}
+			sp.End(err)
+			return res, err
+		}
+	}
 }
 
 // HTTPOptions configure an HTTP. The zero value means the defaults.

@@ -11,7 +11,7 @@
 // _CERTIFICATE and _INSECURE, OTEL_TRACES_SAMPLER and
 // OTEL_TRACES_SAMPLER_ARG, OTEL_BSP_*, OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES. Trace context crosses processes as W3C
-// traceparent and tracestate (and baggage).
+// traceparent and tracestate, and baggage, as OTEL_PROPAGATORS chooses.
 package telemetry
 
 import (
@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -52,6 +53,11 @@ type Config struct {
 	// exporter's default (localhost:4318 over HTTP, localhost:4317 over
 	// gRPC).
 	Endpoint string
+	// Propagators are the trace context formats read from requests and
+	// written to upstream calls (OTEL_PROPAGATORS), comma-separated, in
+	// order: "tracecontext", "baggage", or "none" for no propagation;
+	// empty for the default, tracecontext,baggage.
+	Propagators string
 	// Why says why tracing is off, for the startup log.
 	Why string
 }
@@ -66,7 +72,11 @@ func (c Config) String() string {
 	if ep == "" {
 		ep = "default endpoint"
 	}
-	return "otlp " + c.Protocol + " " + ep
+	s := "otlp " + c.Protocol + " " + ep
+	if c.Propagators != "" {
+		s += " propagators " + c.Propagators
+	}
+	return s
 }
 
 // FromEnv reads the tracing configuration from the OTEL_* variables getenv
@@ -79,9 +89,11 @@ func (c Config) String() string {
 // and OTEL_SDK_DISABLED is not "true" (which turns it off whatever else is
 // set). OTEL_TRACES_EXPORTER "none" turns it off. The protocol is
 // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL,
-// else http/protobuf. Another exporter or protocol (console, zipkin,
-// http/json) is an error wrapping chatmem.ErrInvalid, as is an
-// OTEL_SDK_DISABLED that is not a boolean.
+// else http/protobuf. OTEL_PROPAGATORS lists the trace context formats
+// (tracecontext, baggage, none; default tracecontext,baggage). Another
+// exporter, protocol or propagator (console, zipkin, http/json, b3) is an
+// error wrapping chatmem.ErrInvalid, as is an OTEL_SDK_DISABLED that is
+// not a boolean; OTEL_PROPAGATORS is only checked when tracing is on.
 func FromEnv(getenv func(string) string) (Config, error) {
 	switch v := strings.ToLower(strings.TrimSpace(getenv("OTEL_SDK_DISABLED"))); v {
 	case "true":
@@ -116,7 +128,52 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("%w: OTLP protocol %q: want %s or %s", chatmem.ErrInvalid, proto, ProtocolHTTP, ProtocolGRPC)
 	}
-	return Config{Enabled: true, Protocol: proto, Endpoint: endpoint}, nil
+	props, err := propagatorsOf(getenv("OTEL_PROPAGATORS"))
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{Enabled: true, Protocol: proto, Endpoint: endpoint, Propagators: props}, nil
+}
+
+// propagatorsOf checks an OTEL_PROPAGATORS value and returns it trimmed,
+// without repeats: empty for the default, "none" alone or the formats
+// chatmem speaks.
+func propagatorsOf(v string) (string, error) {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		switch p = strings.ToLower(strings.TrimSpace(p)); p {
+		case "":
+		case "tracecontext", "baggage", "none":
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		default:
+			return "", fmt.Errorf("%w: OTEL_PROPAGATORS: propagator %q: chatmem speaks tracecontext and baggage (or none)", chatmem.ErrInvalid, p)
+		}
+	}
+	if slices.Contains(out, "none") {
+		if len(out) > 1 {
+			return "", fmt.Errorf("%w: OTEL_PROPAGATORS=%q: none with other propagators", chatmem.ErrInvalid, v)
+		}
+	}
+	return strings.Join(out, ","), nil
+}
+
+// propagator is the composite propagator of a Config's Propagators.
+func propagator(props string) propagation.TextMapPropagator {
+	if props == "" {
+		props = "tracecontext,baggage"
+	}
+	var ps []propagation.TextMapPropagator
+	for _, p := range strings.Split(props, ",") {
+		switch p {
+		case "tracecontext":
+			ps = append(ps, propagation.TraceContext{})
+		case "baggage":
+			ps = append(ps, propagation.Baggage{})
+		}
+	}
+	return propagation.NewCompositeTextMapPropagator(ps...)
 }
 
 // Options describe the process for its spans.
@@ -190,7 +247,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Tracer, error) {
 	t := &Tracer{
 		tp:     tp,
 		tracer: tp.Tracer("github.com/chatmem/chatmem"),
-		prop:   propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		prop:   propagator(cfg.Propagators),
 	}
 	if opts.StoreSystem != "" {
 		t.dbSystem, t.hasDB = semconv.DBSystemNameKey.String(opts.StoreSystem), true

@@ -3,7 +3,9 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/chatmem/chatmem"
 )
@@ -29,6 +31,11 @@ func TestFromEnv(t *testing.T) {
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "TRUE"}, want: Config{Why: "OTEL_SDK_DISABLED=true"}},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "false"}, want: Config{Enabled: true, Protocol: ProtocolHTTP}},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", "OTEL_TRACES_EXPORTER": "none"}, want: Config{Why: "OTEL_TRACES_EXPORTER=none"}},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_PROPAGATORS": " baggage, tracecontext,baggage "}, want: Config{Enabled: true, Protocol: ProtocolHTTP, Propagators: "baggage,tracecontext"}},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_PROPAGATORS": "none"}, want: Config{Enabled: true, Protocol: ProtocolHTTP, Propagators: "none"}},
+		{env: map[string]string{"OTEL_PROPAGATORS": "b3"}, want: Config{Why: "no OTEL_TRACES_EXPORTER or OTLP endpoint set"}},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_PROPAGATORS": "tracecontext,b3"}, err: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_PROPAGATORS": "none,baggage"}, err: true},
 		{env: map[string]string{"OTEL_SDK_DISABLED": "yes"}, err: true},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "console"}, err: true},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, err: true},
@@ -67,5 +74,42 @@ func TestPropagation(t *testing.T) {
 	}
 	if out["tracestate"] != "vendor=x" {
 		t.Errorf("injected tracestate %q, want vendor=x", out["tracestate"])
+	}
+}
+
+// TestPropagators: OTEL_PROPAGATORS chooses what crosses processes:
+// baggage alone reads and writes no traceparent, none nothing at all, and
+// the default both trace context and baggage.
+func TestPropagators(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
+	in := map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "baggage": "tenant=acme"}
+	for _, tt := range []struct {
+		props             string
+		trace, baggageOut bool
+	}{
+		{"", true, true},
+		{"tracecontext", true, false},
+		{"baggage", false, true},
+		{"none", false, false},
+	} {
+		tr, err := New(t.Context(), Config{Enabled: true, Protocol: ProtocolHTTP, Propagators: tt.props}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := tr.Extract(t.Context(), func(k string) string { return in[k] })
+		ctx, sp := tr.Start(ctx, "op", chatmem.SpanClient)
+		out := map[string]string{}
+		tr.Inject(ctx, func(k, v string) { out[k] = v })
+		sp.End(nil)
+		continued := strings.HasPrefix(out["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-")
+		if continued != tt.trace || (out["traceparent"] != "") != tt.trace {
+			t.Errorf("OTEL_PROPAGATORS=%q: injected traceparent %q; want the client's trace continued: %v", tt.props, out["traceparent"], tt.trace)
+		}
+		if got := out["baggage"] == "tenant=acme"; got != tt.baggageOut || (!tt.baggageOut && out["baggage"] != "") {
+			t.Errorf("OTEL_PROPAGATORS=%q: injected baggage %q; want it relayed: %v", tt.props, out["baggage"], tt.baggageOut)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_ = tr.Shutdown(ctx) // nothing reaches port 9
+		cancel()
 	}
 }

@@ -75,7 +75,12 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return &exitError{code: 2, err: err}
 	}
 	defer redisLog.route(log)()
-	store, mem, err := openMemory(ctx, c, log, nil)
+	tracer, stopTracing, otelCfg, err := startTracing(ctx, c.store, log, c.shutdownTimeout)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	store, mem, err := openMemory(ctx, c, log, tracer)
 	if errors.Is(err, chatmem.ErrInvalid) {
 		return &exitError{code: 2, err: err}
 	}
@@ -84,11 +89,11 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	defer store.Close()
 	defer mem.Close()
-	srv, err := mcpserver.New(mem, *tenant, mcpserver.Options{Logger: log, Version: buildVersion()})
+	srv, err := mcpserver.New(mem, *tenant, mcpserver.Options{Logger: log, Version: buildVersion(), Tracer: tracer})
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	log.Info("chatmem mcp serving on stdio", "store", describeStore(c.store, c.dataDir), "tenant", *tenant)
+	log.Info("chatmem mcp serving on stdio", "store", describeStore(c.store, c.dataDir), "tenant", *tenant, "otel", otelCfg.String())
 	// mcpserver's transport answers a malformed line and goes on, where
 	// the SDK's would end the session.
 	err = srv.Run(ctx, &mcpserver.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}, Logger: log})

@@ -193,6 +193,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--allowed-hosts", "http://chatmem.internal"}, nil, `allowed host "http://chatmem.internal"`},
 		{nil, map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, `OTLP protocol "http/json": want http/protobuf or grpc`},
 		{nil, map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, `OTEL_TRACES_EXPORTER="zipkin"`},
+		{nil, map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_PROPAGATORS": "tracecontext,b3"}, `OTEL_PROPAGATORS: propagator "b3"`},
 	}
 	for _, tt := range tests {
 		for k, v := range tt.env {

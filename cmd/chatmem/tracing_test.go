@@ -10,16 +10,20 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/chatmem/chatmem/mcpserver"
 )
 
 // receivedSpans are the spans an OTLP receiver got, with their resource's
@@ -367,5 +371,71 @@ func checkAttrs(t *testing.T, span *tracepb.Span, want map[string]any) {
 		if g != w {
 			t.Errorf("span %q: %s = %v, want %v", span.Name, k, g, w)
 		}
+	}
+}
+
+// TestMCPStdioOpenTelemetry: chatmem mcp over stdio, with OTEL_* pointing
+// at a real OTLP receiver, exports a server span per request: a tool call
+// named for its tool, continuing the trace context the client put in the
+// request's _meta, with the context assembly under it; the spans are
+// flushed when the client closes stdin.
+func TestMCPStdioOpenTelemetry(t *testing.T) {
+	var got receivedSpans
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", otlpHTTPReceiver(t, &got)+"/v1/traces")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(context.Background(), []string{"mcp", "--data-dir", t.TempDir(), "--tenant", "acme", "--tokenizer", "estimate", "--log-level", "warn"}, inR, outW, io.Discard)
+		outW.Close()
+	}()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "chatmem-test", Version: "v0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var app mcpserver.AppendOutput
+	callTool(t, cs, "append_messages", map[string]any{"conversation": "kavya", "messages": seedMessages()}, &app)
+	const traceID, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_context", Arguments: map[string]any{"conversation": "kavya", "budget": 40},
+		Meta: mcp.Meta{"traceparent": "00-" + traceID + "-" + clientSpan + "-01"}})
+	if err != nil || res.IsError {
+		t.Fatalf("get_context: %v %v", res, err)
+	}
+	cs.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("chatmem mcp returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("chatmem mcp did not exit when the client closed stdin")
+	}
+	spans := got.all()
+	var call *tracepb.Span
+	var names []string
+	for _, s := range spans {
+		names = append(names, s.Name)
+		if s.Name == "tools/call get_context" {
+			call = s
+		}
+	}
+	if call == nil {
+		t.Fatalf("no span tools/call get_context among %v", names)
+	}
+	if hex.EncodeToString(call.TraceId) != traceID || hex.EncodeToString(call.ParentSpanId) != clientSpan || call.Kind != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("tools/call get_context: trace %x, parent %x, kind %v; want the client's trace and span, server", call.TraceId, call.ParentSpanId, call.Kind)
+	}
+	checkAttrs(t, call, map[string]any{"mcp.method.name": "tools/call", "gen_ai.tool.name": "get_context", "network.transport": "pipe", "chatmem.tenant": "acme"})
+	under := false
+	for _, s := range spans {
+		if s.Name == "chatmem.context" && string(s.ParentSpanId) == string(call.SpanId) {
+			under = true
+		}
+	}
+	if !under {
+		t.Errorf("no chatmem.context span under the tool call among %v", names)
+	}
+	if !slices.Contains(names, "tools/call append_messages") {
+		t.Errorf("no span for append_messages among %v", names)
 	}
 }

@@ -304,6 +304,7 @@ async function openConversation(id, seq) {
   loadSummary();
   loadFacts();
   drawChart();
+  loadTimeline();
   if (seq) showMessage(seq);
   else if (changed) $("main").focus({ preventScroll: true });
 }
@@ -849,6 +850,226 @@ function userFactRow(f) {
 
 function initUser() {
   $("user-more").addEventListener("click", moreUserConversations);
+}
+
+// ---- timeline of turns as sent ----------------------------------------
+
+const RECEIPT_CAP = 2000;  // receipts loaded for the timeline (the newest kept)
+const HOUR_CAP = 48;       // hours whose memory calls the timeline asks the ledger for
+const HOUR_MS = 3600 * 1000;
+const MEMORY_CALLS = ["summarize", "extract", "embed"];
+const costFmt = new Intl.NumberFormat("en", { maximumSignificantDigits: 3 });
+
+// loadReceipts reads the conversation's receipts, oldest first, keeping
+// the newest RECEIPT_CAP.
+async function loadReceipts(id) {
+  const out = [];
+  let after = 0;
+  for (;;) {
+    const page = await api("GET", convPath(id, "receipts"), { query: { after: after || undefined, limit: MESSAGE_PAGE } });
+    out.push(...page.receipts);
+    if (out.length > RECEIPT_CAP) out.splice(0, out.length - RECEIPT_CAP);
+    if (page.next_after === null || page.next_after === undefined) return out;
+    after = page.next_after;
+  }
+}
+
+// sentSeqs is the set of the conversation's own stored messages a
+// receipt sent (recalled ones from other conversations aside).
+function sentSeqs(r) {
+  const s = new Set();
+  for (const sp of r.sent || []) {
+    if (sp.conversation || !sp.from) continue;
+    for (let q = sp.from; q <= sp.to; q++) s.add(q);
+  }
+  return s;
+}
+
+// ranges writes a set of seqs as runs: "#1–#4, #7".
+function ranges(set) {
+  const xs = [...set].sort((a, b) => a - b);
+  const out = [];
+  for (let i = 0; i < xs.length; ) {
+    let j = i;
+    while (j + 1 < xs.length && xs[j + 1] === xs[j] + 1) j++;
+    out.push(i === j ? "#" + xs[i] : `#${xs[i]}–#${xs[j]}`);
+    i = j + 1;
+  }
+  return out.join(", ");
+}
+
+// spanText names a run a receipt sent: its part and its seqs.
+function spanText(sp) {
+  if (!sp.from) return sp.part;
+  const r = sp.from === sp.to ? "#" + sp.from : `#${sp.from}–#${sp.to}`;
+  return `${sp.part} ${sp.conversation ? sp.conversation + " " : ""}${r}`;
+}
+
+// turnCost is what an upstream's reported tokens cost at price p, as the
+// server's ledger prices them (chatmem.Price.Cost); null without a price.
+function turnCost(p, up) {
+  if (!p || !up) return null;
+  const cached = up.cached_input_tokens || 0;
+  const reasoning = up.reasoning_tokens || 0;
+  return ((up.input_tokens - cached) * p.input + cached * p.cached_input + (up.output_tokens - reasoning) * p.output + reasoning * p.reasoning) / 1e6;
+}
+
+const hourOf = (t) => Math.floor(t / HOUR_MS) * HOUR_MS;
+const isoHour = (t) => new Date(t).toISOString().replace(".000Z", "Z");
+
+// hourUsage asks the ledger for the conversation's calls in the hour from
+// t, by kind of call: {kind: {calls, input_tokens, ...}}. The ledger keeps
+// hour buckets, so this is as fine as it gets.
+async function hourUsage(id, t) {
+  const rep = await api("GET", "/v1/usage", { query: { from: isoHour(t), to: isoHour(t + HOUR_MS), group_by: "conversation" } });
+  const g = rep.groups.find((x) => x.key === id);
+  return g ? g.by_kind : {};
+}
+
+// loadTimeline shows the conversation's turns as sent: one entry per
+// stored receipt, in order, grouped by the hour the reply was stored in,
+// each hour with the memory's own model calls the ledger counted in it.
+async function loadTimeline() {
+  const id = state.conv.id;
+  showError("timeline-error", null);
+  let receipts = [];
+  let prices = {};
+  try {
+    const [rs, ps] = await Promise.all([loadReceipts(id), api("GET", "/v1/prices").catch(() => ({ prices: {} }))]);
+    receipts = rs;
+    prices = ps.prices || {};
+  } catch (err) {
+    if (!state.conv || state.conv.id !== id) return;
+    showError("timeline-error", err);
+  }
+  if (!state.conv || state.conv.id !== id) return;
+  const at = new Map(state.messages.map((m) => [m.seq, Date.parse(m.created_at)]));
+  // The hours the turns fall in, newest HOUR_CAP, and the ledger's counts.
+  const hours = [...new Set(receipts.map((r) => at.get(r.seq)).filter((t) => !isNaN(t) && t !== undefined).map(hourOf))].sort((a, b) => a - b);
+  const asked = hours.slice(-HOUR_CAP);
+  const usage = new Map();
+  let ledger = "ok";
+  const answers = await Promise.allSettled(asked.map((h) => hourUsage(id, h)));
+  answers.forEach((a, i) => {
+    if (a.status === "fulfilled") usage.set(asked[i], a.value);
+    else ledger = a.reason && a.reason.status === 503 ? "none" : "failed";
+  });
+  if (!state.conv || state.conv.id !== id) return;
+
+  const models = Object.keys(prices);
+  $("timeline-prices").textContent = models.length
+    ? `Costs at the server's prices per million tokens (${models.sort().join(", ")}), in the prices file's unit.`
+    : "No prices are configured on the server (chatmem serve --prices): tokens only.";
+  const items = [];
+  let prev = null;
+  let hour = null;
+  receipts.forEach((rec, i) => {
+    const t = at.get(rec.seq);
+    const h = t === undefined || isNaN(t) ? null : hourOf(t);
+    if (h !== hour || i === 0) {
+      hour = h;
+      items.push(hourItem(h, usage, ledger));
+    }
+    items.push(turnItem(rec, i + 1, prev, t, prices));
+    prev = rec.receipt;
+  });
+  $("timeline").replaceChildren(...items);
+  $("timeline-empty").hidden = receipts.length > 0;
+  $("timeline").dataset.conv = id; // whose turns show now, for tests to wait on
+}
+
+// hourItem heads the turns of one hour with the memory's own model calls
+// (summarizer, extractors, embedder) the ledger counted for the
+// conversation in that hour.
+function hourItem(h, usage, ledger) {
+  const li = el("li", { cls: "hour", attrs: { "data-hour": h === null ? "" : isoHour(h) } });
+  if (h === null) {
+    li.append(el("p", { cls: "hour-head", text: "Replies not loaded on this page" }));
+    return li;
+  }
+  const end = new Date(h + HOUR_MS);
+  const head = `${new Date(h).toLocaleString("en-GB", { dateStyle: "medium", timeStyle: "short", timeZone: "UTC" })}–${end.toLocaleTimeString("en-GB", { timeStyle: "short", timeZone: "UTC" })} UTC`;
+  li.append(el("p", { cls: "hour-head", text: head }));
+  const by = usage.get(h);
+  let text;
+  if (by === undefined) {
+    text = ledger === "none" ? "This server keeps no usage ledger: the memory's own model calls are not counted." : "The memory's own model calls of this hour could not be read.";
+  } else {
+    const parts = MEMORY_CALLS.filter((k) => by[k] && by[k].calls).map((k) => {
+      const u = by[k];
+      const tok = k === "embed" ? `${fmtNum(u.embedding_input_tokens)} tokens` : `${fmtNum(u.input_tokens)} in, ${fmtNum(u.output_tokens)} out`;
+      return `${k} ${fmtNum(u.calls)} call${u.calls === 1 ? "" : "s"} (${tok}${u.cost ? ", cost " + costFmt.format(u.cost) : ""})`;
+    });
+    text = parts.length ? "Memory's own model calls this hour: " + parts.join("; ") + "." : "No memory model calls this hour.";
+    for (const k of MEMORY_CALLS) li.dataset[k] = String((by[k] && by[k].calls) || 0);
+  }
+  li.append(el("p", { cls: "hour-memory", text }));
+  return li;
+}
+
+// turnItem is one reply's entry: what the model saw, the window's change
+// since prev (the turn before's receipt), and the upstream's report.
+function turnItem(rec, n, prev, t, prices) {
+  const r = rec.receipt;
+  const sent = sentSeqs(r);
+  const before = prev ? sentSeqs(prev) : new Set();
+  const entered = new Set([...sent].filter((q) => !before.has(q)));
+  const left = new Set([...before].filter((q) => !sent.has(q)));
+  const up = r.upstream;
+  const cost = up ? turnCost(prices[up.model], up) : null;
+  const li = el("li", {
+    cls: "turn",
+    attrs: {
+      "data-seq": String(rec.seq),
+      "data-sent": ranges(sent),
+      "data-entered": ranges(entered),
+      "data-left": ranges(left),
+      "data-input": String(up ? up.input_tokens : ""),
+      "data-output": String(up ? up.output_tokens : ""),
+      "data-cached": String(up ? up.cached_input_tokens || 0 : ""),
+      "data-cost": cost === null ? "" : String(cost),
+    },
+  });
+  const link = el("button", { cls: "link", text: "#" + rec.seq, attrs: { type: "button", "aria-label": "Show reply " + rec.seq } });
+  link.addEventListener("click", () => showMessage(rec.seq));
+  const head = el("header", { cls: "turn-head" }, el("span", { cls: "turn-n", text: "Turn " + n }), document.createTextNode(" reply "), link);
+  if (t !== undefined && !isNaN(t)) head.append(el("time", { text: fmtTime(new Date(t).toISOString()), attrs: { datetime: new Date(t).toISOString() } }));
+  const pol = r.policy || {};
+  head.append(el("span", { cls: "muted", text: `${pol.kind}${pol.budget ? " " + pol.budget : ""}${pol.turns ? " turns " + pol.turns : ""} · ${r.tokenizer}` }));
+  if (r.tail_cache) head.append(el("span", { cls: "badge", text: "tail cache hit" }));
+  li.append(head);
+
+  const dl = el("dl", { cls: "turn-facts" });
+  const row = (name, cls, ...content) => dl.append(el("div", { cls }, el("dt", { text: name }), el("dd", {}, ...content)));
+  const saw = (r.sent || []).map(spanText);
+  if (r.summary) saw.unshift(`summary of #1–#${r.summary.covers_seq}`);
+  row("Saw", "saw", document.createTextNode(saw.join(" · ") + (r.left_out ? ` · ${fmtNum(r.left_out)} left out` : "")));
+  const extras = [];
+  if (r.facts && r.facts.length) extras.push("facts " + r.facts.map((f) => f.key).join(", "));
+  if (r.recalled && r.recalled.length) extras.push("recalled " + r.recalled.map((x) => `${x.conversation ? x.conversation + " " : ""}#${x.seq}${x.terms && x.terms.length ? " (" + x.terms.join(", ") + ")" : ""}`).join(", "));
+  if (extras.length) row("With", "with", document.createTextNode(extras.join(" · ")));
+  const change = [];
+  if (entered.size) change.push(el("span", { cls: "entered", text: "+ " + ranges(entered) }));
+  if (left.size) change.push(el("span", { cls: "left", text: "− " + ranges(left) }));
+  if (prev && (prev.summary ? prev.summary.covers_seq : 0) !== (r.summary ? r.summary.covers_seq : 0)) {
+    change.push(el("span", { cls: "summary-change", text: r.summary ? `summary now covers #1–#${r.summary.covers_seq}` : "no summary sent" }));
+  }
+  if (!change.length) change.push(document.createTextNode(prev ? "no change" : "first turn"));
+  row("Window change", "change", ...change);
+  const tk = r.tokens || {};
+  const parts = ["pinned", "facts", "summary", "recalled", "recent", "reserved", "overhead"].filter((p) => tk[p]).map((p) => `${p} ${fmtNum(tk[p])}`);
+  row("Tokens by part", "parts", document.createTextNode(parts.join(" · ") || "0"));
+  if (up) {
+    const use = [`${fmtNum(up.input_tokens)} in`];
+    if (up.cached_input_tokens) use[0] += ` (${fmtNum(up.cached_input_tokens)} cached)`;
+    use.push(`${fmtNum(up.output_tokens)} out` + (up.reasoning_tokens ? ` (${fmtNum(up.reasoning_tokens)} reasoning)` : ""));
+    use.push(cost === null ? "no price" : "cost " + costFmt.format(cost));
+    use.push(`${fmtNum(up.latency_ms)} ms`);
+    if (up.chatmem_tokens) use.push(`chatmem counted ${fmtNum(up.chatmem_tokens)}`);
+    row("Upstream " + (up.model || ""), "upstream", document.createTextNode(use.join(" · ")));
+  }
+  li.append(dl);
+  return li;
 }
 
 // ---- per-turn chart ---------------------------------------------------
