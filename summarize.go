@@ -1,7 +1,6 @@
 package chatmem
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -430,7 +429,7 @@ func (m *Memory) maintainSummary(ctx context.Context, c *contextRead, w Window, 
 	}
 	sb := summaryBudget{budget: c.a.summaryBudget()}
 	if c.plan.p.Cache == CacheStable {
-		sb.low = cmp.Or(c.plan.p.LowWater, DefaultLowWater)
+		sb.low = c.plan.p.lowWater()
 	}
 	m.noteSummaryBudget(c.key, sb)
 	if err == nil && !gap && m.autoSummary && w.Summary == nil {
