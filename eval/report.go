@@ -23,6 +23,7 @@ func WriteCharts(dir string, res *Result) error {
 	}{
 		{"recall_vs_tokens.svg", RecallChart},
 		{"cumulative_tokens.svg", CumulativeChart},
+		{"recall_vs_cost.svg", CostChart},
 	}
 	for _, c := range charts {
 		f, err := os.Create(filepath.Join(dir, c.name))

@@ -69,8 +69,10 @@ func (c *evalConfig) command() *settings.Command {
 			"sessions, recall --scope user recalls from all of them.\n\n" +
 			"--dataset jsonl reads one conversation per line:\n" +
 			`  {"id":"...","messages":[OpenAI-style messages],"probes":[{"question":"...","answer":"...","evidence":[1-based positions]}]}` + "\n\n" +
-			"--out DIR writes recall_vs_tokens.svg and cumulative_tokens.svg (tokens sent per user turn,\n" +
-			"summed, over the first conversation). docs/evaluation.md says where to get LoCoMo.",
+			"--out DIR writes recall_vs_tokens.svg, cumulative_tokens.svg (tokens sent per user turn,\n" +
+			"summed, over the first conversation) and recall_vs_cost.svg (evidence recall against the\n" +
+			"effective input cost per request under OpenAI's and Anthropic's prompt caches).\n" +
+			"docs/evaluation.md says where to get LoCoMo.",
 		Example:   "chatmem eval --dataset locomo --data ../shared/data/locomo/locomo10.json --tokenizer estimate --out /tmp/evalout",
 		EnvPrefix: "CHATMEM_EVAL_",
 		Settings:  s,
