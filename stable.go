@@ -60,7 +60,11 @@ const stableRecentPercent = 75
 // DefaultLowWater is the low-water mark, in percent of the budget, of a
 // cache-stable window whose budget is too small for a provider to cache
 // (under stableCacheMin plus a step): when Policy.LowWater is 0, larger
-// budgets move by defaultStableStep tokens instead (see stableStep).
+// budgets move by defaultStableStep tokens instead (see stableStep). It
+// stays the mark a cache-stable summary_buffer window's summary is
+// extended down to (its step is the summary's extension, and a larger
+// one costs less there: on LoCoMo at 4,096 tokens, the default step's
+// 75% mark would extend it as often as the plain window does).
 const DefaultLowWater = 60
 
 // defaultStableStep is the most tokens a cache-stable window moves its

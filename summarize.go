@@ -1,6 +1,7 @@
 package chatmem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -429,7 +430,9 @@ func (m *Memory) maintainSummary(ctx context.Context, c *contextRead, w Window, 
 	}
 	sb := summaryBudget{budget: c.a.summaryBudget()}
 	if c.plan.p.Cache == CacheStable {
-		sb.low = c.plan.p.lowWater()
+		// The summary's step is its extension, not the window's: it
+		// keeps the percent mark (see DefaultLowWater).
+		sb.low = cmp.Or(c.plan.p.LowWater, DefaultLowWater)
 	}
 	m.noteSummaryBudget(c.key, sb)
 	if err == nil && !gap && m.autoSummary && w.Summary == nil {
