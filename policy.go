@@ -80,7 +80,8 @@ type Policy struct {
 	// sends a summary moves when the summary is refreshed.
 	Cache string
 	// LowWater is the percent of Budget a CacheStable window drops to when
-	// it must move: 1 to 95, or 0 for DefaultLowWater.
+	// it must move: 1 to 95, or 0 for the default (see CacheStable: a step
+	// of 1,024 tokens at most, DefaultLowWater percent for small budgets).
 	LowWater int
 }
 

@@ -1,6 +1,9 @@
 package chatmem
 
-import "context"
+import (
+	"cmp"
+	"context"
+)
 
 // CacheStable is the Policy.Cache mode that keeps the front of a budgeted
 // window byte-identical from one request to the next, so that a
@@ -12,13 +15,16 @@ import "context"
 // message changes with each request, and nothing after the system prompt
 // is ever cached. A cache-stable window keeps its first message while the
 // conversation still fits the budget from there; when the next request
-// would not fit, it drops in one step to about LowWater percent of the
-// budget (still starting on a user message, tool calls kept whole with
-// their results), and stays there again for the turns that follow.
+// would not fit, it drops in one step to its low-water mark (LowWater
+// percent of the budget; by default 1,024 tokens below the budget, see
+// defaultStableStep), still starting on a user message, tool calls kept
+// whole with their results, and stays there again for the turns that
+// follow.
 //
 // Where the window starts is a function of the stored conversation alone,
 // with no state kept between requests: the start moves at fixed points of
-// the conversation's running token count (every Budget-LowWater% tokens),
+// the conversation's running token count (every step: the budget less
+// its low-water mark),
 // so every replica, and a restarted process, sends the same window. The
 // window never exceeds the budget, and it is never longer than the plain
 // window of the same policy: it is that window with older turns left out.
@@ -51,20 +57,64 @@ const CacheStable = "stable"
 // cache-stable recall window gets by default: recall gets the rest.
 const stableRecentPercent = 75
 
-// DefaultLowWater is the percent of the budget a cache-stable window
-// drops to when it must move, when Policy.LowWater is 0.
+// DefaultLowWater is the low-water mark, in percent of the budget, of a
+// cache-stable window whose budget is too small for a provider to cache
+// (under stableCacheMin plus a step): when Policy.LowWater is 0, larger
+// budgets move by defaultStableStep tokens instead (see stableStep). It
+// stays the mark a cache-stable summary_buffer window's summary is
+// extended down to (its step is the summary's extension, and a larger
+// one costs less there: on LoCoMo at 4,096 tokens, the default step's
+// 75% mark would extend it as often as the plain window does).
 const DefaultLowWater = 60
+
+// defaultStableStep is the most tokens a cache-stable window moves its
+// start by when Policy.LowWater is 0, and stableCacheMin the tokens it
+// keeps at least after a step: the providers' least cacheable prefix
+// (1,024 tokens, OpenAI's and Anthropic's) and one of OpenAI's 128-token
+// steps, so that the request after a step is served from the cache at
+// once.
+//
+// A step sends the whole window again uncached, once per step's worth
+// of new turns, so its cost per request is the window over the turns
+// between steps: a larger step costs less, and leaves the window shorter
+// on average by half a step, which is what it recalls less. Keeping the
+// step at a fixed size, rather than a share of the budget, bounds what a
+// window gives up (about 512 tokens on average) at every budget, while
+// the share of the budget it costs falls as the budget grows. On LoCoMo
+// (docs/evaluation.md), this costs under a quarter of the plain window
+// under both providers' caches at 2,048 and 4,096 tokens, at an evidence
+// recall under 0.03 lower.
+const (
+	defaultStableStep = 1024
+	stableCacheMin    = 1024 + 128
+)
 
 // stableStep is how many tokens a cache-stable window under p moves its
 // start by: the budget less its low-water mark (at least 1). It depends on
 // p alone, not on what else the request holds (facts, a summary), so that
-// a change of those does not move the start needlessly.
+// a change of those does not move the start needlessly. With LowWater 0
+// it is defaultStableStep, less what would leave the window under
+// stableCacheMin after a step; a budget too small for that (under about
+// 1,500 tokens, where a window is seldom cached at all) drops to
+// DefaultLowWater percent.
 func (p Policy) stableStep() int64 {
-	low := p.LowWater
-	if low == 0 {
-		low = DefaultLowWater
+	b := int64(p.Budget)
+	if p.LowWater != 0 {
+		return max(b-b*int64(p.LowWater)/100, 1)
 	}
-	return max(int64(p.Budget)-int64(p.Budget)*int64(low)/100, 1)
+	if b-stableCacheMin >= b/4 {
+		return min(defaultStableStep, b-stableCacheMin)
+	}
+	return max(b-b*DefaultLowWater/100, 1)
+}
+
+// lowWater is p's low-water mark in percent of the budget: LowWater, or
+// what the default step leaves (see stableStep).
+func (p Policy) lowWater() int {
+	if p.LowWater != 0 || p.Budget <= 0 {
+		return cmp.Or(p.LowWater, DefaultLowWater)
+	}
+	return int(100 - 100*p.stableStep()/int64(p.Budget))
 }
 
 // stableLimit returns the most tokens a cache-stable window's recent part

@@ -430,6 +430,8 @@ func (m *Memory) maintainSummary(ctx context.Context, c *contextRead, w Window, 
 	}
 	sb := summaryBudget{budget: c.a.summaryBudget()}
 	if c.plan.p.Cache == CacheStable {
+		// The summary's step is its extension, not the window's: it
+		// keeps the percent mark (see DefaultLowWater).
 		sb.low = cmp.Or(c.plan.p.LowWater, DefaultLowWater)
 	}
 	m.noteSummaryBudget(c.key, sb)

@@ -34,10 +34,17 @@ type Cost struct {
 	// finds an entry written up to 20 blocks before a breakpoint.
 	Anthropic      float64 `json:"anthropic"`
 	AnthropicRatio float64 `json:"anthropic_ratio"`
+	// AnthropicMarked is the effective cost under Anthropic's cache with
+	// a plain window marked too, at the end of the system prompt and at
+	// the last block (as the proxy's Anthropic transport marks a request
+	// whose client sets a prompt_cache_key of its own): what a plain
+	// window can get at best. For a cache-stable row it is Anthropic.
+	AnthropicMarked      float64 `json:"anthropic_marked"`
+	AnthropicMarkedRatio float64 `json:"anthropic_marked_ratio"`
 
 	// The sums, in hundredths of a token: integers, so that they do not
 	// depend on the order conversations finish in.
-	shared, openAI, anthropic int64
+	shared, openAI, anthropic, marked int64
 }
 
 // The providers' price model (see Cost), in hundredths of the uncached
@@ -57,11 +64,12 @@ type costSim struct {
 	stable  bool
 	prev    []string          // the previous request, rendered per message
 	entries map[[32]byte]bool // Anthropic cache entries: prefix digests
+	marked  map[[32]byte]bool // the same, with a plain window marked
 	sum     Cost              // accumulated over the requests
 }
 
 func newCostSim(stable bool) *costSim {
-	return &costSim{stable: stable, entries: make(map[[32]byte]bool)}
+	return &costSim{stable: stable, entries: make(map[[32]byte]bool), marked: make(map[[32]byte]bool)}
 }
 
 // add accounts for one request.
@@ -86,17 +94,23 @@ func (s *costSim) add(msgs []chatmem.Message) {
 		cached = prefix / openAIStep * openAIStep
 	}
 	s.sum.openAI += int64(total-cached)*fullPrice + int64(cached)*cachedPrice
-	s.sum.anthropic += s.anthropic(msgs, cur, total)
+	if s.stable {
+		c := anthropic(s.entries, msgs, cur, total, true)
+		s.sum.anthropic += c
+		s.sum.marked += c
+	} else {
+		s.sum.anthropic += int64(total) * fullPrice // the proxy marks no breakpoint
+		s.sum.marked += anthropic(s.marked, msgs, cur, total, false)
+	}
 }
 
 // anthropic returns the effective cost of one request under Anthropic's
-// cache, and records the entries its breakpoints write. The Messages API
-// takes every system message as the system prompt, before the others: the
-// request is simulated in that order, the system prompt as one block.
-func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) int64 {
-	if !s.stable {
-		return int64(total) * fullPrice
-	}
+// cache, with breakpoints at the end of the system prompt, at the last
+// block and, if stable, at the end of the stable part; it records the
+// entries they write in entries. The Messages API takes every system
+// message as the system prompt, before the others: the request is
+// simulated in that order, the system prompt as one block.
+func anthropic(entries map[[32]byte]bool, msgs []chatmem.Message, cur []string, total int, stable bool) int64 {
 	var sys strings.Builder
 	sysTokens := 0
 	type block struct {
@@ -113,7 +127,7 @@ func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) int
 			continue
 		}
 		blocks = append(blocks, block{text: cur[i], tokens: m.Tokens})
-		if i == stableEnd-1 {
+		if stable && i == stableEnd-1 {
 			blocks[len(blocks)-1].stable = true
 		}
 	}
@@ -149,7 +163,7 @@ func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) int
 	read := 0 // tokens read from the cache
 	for _, bp := range bps {
 		for j := bp; j >= 0 && j >= bp-lookbackBlock; j-- {
-			if upTo[j] >= cacheMinimum && s.entries[digests[j]] {
+			if upTo[j] >= cacheMinimum && entries[digests[j]] {
 				read = max(read, upTo[j])
 				break
 			}
@@ -158,10 +172,10 @@ func (s *costSim) anthropic(msgs []chatmem.Message, cur []string, total int) int
 	written := 0 // tokens written: up to the last breakpoint that caches
 	for _, bp := range bps {
 		if upTo[bp] >= cacheMinimum {
-			if !s.entries[digests[bp]] {
+			if !entries[digests[bp]] {
 				written = max(written, upTo[bp]-read)
 			}
-			s.entries[digests[bp]] = true
+			entries[digests[bp]] = true
 		}
 	}
 	return int64(read)*cachedPrice + int64(written)*writePrice + int64(total-read-written)*fullPrice
@@ -192,6 +206,7 @@ func (c *Cost) merge(o *costSim) {
 	c.shared += o.sum.shared
 	c.openAI += o.sum.openAI
 	c.anthropic += o.sum.anthropic
+	c.marked += o.sum.marked
 }
 
 // finish turns the sums into shares and ratios.
@@ -202,7 +217,9 @@ func (c *Cost) finish() {
 	t := float64(c.Tokens)
 	c.OpenAI = float64(c.openAI) / fullPrice
 	c.Anthropic = float64(c.anthropic) / fullPrice
+	c.AnthropicMarked = float64(c.marked) / fullPrice
 	c.PrefixShare = float64(c.shared) / fullPrice / t
 	c.OpenAIRatio = c.OpenAI / t
 	c.AnthropicRatio = c.Anthropic / t
+	c.AnthropicMarkedRatio = c.AnthropicMarked / t
 }

@@ -48,6 +48,11 @@ func TestCostSimByHand(t *testing.T) {
 			t.Errorf("stable=%v: OpenAI %v, Anthropic %v, shared %v, tokens %d; want %v, %v, 2000, 4200",
 				c.stable, s.sum.OpenAI, s.sum.Anthropic, s.sum.PrefixShare*4200, s.sum.Tokens, c.openAI, c.anthro)
 		}
+		// Marked at its last block, the plain window is cached as the
+		// stable one is (no stable part apart here).
+		if want := 2500 + 200 + 250.0; s.sum.AnthropicMarked != want {
+			t.Errorf("stable=%v: Anthropic marked %v, want %v", c.stable, s.sum.AnthropicMarked, want)
+		}
 	}
 
 	// Under the minimum: nothing cached, nothing written.

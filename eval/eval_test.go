@@ -377,7 +377,7 @@ func TestTraceAndCharts(t *testing.T) {
 	if want := []int{10, 36, 77, 143, 232, 337}; !slices.Equal(all.Cumulative(), want) {
 		t.Errorf("all cumulative = %v, want %v", all.Cumulative(), want)
 	}
-	for name, chart := range map[string]func(io.Writer, *Result) error{"recall": RecallChart, "cumulative": CumulativeChart} {
+	for name, chart := range map[string]func(io.Writer, *Result) error{"recall": RecallChart, "cumulative": CumulativeChart, "cost": CostChart} {
 		var buf bytes.Buffer
 		if err := chart(&buf, res); err != nil {
 			t.Fatal(err)

@@ -23,6 +23,7 @@ func WriteCharts(dir string, res *Result) error {
 	}{
 		{"recall_vs_tokens.svg", RecallChart},
 		{"cumulative_tokens.svg", CumulativeChart},
+		{"recall_vs_cost.svg", CostChart},
 	}
 	for _, c := range charts {
 		f, err := os.Create(filepath.Join(dir, c.name))
@@ -139,12 +140,12 @@ func writeCosts(w io.Writer, res *Result) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nInput cost of the requests at each user turn (effective cost / uncached cost; cached input 0.1x,\nOpenAI from 1,024 tokens in 128-token steps, Anthropic writes 1.25x at the proxy's breakpoints):\n")
+	fmt.Fprintf(w, "\nInput cost of the requests at each user turn (effective cost / uncached cost; cached input 0.1x,\nOpenAI from 1,024 tokens in 128-token steps, Anthropic writes 1.25x at the proxy's breakpoints;\nAnthropic marked: a plain window marked at its system prompt and last block too):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\trequests\ttokens mean\tprefix repeated\tOpenAI\tAnthropic\t")
+	fmt.Fprintln(tw, "policy\trequests\ttokens mean\tprefix repeated\tOpenAI\tAnthropic\tAnthropic marked\t")
 	for _, r := range rows {
 		c := r.Cost
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t\n", r.Label(), c.Requests, float64(c.Tokens)/float64(c.Requests), c.PrefixShare, c.OpenAIRatio, c.AnthropicRatio)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t\n", r.Label(), c.Requests, float64(c.Tokens)/float64(c.Requests), c.PrefixShare, c.OpenAIRatio, c.AnthropicRatio, c.AnthropicMarkedRatio)
 	}
 	return tw.Flush()
 }

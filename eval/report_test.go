@@ -49,15 +49,31 @@ func TestWriteTable(t *testing.T) {
 
 func TestWriteCharts(t *testing.T) {
 	d := loadFixture(t, "locomo_tiny.json", LoadLoCoMo)
-	res := run(t, d, config([]chatmem.PolicyKind{chatmem.PolicyAll, chatmem.PolicyTokenBudget}, []int{32, 64}))
+	cfg := config([]chatmem.PolicyKind{chatmem.PolicyAll, chatmem.PolicyTokenBudget}, []int{32, 64})
+	cfg.Caches = []string{"", chatmem.CacheStable}
+	res := run(t, d, cfg)
 	dir := filepath.Join(t.TempDir(), "charts")
 	if err := WriteCharts(dir, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"recall_vs_tokens.svg", "cumulative_tokens.svg"} {
+	for _, name := range []string{"recall_vs_tokens.svg", "cumulative_tokens.svg", "recall_vs_cost.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || !bytes.HasPrefix(b, []byte("<svg")) {
 			t.Errorf("%s: %v, starts %.20q", name, err, b)
+		}
+	}
+	// The cost chart: a line per provider for each of all, token_budget
+	// and token_budget stable, a point per row and provider.
+	b, _ := os.ReadFile(filepath.Join(dir, "recall_vs_cost.svg"))
+	if n := bytes.Count(b, []byte("<polyline")); n != 6 {
+		t.Errorf("cost chart: %d lines, want 6", n)
+	}
+	if n := bytes.Count(b, []byte("<circle")); n != 10 {
+		t.Errorf("cost chart: %d points, want 10 (5 rows, 2 providers)", n)
+	}
+	for _, legend := range []string{"token_budget stable (by budget)", "token_budget (by budget)", "Anthropic cache"} {
+		if !bytes.Contains(b, []byte(legend)) {
+			t.Errorf("cost chart: no legend %q", legend)
 		}
 	}
 	if err := WriteCharts("/dev/null/x", res); err == nil {

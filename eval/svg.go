@@ -147,15 +147,9 @@ func RecallChart(w io.Writer, res *Result) error {
 		}
 	}
 
-	// One line per policy, through its rows in order of tokens.
-	var order []string
-	byPolicy := make(map[string][]Row)
-	for _, r := range res.Rows {
-		if _, ok := byPolicy[r.Policy]; !ok {
-			order = append(order, r.Policy)
-		}
-		byPolicy[r.Policy] = append(byPolicy[r.Policy], r)
-	}
+	// One line per policy (and cache mode), through its rows in order of
+	// tokens.
+	order, byPolicy := linesOf(res.Rows)
 	for i, p := range order {
 		rows := slices.Clone(byPolicy[p])
 		slices.SortStableFunc(rows, func(a, b Row) int { return int(a.Overall.TokensMean - b.Overall.TokensMean) })
@@ -190,14 +184,105 @@ func RecallChart(w io.Writer, res *Result) error {
 	return s.end()
 }
 
+// linesOf groups rows into a chart's lines, one per policy and cache
+// mode, in the order they first come.
+func linesOf(rows []Row) (order []string, byLine map[string][]Row) {
+	byLine = make(map[string][]Row)
+	for _, r := range rows {
+		k := r.Policy + "/" + r.Cache
+		if _, ok := byLine[k]; !ok {
+			order = append(order, k)
+		}
+		byLine[k] = append(byLine[k], r)
+	}
+	return order, byLine
+}
+
 func (r Row) legendName() string {
+	name := r.Policy
+	if r.Cache != "" {
+		name += " " + r.Cache
+	}
 	switch {
 	case r.Budget > 0:
-		return r.Policy + " (by budget)"
+		return name + " (by budget)"
 	case r.Turns > 0:
-		return fmt.Sprintf("%s (%d turns)", r.Policy, r.Turns)
+		return fmt.Sprintf("%s (%d turns)", name, r.Turns)
 	}
-	return r.Policy
+	return name
+}
+
+// CostChart writes an SVG chart of evidence recall (categories 1-4)
+// against the effective input cost per request under prompt caches (in
+// tokens at the uncached price, log scale): OpenAI's (solid) and
+// Anthropic's (dashed), one line per policy and cache mode through its
+// budgets (see Cost). Rows without a cost (the BM25 baseline) are left
+// out. A row above and left of another recalls more for less.
+func CostChart(w io.Writer, res *Result) error {
+	s := &svg{w: bufio.NewWriter(w)}
+	s.begin(fmt.Sprintf("Evidence recall vs effective input cost per request under prompt caches (%s, %s)", res.Dataset, res.Tokenizer))
+	s.frame("effective input cost per request, tokens at the uncached price (log scale)", "evidence recall (mean over questions)")
+	var rows []Row
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range res.Rows {
+		if r.Cost == nil || r.Cost.Requests == 0 {
+			continue
+		}
+		rows = append(rows, r)
+		for _, c := range []float64{r.Cost.OpenAI, r.Cost.Anthropic} {
+			c /= float64(r.Cost.Requests)
+			lo, hi = min(lo, c), max(hi, c)
+		}
+	}
+	if math.IsInf(lo, 0) || lo <= 0 {
+		lo, hi = 1, 10
+	}
+	lo, hi = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+	if hi <= lo {
+		hi = lo * 10
+	}
+	x := func(t float64) float64 {
+		return padL + plotW*(math.Log10(max(t, lo))-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo))
+	}
+	y := func(v float64) float64 { return padT + plotH*(1-v) }
+	for v := 0.0; v <= 1.0001; v += 0.2 {
+		s.line(padL, y(v), padL+plotW, y(v), gridColor, false)
+		s.text(padL-6, y(v)+4, "end", textColor, strconv.FormatFloat(v, 'f', 1, 64))
+	}
+	for t := lo; t <= hi*1.0001; t *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if t*m > hi*1.0001 {
+				break
+			}
+			s.line(x(t*m), padT, x(t*m), padT+plotH, gridColor, false)
+			s.text(x(t*m), padT+plotH+16, "middle", textColor, humanize(t*m))
+		}
+	}
+	order, byLine := linesOf(rows)
+	for i, k := range order {
+		line := slices.Clone(byLine[k])
+		slices.SortStableFunc(line, func(a, b Row) int { return a.Budget - b.Budget })
+		color := palette[i%len(palette)]
+		var xo, xa, ys []float64
+		for _, r := range line {
+			n := float64(r.Cost.Requests)
+			xo, xa = append(xo, x(r.Cost.OpenAI/n)), append(xa, x(r.Cost.Anthropic/n))
+			ys = append(ys, y(r.Overall.Recall))
+		}
+		s.polyline(xo, ys, color, false)
+		s.polyline(xa, ys, color, true)
+		for j, r := range line {
+			s.printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="white" stroke="%s"/>`+"\n", xa[j], ys[j], color)
+			s.printf(`<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`+"\n", xo[j], ys[j], color)
+			if r.Budget > 0 {
+				s.text(xo[j]+5, ys[j]-7, "start", color, strconv.Itoa(r.Budget))
+			}
+		}
+		s.legend(i, color, line[0].legendName(), false)
+	}
+	s.legend(len(order)+1, "#555", "OpenAI cache", false)
+	s.legend(len(order)+2, "#555", "Anthropic cache", true)
+	return s.end()
 }
 
 // CumulativeChart writes an SVG chart of the tokens sent per user turn,

@@ -80,7 +80,7 @@ type WindowOptions struct {
 	Facts    bool   `json:"facts,omitempty" jsonschema:"also send the known facts about the conversation's user as a system message"`
 	Scope    string `json:"scope,omitempty" jsonschema:"for recall: conversation (the default: recall from this conversation) or user (recall from all of the conversation's user's conversations, this one included, each recalled message marked with its conversation and date)"`
 	Cache    string `json:"cache,omitempty" jsonschema:"stable: keep the window's front the same from call to call, so the model provider's prompt cache serves it (the window moves in one step to low_water percent of the budget when it must); leave out for a window that slides every turn"`
-	LowWater int    `json:"low_water,omitempty" jsonschema:"with cache stable: the percent of the budget the window drops to when it moves, 1 to 95 (default 60)"`
+	LowWater int    `json:"low_water,omitempty" jsonschema:"with cache stable: the percent of the budget the window drops to when it moves, 1 to 95 (default: 1,024 tokens below the budget; 60 under about 1,500 tokens)"`
 }
 
 // Message is a message as get_context and the resources give it.

@@ -35,7 +35,7 @@ func (c *evalConfig) command() *settings.Command {
 		{Name: "cache", Group: "policies", Value: settings.List(&c.caches, []string{"off"}, "off", chatmem.CacheStable), Example: "off,stable",
 			Help: "window cache modes of the budgeted policies: off (plain) and stable (cache-stable windows); one row per mode"},
 		{Name: "low-water", Group: "policies", Value: settings.Int(&c.lowWater, 0, 0, 95), Example: "80",
-			Help: "percent of the budget a cache-stable window drops to when it moves (0: the library's default, 60)"},
+			Help: "percent of the budget a cache-stable window drops to when it moves (0: the library's default, 1,024 tokens below the budget)"},
 		{Name: "recent-percent", Group: "policies", Value: settings.Int(&c.recentPercent, 0, 0, 100), Example: "85",
 			Help: "percent of the budget recall's recent part gets (0: the library's default: 10, or 75 in stable mode)"},
 		{Name: "turns", Group: "policies", Value: settings.Int(&c.turns, eval.DefaultTurns, 1, 1<<31-1), Help: "turns kept by last_turns"},
@@ -69,8 +69,10 @@ func (c *evalConfig) command() *settings.Command {
 			"sessions, recall --scope user recalls from all of them.\n\n" +
 			"--dataset jsonl reads one conversation per line:\n" +
 			`  {"id":"...","messages":[OpenAI-style messages],"probes":[{"question":"...","answer":"...","evidence":[1-based positions]}]}` + "\n\n" +
-			"--out DIR writes recall_vs_tokens.svg and cumulative_tokens.svg (tokens sent per user turn,\n" +
-			"summed, over the first conversation). docs/evaluation.md says where to get LoCoMo.",
+			"--out DIR writes recall_vs_tokens.svg, cumulative_tokens.svg (tokens sent per user turn,\n" +
+			"summed, over the first conversation) and recall_vs_cost.svg (evidence recall against the\n" +
+			"effective input cost per request under OpenAI's and Anthropic's prompt caches).\n" +
+			"docs/evaluation.md says where to get LoCoMo.",
 		Example:   "chatmem eval --dataset locomo --data ../shared/data/locomo/locomo10.json --tokenizer estimate --out /tmp/evalout",
 		EnvPrefix: "CHATMEM_EVAL_",
 		Settings:  s,

@@ -69,7 +69,7 @@ func TestEvalJSONAndCharts(t *testing.T) {
 	if res.Dataset != "jsonl" || len(res.Rows) != 2 || res.Rows[0].Policy != "all" || res.Rows[0].Overall.Recall != 1 || !res.Rows[1].Facts || res.Rows[1].Budget != 30 {
 		t.Errorf("json = %+v, want jsonl with all (recall 1) and token_budget@30 with facts", res)
 	}
-	for _, name := range []string{"recall_vs_tokens.svg", "cumulative_tokens.svg"} {
+	for _, name := range []string{"recall_vs_tokens.svg", "cumulative_tokens.svg", "recall_vs_cost.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || !strings.HasPrefix(string(b), "<svg") {
 			t.Errorf("%s: %v, starts %.20q", name, err, b)
