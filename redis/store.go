@@ -414,7 +414,7 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	} else {
 		args = append(args, 0, 0, 0)
 	}
-	args = append(args, string(opts.Receipt))    // "": none
+	args = append(args, string(opts.Receipt)) // "": none
 	expectedRev := int64(-1)
 	if opts.ExpectedRevision != nil {
 		expectedRev = *opts.ExpectedRevision // CheckAppend refused a negative one
