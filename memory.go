@@ -162,6 +162,9 @@ type Memory struct {
 	summaries   summaryCache
 	facts       factCache
 	factLocks   factLocks
+	// rewrites serializes this Memory's rewinds and redactions with the
+	// check and write of what workers derive from messages (summaries).
+	rewrites lockStripes
 	blocks      blockCounts
 	tails       tailCache
 }
