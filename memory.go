@@ -162,11 +162,12 @@ type Memory struct {
 	summaries   summaryCache
 	facts       factCache
 	factLocks   factLocks
+	blocks      blockCounts
+	tails       tailCache
+
 	// rewrites serializes this Memory's rewinds and redactions with the
 	// check and write of what workers derive from messages (summaries).
 	rewrites lockStripes
-	blocks      blockCounts
-	tails       tailCache
 }
 
 // New returns a Memory over store.
