@@ -164,6 +164,10 @@ type Memory struct {
 	factLocks   factLocks
 	blocks      blockCounts
 	tails       tailCache
+
+	// rewrites serializes this Memory's rewinds and redactions with the
+	// check and write of what workers derive from messages (summaries).
+	rewrites lockStripes
 }
 
 // New returns a Memory over store.
@@ -432,11 +436,14 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	if needsPrior(msgs) || opts.ExpectedTokenizer != "" {
 		return AppendResult{}, false, nil
 	}
-	last, tokenizer, cached := m.tails.peek(key)
+	last, rev, tokenizer, cached := m.tails.peekAt(key)
 	if !cached || tokenizer == "" {
 		return AppendResult{}, false, nil
 	}
 	if e := opts.ExpectedLastSeq; e != nil && (*e != last || last == 0 || opts.unconditional) {
+		return AppendResult{}, false, nil
+	}
+	if e := opts.ExpectedRevision; e != nil && (*e != rev || opts.unconditional) {
 		return AppendResult{}, false, nil
 	}
 	counter, err := m.Counter(tokenizer)
@@ -468,7 +475,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 		// another tokenizer) fails the condition, and the append is made
 		// again without it, as below.
 		try := opts
-		try.ExpectedLastSeq = &last
+		try.ExpectedLastSeq, try.ExpectedRevision = &last, &rev
 		res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, try, nil)
 		if err == nil && !res.Replayed {
 			m.tails.appended(key, last, res.Conversation, res.Messages)

@@ -43,10 +43,14 @@ type RedactOptions struct {
 //
 // Redact drops what this Memory keeps of the conversation between turns
 // (its cached tail, summary and facts); other processes' tail caches see
-// the new Revision on their next read of the conversation. A summarizer or
-// fact extractor that read the old text just before the redaction may
-// still store what it derived from it, as after a rewind: redact again
-// (or replace the facts) if that matters, once the worker is idle.
+// the new Revision on their next read of the conversation. A summary the
+// worker made from the old text is not stored after the redaction (it
+// checks the Revision it read the messages at, in this process under the
+// same lock as the redaction, and summarizes the redacted text instead);
+// with several processes, a write that checked just before another
+// process's redaction may still land, and a fact extractor that read the
+// old text may still store what it derived from it: redact again (or
+// replace the facts) if that matters, once the workers are idle.
 func (m *Memory) Redact(ctx context.Context, key Key, seq int64, content string, opts RedactOptions) (Conversation, Message, error) {
 	if err := key.Validate(); err != nil {
 		return Conversation{}, Message{}, err
@@ -95,7 +99,9 @@ func (m *Memory) Redact(ctx context.Context, key Key, seq int64, content string,
 	}
 	m.forget(key)
 	defer m.forget(key)
+	unlock := m.rewrites.lock(key)
 	conv, out, err := rd.Redact(ctx, key, r)
+	unlock()
 	if err != nil {
 		return Conversation{}, Message{}, fmt.Errorf("redact %s: %w", key, err)
 	}

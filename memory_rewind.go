@@ -60,7 +60,9 @@ func (m *Memory) Rewind(ctx context.Context, key Key, toSeq int64, opts RewindOp
 	}
 	m.forget(key)
 	defer m.forget(key)
+	unlock := m.rewrites.lock(key)
 	conv, err := rw.Rewind(ctx, key, toSeq, expected)
+	unlock()
 	if err != nil {
 		return Conversation{}, fmt.Errorf("rewind %s: %w", key, err)
 	}

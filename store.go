@@ -46,6 +46,15 @@ type AppendOptions struct {
 	// the conversation's LastSeq equals *ExpectedLastSeq (0 for a
 	// conversation that does not exist yet).
 	ExpectedLastSeq *int64
+	// ExpectedRevision, if set, makes the append fail with ErrConflict
+	// unless the conversation's Revision equals *ExpectedRevision (0 for a
+	// conversation that does not exist yet, or has expired), checked with
+	// ExpectedLastSeq, after the idempotency key, in the same atomic step
+	// as the write. With ExpectedLastSeq it pins the append to the very
+	// messages a caller read: a rewind and appends back to the same
+	// LastSeq (by any process) fail it, as appends alone fail
+	// ExpectedLastSeq. A negative value wraps ErrInvalid.
+	ExpectedRevision *int64
 	// IdempotencyKey, if set, makes a retried append a no-op: an append whose
 	// key was already applied to this conversation writes nothing and returns
 	// the original messages with Replayed set, whatever messages the retry

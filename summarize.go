@@ -31,6 +31,11 @@ func (m *Memory) sameGeneration(ctx context.Context, key Key, created time.Time)
 	return nil
 }
 
+// errRewritten is the error of a derived write (a summary) made from
+// messages that a rewind or a redaction changed since they were read:
+// nothing was stored, and the work is to be done again.
+var errRewritten = errors.New("the conversation was rewritten while its messages were worked on")
+
 // maxSummaryChunk bounds the messages one summarizer call covers, so a
 // conversation far behind (a large import, a worker that was down) catches
 // up in bounded steps, each stored before the next.
@@ -72,7 +77,7 @@ func (m *Memory) summarizeHeld(ctx context.Context, key Key, created time.Time, 
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return -1, err
 		}
-		end, unsummarized, current, err := m.summaryEnd(ctx, key, prev.CoversSeq)
+		end, unsummarized, current, rev, err := m.summaryEnd(ctx, key, prev.CoversSeq)
 		if err != nil {
 			return -1, err
 		}
@@ -109,7 +114,11 @@ func (m *Memory) summarizeHeld(ctx context.Context, key Key, created time.Time, 
 				}
 			}
 			if cut >= 0 {
-				if err := m.summarizeChunk(ctx, key, running, chunk[:cut+1], created, limit); err != nil {
+				err := m.summarizeChunk(ctx, key, running, chunk[:cut+1], created, rev, limit)
+				if errors.Is(err, errRewritten) {
+					break // redo it from the messages as they are now
+				}
+				if err != nil {
 					return -1, err
 				}
 				if chunk[cut].Seq >= end {
@@ -170,16 +179,16 @@ func (m *Memory) summaryText(ctx context.Context, prev string, msgs []Message, l
 // the message before the oldest user message among the newest that fit
 // Target, if the messages after covered hold more than Trigger tokens, and
 // covered (nothing to do) otherwise, with the tokens after covered.
-func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end int64, unsummarized int, created time.Time, err error) {
+func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end int64, unsummarized int, created time.Time, rev int64, err error) {
 	conv, err := m.store.Conversation(ctx, key)
 	if err != nil || conv.LastSeq <= covered {
-		return covered, 0, conv.CreatedAt, err
+		return covered, 0, conv.CreatedAt, conv.Revision, err
 	}
-	created = conv.CreatedAt
+	created, rev = conv.CreatedAt, conv.Revision
 	trigger, target, _ := m.summaryBounds(key)
 	over, err := m.store.Tail(ctx, key, TailQuery{Tokens: trigger})
 	if err != nil {
-		return covered, 0, created, err
+		return covered, 0, created, rev, err
 	}
 	if len(over) > 0 && over[0].Seq <= covered+1 {
 		for _, msg := range over { // what is unsummarized fits Trigger
@@ -187,27 +196,33 @@ func (m *Memory) summaryEnd(ctx context.Context, key Key, covered int64) (end in
 				unsummarized += msg.Tokens
 			}
 		}
-		return covered, unsummarized, created, nil
+		return covered, unsummarized, created, rev, nil
 	}
 	keep, err := m.store.Tail(ctx, key, TailQuery{Tokens: target})
 	if err != nil {
-		return covered, 0, created, err
+		return covered, 0, created, rev, err
 	}
 	for _, msgs := range [][]Message{keep, over} {
 		for _, msg := range msgs {
 			if msg.Role == RoleUser && msg.Seq > covered+1 {
-				return msg.Seq - 1, 0, created, nil
+				return msg.Seq - 1, 0, created, rev, nil
 			}
 		}
 	}
-	return conv.LastSeq, 0, created, nil // no user message in the tail: cover what a chunk can
+	return conv.LastSeq, 0, created, rev, nil // no user message in the tail: cover what a chunk can
 }
 
 // summarizeChunk summarizes prev plus msgs and stores the result as covering
 // msgs' last message, if the summary still covers prev.CoversSeq. With a
 // limit (> 0) and a BoundedSummarizer, a summary counted over limit tokens
 // is made again within a proportionally smaller bound, a few times at most.
-func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message, created time.Time, limit int) error {
+// msgs were read at the conversation's Revision rev: if a rewind or a
+// redaction moved it on while the summarizer ran, nothing is stored (the
+// summary could hold text that is gone) and it returns errRewritten, for
+// the caller to summarize the messages as they are now. The check and the
+// write are made under the conversation's rewrite lock, which this
+// Memory's Rewind and Redact hold around their change.
+func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs []Message, created time.Time, rev int64, limit int) error {
 	text, err := m.summaryText(ctx, prev.Text, msgs, limit)
 	if err != nil {
 		return err
@@ -222,6 +237,9 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 	}
 	if !conv.CreatedAt.Equal(created) {
 		return recreated(key)
+	}
+	if conv.Revision != rev {
+		return errRewritten
 	}
 	counter, err := m.Counter(conv.Tokenizer)
 	if err != nil {
@@ -242,6 +260,14 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 		if s.Tokens, err = counter.Count(ctx, summaryAsMessage(s)); err != nil {
 			return err
 		}
+	}
+	// The revision again, under the lock, now that the summary is made.
+	defer m.rewrites.lock(key)()
+	if conv, err = m.store.Conversation(ctx, key); err != nil {
+		return err
+	}
+	if conv.Revision != rev {
+		return errRewritten
 	}
 	if gw := m.caps.generations; gw != nil {
 		err = gw.PutSummaryOf(ctx, key, created, s, prev.CoversSeq)

@@ -148,19 +148,26 @@ func (c *tailCache) get(key Key, conv Conversation) *tailEntry {
 // entry. Unlike get, it checks the entry against nothing and leaves the
 // order of eviction alone.
 func (c *tailCache) peek(key Key) (lastSeq int64, tokenizer string, ok bool) {
+	lastSeq, _, tokenizer, ok = c.peekAt(key)
+	return lastSeq, tokenizer, ok
+}
+
+// peekAt is peek, with the Revision of the conversation the entry was
+// read from.
+func (c *tailCache) peekAt(key Key) (lastSeq, revision int64, tokenizer string, ok bool) {
 	if c.max == 0 {
-		return 0, "", false
+		return 0, 0, "", false
 	}
 	c.mu.Lock()
 	el, ok := c.entries[key]
 	c.mu.Unlock()
 	if !ok {
-		return 0, "", false
+		return 0, 0, "", false
 	}
 	e := el.Value.(*tailEntry)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lastSeq, e.tokenizer, !e.dropped
+	return e.lastSeq, e.revision, e.tokenizer, !e.dropped
 }
 
 // put replaces the conversation's entry with one holding a tail read from
@@ -619,32 +626,33 @@ func mergePinned(sys, recent []Message) []Message {
 
 // CachedTail returns, from this process's tail cache and without any I/O,
 // the non-system messages among the conversation's newest n (those after
-// Seq lastSeq-n), oldest first, and lastSeq, the conversation's LastSeq
-// as the cache last saw it. ok is false when the cache holds no entry for
+// Seq lastSeq-n), oldest first, and lastSeq and revision, the
+// conversation's LastSeq and Revision as the cache last saw it. ok is false when the cache holds no entry for
 // the conversation, or its entry does not reach back that far. The
 // messages are the cache's own: read them, do not modify them.
 //
 // The cache may be behind the store (another process appended since, or
-// rewound): an answer is only as good as an append conditional on lastSeq
-// (AppendOptions.ExpectedLastSeq), which fails with ErrConflict if the
-// conversation moved on, as Turn's own append from the cache does. Turn
-// with that condition is then one store write, and its window comes from
-// the cache.
-func (m *Memory) CachedTail(key Key, n int) (msgs []Message, lastSeq int64, ok bool) {
+// rewound and appended back to the same LastSeq): an answer is only as
+// good as an append conditional on lastSeq and revision
+// (AppendOptions.ExpectedLastSeq and ExpectedRevision), which fails with
+// ErrConflict if the conversation moved on or was rewritten, as Turn's
+// own append from the cache does. Turn with those conditions is then one
+// store write, and its window comes from the cache.
+func (m *Memory) CachedTail(key Key, n int) (msgs []Message, lastSeq, revision int64, ok bool) {
 	if m.tails.max == 0 || n < 0 {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	m.tails.mu.Lock()
 	el, found := m.tails.entries[key]
 	m.tails.mu.Unlock()
 	if !found {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	e := el.Value.(*tailEntry)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.dropped || e.lastSeq <= 0 {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
 	after := max(e.lastSeq-int64(n), 0)
 	i := len(e.recent)
@@ -654,7 +662,7 @@ func (m *Memory) CachedTail(key Key, n int) (msgs []Message, lastSeq int64, ok b
 	// The run must reach back past after: else a message trimmed from it
 	// may be among the newest n.
 	if i == 0 && !e.complete && (len(e.recent) == 0 || e.recent[0].Seq > after+1) {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
-	return slices.Clone(e.recent[i:]), e.lastSeq, true
+	return slices.Clone(e.recent[i:]), e.lastSeq, e.revision, true
 }

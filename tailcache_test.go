@@ -583,7 +583,7 @@ func TestCachedTail(t *testing.T) {
 	mem, _ := newRecountMemory(t, store)
 	other, _ := newRecountMemory(t, store.Store)
 	key := chatmem.Key{Tenant: "acme", ID: "cached-tail"}
-	if _, _, ok := mem.CachedTail(key, 4); ok {
+	if _, _, _, ok := mem.CachedTail(key, 4); ok {
 		t.Fatal("CachedTail answered for a conversation the cache has never seen")
 	}
 	var msgs []chatmem.Message
@@ -600,7 +600,7 @@ func TestCachedTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.reset()
-	got, last, ok := mem.CachedTail(key, 4)
+	got, last, _, ok := mem.CachedTail(key, 4)
 	if !ok || last != 41 {
 		t.Fatalf("CachedTail(4) = last %d, ok %v; want 41, true", last, ok)
 	}
@@ -619,7 +619,7 @@ func TestCachedTail(t *testing.T) {
 			t.Errorf("CachedTail(4)[%d] = %d %q, want %d %q", i, got[i].Seq, got[i].Content, want[i].Seq, want[i].Content)
 		}
 	}
-	if _, _, ok := mem.CachedTail(key, 41); ok {
+	if _, _, _, ok := mem.CachedTail(key, 41); ok {
 		t.Error("CachedTail(41) answered from an entry that holds a 12-token window's run")
 	}
 
@@ -636,7 +636,7 @@ func TestCachedTail(t *testing.T) {
 	if conv, _ := store.Conversation(ctx, key); conv.LastSeq != 42 {
 		t.Errorf("after the failed Turn the conversation ends at %d, want 42", conv.LastSeq)
 	}
-	if _, _, ok := mem.CachedTail(key, 1); ok {
+	if _, _, _, ok := mem.CachedTail(key, 1); ok {
 		t.Error("the stale entry is still there after the failed Turn")
 	}
 	at := int64(42)

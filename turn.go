@@ -19,15 +19,15 @@ import (
 //
 //   - When Memory's tail cache holds the conversation up to its last
 //     message, the append is made conditional on that message
-//     (ExpectedLastSeq; opts may set it only to that message, as a caller
-//     that read the cache with CachedTail does) and on the
-//     conversation's tokenizer: if it lands,
+//     and revision (ExpectedLastSeq and ExpectedRevision; opts may set
+//     them only to the entry's, as a caller that read the cache with
+//     CachedTail does) and on the conversation's tokenizer: if it lands,
 //     nothing was appended between the cached messages and these, so the
 //     window comes from the cache and the append's result, with no read.
 //     A turn is then one store write. If another writer got in between
 //     (the condition fails with ErrConflict), Turn appends as Append
 //     does and reads the context as Context does; but when the condition
-//     was the caller's own (opts.ExpectedLastSeq), Turn returns the
+//     was the caller's own (opts.ExpectedLastSeq or ExpectedRevision), Turn returns the
 //     ErrConflict, having written nothing, and forgets the entry, so
 //     that the caller's next Turn reads the tail with its append.
 //   - Otherwise (a process's first turn on the conversation, or a new
@@ -96,11 +96,13 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	if err != nil {
 		return AppendResult{}, false, nil
 	}
-	last, tokenizer, cached := m.tails.peek(key)
-	// The caller's own condition on the entry's last message (one read
-	// from CachedTail) is the one the cache's fast path makes.
+	last, rev, tokenizer, cached := m.tails.peekAt(key)
+	// The caller's own condition on the entry's last message and revision
+	// (read from CachedTail) is the one the cache's fast path makes.
+	own := opts.ExpectedLastSeq != nil || opts.ExpectedRevision != nil
 	conditional := cached && tokenizer == counter.Name() && last > 0 &&
-		(opts.ExpectedLastSeq == nil || *opts.ExpectedLastSeq == last)
+		(opts.ExpectedLastSeq == nil || *opts.ExpectedLastSeq == last) &&
+		(opts.ExpectedRevision == nil || *opts.ExpectedRevision == rev)
 	if cached && tokenizer != counter.Name() {
 		return AppendResult{}, false, nil // Append's way counts with the conversation's own
 	}
@@ -109,7 +111,9 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	var tail *TailQuery // read with the append, with room for the next turns
 	var fill TailQuery  // what the entry filled from it must answer
 	if conditional {
-		try.ExpectedLastSeq = &last
+		// On the revision too: a rewind and appends back to the same
+		// LastSeq (in another process) make the entry's messages stale.
+		try.ExpectedLastSeq, try.ExpectedRevision = &last, &rev
 	} else if q, ok := m.prefetchQuery(p, copts, counter); ok {
 		fill = q
 		more := withSlack(q)
@@ -117,7 +121,7 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	}
 	res, read, err := m.appendCounted(ctx, key, nil, msgs, counter, try, tail)
 	switch {
-	case errors.Is(err, ErrConflict) && conditional && opts.ExpectedLastSeq != nil:
+	case errors.Is(err, ErrConflict) && conditional && own:
 		// The caller's own condition, read from the cache: the entry is
 		// behind the store (or the user or tokenizer differ), and the
 		// caller reads the store to decide again. The entry goes, so

@@ -507,8 +507,9 @@ func (s *Server) lineUp(c *call, t *turn, system []systemMessage, msgs []chatmem
 // to send in one call, Memory.Turn: one store round trip when the tail
 // cache holds the conversation, as it does from a process's second turn
 // on, since the reply's append (commitTurn) keeps it current. The append
-// is conditional on rec.last when reconcile answered from the cache
-// (ErrConflict if the conversation moved on), and made under the
+// is conditional on rec.last and rec.revision when reconcile answered
+// from the cache (ErrConflict if the conversation moved on or was
+// rewritten), and made under the
 // request's Idempotency-Key if it has one. With nothing to append (a
 // retry of a stored turn, or of one whose reply was not stored), the
 // window is read alone. upto is the Seq of the last message of the
@@ -527,8 +528,8 @@ func (s *Server) proxyTurn(ctx context.Context, t *turn, todo []chatmem.Message,
 	}
 	opts := chatmem.AppendOptions{IdempotencyKey: t.idemKey, Fingerprint: t.fingerprint, User: t.user, Started: t.started}
 	if rec.cached {
-		last := rec.last
-		opts.ExpectedLastSeq = &last
+		last, rev := rec.last, rec.revision
+		opts.ExpectedLastSeq, opts.ExpectedRevision = &last, &rev
 	}
 	var res chatmem.AppendResult
 	w, err := timed(s, "turn", func() (w chatmem.Window, err error) {

@@ -71,9 +71,12 @@ type reconciliation struct {
 	// fork belongs to the same one.
 	user string
 	// cached is set when the tail cache answered (shapeNew, with
-	// something new), as of LastSeq last: the append of the new messages
-	// must be conditional on it, since the cache may be behind the store.
-	cached bool
+	// something new), as of LastSeq last and Revision revision: the
+	// append of the new messages must be conditional on both, since the
+	// cache may be behind the store, or hold messages another process
+	// rewound since and appended others in their place.
+	cached   bool
+	revision int64
 }
 
 // reconcile lines the request's non-system messages (msgs) up with the
@@ -112,16 +115,16 @@ type reconciliation struct {
 // steady turn of a client that sends the new message, a trimmed history,
 // or a history the cache holds all of. The cache answers only a
 // continuation with something new (rule 1, or a single message), whose
-// append is then conditional on the conversation's last message as the
-// cache knows it (rec.cached); the other rules, and a cache that does not
+// append is then conditional on the conversation's last message and
+// revision as the cache knows them (rec.cached); the other rules, and a cache that does not
 // reach back far enough, read the store.
 func (s *Server) reconcile(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, useCache bool) (reconciliation, error) {
 	n := len(msgs)
 	if useCache {
-		if tail, last, ok := s.mem.CachedTail(key, n+1); ok {
+		if tail, last, rev, ok := s.mem.CachedTail(key, n+1); ok {
 			j := overlap(tail, msgs)
 			if (j > 0 || n < 2) && j < n {
-				return reconciliation{shape: shapeNew, from: j, cached: true, last: last}, nil
+				return reconciliation{shape: shapeNew, from: j, cached: true, last: last, revision: rev}, nil
 			}
 		}
 	}

@@ -366,7 +366,7 @@ func (s *Server) responseWindow(ctx context.Context, t *respTurn, p chatmem.Poli
 	if errors.Is(err, chatmem.ErrNotFound) {
 		return w, fmt.Errorf("%w: conversation %q not found", chatmem.ErrNotFound, t.key.ID)
 	}
-	if _, last, ok := s.mem.CachedTail(t.key, 0); err == nil && ok && last == t.last {
+	if _, last, _, ok := s.mem.CachedTail(t.key, 0); err == nil && ok && last == t.last {
 		return w, nil
 	}
 	conv, err := s.mem.Conversation(ctx, t.key)
@@ -455,7 +455,7 @@ func (s *Server) prepareResponse(c *call, req responsesRequest) (*respTurn, erro
 		}
 		t.key = chatmem.Key{Tenant: c.tenant, ID: convID}
 		t.obj.Conversation = &conversationRef{ID: convID}
-		if _, last, ok := s.mem.CachedTail(t.key, 0); ok {
+		if _, last, _, ok := s.mem.CachedTail(t.key, 0); ok {
 			// Where the conversation ends as the tail cache knows it,
 			// with no read: createResponse checks it against the
 			// window's read (responseWindow).

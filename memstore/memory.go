@@ -178,8 +178,8 @@ func notFound(key chatmem.Key) error {
 }
 
 // Append stores msgs at the end of the conversation; see chatmem.Store. An
-// idempotency key that matched is answered before ExpectedLastSeq and
-// ExpectedTokenizer are checked, so the retry of an append that succeeded
+// idempotency key that matched is answered before ExpectedLastSeq,
+// ExpectedRevision and ExpectedTokenizer are checked, so the retry of an append that succeeded
 // is a replay, not a conflict.
 func (s *Store) Append(ctx context.Context, key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOptions) (chatmem.AppendResult, error) {
 	return s.append(ctx, key, msgs, opts, nil)
@@ -239,6 +239,15 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 	}
 	if opts.ExpectedLastSeq != nil && *opts.ExpectedLastSeq != last {
 		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is at seq %d, not %d", chatmem.ErrConflict, key, last, *opts.ExpectedLastSeq)
+	}
+	if e := opts.ExpectedRevision; e != nil {
+		var rev int64
+		if c != nil {
+			rev = c.meta.Revision
+		}
+		if rev != *e {
+			return chatmem.AppendResult{}, storekit.RevisionConflict(key, rev, *e)
+		}
 	}
 	if e := opts.ExpectedTokenizer; c != nil && e != "" && c.meta.Tokenizer != e {
 		return chatmem.AppendResult{}, fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, c.meta.Tokenizer, e)

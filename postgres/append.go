@@ -18,8 +18,8 @@ import (
 // and then, in this order: starts an expired conversation afresh (its
 // messages, postings, keys, summary and facts deleted), replays an
 // idempotency key already applied (or refuses it with
-// chatmem.ErrIdempotencyKeyReused if its fingerprint differs), checks ExpectedLastSeq and
-// ExpectedTokenizer (a mismatch returns an error wrapping
+// chatmem.ErrIdempotencyKeyReused if its fingerprint differs), checks ExpectedLastSeq,
+// ExpectedRevision and ExpectedTokenizer (a mismatch returns an error wrapping
 // chatmem.ErrConflict and writes nothing), and writes the batch with one
 // statement. It does not index the messages for search: see IndexPending.
 // ExpectedTokenizer is checked against the tokenizer the locking statement
@@ -211,6 +211,11 @@ func (s *Store) append(ctx context.Context, tx pgx.Tx, key chatmem.Key, b *batch
 		return chatmem.AppendResult{}, false, fmt.Errorf("%w: expected last seq %d, conversation is at %d",
 			chatmem.ErrConflict, *opts.ExpectedLastSeq, conv.LastSeq)
 	}
+	// A row the upsert just created is at revision 0, as is one started
+	// afresh above.
+	if e := opts.ExpectedRevision; e != nil && conv.Revision != *e {
+		return chatmem.AppendResult{}, false, storekit.RevisionConflict(key, conv.Revision, *e)
+	}
 	// The tokenizer is the one the lock returned, so the check holds until
 	// the write. LastSeq is 0 exactly when this append starts the
 	// conversation: the upsert just created the row (a committed row has
@@ -291,7 +296,7 @@ func (s *Store) appendExisting(ctx context.Context, key chatmem.Key, b *batch, o
 	var convExpires *time.Time
 	args := []any{key.Tenant, key.ID, opts.ExpectedLastSeq, now, expires,
 		opts.ExpectedTokenizer, opts.User, added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
-		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata, opts.Receipt}
+		b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata, opts.Receipt, opts.ExpectedRevision}
 	dest := []any{&conv.Tokenizer, &conv.LastSeq, &conv.Tokens, &conv.SystemTokens, &conv.Turns,
 		&conv.CreatedAt, &conv.UpdatedAt, &convExpires, &conv.User, &conv.Revision}
 	var err error

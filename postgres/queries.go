@@ -123,6 +123,7 @@ WITH c AS (
     WHERE c.tenant = $1 AND c.id = $2 AND ($3::bigint IS NULL OR c.last_seq = $3)
       AND (c.expires_at IS NULL OR c.expires_at > $4)
       AND ($6 = '' OR c.tokenizer = $6) AND ($7 = '' OR c.user_id = $7)
+      AND ($24::bigint IS NULL OR c.revision = $24)
     RETURNING c.tokenizer, c.last_seq, c.tokens, c.system_tokens, c.turns, c.created_at, c.updated_at, c.expires_at,
               COALESCE(c.user_id, '') AS user_id, c.revision
 ), m AS (

@@ -71,7 +71,7 @@ func (s *Store) prepare(ctx context.Context, conn *pgx.Conn) error {
 	for range warmRuns {
 		batch.Queue(s.q.appendExisting, key.Tenant, key.ID, nil, now, nil, "", "",
 			added.Tokens, added.SystemTokens, added.Turns, added.LastSeq,
-			b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata, []byte(nil))
+			b.seq, b.role, b.content, b.name, b.cum, b.turn, b.toolCalls, b.toolCallID, b.tokens, b.createdAt, b.metadata, []byte(nil), nil)
 		// A budget of fewer tokens than the conversation holds, and a
 		// number of turns, so that the tail probes both of its indexes.
 		batch.Queue(s.q.tail, key.Tenant, key.ID, now, 10, 1)

@@ -219,7 +219,8 @@ end
 // that version indexed). What it keeps of the index is its expiry: an
 // append that sets one gives the term keys at least as long (keepTerms).
 //
-// It replies {0, last_seq} on a failed ExpectedLastSeq check, {5, user} on
+// It replies {0, last_seq} on a failed ExpectedLastSeq check, {7, revision}
+// on a failed ExpectedRevision check (ARGV[16], -1 for none), {5, user} on
 // a user other than the live conversation's, {3, tokenizer} on a failed
 // ExpectedTokenizer check (tokenizer is the live conversation's, empty if
 // none is recorded; a conversation the append creates, an expired one
@@ -244,6 +245,7 @@ local fingerprint = ARGV[8]
 local user, userHash, epoch = ARGV[9], ARGV[10], tonumber(ARGV[11])
 local tailTokens, tailTurns, tailRead = tonumber(ARGV[12]), tonumber(ARGV[13]), ARGV[14]
 local receipt, receipts = ARGV[15], KEYS[11]
+local expectedRev = tonumber(ARGV[16])
 
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'tokens', 'system_tokens', 'turns', 'tokenizer', 'user',
   'ixseq', 'created_at', 'gen', 'rev')
@@ -285,6 +287,13 @@ end
 if expected >= 0 and expected ~= (last or 0) then
   return {0, last or 0}
 end
+-- ExpectedRevision: rewound or redacted since (a conversation the append
+-- creates is at revision 0).
+if expectedRev >= 0 then
+  local rev = 0
+  if last then rev = tonumber(m[11]) or 0 end
+  if rev ~= expectedRev then return {7, rev} end
+end
 -- The messages were counted with expectedTok: a live conversation kept
 -- under another tokenizer must not take them.
 if last and expectedTok ~= '' and (m[6] or '') ~= expectedTok then
@@ -316,7 +325,7 @@ end
 
 local first = last + 1
 local outMsgs, outCum, outUsers, outSys = {}, {}, {}, {}
-for i = 16, #ARGV, 3 do
+for i = 17, #ARGV, 3 do
   last = last + 1
   -- Stored messages carry their seq, so each list entry reads on its own.
   local msg = ARGV[i]

@@ -327,7 +327,7 @@ var maxTime = time.Unix(0, 1<<63-1)
 // safe.
 //
 // The script checks the options in chatmem's order: a retried
-// IdempotencyKey replays first; then ExpectedLastSeq, and ExpectedTokenizer
+// IdempotencyKey replays first; then ExpectedLastSeq, ExpectedRevision, and ExpectedTokenizer
 // against the live conversation's recorded tokenizer (one the append
 // creates, or starts afresh after it expired, matches). A failed check
 // writes nothing and returns an error wrapping chatmem.ErrConflict.
@@ -414,7 +414,12 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 	} else {
 		args = append(args, 0, 0, 0)
 	}
-	args = append(args, string(opts.Receipt))    // "": none
+	args = append(args, string(opts.Receipt)) // "": none
+	expectedRev := int64(-1)
+	if opts.ExpectedRevision != nil {
+		expectedRev = *opts.ExpectedRevision // CheckAppend refused a negative one
+	}
+	args = append(args, expectedRev)
 	stored := make([]chatmem.Message, len(msgs)) // the result's copies
 	for i, m := range msgs {
 		if err := storekit.CheckMessage(m); err != nil {
@@ -541,6 +546,10 @@ func parseAppend(key chatmem.Key, reply any, stored []chatmem.Message, opts chat
 	if status == 0 {
 		last, _ := r[1].(int64)
 		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: last seq is %d", chatmem.ErrConflict, last)
+	}
+	if status == 7 {
+		rev, _ := r[1].(int64)
+		return chatmem.AppendResult{}, none, nil, storekit.RevisionConflict(key, rev, *opts.ExpectedRevision)
 	}
 	if status == 6 {
 		return chatmem.AppendResult{}, none, nil, fmt.Errorf("%w: user %s is being erased", chatmem.ErrErased, opts.User)

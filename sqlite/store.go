@@ -166,8 +166,8 @@ func (s *Store) Delete(ctx context.Context, key chatmem.Key) error {
 // expired: the expired one is deleted first). It checks, in this order, the
 // idempotency key (a match returns the original messages with Replayed set
 // and writes nothing; one applied with another fingerprint is
-// chatmem.ErrIdempotencyKeyReused), then AppendOptions.ExpectedLastSeq and
-// ExpectedTokenizer (a mismatch returns chatmem.ErrConflict). Sequence numbers continue densely from the
+// chatmem.ErrIdempotencyKeyReused), then AppendOptions.ExpectedLastSeq,
+// ExpectedRevision and ExpectedTokenizer (a mismatch returns chatmem.ErrConflict). Sequence numbers continue densely from the
 // conversation's last one. It wraps chatmem.ErrInvalid for a bad key, an
 // empty batch, an unknown role, a negative token count, a created_at
 // outside chatmem.MinTime..MaxTime or an append time outside 1678..2262.
@@ -295,6 +295,15 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 		}
 		if e := opts.ExpectedLastSeq; e != nil && *e != conv.LastSeq {
 			return fmt.Errorf("%w: conversation %s is at seq %d, not the expected %d", chatmem.ErrConflict, key, conv.LastSeq, *e)
+		}
+		if e := opts.ExpectedRevision; e != nil {
+			var rev int64
+			if found {
+				rev = conv.Revision
+			}
+			if rev != *e {
+				return storekit.RevisionConflict(key, rev, *e)
+			}
 		}
 		if e := opts.ExpectedTokenizer; found && e != "" && conv.Tokenizer != e {
 			return fmt.Errorf("%w: conversation %s is kept under tokenizer %q, not the expected %q", chatmem.ErrConflict, key, conv.Tokenizer, e)

@@ -112,6 +112,9 @@ func CheckAppend(key chatmem.Key, msgs []chatmem.Message, opts chatmem.AppendOpt
 	if len(msgs) == 0 {
 		return fmt.Errorf("%w: no messages to append", chatmem.ErrInvalid)
 	}
+	if e := opts.ExpectedRevision; e != nil && *e < 0 {
+		return fmt.Errorf("%w: negative expected revision %d", chatmem.ErrInvalid, *e)
+	}
 	if opts.User != "" {
 		if err := chatmem.ValidateUser(opts.User); err != nil {
 			return fmt.Errorf("user: %w", err)
@@ -259,4 +262,11 @@ func RedactConflict(key chatmem.Key, last, rev int64, r chatmem.Redaction) error
 		return fmt.Errorf("%w: conversation %s was rewritten (revision %d, not %d)", chatmem.ErrConflict, key, rev, r.ExpectedRevision)
 	}
 	return nil
+}
+
+// RevisionConflict is the error of an append whose conversation is at
+// revision rev, not at AppendOptions.ExpectedRevision (expected): it
+// wraps chatmem.ErrConflict.
+func RevisionConflict(key chatmem.Key, rev, expected int64) error {
+	return fmt.Errorf("%w: conversation %s was rewritten (revision %d, not the expected %d)", chatmem.ErrConflict, key, rev, expected)
 }

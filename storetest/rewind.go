@@ -21,6 +21,7 @@ var rewindTests = []subtest{
 	{"UserIndex", testRewindUserIndex},
 	{"UserFacts", testRewindUserFacts},
 	{"ConcurrentAppends", testRewindConcurrentAppends},
+	{"RevisionConflict", testRewindRevisionConflict},
 }
 
 // testRewinds runs the chatmem.Rewinder subtests if the harness's stores
