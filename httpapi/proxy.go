@@ -615,8 +615,10 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 	var system []systemMessage
 	var msgs []chatmem.Message
 	for i, r := range list {
-		var m chatmem.Message
-		if err := json.Unmarshal(r, &m); err != nil {
+		// Most messages have the plain shape, decoded as json.Unmarshal
+		// would without its reflection; the others go through it.
+		m, plain := plainMessage(r)
+		if err := unmarshalUnless(plain, r, &m); err != nil {
 			var head struct {
 				Role string `json:"role"`
 			}
@@ -975,6 +977,13 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 		}
 		if err == nil {
 			opts.Receipt = b
+			if up := t.receipt.Upstream; up != nil {
+				// The receipt holds the prompt tokens (input_tokens,
+				// chatmem_tokens): the reply's metadata does not repeat
+				// them, and reads of the messages take them from it
+				// (withPromptTokens).
+				msgs[0].Metadata = withoutPromptTokens(msgs[0].Metadata)
+			}
 		}
 	}
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {

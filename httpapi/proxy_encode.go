@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/jsonstr"
@@ -182,4 +183,99 @@ func appendOpenAIMessage(b []byte, m chatmem.Message) ([]byte, error) {
 		b = jsonstr.Append(b, m.ToolCallID)
 	}
 	return append(b, '}'), nil
+}
+
+// plainMessage decodes the shape nearly every message of a chat request
+// has, without reflection: a JSON object of exactly the keys "role" and
+// "content" (in either order, each once), both strings without escapes or
+// control characters, in valid UTF-8. The message is what json.Unmarshal
+// makes of it. ok is false for anything else, which json.Unmarshal then
+// decodes (and refuses, if it must).
+func plainMessage(b []byte) (_ chatmem.Message, ok bool) {
+	var m chatmem.Message
+	seen := 0
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return m, false
+	}
+	i++
+	for {
+		ks, ke, ok := plainString(b, skipSpace(b, i))
+		if !ok {
+			return m, false
+		}
+		i = skipSpace(b, ke+1)
+		if i >= len(b) || b[i] != ':' {
+			return m, false
+		}
+		vs, ve, ok := plainString(b, skipSpace(b, i+1))
+		if !ok {
+			return m, false
+		}
+		switch string(b[ks:ke]) {
+		case "role":
+			if seen&1 != 0 {
+				return m, false
+			}
+			seen |= 1
+			m.Role = chatmem.Role(b[vs:ve])
+		case "content":
+			if seen&2 != 0 {
+				return m, false
+			}
+			seen |= 2
+			m.Content = string(b[vs:ve])
+		default:
+			return m, false
+		}
+		i = skipSpace(b, ve+1)
+		if i >= len(b) {
+			return m, false
+		}
+		if b[i] == ',' {
+			i++
+			continue
+		}
+		if b[i] != '}' || skipSpace(b, i+1) != len(b) || seen != 3 {
+			return m, false
+		}
+		return m, true
+	}
+}
+
+// plainString returns where the text of the JSON string starting at
+// b[i] begins and ends (b[start:end], end at the closing quote); ok is
+// false if b[i] does not start a string, or the string holds an escape, a
+// control character or invalid UTF-8.
+func plainString(b []byte, i int) (start, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return 0, 0, false
+	}
+	start = i + 1
+	for j := start; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return start, j, utf8.Valid(b[start:j])
+		case c == '\\' || c < 0x20:
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
+}
+
+// skipSpace returns the index of the first byte of b at or after i that
+// is not JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// unmarshalUnless decodes b into m as json.Unmarshal does, unless done.
+func unmarshalUnless(done bool, b []byte, m *chatmem.Message) error {
+	if done {
+		return nil
+	}
+	return json.Unmarshal(b, m)
 }
