@@ -37,6 +37,136 @@ type chatRequest struct {
 // with nothing after it, whose stream (if set and not null) is true or
 // false. It wraps chatmem.ErrInvalid.
 func parseChatRequest(body []byte) (chatRequest, error) {
+	if r, ok, err := scanChatRequest(body); ok {
+		return r, err
+	}
+	return decodeChatRequest(body)
+}
+
+// scanChatRequest is parseChatRequest for a body that is valid JSON and an
+// object whose field names hold no escapes, nearly every request: its
+// fields are found by a scan of the bytes, without a decoder's tokens,
+// and read as decodeChatRequest reads them. ok is false for any other
+// body, which decodeChatRequest then reads (or refuses).
+func scanChatRequest(body []byte) (r chatRequest, ok bool, _ error) {
+	if !json.Valid(body) {
+		return r, false, nil
+	}
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return r, false, nil
+	}
+	r.body = body
+	i = skipSpace(body, i+1)
+	if i < len(body) && body[i] == '}' {
+		return r, true, nil
+	}
+	seen := 0
+	for {
+		if i >= len(body) || body[i] != '"' {
+			return r, false, nil
+		}
+		ke := skipString(body, i)
+		name := body[i+1 : ke-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			return chatRequest{}, false, nil
+		}
+		i = skipSpace(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			return r, false, nil
+		}
+		start := skipSpace(body, i+1)
+		end := skipValue(body, start)
+		v := body[start:end]
+		bit := 0
+		switch string(name) {
+		case "messages":
+			bit = 1
+			r.messages, r.start, r.end = v, start, end
+		case "metadata":
+			bit = 4
+			r.metadata, r.metaStart, r.metaEnd = v, start, end
+		case "prompt_cache_key":
+			r.cacheKey = true
+		case "user", "safety_identifier":
+			var u string
+			if json.Unmarshal(v, &u) == nil && (string(name) == "user" || r.user == "") {
+				r.user = u
+			}
+		case "stream":
+			bit = 2
+			r.stream = false
+			if !bytes.Equal(v, []byte("null")) {
+				if err := json.Unmarshal(v, &r.stream); err != nil {
+					return r, true, fmt.Errorf("%w: stream must be true or false", chatmem.ErrInvalid)
+				}
+			}
+		}
+		if seen&bit != 0 {
+			return r, true, fmt.Errorf("%w: field %s is given twice", chatmem.ErrInvalid, name)
+		}
+		seen |= bit
+		i = skipSpace(body, end)
+		if i < len(body) && body[i] == ',' {
+			i = skipSpace(body, i+1)
+			continue
+		}
+		return r, true, nil // the closing brace: the body is valid JSON
+	}
+}
+
+// skipString returns the index after the JSON string that starts at
+// b[i] (a quote).
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the JSON value that starts at b[i],
+// in a valid JSON text.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for ; i < len(b); i++ { // a number, true, false or null
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+	}
+	return i
+}
+
+// decodeChatRequest is parseChatRequest with a JSON decoder's tokens.
+func decodeChatRequest(body []byte) (chatRequest, error) {
 	r := chatRequest{body: body}
 	errBody := fmt.Errorf("%w: body must be a JSON object", chatmem.ErrInvalid)
 	dec := json.NewDecoder(bytes.NewReader(body))

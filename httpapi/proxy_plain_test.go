@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/chatmem/chatmem"
@@ -71,4 +73,45 @@ func FuzzPlainMessage(f *testing.F) {
 			t.Fatalf("plainMessage(%q) = %+v, json.Unmarshal gives %+v", in, got, want)
 		}
 	})
+}
+
+// TestScanChatRequest: the scan of a request body reads what the
+// decoder's tokens read (the same fields, offsets and errors), and leaves
+// every body it cannot scan to them.
+func TestScanChatRequest(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"gpt-4o-mini","temperature":0.2,"messages":[{"role":"user","content":"hi"}]}`,
+		` { "messages" : [ {"role":"user","content":"a \"q\" ]}"} ] , "stream" : true , "n" : -1.5e3 } `,
+		`{"stream":null,"messages":[],"metadata":{"conversation_id":"c1","x":"y"},"user":"u1","safety_identifier":"s1"}`,
+		`{"safety_identifier":"s1","user":"u1","prompt_cache_key":"k","messages":{}}`,
+		`{"user":7,"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"a":[1,{"b":null}]}}}]}`,
+		`{"stream":"yes","messages":[]}`,
+		`{"stream":false,"stream":true}`,
+		`{"messages":[],"messages":[]}`,
+		`{"metadata":null,"metadata":{}}`,
+		`{"a":1,"a":2,"messages":[{"role":"user","content":"dup"}]}`,
+		`{}`, ` {} `, `[]`, `null`, `{`, ``, `{"messages":[]} {}`, `{"mess\u0061ges":[1]}`, `{"messages":[1],}`,
+		`{"x":true,"y":false,"z":null,"messages":[{"role":"user","content":"\\"}]}`,
+	} {
+		want, wantErr := decodeChatRequest([]byte(body))
+		got, ok, err := scanChatRequest([]byte(body))
+		if !ok {
+			if json.Valid([]byte(body)) && wantErr == nil && len(body) > 0 && body[0] == '{' && !strings.Contains(body, `\u`) {
+				t.Errorf("%s: not scanned", body)
+			}
+			continue
+		}
+		if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+			t.Errorf("%s: scan error %v, decoder's %v", body, err, wantErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if !bytes.Equal(got.messages, want.messages) || got.start != want.start || got.end != want.end || got.stream != want.stream ||
+			!bytes.Equal(got.metadata, want.metadata) || got.metaStart != want.metaStart || got.metaEnd != want.metaEnd ||
+			got.user != want.user || got.cacheKey != want.cacheKey || !bytes.Equal(got.body, want.body) {
+			t.Errorf("%s: scan read %+v, the decoder %+v", body, got, want)
+		}
+	}
 }
