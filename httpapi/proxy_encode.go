@@ -262,7 +262,8 @@ func (r chatRequest) withMessagesAt(msgs []byte, cacheKey string) (_ []byte, at 
 		start, end int
 		with       []byte
 	}
-	var edits []edit
+	var room [3]edit
+	edits := room[:0]
 	if cacheKey != "" && !r.cacheKey {
 		at := bytes.IndexByte(r.body, '{') + 1
 		edits = append(edits, edit{at, at, []byte(`"prompt_cache_key":"` + cacheKey + `",`)})

@@ -175,17 +175,23 @@ func ReplayRequest(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, se
 // (MetaPromptTokensUpstream, MetaPromptTokensChatmem), which a reply
 // stored with its receipt does not repeat; nil if nothing else is left.
 func withoutPromptTokens(md map[string]string) map[string]string {
-	if md[MetaPromptTokensUpstream] == "" && md[MetaPromptTokensChatmem] == "" {
-		return md
+	n := len(md)
+	for _, k := range []string{MetaPromptTokensUpstream, MetaPromptTokensChatmem} {
+		if _, ok := md[k]; ok {
+			n--
+		}
 	}
-	out := make(map[string]string, len(md))
+	switch n {
+	case len(md):
+		return md
+	case 0:
+		return nil
+	}
+	out := make(map[string]string, n)
 	for k, v := range md {
 		if k != MetaPromptTokensUpstream && k != MetaPromptTokensChatmem {
 			out[k] = v
 		}
-	}
-	if len(out) == 0 {
-		return nil
 	}
 	return out
 }
