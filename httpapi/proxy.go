@@ -604,8 +604,13 @@ func requestIndex(system []systemMessage, i int) int {
 // splitMessages decodes the request's messages into its system prompt and
 // the messages to append, which are checked as an append's are.
 func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.Message, error) {
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
+	list, ok := splitArray(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &list); err != nil {
+			list = nil
+		}
+	}
+	if len(list) == 0 {
 		return nil, nil, fmt.Errorf("%w: messages is required: a non-empty array of chat messages", chatmem.ErrInvalid)
 	}
 	if len(list) > s.limits.MaxMessages {

@@ -410,3 +410,40 @@ func unmarshalUnless(done bool, b []byte, m *chatmem.Message) error {
 	}
 	return json.Unmarshal(b, m)
 }
+
+// splitArray returns the elements of raw, a JSON array, as slices of it
+// (json.Unmarshal into []json.RawMessage copies each); ok is false when
+// raw is not an array, or not well formed around its elements, which
+// json.Unmarshal then reads or refuses. The elements are found by
+// skipValue, which takes raw to be valid JSON, as a request's messages
+// are once parseChatRequest has read them: an element that is not is
+// refused when it is decoded.
+func splitArray(raw []byte) (list []json.RawMessage, ok bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, false
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == ']' {
+		return nil, skipSpace(raw, i+1) == len(raw)
+	}
+	for {
+		end := skipValue(raw, i)
+		if end == i {
+			return nil, false
+		}
+		list = append(list, raw[i:end:end])
+		i = skipSpace(raw, end)
+		if i >= len(raw) {
+			return nil, false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case ']':
+			return list, skipSpace(raw, i+1) == len(raw)
+		default:
+			return nil, false
+		}
+	}
+}

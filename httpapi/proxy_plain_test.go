@@ -115,3 +115,32 @@ func TestScanChatRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitArray: the elements found by splitArray are those
+// json.Unmarshal finds, for arrays; anything else is left to it.
+func TestSplitArray(t *testing.T) {
+	for _, raw := range []string{
+		`[{"role":"user","content":"a, ] }"}]`,
+		` [ {"role":"user","content":"x"} , {"role":"assistant","content":null,"tool_calls":[{"id":"c","function":{"name":"f","arguments":"{\"a\":[1]}"}}]} , 3 , "s" , [1,[2]] , null , true ] `,
+		`[]`, `[ ]`, `{}`, `null`, `"x"`, `[1 2]`, `[1,]`, `[1`,
+	} {
+		var want []json.RawMessage
+		werr := json.Unmarshal([]byte(raw), &want)
+		got, ok := splitArray([]byte(raw))
+		if !ok {
+			if werr == nil && len(want) > 0 {
+				t.Errorf("%s: not split, json.Unmarshal finds %d elements", raw, len(want))
+			}
+			continue
+		}
+		if werr != nil || len(got) != len(want) {
+			t.Errorf("%s: split into %d elements, json.Unmarshal %d (%v)", raw, len(got), len(want), werr)
+			continue
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Errorf("%s: element %d is %s, json.Unmarshal's %s", raw, i, got[i], want[i])
+			}
+		}
+	}
+}
