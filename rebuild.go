@@ -129,8 +129,9 @@ func coversOf(r Receipt) int64 {
 // spanHash is SentSpans' digest of a run's messages.
 func spanHash(msgs []Message) string {
 	h := sha256.New()
+	var buf []byte
 	for _, msg := range msgs {
-		hashMessage(h, msg)
+		buf = hashMessage(h, buf, msg)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }

@@ -256,6 +256,7 @@ func partOf(msg Message, last int64) (part, conv string, seq int64) {
 func SentSpans(msgs []Message, last int64) []SentSpan {
 	var out []SentSpan
 	var h hash.Hash
+	var buf []byte
 	flush := func() {
 		if n := len(out); n > 0 && h != nil {
 			out[n-1].Hash = hex.EncodeToString(h.Sum(nil)[:8])
@@ -270,19 +271,21 @@ func SentSpans(msgs []Message, last int64) []SentSpan {
 			h = sha256.New()
 			out = append(out, SentSpan{Part: part, From: seq, To: seq, Conversation: conv})
 		}
-		hashMessage(h, msg)
+		buf = hashMessage(h, buf, msg)
 	}
 	flush()
 	return out
 }
 
-// hashMessage writes what of msg is sent to h, each field with its length.
-func hashMessage(h io.Writer, msg Message) {
+// hashMessage writes what of msg is sent to h, each field with its length
+// (a little-endian uint64), in one Write of buf's space, which it returns
+// for the next message: a window's messages are hashed without an
+// allocation each.
+func hashMessage(h io.Writer, buf []byte, msg Message) []byte {
+	b := buf[:0]
 	field := func(s string) {
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		io.WriteString(h, s)
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
 	}
 	field(string(msg.Role))
 	field(msg.Name)
@@ -294,6 +297,8 @@ func hashMessage(h io.Writer, msg Message) {
 		field(tc.Function.Name)
 		field(tc.Function.Arguments)
 	}
+	h.Write(b)
+	return b
 }
 
 // ReceiptRecord is a receipt stored with a message: the reply at Seq.

@@ -101,6 +101,10 @@ func (s *Server) listMessages(c *call) error {
 	if err != nil {
 		return err
 	}
+	key, _ := c.key()
+	if err := s.withPromptTokens(c.r.Context(), key, msgs); err != nil {
+		return err
+	}
 	writeJSON(c.w, http.StatusOK, MessagesPage{Messages: msgs, NextAfter: next})
 	return nil
 }

@@ -605,8 +605,13 @@ func requestIndex(system []systemMessage, i int) int {
 // splitMessages decodes the request's messages into its system prompt and
 // the messages to append, which are checked as an append's are.
 func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.Message, error) {
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
+	list, ok := splitArray(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &list); err != nil {
+			list = nil
+		}
+	}
+	if len(list) == 0 {
 		return nil, nil, fmt.Errorf("%w: messages is required: a non-empty array of chat messages", chatmem.ErrInvalid)
 	}
 	if len(list) > s.limits.MaxMessages {
@@ -616,8 +621,10 @@ func (s *Server) splitMessages(raw json.RawMessage) ([]systemMessage, []chatmem.
 	var system []systemMessage
 	var msgs []chatmem.Message
 	for i, r := range list {
-		var m chatmem.Message
-		if err := json.Unmarshal(r, &m); err != nil {
+		// Most messages have the plain shape, decoded as json.Unmarshal
+		// would without its reflection; the others go through it.
+		m, plain := plainMessage(r)
+		if err := unmarshalUnless(plain, r, &m); err != nil {
 			var head struct {
 				Role string `json:"role"`
 			}
@@ -976,6 +983,13 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 		}
 		if err == nil {
 			opts.Receipt = b
+			if up := t.receipt.Upstream; up != nil {
+				// The receipt holds the prompt tokens (input_tokens,
+				// chatmem_tokens): the reply's metadata does not repeat
+				// them, and reads of the messages take them from it
+				// (withPromptTokens).
+				msgs[0].Metadata = withoutPromptTokens(msgs[0].Metadata)
+			}
 		}
 	}
 	res, err := timed(s, "append", func() (chatmem.AppendResult, error) {

@@ -425,6 +425,18 @@ func (e *proxyEnv) stored(t testing.TB, id string) []chatmem.Message {
 	return msgs
 }
 
+// listed returns the messages of conversation id of tenant acme as
+// GET /v1/conversations/{id}/messages answers them.
+func (e *proxyEnv) listed(t testing.TB, id string) []chatmem.Message {
+	t.Helper()
+	status, _, body := e.send(t, http.MethodGet, "/v1/conversations/"+id+"/messages?limit=1000", proxyKey, nil, "")
+	var page MessagesPage
+	if status != http.StatusOK || json.Unmarshal(body, &page) != nil {
+		t.Fatalf("GET messages of %s: %d %s", id, status, body)
+	}
+	return page.Messages
+}
+
 // brief renders messages as "role:content" (tool calls as
 // "role:->id:name(args)", tool results as "tool[id]:content").
 func brief[T any](msgs []T) []string {
@@ -519,6 +531,7 @@ func TestProxyTurns(t *testing.T) {
 
 	msgs := env.stored(t, "c1")
 	wantBrief(t, "stored", brief(msgs), []string{"user:Hi, I'm Kavya.", "assistant:answer 1", "user:Where is my order?", "assistant:answer 2", "user:Thanks.", "assistant:answer 3"})
+	msgs = env.listed(t, "c1") // the prompt tokens come from the receipts
 	reply := msgs[1]
 	if reply.Metadata[MetaPromptTokensUpstream] != "42" || reply.Metadata[MetaPromptTokensChatmem] != resp.Header.Get("X-Chatmem-Window-Tokens") {
 		t.Errorf("reply metadata = %v, want upstream 42 and chatmem %s", reply.Metadata, resp.Header.Get("X-Chatmem-Window-Tokens"))
@@ -720,7 +733,7 @@ func TestProxyStream(t *testing.T) {
 	}
 	msgs := env.stored(t, "s1")
 	wantBrief(t, "stored", brief(msgs), []string{"user:Where is SE-10423?", "assistant:The parcel is out for delivery."})
-	if len(msgs) == 2 && msgs[1].Metadata[MetaPromptTokensUpstream] != "42" {
+	if msgs = env.listed(t, "s1"); len(msgs) == 2 && msgs[1].Metadata[MetaPromptTokensUpstream] != "42" {
 		t.Errorf("streamed reply metadata = %v, want the usage of the last chunk", msgs[1].Metadata)
 	}
 	if string(env.up.last(t).body["stream_options"]) != `{"include_usage":true}` {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -168,4 +169,77 @@ func ReplayRequest(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, se
 	b.Write(append(arr, ']'))
 	b.WriteString(f.Body[f.At:])
 	return b.Bytes(), nil
+}
+
+// withoutPromptTokens returns md without the prompt-token keys
+// (MetaPromptTokensUpstream, MetaPromptTokensChatmem), which a reply
+// stored with its receipt does not repeat; nil if nothing else is left.
+func withoutPromptTokens(md map[string]string) map[string]string {
+	n := len(md)
+	for _, k := range []string{MetaPromptTokensUpstream, MetaPromptTokensChatmem} {
+		if _, ok := md[k]; ok {
+			n--
+		}
+	}
+	switch n {
+	case len(md):
+		return md
+	case 0:
+		return nil
+	}
+	out := make(map[string]string, n)
+	for k, v := range md {
+		if k != MetaPromptTokensUpstream && k != MetaPromptTokensChatmem {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// withPromptTokens sets, on each assistant message of msgs (a page of
+// one conversation's messages, oldest first) stored with a receipt, the
+// prompt-token metadata keys the receipt holds (its upstream's
+// input_tokens and chatmem_tokens), as replies stored before receipts
+// carried them: the proxy keeps them once, in the receipt. The messages'
+// metadata maps are replaced, not modified.
+func (s *Server) withPromptTokens(ctx context.Context, key chatmem.Key, msgs []chatmem.Message) error {
+	first := -1
+	for i, m := range msgs {
+		if m.Role == chatmem.RoleAssistant && m.Metadata[MetaPromptTokensChatmem] == "" {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	from, to := msgs[first].Seq, msgs[len(msgs)-1].Seq
+	rs, err := s.mem.Receipts(ctx, key, from-1, int(min(to-from+1, 10000)))
+	if errors.Is(err, chatmem.ErrInvalid) {
+		return nil // a store that keeps no receipts
+	}
+	if err != nil {
+		return err
+	}
+	at := make(map[int64]*chatmem.UpstreamUse, len(rs))
+	for _, r := range rs {
+		if up := r.Receipt.Upstream; up != nil && up.InputTokens > 0 {
+			at[r.Seq] = up
+		}
+	}
+	for i := first; i < len(msgs); i++ {
+		m := &msgs[i]
+		up, ok := at[m.Seq]
+		if !ok || m.Role != chatmem.RoleAssistant || m.Metadata[MetaPromptTokensChatmem] != "" {
+			continue
+		}
+		md := make(map[string]string, len(m.Metadata)+2)
+		for k, v := range m.Metadata {
+			md[k] = v
+		}
+		md[MetaPromptTokensUpstream] = strconv.Itoa(up.InputTokens)
+		md[MetaPromptTokensChatmem] = strconv.Itoa(up.ChatmemTokens)
+		m.Metadata = md
+	}
+	return nil
 }

@@ -207,3 +207,33 @@ func TestContextReceipt(t *testing.T) {
 		t.Errorf("receipt=maybe: %d %s, want 400", r.status, r.body)
 	}
 }
+
+// TestProxyPromptTokensOnce: a reply stored with its receipt does not
+// repeat the prompt tokens in its metadata (the receipt holds them); a
+// read of the messages shows them all the same, and without receipts
+// they stay in the metadata.
+func TestProxyPromptTokensOnce(t *testing.T) {
+	for _, receipts := range []bool{true, false} {
+		env := newProxyEnv(t, proxyConfig{})
+		env.api.receipts = receipts
+		if status, h, body := env.post(t, map[string]string{"X-Chatmem-Conversation": "p1"}, receiptTurn(1)); status != http.StatusOK {
+			t.Fatalf("turn: %d %s", status, body)
+		} else {
+			stored := env.stored(t, "p1")
+			if len(stored) != 2 {
+				t.Fatalf("stored %d messages, want 2", len(stored))
+			}
+			_, kept := stored[1].Metadata[MetaPromptTokensChatmem]
+			if kept == receipts {
+				t.Errorf("receipts %v: stored reply metadata %v", receipts, stored[1].Metadata)
+			}
+			listed := env.listed(t, "p1")
+			if md := listed[1].Metadata; md[MetaPromptTokensUpstream] != "42" || md[MetaPromptTokensChatmem] != h.Get(headerWindowTokens) {
+				t.Errorf("receipts %v: listed reply metadata %v, want upstream 42 and chatmem %s", receipts, md, h.Get(headerWindowTokens))
+			}
+			if listed[0].Metadata != nil {
+				t.Errorf("listed user metadata %v, want none", listed[0].Metadata)
+			}
+		}
+	}
+}

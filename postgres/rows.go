@@ -31,11 +31,13 @@ type batch struct {
 // chatmem.ErrInvalid.
 func encodeBatch(msgs []chatmem.Message, now time.Time) (*batch, error) {
 	n := len(msgs)
+	// The columns of one type share an array: an append is two per turn.
+	ints, strs := make([]int64, 4*n), make([]string, 5*n)
 	b := &batch{
 		msgs: make([]chatmem.Message, n),
-		seq:  make([]int64, n), tokens: make([]int64, n), cum: make([]int64, n), turn: make([]int64, n),
-		role: make([]string, n), name: make([]string, n), toolCalls: make([]string, n),
-		toolCallID: make([]string, n), metadata: make([]string, n),
+		seq:  ints[:n:n], tokens: ints[n : 2*n : 2*n], cum: ints[2*n : 3*n : 3*n], turn: ints[3*n:],
+		role: strs[:n:n], name: strs[n : 2*n : 2*n], toolCalls: strs[2*n : 3*n : 3*n],
+		toolCallID: strs[3*n : 4*n : 4*n], metadata: strs[4*n:],
 		content: make([][]byte, n), createdAt: make([]time.Time, n),
 	}
 	for i, m := range msgs {
