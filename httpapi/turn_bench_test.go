@@ -334,3 +334,64 @@ func BenchmarkServerAppendConcurrent(b *testing.B) {
 	b.ReportMetric(float64(lat32[len(lat32)/2])/1e6, "p50-ms-32")
 	b.ReportMetric(float64(lat32[len(lat32)*99/100])/1e6, "p99-ms-32")
 }
+
+// TestRESTTurnFloor checks that BenchmarkRESTTurn compares like with
+// like: on conversations filled alike, the server's turn and the floor's
+// answer the same window (the same messages) for the same request, in
+// bodies of about the same size.
+func TestRESTTurnFloor(t *testing.T) {
+	mem := newMemory(t, memstore.New(), nil)
+	ts := newTestServer(t, mem, Options{})
+	floor := httptest.NewServer(restTurnFloor(mem))
+	t.Cleanup(floor.Close)
+	fill := make([]chatmem.Message, 200)
+	for i := range fill {
+		fill[i] = chatmem.Message{Role: chatmem.RoleUser, Content: loadtest.ChatContent(i)}
+		if i%2 == 1 {
+			fill[i].Role = chatmem.RoleAssistant
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": loadtest.ChatContent(200)}}})
+	type answer struct {
+		Window struct {
+			Messages []chatmem.Message `json:"messages"`
+		} `json:"window"`
+	}
+	turn := func(url, id string) (answer, int) {
+		t.Helper()
+		if _, err := mem.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: id}, fill, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/conversations/"+id+restTurnPath, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+acmeKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("%s: status %d: %s", url, resp.StatusCode, raw)
+		}
+		var a answer
+		if err := json.Unmarshal(raw, &a); err != nil {
+			t.Fatal(err)
+		}
+		return a, len(raw)
+	}
+	got, gotSize := turn(ts.URL, "rest-0")
+	want, wantSize := turn(floor.URL, "floor-0")
+	if len(got.Window.Messages) == 0 || len(got.Window.Messages) != len(want.Window.Messages) {
+		t.Fatalf("server's window %d messages, floor's %d: want the same, not none", len(got.Window.Messages), len(want.Window.Messages))
+	}
+	for i := range got.Window.Messages {
+		g, w := got.Window.Messages[i], want.Window.Messages[i]
+		if g.Seq != w.Seq || g.Content != w.Content {
+			t.Fatalf("window message %d: server's %d %q, floor's %d %q", i, g.Seq, g.Content, w.Seq, w.Content)
+		}
+	}
+	if gotSize < wantSize*9/10 || gotSize > wantSize*11/10 {
+		t.Errorf("server's answer %d bytes, floor's %d: want within 10%%", gotSize, wantSize)
+	}
+}
