@@ -432,7 +432,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	if needsPrior(msgs) || opts.ExpectedTokenizer != "" {
 		return AppendResult{}, false, nil
 	}
-	last, tokenizer, cached := m.tails.peek(key)
+	entry, last, tokenizer, cached := m.tails.peek(key)
 	if !cached || tokenizer == "" {
 		return AppendResult{}, false, nil
 	}
@@ -453,7 +453,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	if opts.ExpectedLastSeq != nil {
 		res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, opts, nil)
 		if err == nil && !res.Replayed {
-			m.tails.appended(key, last, res.Conversation, res.Messages)
+			m.tails.appended(entry, last, res.Conversation, res.Messages)
 		}
 		if errors.Is(err, ErrConflict) {
 			return AppendResult{}, false, nil
@@ -471,7 +471,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 		try.ExpectedLastSeq = &last
 		res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, try, nil)
 		if err == nil && !res.Replayed {
-			m.tails.appended(key, last, res.Conversation, res.Messages)
+			m.tails.appended(entry, last, res.Conversation, res.Messages)
 		}
 		if !errors.Is(err, ErrConflict) {
 			return res, true, err
