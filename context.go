@@ -101,11 +101,13 @@ func (m *Memory) context(ctx context.Context, key Key, p Policy, opts ContextOpt
 
 // contextSteps is context's steps, untraced.
 func (m *Memory) contextSteps(ctx context.Context, key Key, p Policy, opts ContextOptions, known *Conversation) (Window, error) {
-	if err := key.Validate(); err != nil {
-		return Window{}, err
-	}
-	if err := p.Validate(); err != nil {
-		return Window{}, err
+	if known == nil { // Turn, which passes known, checked both already
+		if err := key.Validate(); err != nil {
+			return Window{}, err
+		}
+		if err := p.Validate(); err != nil {
+			return Window{}, err
+		}
 	}
 	var start time.Time
 	if opts.Receipt {

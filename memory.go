@@ -436,7 +436,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	if needsPrior(msgs) || opts.ExpectedTokenizer != "" {
 		return AppendResult{}, false, nil
 	}
-	last, rev, tokenizer, cached := m.tails.peekAt(key)
+	entry, last, rev, tokenizer, cached := m.tails.peek(key)
 	if !cached || tokenizer == "" {
 		return AppendResult{}, false, nil
 	}
@@ -460,7 +460,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 	if opts.ExpectedLastSeq != nil {
 		res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, opts, nil)
 		if err == nil && !res.Replayed {
-			m.tails.appended(key, last, res.Conversation, res.Messages)
+			m.tails.appended(entry, last, res.Conversation, res.Messages)
 		}
 		if errors.Is(err, ErrConflict) {
 			return AppendResult{}, false, nil
@@ -478,7 +478,7 @@ func (m *Memory) appendCached(ctx context.Context, key Key, msgs []Message, opts
 		try.ExpectedLastSeq, try.ExpectedRevision = &last, &rev
 		res, _, err := m.appendCounted(ctx, key, nil, msgs, counter, try, nil)
 		if err == nil && !res.Replayed {
-			m.tails.appended(key, last, res.Conversation, res.Messages)
+			m.tails.appended(entry, last, res.Conversation, res.Messages)
 		}
 		if !errors.Is(err, ErrConflict) {
 			return res, true, err

@@ -102,8 +102,12 @@ type tailEntry struct {
 	// recent, kept as it changes, so that trimming it each turn costs
 	// what it drops, not a walk over the run.
 	runTokens, runUsers int
+	// shared counts the messages of sys and recent with tool calls or
+	// metadata, which answer copies: with none, a window is one copy.
+	shared int
 
-	accounted int64 // bytes as the cache's size counts them; guarded by tailCache.mu
+	accounted int64         // bytes as the cache's size counts them; guarded by tailCache.mu
+	el        *list.Element // the entry's place in the order of eviction; guarded by tailCache.mu
 }
 
 func (c *tailCache) init(maxBytes int64) {
@@ -143,31 +147,27 @@ func (c *tailCache) get(key Key, conv Conversation) *tailEntry {
 	return e
 }
 
-// peek returns the LastSeq the conversation's entry is up to date with
-// and the tokenizer of the conversation it was read from, if there is an
-// entry. Unlike get, it checks the entry against nothing and leaves the
-// order of eviction alone.
-func (c *tailCache) peek(key Key) (lastSeq int64, tokenizer string, ok bool) {
-	lastSeq, _, tokenizer, ok = c.peekAt(key)
-	return lastSeq, tokenizer, ok
-}
-
-// peekAt is peek, with the Revision of the conversation the entry was
-// read from.
-func (c *tailCache) peekAt(key Key) (lastSeq, revision int64, tokenizer string, ok bool) {
+// peek returns the conversation's entry, the LastSeq it is up to date
+// with, the Revision and the tokenizer of the conversation it was read
+// from, if there is an entry. Unlike get, it checks the entry against
+// nothing and leaves the order of eviction alone.
+func (c *tailCache) peek(key Key) (_ *tailEntry, lastSeq, revision int64, tokenizer string, ok bool) {
 	if c.max == 0 {
-		return 0, 0, "", false
+		return nil, 0, 0, "", false
 	}
 	c.mu.Lock()
 	el, ok := c.entries[key]
 	c.mu.Unlock()
 	if !ok {
-		return 0, 0, "", false
+		return nil, 0, 0, "", false
 	}
 	e := el.Value.(*tailEntry)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lastSeq, e.revision, e.tokenizer, !e.dropped
+	if e.dropped {
+		return nil, 0, 0, "", false
+	}
+	return e, e.lastSeq, e.revision, e.tokenizer, true
 }
 
 // put replaces the conversation's entry with one holding a tail read from
@@ -190,7 +190,7 @@ func (c *tailCache) put(key Key, conv Conversation, sys, msgs []Message, want Ta
 			return nil
 		}
 		sysTokens += int64(m.Tokens)
-		e.sys = append(e.sys, m.Clone()) // the caller returns sys too
+		e.addSys(m.Clone()) // the caller returns sys too
 	}
 	if n := len(msgs); (n > 0 && msgs[n-1].Seq != conv.LastSeq) || (e.sysRead && sysTokens != conv.SystemTokens) {
 		return nil
@@ -206,37 +206,31 @@ func (c *tailCache) put(key Key, conv Conversation, sys, msgs []Message, want Ta
 	if old, ok := c.entries[key]; ok {
 		c.remove(old)
 	}
-	c.entries[key] = c.lru.PushFront(e)
+	e.el = c.lru.PushFront(e)
+	c.entries[key] = e.el
 	e.accounted = e.bytes
 	c.size += e.accounted
 	c.evict()
 	return e
 }
 
-// appended extends the conversation's entry with msgs, which an append
-// conditional on the entry's last message (last) stored right after it,
-// as the append's result conv describes the conversation: nothing can
-// have come between them, so no read is needed. The entry is left as it
-// is if it moved on or does not match conv (extend checks the totals).
-// msgs are copied.
-func (c *tailCache) appended(key Key, last int64, conv Conversation, msgs []Message) {
-	e := c.get(key, conv)
+// appended extends e, the conversation's entry as peek returned it, with
+// msgs, which an append conditional on the entry's last message (last)
+// stored right after it, as the append's result conv describes the
+// conversation: nothing can have come between them, so no read is
+// needed. The entry is left as it is if it was dropped, moved on or does
+// not match conv (extend checks the conversation and the totals). msgs
+// are copied.
+func (c *tailCache) appended(e *tailEntry, last int64, conv Conversation, msgs []Message) {
 	if e == nil {
 		return
 	}
 	e.mu.Lock()
-	if e.lastSeq == last {
-		own := make([]Message, len(msgs))
-		for i, m := range msgs {
-			own[i] = m.Clone()
-			// As a read gives it: in UTC, without the monotonic clock
-			// reading an append's own time.Now carries.
-			own[i].CreatedAt = own[i].CreatedAt.UTC()
-		}
-		e.extend(conv, own)
-	}
+	grew := e.lastSeq == last && e.extend(conv, msgs, true)
 	e.mu.Unlock()
-	c.resize(e)
+	if grew {
+		c.resize(e)
+	}
 }
 
 // drop forgets the conversation's entry.
@@ -270,7 +264,8 @@ func (c *tailCache) evict() {
 	}
 }
 
-// resize takes on an entry's size after it grew or shrank.
+// resize takes on an entry's size after it grew or shrank, and moves it
+// to the front of the order of eviction.
 func (c *tailCache) resize(e *tailEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -278,6 +273,7 @@ func (c *tailCache) resize(e *tailEntry) {
 	bytes, dropped := e.bytes, e.dropped
 	e.mu.Unlock()
 	if !dropped {
+		c.lru.MoveToFront(e.el)
 		c.size += bytes - e.accounted
 		e.accounted = bytes
 		c.evict()
@@ -286,8 +282,11 @@ func (c *tailCache) resize(e *tailEntry) {
 
 // extend appends msgs, the messages after e.lastSeq up to conv.LastSeq as
 // the store returned them, and takes on conv's totals; false if msgs do
-// not follow on from the entry or the totals do not add up (the entry is then stale). e.mu is held.
-func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
+// not follow on from the entry or the totals do not add up (the entry is then stale).
+// With clone, the entry keeps copies of msgs (an append's result, which
+// its caller owns), in UTC and without the monotonic clock reading an
+// append's own time.Now carries, as a read gives them. e.mu is held.
+func (e *tailEntry) extend(conv Conversation, msgs []Message, clone bool) bool {
 	if e.dropped || !e.created.Equal(conv.CreatedAt) || e.tokenizer != conv.Tokenizer || e.revision != conv.Revision {
 		return false
 	}
@@ -306,8 +305,12 @@ func (e *tailEntry) extend(conv Conversation, msgs []Message) bool {
 		return false
 	}
 	for _, m := range msgs {
+		if clone {
+			m = m.Clone()
+			m.CreatedAt = m.CreatedAt.UTC()
+		}
 		if m.Role == RoleSystem {
-			e.sys = append(e.sys, m)
+			e.addSys(m)
 		} else {
 			e.addRecent(m)
 		}
@@ -366,10 +369,10 @@ func (e *tailEntry) answer(q TailQuery, shared bool) ([]Message, bool) {
 	e.want = q
 	out := make([]Message, 0, len(sys)+len(e.recent)-start)
 	out = append(append(out, sys...), e.recent[start:]...)
-	if !shared {
+	if !shared && e.shared > 0 {
 		for i := range out {
 			// Copies: only tool calls and metadata are shared by a plain copy.
-			if out[i].ToolCalls != nil || out[i].Metadata != nil {
+			if hasShared(out[i]) {
 				out[i] = out[i].Clone()
 			}
 		}
@@ -397,6 +400,9 @@ func (e *tailEntry) trim() {
 		}
 		sum, users = rest, restUsers
 		e.bytes -= messageBytes(m)
+		if hasShared(m) {
+			e.shared--
+		}
 		n++
 	}
 	e.runTokens, e.runUsers = sum, users
@@ -415,7 +421,23 @@ func (e *tailEntry) addRecent(m Message) {
 	if m.Role == RoleUser {
 		e.runUsers++
 	}
+	if hasShared(m) {
+		e.shared++
+	}
 }
+
+// addSys appends m, a system message, to the entry's. e.mu is held (or
+// e is not shared yet).
+func (e *tailEntry) addSys(m Message) {
+	e.sys = append(e.sys, m)
+	if hasShared(m) {
+		e.shared++
+	}
+}
+
+// hasShared reports whether m holds what a plain copy of it shares: tool
+// calls or metadata.
+func hasShared(m Message) bool { return m.ToolCalls != nil || m.Metadata != nil }
 
 // entryBytes approximates the memory of an entry without messages, so
 // that empty entries count too.
@@ -459,7 +481,7 @@ type sinceRead struct {
 // the entry is not used); withSince false leaves them out.
 func (m *Memory) conversation(ctx context.Context, key Key, withSince bool) (Conversation, sinceRead, error) {
 	if r := m.caps.since; r != nil && withSince {
-		if after, _, ok := m.tails.peek(key); ok {
+		if _, after, _, _, ok := m.tails.peek(key); ok {
 			conv, msgs, err := r.ConversationSince(ctx, key, after, maxCatchUp)
 			return conv, sinceRead{read: err == nil, after: after, msgs: msgs}, err
 		}
@@ -491,7 +513,7 @@ func (m *Memory) cachedTail(ctx context.Context, key Key, conv Conversation, sin
 		e.mu.Lock()
 		ok := true
 		if e.lastSeq == from && len(news) > 0 {
-			ok = e.extend(conv, news)
+			ok = e.extend(conv, news, false)
 		} else if e.lastSeq != conv.LastSeq {
 			ok = false // moved on meanwhile (past conv): read anew
 		}

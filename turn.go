@@ -96,7 +96,7 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	if err != nil {
 		return AppendResult{}, false, nil
 	}
-	last, rev, tokenizer, cached := m.tails.peekAt(key)
+	entry, last, rev, tokenizer, cached := m.tails.peek(key)
 	// The caller's own condition on the entry's last message and revision
 	// (read from CachedTail) is the one the cache's fast path makes.
 	own := opts.ExpectedLastSeq != nil || opts.ExpectedRevision != nil
@@ -137,7 +137,7 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 		return AppendResult{}, false, err
 	}
 	if conditional && !res.Replayed {
-		m.tails.appended(key, last, res.Conversation, res.Messages)
+		m.tails.appended(entry, last, res.Conversation, res.Messages)
 	}
 	if read != nil && len(read.Recent) > 0 {
 		// put checks that the reads match the append's totals. (Nothing

@@ -125,6 +125,20 @@ func (s *Store) lookup(key chatmem.Key, now time.Time) *conversation {
 	return c
 }
 
+// live is lookup at the present time, which it reads only for a
+// conversation that expires.
+func (s *Store) live(key chatmem.Key) *conversation {
+	tn := s.tenants[key.Tenant]
+	if tn == nil {
+		return nil
+	}
+	c := tn.convs[key.ID]
+	if c == nil || (!c.meta.ExpiresAt.IsZero() && c.expired(time.Now())) {
+		return nil
+	}
+	return c
+}
+
 // get validates key and ctx and returns the live conversation at key under
 // the read lock, which the caller releases with s.mu.RUnlock when err is
 // nil.
@@ -136,7 +150,7 @@ func (s *Store) get(ctx context.Context, key chatmem.Key) (*conversation, error)
 		return nil, err
 	}
 	s.mu.RLock()
-	c := s.lookup(key, time.Now())
+	c := s.live(key)
 	if c == nil {
 		s.mu.RUnlock()
 		return nil, notFound(key)
@@ -154,7 +168,7 @@ func (s *Store) getForWrite(ctx context.Context, key chatmem.Key) (*conversation
 		return nil, err
 	}
 	s.mu.Lock()
-	c := s.lookup(key, time.Now())
+	c := s.live(key)
 	if c == nil {
 		s.mu.Unlock()
 		return nil, notFound(key)
@@ -220,7 +234,7 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.lookup(key, time.Now())
+	c := s.live(key)
 	if c != nil && opts.IdempotencyKey != "" {
 		if a, ok := c.idem[opts.IdempotencyKey]; ok {
 			if err := chatmem.CheckFingerprint(key, opts, a.fingerprint); err != nil {
