@@ -133,6 +133,8 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 			return fail("server_error", "the upstream stream sent text that is not valid UTF-8")
 		}
 		var ch struct {
+			ID      string `json:"id"`
+			Model   string `json:"model"`
 			Choices []struct {
 				Index        int     `json:"index"`
 				FinishReason *string `json:"finish_reason"`
@@ -160,6 +162,9 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 		}
 		if ch.Usage != nil {
 			usage = ch.Usage
+		}
+		if ch.Model != "" {
+			t.upModel, t.upID = ch.Model, ch.ID
 		}
 		for _, choice := range ch.Choices {
 			if choice.Index != 0 {

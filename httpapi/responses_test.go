@@ -28,6 +28,12 @@ import (
 // weather in Paris, and answers "answer N" otherwise.
 func newResponsesEnv(t testing.TB) *proxyEnv {
 	t.Helper()
+	return newResponsesEnvOn(t, nil)
+}
+
+// newResponsesEnvOn is newResponsesEnv on store (nil: memstore.New()).
+func newResponsesEnvOn(t testing.TB, store chatmem.Store) *proxyEnv {
+	t.Helper()
 	var envp atomic.Pointer[proxyEnv]
 	wrap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
@@ -44,7 +50,7 @@ func newResponsesEnv(t testing.TB) *proxyEnv {
 		envp.Load().up.serve(w, r)
 	}))
 	t.Cleanup(wrap.Close)
-	env := newProxyEnv(t, proxyConfig{baseURL: wrap.URL + "/v1"})
+	env := newProxyEnv(t, proxyConfig{store: store, baseURL: wrap.URL + "/v1"})
 	envp.Store(env)
 	return env
 }
