@@ -242,9 +242,13 @@ type respTurn struct {
 	// preAppended: the input was stored before the upstream call (a
 	// conversation's first turn); committed: the reply was stored.
 	created, preAppended, committed bool
-	sent                            time.Time
-	requestID                       string
-	upModel, upID                   string
+	// forkOf is the conversation a branch from an earlier response is
+	// copied from, up to t.last (zero: no branch).
+	forkOf        chatmem.Key
+	forkUser      string
+	sent          time.Time
+	requestID     string
+	upModel, upID string
 }
 
 // createResponse is POST /openai/v1/responses.
@@ -288,6 +292,11 @@ func (s *Server) createResponse(c *call) error {
 		return err
 	}
 	defer s.dropOrphanInput(ctx, t)
+	if t.forkOf.ID != "" {
+		if err := s.forkResponse(ctx, t); err != nil {
+			return err
+		}
+	}
 	if t.store && t.last > 0 && t.last == int64(len(t.pending)) {
 		if err := s.lineUpOrphanInput(ctx, t); err != nil {
 			return err
@@ -549,12 +558,24 @@ func (s *Server) prepareResponse(c *call, req responsesRequest, idemKey string) 
 		if err != nil {
 			return nil, err
 		}
-		if conv.LastSeq != prev.Seq {
-			return nil, fmt.Errorf("%w: previous_response_id %q is not the latest response of its chain; branching from an earlier response is not supported", chatmem.ErrConflict, req.PreviousResponseID)
-		}
 		t.key, t.last = key, prev.Seq
 		t.obj.Conversation = rec.Response.Conversation
 		t.obj.PreviousResponseID = &req.PreviousResponseID
+		if conv.LastSeq != prev.Seq && !t.store {
+			return nil, fmt.Errorf("%w: previous_response_id %q is not the latest response of its chain; branching from an earlier response needs store", chatmem.ErrConflict, req.PreviousResponseID)
+		}
+		if conv.LastSeq != prev.Seq {
+			// A branch from an earlier response: a conversation of its
+			// own (forkResponse), the original one left as it is.
+			t.forkOf, t.forkUser, t.obj.Conversation, t.created = key, conv.User, nil, true
+			t.key.ID = newOpenAIID("conv_")
+			if t.idemKey != "" {
+				t.key.ID = idemConversationID(t.idemKey)
+				if fork, err := s.mem.Conversation(ctx, t.key); err == nil {
+					t.last = fork.LastSeq // a retry's: its response may be stored
+				}
+			}
+		}
 	case t.store && t.idemKey != "":
 		// The conversation a retry finds again: named after the key.
 		t.key, t.created = chatmem.Key{Tenant: c.tenant, ID: idemConversationID(t.idemKey)}, true
@@ -574,9 +595,16 @@ func (s *Server) prepareResponse(c *call, req responsesRequest, idemKey string) 
 		user = req.Metadata["chatmem_user"]
 	}
 	if t.key.ID != "" {
-		if t.user, err = s.proxyUser(ctx, t.key, user); err != nil {
+		k := t.key
+		if t.forkOf.ID != "" {
+			k = t.forkOf // the branch is the original's user's
+		}
+		if t.user, err = s.proxyUser(ctx, k, user); err != nil {
 			return nil, err
 		}
+	}
+	if t.forkUser != "" {
+		t.user = t.forkUser
 	}
 	// The object, as far as the request says.
 	o := &t.obj

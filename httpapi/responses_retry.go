@@ -161,3 +161,50 @@ func (s *Server) dropOrphanInput(ctx context.Context, t *respTurn) {
 			slog.String("conversation", t.key.ID), slog.String("error", err.Error()))
 	}
 }
+
+// forkResponse copies the history a branch answers from, messages 1 to
+// t.last of t.forkOf, into the branch's new conversation t.key (as the
+// chat proxy stores a diverging request's branch, DivergeFork): the
+// branch is a conversation of its own, and the original, with the
+// responses after the one branched from, stays as it was. The copy
+// costs a read and a write of that history, once per branch; the
+// conversation-scoped facts, summary and receipts are not copied.
+// Nothing is copied for a retry whose branch exists (t.last is then
+// not the original's).
+func (s *Server) forkResponse(ctx context.Context, t *respTurn) error {
+	upto := t.last
+	var next int64
+	if conv, err := s.mem.Conversation(ctx, t.key); err == nil {
+		next = conv.LastSeq
+	} else if !errors.Is(err, chatmem.ErrNotFound) {
+		return err
+	}
+	if next != 0 && next != upto {
+		return fmt.Errorf("%w: the branch's conversation %q holds %d messages, not the %d it branches from; retry with another Idempotency-Key", chatmem.ErrConflict, t.key.ID, next, upto)
+	}
+	const chunk = 500
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
+	defer cancel()
+	t.preAppended = next < upto // from here on, a failure deletes the branch
+	for next < upto {
+		msgs, err := s.mem.Messages(wctx, t.forkOf, next, int(min(chunk, upto-next)))
+		if err != nil {
+			return fmt.Errorf("branch from %s: %w", t.forkOf, err)
+		}
+		if len(msgs) == 0 {
+			return fmt.Errorf("%w: branch from %s: messages after %d are gone", chatmem.ErrConflict, t.forkOf, next)
+		}
+		for i := range msgs {
+			msgs[i] = msgs[i].Clone()
+			msgs[i].Seq, msgs[i].Tokens = 0, 0
+			delete(msgs[i].Metadata, metaResponseInput)
+		}
+		last := next
+		res, err := s.mem.Append(wctx, t.key, msgs, chatmem.AppendOptions{ExpectedLastSeq: &last, User: t.user})
+		if err != nil {
+			return fmt.Errorf("branch from %s: %w", t.forkOf, err)
+		}
+		next = res.Conversation.LastSeq
+	}
+	return nil
+}

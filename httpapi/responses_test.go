@@ -405,36 +405,113 @@ func TestResponsesTenants(t *testing.T) {
 	}
 }
 
-// TestResponsesBranchRefused: previous_response_id naming a response that
-// is no longer the latest of its chain is refused (409) and stores nothing.
-func TestResponsesBranchRefused(t *testing.T) {
+// TestResponsesBranch: previous_response_id naming a response that is not
+// the newest of its chain makes a branch: a conversation of its own
+// holding the history up to that response, and the new turn; the
+// original chain stays as it was, and both branches' responses and input
+// items read back. Without store, a branch is refused (409) and stores
+// nothing.
+func TestResponsesBranch(t *testing.T) {
 	env := newResponsesEnv(t)
-	var ids []string
-	for i := range 2 {
-		body := `{"model":"m","input":"step"}`
-		if i > 0 {
-			body = `{"model":"m","input":"step","previous_response_id":"` + ids[i-1] + `"}`
-		}
+	respond := func(body string) responseObject {
+		t.Helper()
 		status, b := env.do(t, "POST", "/responses", body)
 		var r responseObject
 		if err := json.Unmarshal(b, &r); status != http.StatusOK || err != nil {
-			t.Fatalf("step %d: %d %s", i, status, b)
+			t.Fatalf("%s: %d %s", body, status, b)
 		}
-		ids = append(ids, r.ID)
+		return r
 	}
+	inputs := func(id string) []string {
+		t.Helper()
+		status, b := env.do(t, "GET", "/responses/"+id+"/input_items?order=asc", "")
+		var list itemList
+		if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil {
+			t.Fatalf("input_items of %s: %d %s", id, status, b)
+		}
+		var out []string
+		for _, raw := range list.Data {
+			var it struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			_ = json.Unmarshal(raw, &it)
+			for _, c := range it.Content {
+				out = append(out, c.Text)
+			}
+		}
+		return out
+	}
+	var ids []string
+	for i := range 3 {
+		body := `{"model":"m","input":"step ` + string(rune('0'+i)) + `"}`
+		if i > 0 {
+			body = `{"model":"m","input":"step ` + string(rune('0'+i)) + `","previous_response_id":"` + ids[i-1] + `"}`
+		}
+		ids = append(ids, respond(body).ID)
+	}
+	origKey, _, _ := parseResponseID("acme", ids[0])
+	original := env.stored(t, origKey.ID)
+
+	// Without store: refused, nothing stored.
 	before := env.tenantSnapshot(t)
-	status, b := env.do(t, "POST", "/responses", `{"model":"m","input":"branch","previous_response_id":"`+ids[0]+`"}`)
+	status, b := env.do(t, "POST", "/responses", `{"model":"m","input":"branch","store":false,"previous_response_id":"`+ids[0]+`"}`)
 	if e := openAIErrorOf(t, b); status != http.StatusConflict || !strings.Contains(e.Message, "branching") {
-		t.Errorf("branch: %d %s", status, b)
+		t.Errorf("branch without store: %d %s", status, b)
 	}
 	if after := env.tenantSnapshot(t); after != before {
 		t.Errorf("a refused branch changed the store")
 	}
-	// The input items of the second response are its own.
-	status, b = env.do(t, "GET", "/responses/"+ids[1]+"/input_items", "")
-	var list itemList
-	if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil || len(list.Data) != 1 {
-		t.Errorf("input_items: %d %s", status, b)
+
+	// From the first response: the upstream gets its history and the branch's input.
+	br := respond(`{"model":"m","input":"branch","previous_response_id":"` + ids[0] + `"}`)
+	got, _ := json.Marshal(env.up.last(t).messages(t))
+	want := `[{"role":"user","content":"step 0"},{"role":"assistant","content":"answer 1"},{"role":"user","content":"branch"}]`
+	if !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("the branch sent %s, want %s", got, want)
+	}
+	brKey, _, _ := parseResponseID("acme", br.ID)
+	if brKey.ID == origKey.ID || br.PreviousResponseID == nil || *br.PreviousResponseID != ids[0] {
+		t.Fatalf("the branch %s (previous %v) is in the original conversation %s", br.ID, br.PreviousResponseID, origKey.ID)
+	}
+	// The branch goes on from its own newest response.
+	br2 := respond(`{"model":"m","input":"branch 2","previous_response_id":"` + br.ID + `"}`)
+	if k, _, _ := parseResponseID("acme", br2.ID); k != brKey {
+		t.Errorf("the branch's next response is in %s, want %s", k.ID, brKey.ID)
+	}
+	var brItems []string
+	for _, m := range env.stored(t, brKey.ID) {
+		brItems = append(brItems, m.Content)
+	}
+	if want := []string{"step 0", "answer 1", "branch", "answer 4", "branch 2", "answer 5"}; !slices.Equal(brItems, want) {
+		t.Errorf("the branch holds %q, want %q", brItems, want)
+	}
+	// The original is as it was, and every response reads back.
+	if now := env.stored(t, origKey.ID); len(now) != len(original) {
+		t.Errorf("the original conversation went from %d to %d messages", len(original), len(now))
+	}
+	for id, want := range map[string][]string{ids[0]: {"step 0"}, ids[1]: {"step 1"}, ids[2]: {"step 2"}, br.ID: {"branch"}, br2.ID: {"branch 2"}} {
+		if got := inputs(id); !slices.Equal(got, want) {
+			t.Errorf("input_items of %s = %q, want %q", id, got, want)
+		}
+		if status, b := env.do(t, "GET", "/responses/"+id, ""); status != http.StatusOK {
+			t.Errorf("GET %s: %d %s", id, status, b)
+		}
+	}
+	// A branch from the middle one, with an Idempotency-Key, retried.
+	h := map[string]string{"Idempotency-Key": "branch-key"}
+	body := `{"model":"m","input":"other","previous_response_id":"` + ids[1] + `"}`
+	status, _, b1 := env.respondWith(t, h, body)
+	status2, _, b2 := env.respondWith(t, h, body)
+	var m1, m2 responseObject
+	_ = json.Unmarshal(b1, &m1)
+	_ = json.Unmarshal(b2, &m2)
+	if status != http.StatusOK || status2 != http.StatusOK || m1.ID == "" || m1.ID != m2.ID {
+		t.Errorf("branch retried: %d %s, then %d %s", status, b1, status2, b2)
+	}
+	if got := inputs(m1.ID); !slices.Equal(got, []string{"other"}) {
+		t.Errorf("input_items of the middle branch = %q", got)
 	}
 }
 
