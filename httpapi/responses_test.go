@@ -639,3 +639,63 @@ func TestConversationItemsPages(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesAISDK runs testdata/node/ai-sdk-responses.mjs: the Vercel
+// AI SDK's OpenAI Responses model, five turns (one streamed) chained by
+// providerOptions.openai.previousResponseId. The responses are one
+// conversation, which holds each turn's message and reply, item by item,
+// and each upstream request carried the turns before it.
+func TestResponsesAISDK(t *testing.T) {
+	env := newResponsesEnv(t)
+	lines := runNodeScript(t, env, "ai-sdk-responses.mjs", filepath.Join("@ai-sdk", "openai"))
+	var res struct {
+		IDs   []string `json:"ids"`
+		Texts []string `json:"texts"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || len(res.IDs) != 5 {
+		t.Fatalf("ai-sdk output: %v\n%q", err, lines)
+	}
+	key, _, _ := parseResponseID("acme", res.IDs[0])
+	for i, id := range res.IDs {
+		k, seq, ok := parseResponseID("acme", id)
+		if !ok || k != key || seq != int64(2*i+2) {
+			t.Errorf("response %d: %s, want seq %d of %s", i+1, id, 2*i+2, key.ID)
+		}
+		if want := fmt.Sprintf("answer %d", i+1); res.Texts[i] != want {
+			t.Errorf("turn %d: the SDK read %q, want %q", i+1, res.Texts[i], want)
+		}
+	}
+	var items []item
+	for _, m := range env.stored(t, key.ID) {
+		items = append(items, messageItems(m)...)
+	}
+	if len(items) != 10 {
+		t.Fatalf("%d items stored, want 10", len(items))
+	}
+	for i, it := range items {
+		var s struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		_ = json.Unmarshal(it.raw, &s)
+		role, text := "user", fmt.Sprintf("turn %d: tell me more", i/2+1)
+		if i%2 == 1 {
+			role, text = "assistant", res.Texts[i/2]
+		}
+		if s.Type != "message" || s.Role != role || len(s.Content) != 1 || s.Content[0].Text != text {
+			t.Errorf("item %d: %s, want a %s message %q", i, it.raw, role, text)
+		}
+	}
+	reqs := env.up.requests()
+	if len(reqs) != 5 {
+		t.Fatalf("the upstream got %d requests, want 5", len(reqs))
+	}
+	for i, r := range reqs {
+		if n := len(r.messages(t)); n != 2*i+1 {
+			t.Errorf("upstream request %d carried %d messages, want %d", i+1, n, 2*i+1)
+		}
+	}
+}
