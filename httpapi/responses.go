@@ -234,21 +234,22 @@ type respTurn struct {
 	// none); sent is when the upstream request went out, requestID the
 	// upstream's X-Request-Id, upModel and upID the model and ID its
 	// reply named.
-	receipt *chatmem.Receipt
-	// idemKey and fingerprint are the request's Idempotency-Key and
-	// its body's digest ("": none).
-	idemKey, fingerprint string
-	// created: the request names no conversation, so the turn makes one;
-	// preAppended: the input was stored before the upstream call (a
-	// conversation's first turn); committed: the reply was stored.
-	created, preAppended, committed bool
-	// forkOf is the conversation a branch from an earlier response is
-	// copied from, up to t.last (zero: no branch).
-	forkOf        chatmem.Key
-	forkUser      string
+	receipt       *chatmem.Receipt
 	sent          time.Time
 	requestID     string
 	upModel, upID string
+	// idemKey and fingerprint are the request's Idempotency-Key and
+	// its body's digest ("": none).
+	idemKey, fingerprint string
+	// created: the turn makes its conversation (none was named, or a
+	// branch); preAppended: the turn stored messages before the
+	// upstream call (a new conversation's input, a branch's history);
+	// committed: the reply was stored.
+	created, preAppended, committed bool
+	// forkOf is the conversation a branch from an earlier response is
+	// copied from, up to t.last (zero: no branch), and forkUser its user.
+	forkOf   chatmem.Key
+	forkUser string
 }
 
 // createResponse is POST /openai/v1/responses.
