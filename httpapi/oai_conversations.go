@@ -84,17 +84,23 @@ func metadataMarker(md map[string]string) chatmem.Message {
 // decodeOpenAIBody reads a JSON request body into v, refusing text that
 // decoding would rewrite.
 func (s *Server) decodeOpenAIBody(c *call, v any) error {
+	_, err := s.readOpenAIBody(c, v)
+	return err
+}
+
+// readOpenAIBody is decodeOpenAIBody, returning the body too.
+func (s *Server) readOpenAIBody(c *call, v any) ([]byte, error) {
 	body, err := readBody(c.w, c.r, s.limits.MaxBodyBytes)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := chatmem.CheckJSONText(body); err != nil {
-		return err
+		return nil, err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%w: body: %v", chatmem.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: body: %v", chatmem.ErrInvalid, err)
 	}
-	return nil
+	return body, nil
 }
 
 // itemLimits are the limits stored items are checked against.

@@ -120,7 +120,8 @@ func (s *Server) getReceipt(c *call) error {
 // changed). The request's own system messages were sent but not stored:
 // system gives them (each message's JSON as the request had it), and
 // they must match the digest the receipt kept; a request that had none
-// needs none. It wraps chatmem.ErrNotFound for a conversation or receipt
+// needs none. A Responses turn's instructions, kept with the response,
+// are taken from it when system is empty. It wraps chatmem.ErrNotFound for a conversation or receipt
 // that does not exist, and chatmem.ErrInvalid for a receipt that is not a
 // proxied request's or system messages that are not those sent.
 func ReplayRequest(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, seq int64, system []json.RawMessage) ([]byte, error) {
@@ -131,6 +132,13 @@ func ReplayRequest(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, se
 	f := r.Request
 	if f == nil || f.At < 0 || f.At > len(f.Body) {
 		return nil, fmt.Errorf("%w: the receipt of message %d keeps no request (not a proxied reply, or its request's fields were over the receipt's 1 MiB)", chatmem.ErrInvalid, seq)
+	}
+	if len(system) == 0 && f.System > 0 {
+		// A Responses turn's system message is its instructions, kept
+		// with the response.
+		if system, err = responseInstructions(ctx, mem, key, seq); err != nil {
+			return nil, err
+		}
 	}
 	sys := make([]systemMessage, len(system))
 	for i, raw := range system {

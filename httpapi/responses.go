@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,6 +230,26 @@ type respTurn struct {
 	nonce      string
 	tokens     int // chatmem's count of the prompt
 	obj        responseObject
+	// receipt is the window's receipt, stored with the reply (nil:
+	// none); sent is when the upstream request went out, requestID the
+	// upstream's X-Request-Id, upModel and upID the model and ID its
+	// reply named.
+	receipt       *chatmem.Receipt
+	sent          time.Time
+	requestID     string
+	upModel, upID string
+	// idemKey and fingerprint are the request's Idempotency-Key and
+	// its body's digest ("": none).
+	idemKey, fingerprint string
+	// created: the turn makes its conversation (none was named, or a
+	// branch); preAppended: the turn stored messages before the
+	// upstream call (a new conversation's input, a branch's history);
+	// committed: the reply was stored.
+	created, preAppended, committed bool
+	// forkOf is the conversation a branch from an earlier response is
+	// copied from, up to t.last (zero: no branch), and forkUser its user.
+	forkOf   chatmem.Key
+	forkUser string
 }
 
 // createResponse is POST /openai/v1/responses.
@@ -237,17 +258,51 @@ func (s *Server) createResponse(c *call) error {
 		return errNoUpstream
 	}
 	var req responsesRequest
-	if err := s.decodeOpenAIBody(c, &req); err != nil {
+	raw, err := s.readOpenAIBody(c, &req)
+	if err != nil {
 		return err
 	}
-	if err := s.allowProxy(c.r.Context(), c.tenant); err != nil {
-		return err
+	idemKey := ""
+	if v, ok := c.r.Header["Idempotency-Key"]; ok {
+		if len(v) != 1 || v[0] == "" {
+			return fmt.Errorf("%w: Idempotency-Key must not be empty", chatmem.ErrInvalid)
+		}
+		if err := checkIdempotencyKey(v[0]); err != nil {
+			return err
+		}
+		idemKey = v[0]
 	}
-	t, err := s.prepareResponse(c, req)
+	t, err := s.prepareResponse(c, req, idemKey)
 	if err != nil {
 		return err
 	}
 	ctx := c.r.Context()
+	if t.idemKey != "" {
+		t.fingerprint = requestFingerprint(raw)
+		// A retry whose response is stored gets it, and the upstream is
+		// not called again.
+		m, err := s.storedResponseUnder(ctx, t)
+		if err != nil {
+			return err
+		}
+		if m != nil {
+			return s.replayResponse(c, t, *m)
+		}
+	}
+	if err := s.allowProxy(ctx, c.tenant); err != nil {
+		return err
+	}
+	defer s.dropOrphanInput(ctx, t)
+	if t.forkOf.ID != "" {
+		if err := s.forkResponse(ctx, t); err != nil {
+			return err
+		}
+	}
+	if t.store && t.last > 0 && t.last == int64(len(t.pending)) {
+		if err := s.lineUpOrphanInput(ctx, t); err != nil {
+			return err
+		}
+	}
 	started := s.mem.Now()
 	p, err := proxyPolicy(c.up, t.headers(c.r.Header))
 	if err != nil {
@@ -262,17 +317,29 @@ func (s *Server) createResponse(c *call) error {
 		return err
 	}
 	var window []chatmem.Message
+	var win chatmem.Window
 	switch {
 	case t.key.ID == "":
 		window = t.pending
 	case t.last == 0 && t.store:
 		// A new conversation: Context cannot read it before it exists, so
 		// its input is appended first.
+		// The input is marked, so that a retry after a failure that
+		// left it lines up with it (lineUpOrphanInput).
 		zero := int64(0)
-		res, err := s.mem.Append(ctx, t.key, t.pending, chatmem.AppendOptions{ExpectedLastSeq: &zero, User: t.user, Started: started})
+		marked := make([]chatmem.Message, len(t.pending))
+		for i, m := range t.pending {
+			marked[i] = m.Clone()
+			if marked[i].Metadata == nil {
+				marked[i].Metadata = map[string]string{}
+			}
+			marked[i].Metadata[metaResponseInput] = "1"
+		}
+		res, err := s.mem.Append(ctx, t.key, marked, chatmem.AppendOptions{ExpectedLastSeq: &zero, User: t.user, Started: started})
 		if err != nil {
 			return err
 		}
+		t.preAppended = true
 		t.inFrom = res.Messages[0].Seq
 		t.pending, t.last = nil, res.Conversation.LastSeq
 		fallthrough
@@ -281,7 +348,7 @@ func (s *Server) createResponse(c *call) error {
 		if err != nil {
 			return err
 		}
-		window = w.Messages
+		window, win = w.Messages, w
 		t.tokens = w.Tokens + w.Reserved
 	}
 	if t.inFrom == 0 {
@@ -292,19 +359,24 @@ func (s *Server) createResponse(c *call) error {
 	if t.store {
 		t.obj.ID = responseID(t.nonce, t.seq, t.key.ID)
 	}
-	body, err := chatBody(fields, reserve, window)
+	body, at, n, sent, err := chatBody(fields, reserve, window)
 	if err != nil {
 		return err
+	}
+	if t.store && win.Receipt != nil {
+		t.receipt = responseReceipt(win, sent, t.last, reserve, body, at, n)
 	}
 	accept := "application/json"
 	if t.stream() {
 		accept = "text/event-stream"
 	}
+	t.sent = time.Now()
 	resp, err := s.callUpstream(c, http.MethodPost, c.up.url, body, accept)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	t.requestID = resp.Header.Get("X-Request-Id")
 	if t.stream() && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		return s.streamResponse(c, resp, t, started)
 	}
@@ -316,6 +388,8 @@ func (s *Server) createResponse(c *call) error {
 		return &upstreamError{status: http.StatusBadGateway, msg: "the upstream response's text is not valid UTF-8", err: err}
 	}
 	var cc struct {
+		ID      string `json:"id"`
+		Model   string `json:"model"`
 		Choices []struct {
 			Message struct {
 				Content   *string            `json:"content"`
@@ -331,6 +405,7 @@ func (s *Server) createResponse(c *call) error {
 	if err != nil || len(cc.Choices) == 0 {
 		return &upstreamError{status: http.StatusBadGateway, msg: "upstream response is not a chat completion", err: err}
 	}
+	t.upModel, t.upID = cc.Model, cc.ID
 	ch := cc.Choices[0]
 	content := ""
 	if ch.Message.Content != nil {
@@ -357,7 +432,7 @@ func (s *Server) createResponse(c *call) error {
 // once: one round trip on Redis and PostgreSQL, and one more for the
 // append of the input with the reply.
 func (s *Server) responseWindow(ctx context.Context, t *respTurn, p chatmem.Policy, reserve []chatmem.Message) (chatmem.Window, error) {
-	opts := chatmem.ContextOptions{Pending: t.pending, Reserve: reserve, Shared: true}
+	opts := chatmem.ContextOptions{Pending: t.pending, Reserve: reserve, Shared: true, Receipt: s.receipts}
 	w, err := s.mem.Context(ctx, t.key, p, opts)
 	if !t.cachedLast {
 		return w, err
@@ -406,9 +481,14 @@ func (t *respTurn) headers(h http.Header) http.Header {
 // prepareResponse checks the request and finds where it goes: the
 // conversation, the previous response's conversation, or a new one. Nothing
 // is stored by a request it refuses.
-func (s *Server) prepareResponse(c *call, req responsesRequest) (*respTurn, error) {
+func (s *Server) prepareResponse(c *call, req responsesRequest, idemKey string) (*respTurn, error) {
 	ctx := c.r.Context()
 	t := &respTurn{req: req, store: req.Store == nil || *req.Store, nonce: newOpenAIID("")[:24]}
+	if t.store {
+		// Nothing is stored without store, so there is nothing a retry
+		// could get back.
+		t.idemKey = idemKey
+	}
 	if req.Background {
 		return nil, fmt.Errorf("%w: background responses are not supported", chatmem.ErrInvalid)
 	}
@@ -479,23 +559,53 @@ func (s *Server) prepareResponse(c *call, req responsesRequest) (*respTurn, erro
 		if err != nil {
 			return nil, err
 		}
-		if conv.LastSeq != prev.Seq {
-			return nil, fmt.Errorf("%w: previous_response_id %q is not the latest response of its chain; branching from an earlier response is not supported", chatmem.ErrConflict, req.PreviousResponseID)
-		}
 		t.key, t.last = key, prev.Seq
 		t.obj.Conversation = rec.Response.Conversation
 		t.obj.PreviousResponseID = &req.PreviousResponseID
+		if conv.LastSeq != prev.Seq && !t.store {
+			return nil, fmt.Errorf("%w: previous_response_id %q is not the latest response of its chain; branching from an earlier response needs store", chatmem.ErrConflict, req.PreviousResponseID)
+		}
+		if conv.LastSeq != prev.Seq {
+			// A branch from an earlier response: a conversation of its
+			// own (forkResponse), the original one left as it is.
+			t.forkOf, t.forkUser, t.obj.Conversation, t.created = key, conv.User, nil, true
+			t.key.ID = newOpenAIID("conv_")
+			if t.idemKey != "" {
+				t.key.ID = idemConversationID(t.idemKey)
+				if fork, err := s.mem.Conversation(ctx, t.key); err == nil {
+					t.last = fork.LastSeq // a retry's: its response may be stored
+				}
+			}
+		}
+	case t.store && t.idemKey != "":
+		// The conversation a retry finds again: named after the key.
+		t.key, t.created = chatmem.Key{Tenant: c.tenant, ID: idemConversationID(t.idemKey)}, true
+		conv, err := s.mem.Conversation(ctx, t.key)
+		switch {
+		case errors.Is(err, chatmem.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			t.last = conv.LastSeq
+		}
 	case t.store:
-		t.key = chatmem.Key{Tenant: c.tenant, ID: newOpenAIID("conv_")}
+		t.key, t.created = chatmem.Key{Tenant: c.tenant, ID: newOpenAIID("conv_")}, true
 	}
 	user := c.r.Header.Get(headerUser)
 	if user == "" {
 		user = req.Metadata["chatmem_user"]
 	}
 	if t.key.ID != "" {
-		if t.user, err = s.proxyUser(ctx, t.key, user); err != nil {
+		k := t.key
+		if t.forkOf.ID != "" {
+			k = t.forkOf // the branch is the original's user's
+		}
+		if t.user, err = s.proxyUser(ctx, k, user); err != nil {
 			return nil, err
 		}
+	}
+	if t.forkUser != "" {
+		t.user = t.forkUser
 	}
 	// The object, as far as the request says.
 	o := &t.obj
@@ -619,14 +729,30 @@ func (s *Server) finishResponse(ctx context.Context, t *respTurn, content string
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
 	last := t.last
-	res, err := s.mem.Append(wctx, t.key, msgs, chatmem.AppendOptions{ExpectedLastSeq: &last, User: t.user, Started: started})
+	opts := chatmem.AppendOptions{ExpectedLastSeq: &last, User: t.user, Started: started}
+	opts.Receipt = t.encodeReceipt(u)
+	if t.idemKey != "" {
+		opts.IdempotencyKey, opts.Fingerprint = responseKey(t.idemKey), t.fingerprint
+	}
+	res, err := s.mem.Append(wctx, t.key, msgs, opts)
 	if errors.Is(err, chatmem.ErrConflict) {
 		return m, fmt.Errorf("%w: conversation %q changed while the response was made; nothing of it was stored, retry", chatmem.ErrConflict, t.key.ID)
 	}
 	if err != nil {
 		return m, fmt.Errorf("store the response: %w", err)
 	}
-	return res.Messages[len(res.Messages)-1], nil
+	t.committed = true
+	stored := res.Messages[len(res.Messages)-1]
+	if res.Replayed {
+		// A request with the same Idempotency-Key stored its response
+		// first: that one is the answer.
+		var rec responseRecord
+		if json.Unmarshal([]byte(stored.Metadata[metaResponse]), &rec) != nil {
+			return m, fmt.Errorf("store the response: the Idempotency-Key's append holds no response")
+		}
+		t.obj = rec.Response
+	}
+	return stored, nil
 }
 
 // chatTool is a Chat Completions function tool.
@@ -744,23 +870,122 @@ func chatFields(req responsesRequest) (*chatRequestBody, error) {
 
 // chatBody is the Chat Completions request body: fields with the
 // instructions and the window as its messages (only what can go to the
-// model).
-func chatBody(body *chatRequestBody, reserve, window []chatmem.Message) ([]byte, error) {
+// model). The messages array is spliced into the encoded fields, not
+// encoded again with them, at at, n bytes long: the receipt keeps the
+// body without it (proxyReceipt), and ReplayRequest puts the messages,
+// encoded the same way, back. sent are the window's messages that went.
+func chatBody(body *chatRequestBody, reserve, window []chatmem.Message) (b []byte, at, n int, sent []chatmem.Message, err error) {
 	msgs := []byte{'['}
-	var err error
-	for _, list := range [][]chatmem.Message{reserve, window} {
+	for i, list := range [][]chatmem.Message{reserve, window} {
 		for _, m := range list {
 			if !upstreamable(m) {
 				continue
+			}
+			if i == 1 {
+				sent = append(sent, m)
 			}
 			if len(msgs) > 1 {
 				msgs = append(msgs, ',')
 			}
 			if msgs, err = appendOpenAIMessage(msgs, m); err != nil {
-				return nil, err
+				return nil, 0, 0, nil, err
 			}
 		}
 	}
-	body.Messages = append(msgs, ']')
-	return json.Marshal(body)
+	msgs = append(msgs, ']')
+	body.Messages = json.RawMessage(`[]`)
+	frame, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, 0, nil, err
+	}
+	// Model is the first field, and a JSON string holds no unescaped
+	// quote: the first `,"messages":[]` is the field.
+	const field = `,"messages":`
+	at = bytes.Index(frame, []byte(field+"[]"))
+	if at < 0 {
+		return nil, 0, 0, nil, fmt.Errorf("chat body: no messages field in %.64s", frame)
+	}
+	at += len(field)
+	b = make([]byte, 0, len(frame)+len(msgs))
+	b = append(append(append(b, frame[:at]...), msgs...), frame[at+2:]...)
+	return b, at, len(msgs), sent, nil
+}
+
+// responseReceipt is the receipt of a response's window w: the runs of
+// it that went upstream (sent: the messages chatBody did not skip; those
+// it skipped, metadata markers and items stored as sent, are left out),
+// and the request's frame, as the chat proxy's (proxyReceipt), the
+// instructions being the request's own system message.
+func responseReceipt(w chatmem.Window, sent []chatmem.Message, last int64, reserve []chatmem.Message, body []byte, at, n int) *chatmem.Receipt {
+	r := *w.Receipt
+	if skipped := len(w.Messages) - len(sent); skipped > 0 {
+		r.Sent = chatmem.SentSpans(sent, last)
+		r.LeftOut += skipped
+	}
+	var system []systemMessage
+	for _, m := range reserve {
+		raw, err := appendOpenAIMessage(nil, m)
+		if err != nil {
+			return nil
+		}
+		system = append(system, systemMessage{raw: raw, msg: m})
+	}
+	w.Receipt = &r
+	return proxyReceipt(w, -1, 0, system, body, at, n)
+}
+
+// encodeReceipt returns t's receipt, completed with what the upstream
+// reported, in its stored form (nil: none to store).
+func (t *respTurn) encodeReceipt(u *chatUsage) []byte {
+	if t.receipt == nil {
+		return nil
+	}
+	up := &chatmem.UpstreamUse{Model: t.upModel, RequestID: t.requestID, ChatmemTokens: t.tokens,
+		LatencyMillis: time.Since(t.sent).Milliseconds()}
+	if up.Model == "" {
+		up.Model = t.req.Model
+	}
+	if up.RequestID == "" {
+		up.ResponseID = t.upID
+	}
+	if u != nil {
+		up.InputTokens, up.OutputTokens = u.PromptTokens, u.CompletionTokens
+		if d := u.PromptTokensDetails; d != nil {
+			up.CachedTokens = d.CachedTokens
+		}
+		if d := u.CompletionTokensDetails; d != nil {
+			up.ReasoningTokens = d.ReasoningTokens
+		}
+	}
+	t.receipt.Upstream = up
+	b, err := chatmem.EncodeReceipt(t.receipt)
+	if errors.Is(err, chatmem.ErrTooLarge) && t.receipt.Request != nil {
+		// A request frame too large to keep: the receipt is kept
+		// without it, and replay says so.
+		t.receipt.Request = nil
+		b, err = chatmem.EncodeReceipt(t.receipt)
+	}
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// responseInstructions returns the instructions of the response stored
+// at seq, as the system message chatBody sent them, or nothing if the
+// message holds no response or its record kept no instructions.
+func responseInstructions(ctx context.Context, mem *chatmem.Memory, key chatmem.Key, seq int64) ([]json.RawMessage, error) {
+	msgs, err := mem.Messages(ctx, key, seq-1, 1)
+	if err != nil || len(msgs) != 1 || msgs[0].Seq != seq {
+		return nil, err
+	}
+	var rec responseRecord
+	if json.Unmarshal([]byte(msgs[0].Metadata[metaResponse]), &rec) != nil || rec.Response.Instructions == nil {
+		return nil, nil
+	}
+	raw, err := appendOpenAIMessage(nil, chatmem.Message{Role: chatmem.RoleSystem, Content: *rec.Response.Instructions})
+	if err != nil {
+		return nil, err
+	}
+	return []json.RawMessage{raw}, nil
 }

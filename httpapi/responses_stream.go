@@ -96,7 +96,8 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 			return
 		}
 		textOpen = false
-		part := outputTextPart{Type: "output_text", Text: text.String(), Annotations: []any{}, Logprobs: []any{}}
+		// A key split over two events escaped their redaction.
+		part := outputTextPart{Type: "output_text", Text: string(redactKey([]byte(text.String()), c.up.key)), Annotations: []any{}, Logprobs: []any{}}
 		w.emit("response.output_text.done", map[string]any{"item_id": msgID, "output_index": textOut, "content_index": 0, "text": part.Text, "logprobs": []any{}})
 		w.emit("response.content_part.done", map[string]any{"item_id": msgID, "output_index": textOut, "content_index": 0, "part": part})
 		w.emit("response.output_item.done", map[string]any{"output_index": textOut, "item": json.RawMessage(messageItemOf(chatmem.Message{Role: chatmem.RoleAssistant, Content: part.Text}, msgID).raw)})
@@ -133,6 +134,8 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 			return fail("server_error", "the upstream stream sent text that is not valid UTF-8")
 		}
 		var ch struct {
+			ID      string `json:"id"`
+			Model   string `json:"model"`
 			Choices []struct {
 				Index        int     `json:"index"`
 				FinishReason *string `json:"finish_reason"`
@@ -160,6 +163,9 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 		}
 		if ch.Usage != nil {
 			usage = ch.Usage
+		}
+		if ch.Model != "" {
+			t.upModel, t.upID = ch.Model, ch.ID
 		}
 		for _, choice := range ch.Choices {
 			if choice.Index != 0 {

@@ -28,6 +28,12 @@ import (
 // weather in Paris, and answers "answer N" otherwise.
 func newResponsesEnv(t testing.TB) *proxyEnv {
 	t.Helper()
+	return newResponsesEnvOn(t, nil)
+}
+
+// newResponsesEnvOn is newResponsesEnv on store (nil: memstore.New()).
+func newResponsesEnvOn(t testing.TB, store chatmem.Store) *proxyEnv {
+	t.Helper()
 	var envp atomic.Pointer[proxyEnv]
 	wrap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
@@ -44,7 +50,7 @@ func newResponsesEnv(t testing.TB) *proxyEnv {
 		envp.Load().up.serve(w, r)
 	}))
 	t.Cleanup(wrap.Close)
-	env := newProxyEnv(t, proxyConfig{baseURL: wrap.URL + "/v1"})
+	env := newProxyEnv(t, proxyConfig{store: store, baseURL: wrap.URL + "/v1"})
 	envp.Store(env)
 	return env
 }
@@ -399,36 +405,113 @@ func TestResponsesTenants(t *testing.T) {
 	}
 }
 
-// TestResponsesBranchRefused: previous_response_id naming a response that
-// is no longer the latest of its chain is refused (409) and stores nothing.
-func TestResponsesBranchRefused(t *testing.T) {
+// TestResponsesBranch: previous_response_id naming a response that is not
+// the newest of its chain makes a branch: a conversation of its own
+// holding the history up to that response, and the new turn; the
+// original chain stays as it was, and both branches' responses and input
+// items read back. Without store, a branch is refused (409) and stores
+// nothing.
+func TestResponsesBranch(t *testing.T) {
 	env := newResponsesEnv(t)
-	var ids []string
-	for i := range 2 {
-		body := `{"model":"m","input":"step"}`
-		if i > 0 {
-			body = `{"model":"m","input":"step","previous_response_id":"` + ids[i-1] + `"}`
-		}
+	respond := func(body string) responseObject {
+		t.Helper()
 		status, b := env.do(t, "POST", "/responses", body)
 		var r responseObject
 		if err := json.Unmarshal(b, &r); status != http.StatusOK || err != nil {
-			t.Fatalf("step %d: %d %s", i, status, b)
+			t.Fatalf("%s: %d %s", body, status, b)
 		}
-		ids = append(ids, r.ID)
+		return r
 	}
+	inputs := func(id string) []string {
+		t.Helper()
+		status, b := env.do(t, "GET", "/responses/"+id+"/input_items?order=asc", "")
+		var list itemList
+		if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil {
+			t.Fatalf("input_items of %s: %d %s", id, status, b)
+		}
+		var out []string
+		for _, raw := range list.Data {
+			var it struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			}
+			_ = json.Unmarshal(raw, &it)
+			for _, c := range it.Content {
+				out = append(out, c.Text)
+			}
+		}
+		return out
+	}
+	var ids []string
+	for i := range 3 {
+		body := `{"model":"m","input":"step ` + string(rune('0'+i)) + `"}`
+		if i > 0 {
+			body = `{"model":"m","input":"step ` + string(rune('0'+i)) + `","previous_response_id":"` + ids[i-1] + `"}`
+		}
+		ids = append(ids, respond(body).ID)
+	}
+	origKey, _, _ := parseResponseID("acme", ids[0])
+	original := env.stored(t, origKey.ID)
+
+	// Without store: refused, nothing stored.
 	before := env.tenantSnapshot(t)
-	status, b := env.do(t, "POST", "/responses", `{"model":"m","input":"branch","previous_response_id":"`+ids[0]+`"}`)
+	status, b := env.do(t, "POST", "/responses", `{"model":"m","input":"branch","store":false,"previous_response_id":"`+ids[0]+`"}`)
 	if e := openAIErrorOf(t, b); status != http.StatusConflict || !strings.Contains(e.Message, "branching") {
-		t.Errorf("branch: %d %s", status, b)
+		t.Errorf("branch without store: %d %s", status, b)
 	}
 	if after := env.tenantSnapshot(t); after != before {
 		t.Errorf("a refused branch changed the store")
 	}
-	// The input items of the second response are its own.
-	status, b = env.do(t, "GET", "/responses/"+ids[1]+"/input_items", "")
-	var list itemList
-	if err := json.Unmarshal(b, &list); status != http.StatusOK || err != nil || len(list.Data) != 1 {
-		t.Errorf("input_items: %d %s", status, b)
+
+	// From the first response: the upstream gets its history and the branch's input.
+	br := respond(`{"model":"m","input":"branch","previous_response_id":"` + ids[0] + `"}`)
+	got, _ := json.Marshal(env.up.last(t).messages(t))
+	want := `[{"role":"user","content":"step 0"},{"role":"assistant","content":"answer 1"},{"role":"user","content":"branch"}]`
+	if !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("the branch sent %s, want %s", got, want)
+	}
+	brKey, _, _ := parseResponseID("acme", br.ID)
+	if brKey.ID == origKey.ID || br.PreviousResponseID == nil || *br.PreviousResponseID != ids[0] {
+		t.Fatalf("the branch %s (previous %v) is in the original conversation %s", br.ID, br.PreviousResponseID, origKey.ID)
+	}
+	// The branch goes on from its own newest response.
+	br2 := respond(`{"model":"m","input":"branch 2","previous_response_id":"` + br.ID + `"}`)
+	if k, _, _ := parseResponseID("acme", br2.ID); k != brKey {
+		t.Errorf("the branch's next response is in %s, want %s", k.ID, brKey.ID)
+	}
+	var brItems []string
+	for _, m := range env.stored(t, brKey.ID) {
+		brItems = append(brItems, m.Content)
+	}
+	if want := []string{"step 0", "answer 1", "branch", "answer 4", "branch 2", "answer 5"}; !slices.Equal(brItems, want) {
+		t.Errorf("the branch holds %q, want %q", brItems, want)
+	}
+	// The original is as it was, and every response reads back.
+	if now := env.stored(t, origKey.ID); len(now) != len(original) {
+		t.Errorf("the original conversation went from %d to %d messages", len(original), len(now))
+	}
+	for id, want := range map[string][]string{ids[0]: {"step 0"}, ids[1]: {"step 1"}, ids[2]: {"step 2"}, br.ID: {"branch"}, br2.ID: {"branch 2"}} {
+		if got := inputs(id); !slices.Equal(got, want) {
+			t.Errorf("input_items of %s = %q, want %q", id, got, want)
+		}
+		if status, b := env.do(t, "GET", "/responses/"+id, ""); status != http.StatusOK {
+			t.Errorf("GET %s: %d %s", id, status, b)
+		}
+	}
+	// A branch from the middle one, with an Idempotency-Key, retried.
+	h := map[string]string{"Idempotency-Key": "branch-key"}
+	body := `{"model":"m","input":"other","previous_response_id":"` + ids[1] + `"}`
+	status, _, b1 := env.respondWith(t, h, body)
+	status2, _, b2 := env.respondWith(t, h, body)
+	var m1, m2 responseObject
+	_ = json.Unmarshal(b1, &m1)
+	_ = json.Unmarshal(b2, &m2)
+	if status != http.StatusOK || status2 != http.StatusOK || m1.ID == "" || m1.ID != m2.ID {
+		t.Errorf("branch retried: %d %s, then %d %s", status, b1, status2, b2)
+	}
+	if got := inputs(m1.ID); !slices.Equal(got, []string{"other"}) {
+		t.Errorf("input_items of the middle branch = %q", got)
 	}
 }
 
@@ -553,6 +636,66 @@ func TestConversationItemsPages(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("order %s, limit %d: %d items %v..., want %d %v...", order, limit, len(got), got[:min(8, len(got))], len(want), want[:8])
 			}
+		}
+	}
+}
+
+// TestResponsesAISDK runs testdata/node/ai-sdk-responses.mjs: the Vercel
+// AI SDK's OpenAI Responses model, five turns (one streamed) chained by
+// providerOptions.openai.previousResponseId. The responses are one
+// conversation, which holds each turn's message and reply, item by item,
+// and each upstream request carried the turns before it.
+func TestResponsesAISDK(t *testing.T) {
+	env := newResponsesEnv(t)
+	lines := runNodeScript(t, env, "ai-sdk-responses.mjs", filepath.Join("@ai-sdk", "openai"))
+	var res struct {
+		IDs   []string `json:"ids"`
+		Texts []string `json:"texts"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || len(res.IDs) != 5 {
+		t.Fatalf("ai-sdk output: %v\n%q", err, lines)
+	}
+	key, _, _ := parseResponseID("acme", res.IDs[0])
+	for i, id := range res.IDs {
+		k, seq, ok := parseResponseID("acme", id)
+		if !ok || k != key || seq != int64(2*i+2) {
+			t.Errorf("response %d: %s, want seq %d of %s", i+1, id, 2*i+2, key.ID)
+		}
+		if want := fmt.Sprintf("answer %d", i+1); res.Texts[i] != want {
+			t.Errorf("turn %d: the SDK read %q, want %q", i+1, res.Texts[i], want)
+		}
+	}
+	var items []item
+	for _, m := range env.stored(t, key.ID) {
+		items = append(items, messageItems(m)...)
+	}
+	if len(items) != 10 {
+		t.Fatalf("%d items stored, want 10", len(items))
+	}
+	for i, it := range items {
+		var s struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		_ = json.Unmarshal(it.raw, &s)
+		role, text := "user", fmt.Sprintf("turn %d: tell me more", i/2+1)
+		if i%2 == 1 {
+			role, text = "assistant", res.Texts[i/2]
+		}
+		if s.Type != "message" || s.Role != role || len(s.Content) != 1 || s.Content[0].Text != text {
+			t.Errorf("item %d: %s, want a %s message %q", i, it.raw, role, text)
+		}
+	}
+	reqs := env.up.requests()
+	if len(reqs) != 5 {
+		t.Fatalf("the upstream got %d requests, want 5", len(reqs))
+	}
+	for i, r := range reqs {
+		if n := len(r.messages(t)); n != 2*i+1 {
+			t.Errorf("upstream request %d carried %d messages, want %d", i+1, n, 2*i+1)
 		}
 	}
 }
