@@ -134,6 +134,22 @@ func TestProxyResponsesUpstream(t *testing.T) {
 			t.Errorf("request %d: store %v", i+1, req["store"])
 		}
 	}
+
+	// The upstream's request ID comes back; a field the Responses API
+	// cannot take is refused and nothing is sent; the user message is kept,
+	// as with any upstream error (TestProxyUpstreamErrors).
+	status, h, _ := env.post(t, map[string]string{"X-Chatmem-Conversation": "resp-up-2"}, `{"model":"gpt-5","messages":[{"role":"user","content":"Hi"}]}`)
+	if status != http.StatusOK || h.Get("X-Upstream-Request-Id") != "req_fake5" {
+		t.Errorf("status %d, X-Upstream-Request-Id %q, want req_fake5", status, h.Get("X-Upstream-Request-Id"))
+	}
+	status, _, b := env.post(t, map[string]string{"X-Chatmem-Conversation": "resp-up-3"}, `{"model":"gpt-5","stop":["END"],"messages":[{"role":"user","content":"Hi"}]}`)
+	if status != http.StatusBadRequest || !strings.Contains(string(b), "stop: the OpenAI Responses API has no stop sequences") {
+		t.Errorf("stop: %d %s", status, b)
+	}
+	wantBrief(t, "stored after a refusal", brief(env.stored(t, "resp-up-3")), []string{"user:Hi"})
+	if n := len(f.Requests()); n != 5 {
+		t.Errorf("%d upstream requests, want 5: the refused one is not sent", n)
+	}
 }
 
 // TestResponsesEndpointResponsesUpstream: /v1/responses in front of the
