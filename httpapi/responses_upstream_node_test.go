@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/chatmem/chatmem/internal/responsesfake"
@@ -109,5 +110,56 @@ func TestResponsesAgentsSessionResponsesUpstream(t *testing.T) {
 			t.Errorf("item %d: the session has %+v, chatmem %s", i, res.Items[i], it.raw)
 		}
 	}
+	wantStoreFalse(t, f)
+}
+
+// TestProxyNodeClientResponsesUpstream runs testdata/node/openai-client.mjs
+// (the `openai` npm client, three chat turns, one streamed) against the
+// chat proxy in front of a Responses upstream.
+func TestProxyNodeClientResponsesUpstream(t *testing.T) {
+	node, dir := nodeClient(t)
+	env, f := newResponsesUpstreamNodeEnv(t)
+	out := runNode(t, node, dir, "openai-client.mjs", "CHATMEM_PROXY_URL="+env.url+"/v1", "CHATMEM_API_KEY="+proxyKey, "CHATMEM_CONVERSATION=node-r1")
+	t.Logf("node client:\n%s", out)
+	reqs := f.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("upstream got %d requests, want 3", len(reqs))
+	}
+	for i, r := range reqs {
+		if n := len(inputBrief(t, r)); n != 2*i+1 {
+			t.Errorf("upstream request %d carried %d input items, want %d", i+1, n, 2*i+1)
+		}
+	}
+	if stored := env.stored(t, "node-r1"); len(stored) != 6 {
+		t.Errorf("stored %d messages (%v), want the 3 turns with their replies", len(stored), brief(stored))
+	}
+}
+
+// TestProxyNodeHistoryResponsesUpstream runs testdata/node/openai-history.mjs
+// (20 turns with the full history each time, a tool call round trip, some
+// streamed) against the chat proxy in front of a Responses upstream: the
+// stored conversation is the client's history, message by message.
+func TestProxyNodeHistoryResponsesUpstream(t *testing.T) {
+	node, dir := nodeClient(t)
+	env, f := newResponsesUpstreamEnv(t, func(n int, _ map[string]any) responsesfake.Answer {
+		if n == 5 {
+			return responsesfake.Answer{Calls: []responsesfake.Call{{CallID: "call_track_1", Name: "track_order", Arguments: `{"id":"SE-10423"}`}}}
+		}
+		return responsesfake.Answer{Text: fmt.Sprintf("answer %d", n), Usage: responsesfake.Usage{Input: 42, Output: 7}}
+	})
+	out := runNode(t, node, dir, "openai-history.mjs", "CHATMEM_PROXY_URL="+env.url+"/v1", "CHATMEM_API_KEY="+proxyKey,
+		"CHATMEM_CONVERSATION=node-history-r", "CHATMEM_TRIM=0")
+	_, line, ok := strings.Cut(out, "\nhistory: ")
+	if !ok {
+		t.Fatalf("no history line in the output:\n%s", out)
+	}
+	var history []map[string]any
+	if err := json.Unmarshal([]byte(strings.TrimSpace(line)), &history); err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	if len(history) != 42 {
+		t.Errorf("the client holds %d messages, want 42", len(history))
+	}
+	wantBrief(t, "stored", brief(env.stored(t, "node-history-r")), brief(history))
 	wantStoreFalse(t, f)
 }
