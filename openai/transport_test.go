@@ -415,3 +415,32 @@ func TestResponsesTransportForwardsAuthorizationWithoutKey(t *testing.T) {
 		t.Errorf("status %d, X-Chatmem-Key %q: want 200 and the header not forwarded", resp.StatusCode, h.Get("X-Chatmem-Key"))
 	}
 }
+
+// FuzzTranslateResponsesRequest: any body is translated or refused with
+// a requestError, never a panic; a translated request always has a model,
+// input items and store false.
+func FuzzTranslateResponsesRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`,
+		`{"model":"m","n":2,"stop":"x","messages":[]}`,
+		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]}],"response_format":{"type":"json_schema","json_schema":{"schema":{}}}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, _, err := translateRequest(body, "default")
+		if err != nil {
+			if _, ok := err.(*requestError); !ok {
+				t.Fatalf("error %T %v, want a requestError", err, err)
+			}
+			return
+		}
+		if out.Model == "" || len(out.Input) == 0 || out.Store {
+			t.Fatalf("translated %+v", out)
+		}
+		if _, err := json.Marshal(out); err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+	})
+}
