@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/chatwire"
 	"github.com/chatmem/chatmem/internal/genai"
 	"github.com/chatmem/chatmem/internal/sse"
 )
@@ -729,48 +730,14 @@ func compactJSON(raw json.RawMessage) string {
 
 // ---- errors ----
 
-type oaErrorBody struct {
-	Error oaError `json:"error"`
-}
-
-type oaError struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    *string `json:"code"`
-}
-
-// openAIErrorType is the OpenAI error type of an HTTP status.
-func openAIErrorType(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusNotFound:
-		return "not_found_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
-}
-
 func errorResponse(req *http.Request, status int, msg, code string, header http.Header) *http.Response {
-	e := oaError{Message: msg, Type: openAIErrorType(status)}
-	if code != "" {
-		e.Code = &code
-	}
-	body, _ := json.Marshal(oaErrorBody{Error: e})
 	h := http.Header{}
 	for _, k := range []string{"Retry-After", "Request-Id"} {
 		if v := header.Get(k); v != "" {
 			h.Set(k, v)
 		}
 	}
-	h.Set("Content-Type", "application/json")
-	return newResponse(req, status, h, body)
+	return chatwire.ErrorResponse(req, status, msg, code, h)
 }
 
 // upstreamError translates an Anthropic error answer: its
@@ -804,20 +771,6 @@ func upstreamError(req *http.Request, resp *http.Response) *http.Response {
 		}
 	}
 	return errorResponse(req, status, msg, code, resp.Header)
-}
-
-func newResponse(req *http.Request, status int, h http.Header, body []byte) *http.Response {
-	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		StatusCode:    status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        h,
-		Body:          io.NopCloser(bytes.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}
 }
 
 // ---- RoundTrip ----
@@ -887,8 +840,8 @@ func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		go t.relay(resp.Body, pw, includeUsage)
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
-		r := newResponse(req, http.StatusOK, h, nil)
-		r.Body = &streamBody{PipeReader: pr, upstream: resp.Body}
+		r := chatwire.NewResponse(req, http.StatusOK, h, nil)
+		r.Body = &chatwire.StreamBody{PipeReader: pr, Upstream: resp.Body}
 		r.ContentLength = -1
 		return r, nil
 	}
@@ -914,7 +867,7 @@ func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	h.Set("Content-Type", "application/json")
-	return newResponse(req, http.StatusOK, h, completion), nil
+	return chatwire.NewResponse(req, http.StatusOK, h, completion), nil
 }
 
 // ---- streaming ----
@@ -962,19 +915,6 @@ func (s *streamState) chunk(delta *oaOutMessage, finish *string) *oaCompletion {
 	}
 }
 
-// streamBody is a streamed answer's body: closing it also closes the
-// Anthropic stream, so a reader that goes away ends the upstream request
-// at once rather than at the next event.
-type streamBody struct {
-	*io.PipeReader
-	upstream io.Closer
-}
-
-func (b *streamBody) Close() error {
-	b.PipeReader.Close()
-	return b.upstream.Close()
-}
-
 // errStreamCut is what the reader of a stream gets when Anthropic's stream
 // ended before message_stop.
 var errStreamCut = errors.New("anthropic: the stream ended before message_stop")
@@ -989,15 +929,6 @@ func (t *chatTransport) relay(src io.ReadCloser, dst *io.PipeWriter, includeUsag
 	s := &streamState{created: t.now().Unix(), toolIndex: map[int]int{}, includeUsage: includeUsage}
 	err := s.run(src, dst)
 	dst.CloseWithError(err) // nil closes it normally
-}
-
-func writeData(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "data: %s\n\n", b)
-	return err
 }
 
 // run translates the events of src, each up to sse.MaxEventBytes, into
@@ -1040,7 +971,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 			s.usage = ev.Message.Usage
 		}
 		empty := ""
-		return false, writeData(w, s.chunk(&oaOutMessage{Role: "assistant", Content: &empty}, nil))
+		return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Role: "assistant", Content: &empty}, nil))
 	case "content_block_start":
 		if ev.ContentBlock == nil {
 			return false, nil
@@ -1049,7 +980,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		case "text":
 			if ev.ContentBlock.Text != "" {
 				text := ev.ContentBlock.Text
-				return false, writeData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
 			}
 		case "tool_use":
 			// A chat completion's first delta of a tool call carries its
@@ -1068,21 +999,21 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 			if in := compactJSON(ev.ContentBlock.Input); in != "{}" {
 				tc.Function.Arguments = in
 			}
-			return false, writeData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
+			return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
 		}
 	case "content_block_delta":
 		switch ev.Delta.Type {
 		case "text_delta":
 			if ev.Delta.Text != "" {
 				text := ev.Delta.Text
-				return false, writeData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
 			}
 		case "input_json_delta":
 			idx, ok := s.toolIndex[ev.Index]
 			if ok && ev.Delta.PartialJSON != "" {
 				tc := oaOutToolCall{Index: &idx}
 				tc.Function.Arguments = ev.Delta.PartialJSON
-				return false, writeData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
 			}
 		}
 	case "message_delta":
@@ -1105,14 +1036,14 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		}
 	case "message_stop":
 		fr := finishReason(s.stopReason)
-		if err := writeData(w, s.chunk(nil, &fr)); err != nil {
+		if err := chatwire.WriteData(w, s.chunk(nil, &fr)); err != nil {
 			return true, err
 		}
 		if s.includeUsage {
 			c := s.chunk(nil, nil)
 			c.Choices = []oaChoice{}
 			c.Usage = s.usage.openAI()
-			if err := writeData(w, c); err != nil {
+			if err := chatwire.WriteData(w, c); err != nil {
 				return true, err
 			}
 		}
@@ -1127,8 +1058,8 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		if typ == "overloaded_error" {
 			status = http.StatusServiceUnavailable
 		}
-		e := oaError{Message: msg, Type: openAIErrorType(status), Code: &typ}
-		if err := writeData(w, oaErrorBody{Error: e}); err != nil {
+		e := chatwire.Error{Message: msg, Type: chatwire.ErrorType(status), Code: &typ}
+		if err := chatwire.WriteData(w, chatwire.ErrorBody{Error: e}); err != nil {
 			return true, err
 		}
 		return true, fmt.Errorf("anthropic: stream error %s: %s", typ, msg)

@@ -90,15 +90,15 @@ func (c *serveConfig) command() *settings.Command {
 
 		{Name: "upstream", Group: groupProxy, Env: "CHATMEM_UPSTREAM_URL", Value: settings.String(&c.upstream, ""), Example: "https://api.openai.com/v1",
 			Help: "base URL of the model API that POST /v1/chat/completions forwards to, OpenAI-compatible\n(https://api.openai.com/v1, a vLLM, Ollama or llama.cpp server's /v1); empty: no proxy"},
-		{Name: "upstream-kind", Group: groupProxy, Value: settings.Choice(&c.upstreamKind, "openai", "openai", "anthropic"),
-			Help: "what the upstream speaks: openai, or anthropic (Messages API, translated both ways)"},
+		{Name: "upstream-kind", Group: groupProxy, Value: settings.Choice(&c.upstreamKind, "openai", "openai", "openai-responses", "anthropic"),
+			Help: "what the upstream speaks: openai (Chat Completions), openai-responses (OpenAI's Responses API, sent with\nstore false, translated both ways) or anthropic (Messages API, translated both ways)"},
 		{Name: "upstream-key", Group: groupProxy, Value: settings.String(&c.upstreamKey, ""), Secret: true, Example: "sk-...",
 			Help: "API key for the upstream (prefer the environment variable to the flag)"},
 		{Name: "upstream-auth", Group: groupProxy, Value: settings.Choice(&c.upstreamAuth, httpapi.UpstreamAuthServer, httpapi.UpstreamAuthModes...),
 			Help: "whose credential the upstream gets: server (--upstream-key) or passthrough (each client's own Authorization;\nclients then send their chatmem key in X-Chatmem-Key; summaries, facts and embeddings still use --llm-api-key)"},
 		{Name: "tenant-upstreams", Group: groupProxy, Value: settings.String(&c.tenantUpstreamsFile, ""), Example: "/etc/chatmem/upstreams.json",
-			Help: "JSON file naming tenants' own upstreams: {\"TENANT\": {\"url\": URL, \"kind\": \"openai\"|\"anthropic\",\n\"key_env\": VARIABLE or \"key_file\": PATH, \"model\": M}}; the other tenants use --upstream"},
-		{Name: "upstream-model", Group: groupProxy, Value: settings.String(&c.upstreamModel, ""), Example: "claude-sonnet-4-5", Help: "model for requests that name none (anthropic upstream)"},
+			Help: "JSON file naming tenants' own upstreams: {\"TENANT\": {\"url\": URL, \"kind\": \"openai\"|\"openai-responses\"|\"anthropic\",\n\"key_env\": VARIABLE or \"key_file\": PATH, \"model\": M}}; the other tenants use --upstream"},
+		{Name: "upstream-model", Group: groupProxy, Value: settings.String(&c.upstreamModel, ""), Example: "claude-sonnet-4-5", Help: "model for requests that name none (anthropic and openai-responses upstreams)"},
 		{Name: "proxy-policy", Group: groupProxy, Value: settings.Choice(&c.proxyPolicy, string(chatmem.DefaultPolicy), policyNames()...),
 			Help: "the proxy's default policy (X-Chatmem-Policy overrides it per request)"},
 		{Name: "proxy-budget", Group: groupProxy, Value: settings.Int(&c.proxyBudget, chatmem.DefaultBudget, 1, maxInt32), Help: "the proxy's default token budget (X-Chatmem-Budget overrides it)"},
@@ -388,8 +388,14 @@ func (c serveConfig) upstreamOf(base, kind, key, model string) (httpapi.Upstream
 			return httpapi.Upstream{}, &exitError{code: 2, err: fmt.Errorf("upstream: %w", err)}
 		}
 		up.HTTPClient = &http.Client{Transport: tr}
+	case "openai-responses":
+		tr, err := openai.NewResponsesTransport(openai.TransportOptions{BaseURL: base, APIKey: key, Model: model})
+		if err != nil {
+			return httpapi.Upstream{}, &exitError{code: 2, err: fmt.Errorf("upstream: %w", err)}
+		}
+		up.HTTPClient = &http.Client{Transport: tr}
 	default:
-		return httpapi.Upstream{}, usageErr("unknown upstream-kind %q (want openai or anthropic)", kind)
+		return httpapi.Upstream{}, usageErr("unknown upstream-kind %q (want openai, openai-responses or anthropic)", kind)
 	}
 	return up, nil
 }
@@ -397,7 +403,7 @@ func (c serveConfig) upstreamOf(base, kind, key, model string) (httpapi.Upstream
 // tenantUpstream is one tenant's entry of the --tenant-upstreams file.
 type tenantUpstream struct {
 	URL     string `json:"url"`
-	Kind    string `json:"kind"`     // openai (default) or anthropic
+	Kind    string `json:"kind"`     // openai (default), openai-responses or anthropic
 	KeyEnv  string `json:"key_env"`  // the environment variable holding the key
 	KeyFile string `json:"key_file"` // or the file holding it
 	Model   string `json:"model"`    // for an anthropic upstream

@@ -130,7 +130,8 @@ func TestServeTenantUpstreams(t *testing.T) {
 	}
 	c := serveConfig{proxyPolicy: "token_budget", proxyBudget: 4000}
 	c.tenantUpstreamsFile = write(`{"globex": {"url": "https://llm.globex.example/v1", "key_env": "GLOBEX_UPSTREAM_KEY"},
-		"initech": {"url": "https://api.anthropic.com", "kind": "anthropic", "key_file": "` + keyFile + `", "model": "claude-sonnet-4-5"}}`)
+		"initech": {"url": "https://api.anthropic.com", "kind": "anthropic", "key_file": "` + keyFile + `", "model": "claude-sonnet-4-5"},
+		"umbrella": {"url": "https://api.openai.com/v1", "kind": "openai-responses", "key_env": "GLOBEX_UPSTREAM_KEY"}}`)
 	ups, err := c.tenantUpstreams()
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +141,9 @@ func TestServeTenantUpstreams(t *testing.T) {
 	}
 	if i := ups["initech"]; i.APIKey != "sk-initech" || i.HTTPClient == nil {
 		t.Errorf("initech = %+v, want its key from the file and the Anthropic transport", i)
+	}
+	if u := ups["umbrella"]; u.APIKey != "sk-globex" || u.HTTPClient == nil {
+		t.Errorf("umbrella = %+v, want its key and the Responses transport", u)
 	}
 	for body, want := range map[string]string{
 		`{"globex": {"url": "https://x/v1", "key": "sk-inline"}}`:               `unknown field "key"`,
@@ -173,7 +177,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{[]string{"--rate-limit", "fast"}, nil, `--rate-limit: "fast" is not a number`},
 		{[]string{"--rate-burst", "-1"}, nil, "--rate-burst: -1 is out of range"},
 		{[]string{"--insecure=maybe"}, nil, `--insecure: "maybe" is not a boolean: want true or false`},
-		{[]string{"--upstream-kind", "gemini"}, nil, `--upstream-kind: "gemini" is unknown: want one of openai, anthropic`},
+		{[]string{"--upstream-kind", "gemini"}, nil, `--upstream-kind: "gemini" is unknown: want one of openai, openai-responses, anthropic`},
 		{[]string{"--proxy-policy", "everything"}, nil, `--proxy-policy: "everything" is unknown`},
 		{[]string{"--upstream", "http://127.0.0.1:9/v1", "--upstream-key", "sk-x", "--upstream-auth", "passthrough"}, nil, "passthrough auth exclude each other"},
 		{[]string{"--proxy-on-diverge", "merge"}, nil, `--proxy-on-diverge: "merge" is unknown: want one of rewind, refuse, fork`},
