@@ -307,6 +307,10 @@ type ReceiptRecord struct {
 	Receipt Receipt `json:"receipt"`
 }
 
+// KeepsReceipts reports whether the store keeps receipts (a
+// ReceiptStore): AppendOptions.Receipt is dropped by one that does not.
+func (m *Memory) KeepsReceipts() bool { return m.caps.receipts != nil }
+
 // Receipts returns up to limit (1..10000; 0 means 50) receipts of the
 // conversation stored with messages after seq after, oldest first. It
 // wraps ErrNotFound for a conversation that does not exist, ErrInvalid

@@ -983,7 +983,7 @@ func (s *Server) commitTurn(ctx context.Context, t *turn, reply *chatmem.Message
 		}
 		if err == nil {
 			opts.Receipt = b
-			if up := t.receipt.Upstream; up != nil {
+			if up := t.receipt.Upstream; up != nil && s.mem.KeepsReceipts() {
 				// The receipt holds the prompt tokens (input_tokens,
 				// chatmem_tokens): the reply's metadata does not repeat
 				// them, and reads of the messages take them from it

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -210,7 +211,7 @@ func withoutPromptTokens(md map[string]string) map[string]string {
 // input_tokens and chatmem_tokens), as replies stored before receipts
 // carried them: the proxy keeps them once, in the receipt. The messages'
 // metadata maps are replaced, not modified.
-func (s *Server) withPromptTokens(ctx context.Context, key chatmem.Key, msgs []chatmem.Message) error {
+func (s *Server) withPromptTokens(ctx context.Context, key chatmem.Key, msgs []chatmem.Message) {
 	first := -1
 	for i, m := range msgs {
 		if m.Role == chatmem.RoleAssistant && m.Metadata[MetaPromptTokensChatmem] == "" {
@@ -219,15 +220,18 @@ func (s *Server) withPromptTokens(ctx context.Context, key chatmem.Key, msgs []c
 		}
 	}
 	if first < 0 {
-		return nil
+		return
 	}
 	from, to := msgs[first].Seq, msgs[len(msgs)-1].Seq
 	rs, err := s.mem.Receipts(ctx, key, from-1, int(min(to-from+1, 10000)))
-	if errors.Is(err, chatmem.ErrInvalid) {
-		return nil // a store that keeps no receipts
-	}
 	if err != nil {
-		return err
+		if !errors.Is(err, chatmem.ErrInvalid) { // ErrInvalid: a store that keeps no receipts
+			// The page is answered without the keys: they are a
+			// convenience, and the receipts say why they are missing.
+			s.log.LogAttrs(ctx, slog.LevelWarn, "prompt tokens not read from the receipts",
+				slog.String("conversation", key.ID), slog.String("error", err.Error()))
+		}
+		return
 	}
 	at := make(map[int64]*chatmem.UpstreamUse, len(rs))
 	for _, r := range rs {
@@ -249,5 +253,4 @@ func (s *Server) withPromptTokens(ctx context.Context, key chatmem.Key, msgs []c
 		md[MetaPromptTokensChatmem] = strconv.Itoa(up.ChatmemTokens)
 		m.Metadata = md
 	}
-	return nil
 }

@@ -337,6 +337,7 @@ func (s *Server) userExportLine(ctx context.Context, user chatmem.Key, conv chat
 		}
 		after = batch[len(batch)-1].Seq
 	}
+	s.withPromptTokens(ctx, key, msgs)
 	facts, err := s.mem.FactHistory(ctx, key, "")
 	if err != nil {
 		return UserExportLine{}, err

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -97,7 +98,9 @@ func traceRequests(tr chatmem.Tracer, tenant string) mcp.Middleware {
 			name := method
 			attrs := []chatmem.Attr{{Key: "mcp.method.name", Value: method}, {Key: "network.transport", Value: "pipe"}, {Key: "chatmem.tenant", Value: tenant}}
 			var meta map[string]any
-			if p := req.GetParams(); p != nil {
+			// A request without params (ping, notifications/initialized)
+			// carries a typed nil: GetMeta would dereference it.
+			if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 				meta = p.GetMeta()
 				if call, ok := p.(*mcp.CallToolParamsRaw); ok && call != nil {
 					name += " " + call.Name

@@ -393,6 +393,11 @@ func TestMCPStdioOpenTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A request without params reaches the tracing middleware as a typed
+	// nil: it must be traced, not dereferenced.
+	if err := cs.Ping(context.Background(), nil); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
 	var app mcpserver.AppendOutput
 	callTool(t, cs, "append_messages", map[string]any{"conversation": "kavya", "messages": seedMessages()}, &app)
 	const traceID, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
