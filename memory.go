@@ -402,6 +402,11 @@ func (m *Memory) append(ctx context.Context, key Key, msgs []Message, opts Appen
 	res, _, err := m.appendCounted(ctx, key, prior, msgs, counter, opts, nil)
 	if err != nil {
 		conflict := errors.Is(err, ErrConflict)
+		if conflict && opts.ExpectedRevision != nil && conv.Revision != *opts.ExpectedRevision {
+			// The caller's own revision was already stale when read: a
+			// new attempt cannot land.
+			retry = false
+		}
 		if conflict && checked && !retry {
 			retry = m.tokenizerChanged(ctx, key, conv.Tokenizer)
 		}

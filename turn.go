@@ -27,9 +27,11 @@ import (
 //     A turn is then one store write. If another writer got in between
 //     (the condition fails with ErrConflict), Turn appends as Append
 //     does and reads the context as Context does; but when the condition
-//     was the caller's own (opts.ExpectedLastSeq or ExpectedRevision), Turn returns the
-//     ErrConflict, having written nothing, and forgets the entry, so
-//     that the caller's next Turn reads the tail with its append.
+//     was the caller's own (opts sets both ExpectedLastSeq and
+//     ExpectedRevision), Turn returns the ErrConflict, having written
+//     nothing, and forgets the entry, so that the caller's next Turn
+//     reads the tail with its append. A caller that sets only one of
+//     them gets Append's way, with its own condition alone.
 //   - Otherwise (a process's first turn on the conversation, or a new
 //     conversation), the messages are counted with the counter a new
 //     conversation would get and the append checks that the conversation
@@ -98,8 +100,10 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	}
 	entry, last, rev, tokenizer, cached := m.tails.peek(key)
 	// The caller's own condition on the entry's last message and revision
-	// (read from CachedTail) is the one the cache's fast path makes.
-	own := opts.ExpectedLastSeq != nil || opts.ExpectedRevision != nil
+	// (read from CachedTail) is the one the cache's fast path makes. Only
+	// a caller that set both owns its conflict: with one, the other is
+	// the cache's, which may be the one behind.
+	own := opts.ExpectedLastSeq != nil && opts.ExpectedRevision != nil
 	conditional := cached && tokenizer == counter.Name() && last > 0 &&
 		(opts.ExpectedLastSeq == nil || *opts.ExpectedLastSeq == last) &&
 		(opts.ExpectedRevision == nil || *opts.ExpectedRevision == rev)

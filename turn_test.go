@@ -349,3 +349,32 @@ func TestTurnWithReplies(t *testing.T) {
 		t.Errorf("after another writer, window %v ends wrong (stored %d messages)", seqsOf(w.Messages), len(all))
 	}
 }
+
+// TestTurnOwnRevisionOnly: a Turn that pins only the revision is not
+// refused because the tail cache's entry is behind the conversation's
+// last message (an Append of tool results passes the cache by): only the
+// caller's own condition decides, as it does for Append.
+func TestTurnOwnRevisionOnly(t *testing.T) {
+	ctx := t.Context()
+	mem := newCachedMemory(t, memstore.New(), 0)
+	key := chatmem.Key{Tenant: "acme", ID: "own-revision"}
+	p := chatmem.Policy{Kind: chatmem.PolicyTokenBudget, Budget: 1000}
+	user := func(text string) []chatmem.Message { return []chatmem.Message{{Role: chatmem.RoleUser, Content: text}} }
+	if _, _, err := mem.Turn(ctx, key, user("where is my order?"), chatmem.AppendOptions{}, p, chatmem.ContextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleAssistant, ToolCalls: []chatmem.ToolCall{{ID: "c1", Type: "function", Function: chatmem.FunctionCall{Name: "track", Arguments: `{"order":"SE-10423"}`}}}})
+	mustAppend(t, mem, key, chatmem.Message{Role: chatmem.RoleTool, ToolCallID: "c1", Content: "in transit"})
+	zero := int64(0)
+	res, w, err := mem.Turn(ctx, key, user("thanks"), chatmem.AppendOptions{ExpectedRevision: &zero}, p, chatmem.ContextOptions{})
+	if err != nil {
+		t.Fatalf("Turn(ExpectedRevision=0) at revision 0: %v", err)
+	}
+	if res.Conversation.LastSeq != 4 || w.Messages[len(w.Messages)-1].Content != "thanks" {
+		t.Errorf("Turn: LastSeq %d, window ends %q; want 4, thanks", res.Conversation.LastSeq, w.Messages[len(w.Messages)-1].Content)
+	}
+	stale := int64(1)
+	if _, _, err := mem.Turn(ctx, key, user("stale"), chatmem.AppendOptions{ExpectedRevision: &stale}, p, chatmem.ContextOptions{}); !errors.Is(err, chatmem.ErrConflict) {
+		t.Errorf("Turn(ExpectedRevision=1) at revision 0 = %v, want ErrConflict", err)
+	}
+}

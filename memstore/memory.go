@@ -234,7 +234,7 @@ func (s *Store) append(ctx context.Context, key chatmem.Key, msgs []chatmem.Mess
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.live(key)
+	c := s.lookup(key, now) // at the append's time, as the other stores
 	if c != nil && opts.IdempotencyKey != "" {
 		if a, ok := c.idem[opts.IdempotencyKey]; ok {
 			if err := chatmem.CheckFingerprint(key, opts, a.fingerprint); err != nil {

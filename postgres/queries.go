@@ -343,13 +343,15 @@ RETURNING num`),
 		// but its conversations row, and deleteContentsOf those of the
 		// conversations ($1[i], $2[i], number $3[i]): messages, postings,
 		// vectors, idempotency keys, the summary and the facts, in one
-		// statement.
+		// statement. deleteContents also sets the row's revision back to 0,
+		// as a conversation started afresh after it expired has.
 		deleteContents: q(`
 WITH m AS (DELETE FROM {s}.messages WHERE tenant = $1 AND conv_id = $2),
      p AS (DELETE FROM {s}.message_terms WHERE conv = $3),
      v AS (DELETE FROM {s}.message_vectors WHERE conv = $3),
      k AS (DELETE FROM {s}.idempotency WHERE tenant = $1 AND conv_id = $2),
-     s AS (DELETE FROM {s}.summaries WHERE tenant = $1 AND conv_id = $2)
+     s AS (DELETE FROM {s}.summaries WHERE tenant = $1 AND conv_id = $2),
+     r AS (UPDATE {s}.conversations SET revision = 0 WHERE tenant = $1 AND id = $2)
 DELETE FROM {s}.facts WHERE tenant = $1 AND conv_id = $2`),
 		deleteContentsOf: q(`
 WITH g AS (SELECT * FROM unnest($1::text[], $2::text[]) AS g (tenant, id)),

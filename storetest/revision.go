@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/chatmem/chatmem"
 )
@@ -93,5 +94,34 @@ func testRewindRevisionConflict(t *testing.T, h Harness) {
 		wantErr(t, "Append(ExpectedRevision) from before a redaction", err, chatmem.ErrConflict)
 		res = mustAppend(t, s, key, one("after the redaction"), chatmem.AppendOptions{ExpectedLastSeq: ptr(conv.LastSeq), ExpectedRevision: ptr(conv.Revision)})
 		wantSeqs(t, "Append(ExpectedRevision) after the redaction", res.Messages, conv.LastSeq+1)
+	}
+}
+
+// testRevisionAfterExpiry checks that a conversation started afresh by
+// an append after it expired is at revision 0, as its append result
+// says, however often it was rewound before: appends conditional on
+// that revision land.
+func testRevisionAfterExpiry(t *testing.T, h Harness) {
+	s := h.New(t)
+	ctx := t.Context()
+	one := func(text string) []chatmem.Message { return []chatmem.Message{msg(chatmem.RoleUser, text, 1)} }
+	key := randomKey("rev-expired")
+	t0 := time.Now()
+	mustAppend(t, s, key, append(one("a"), msg(chatmem.RoleAssistant, "b", 1)), chatmem.AppendOptions{TTL: time.Hour, Now: t0})
+	if conv := mustRewind(t, s, key, 1, 2); conv.Revision == 0 {
+		t.Fatalf("Revision after a rewind = 0, want more")
+	}
+	res, err := s.Append(ctx, key, one("afresh"), chatmem.AppendOptions{Now: t0.Add(2 * time.Hour), ExpectedRevision: ptr[int64](0)})
+	if err != nil {
+		t.Fatalf("Append(ExpectedRevision=0) after expiry: %v", err)
+	}
+	wantSeqs(t, "Append after expiry", res.Messages, 1)
+	if got := mustConversation(t, s, key).Revision; got != 0 || res.Conversation.Revision != 0 {
+		t.Errorf("Revision after expiry: append result %d, Conversation %d; want 0 and 0", res.Conversation.Revision, got)
+	}
+	for i := range 2 {
+		if _, err := s.Append(ctx, key, one("again"), chatmem.AppendOptions{Now: t0.Add(2 * time.Hour), ExpectedRevision: ptr[int64](0)}); err != nil {
+			t.Errorf("Append %d (ExpectedRevision=0) to the conversation started afresh: %v", i+1, err)
+		}
 	}
 }

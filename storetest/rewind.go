@@ -22,6 +22,7 @@ var rewindTests = []subtest{
 	{"UserFacts", testRewindUserFacts},
 	{"ConcurrentAppends", testRewindConcurrentAppends},
 	{"RevisionConflict", testRewindRevisionConflict},
+	{"RevisionAfterExpiry", testRevisionAfterExpiry},
 }
 
 // testRewinds runs the chatmem.Rewinder subtests if the harness's stores
