@@ -2,6 +2,7 @@ package chatmem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -15,33 +16,46 @@ import (
 // valid facts they find; invalid ones are logged and skipped.
 func (m *Memory) extract(ctx context.Context, key Key, created time.Time, from, to int64) error {
 	const chunk = 1000 // messages per read and per extractor call
-	for ; from <= to; from += chunk {
-		msgs, err := m.store.Range(ctx, key, from-1, int(min(to-from+1, chunk)))
+	for from <= to {
+		msgs, rev, err := m.rangeAt(ctx, key, from-1, int(min(to-from+1, chunk)))
 		if err != nil {
 			return err
 		}
-		if err := m.extractFrom(ctx, key, created, msgs); err != nil {
+		if len(msgs) == 0 {
+			return nil // rewound meanwhile
+		}
+		err = m.extractFrom(ctx, key, created, rev, msgs)
+		if errors.Is(err, errRewritten) {
+			continue // extract them again as they are now
+		}
+		if err != nil {
 			return err
 		}
+		from += chunk
 	}
 	return nil
 }
 
-// extractFrom runs the extractors over msgs and stores what they find.
-func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, msgs []Message) error {
+// extractFrom runs the extractors over msgs, read at the conversation's
+// Revision rev, and stores what they find. If a rewind or a redaction
+// moved the Revision on meanwhile, it stores nothing and returns
+// errRewritten (see lockRevision).
+func (m *Memory) extractFrom(ctx context.Context, key Key, created time.Time, rev int64, msgs []Message) error {
 	found, err := m.findFacts(ctx, msgs)
 	if err != nil || len(found) == 0 {
 		return err
 	}
+	conv, unlockRev, err := m.lockRevision(ctx, key, created, rev)
+	if err != nil {
+		return err
+	}
+	defer unlockRev()
 	// The values compared and the writes go under the fact locks, which
 	// the application's SetFacts and SetUserFacts take too: a fact the app
 	// sets while the extractors ran is seen here, never overwritten by an
 	// older statement of the same value (provenance stays "app").
-	user, unlock, err := m.lockFacts(ctx, key, created)
-	if err != nil {
-		return err
-	}
-	defer unlock()
+	user := m.userIn(conv)
+	defer m.lockFacts(key, user)()
 	nf, err := m.newFacts(ctx, key, created, user, found)
 	if err != nil {
 		return err
@@ -153,21 +167,13 @@ func (m *Memory) setUserFacts(ctx context.Context, key Key, created time.Time, n
 	return nil
 }
 
-// userOf returns the user of the conversation created at created (empty
-// for none, or when the store keeps no users), and wraps ErrNotFound if
-// the conversation was deleted (and perhaps created again) since.
-func (m *Memory) userOf(ctx context.Context, key Key, created time.Time) (string, error) {
+// userIn returns the user conv is bound to, whose facts an extraction
+// from it sets: empty for none, or when the store keeps no users.
+func (m *Memory) userIn(conv Conversation) string {
 	if m.caps.users == nil {
-		return "", nil
+		return ""
 	}
-	conv, err := m.store.Conversation(ctx, key)
-	if err != nil {
-		return "", err
-	}
-	if !conv.CreatedAt.Equal(created) {
-		return "", recreated(key)
-	}
-	return conv.User, nil
+	return conv.User
 }
 
 // setFactsOf records facts in the conversation created at created, and
@@ -190,26 +196,22 @@ func (m *Memory) setFactsOf(ctx context.Context, key Key, created time.Time, fac
 // extraction's compare-and-write, in this process: conv for a
 // conversation's facts, user for a user's. Striped: a fixed array of
 // mutexes, a key hashed to one. An extraction takes its conversation's
-// then its user's; the application takes one: no cycle.
+// then its user's (holding the conversation's rewrite lock, see
+// lockRevision, which no one takes holding a fact lock); the application
+// takes one: no cycle.
 type factLocks struct{ conv, user lockStripes }
 
 type lockStripes [64]sync.Mutex
 
-// lockFacts takes the fact locks of the conversation created at created
-// and of its user, if it has one (see userOf), and returns the user and
-// the unlock.
-func (m *Memory) lockFacts(ctx context.Context, key Key, created time.Time) (string, func(), error) {
+// lockFacts takes the fact locks of the conversation and of its user, if
+// it has one (userIn), and returns the unlock.
+func (m *Memory) lockFacts(key Key, user string) func() {
 	unlockConv := m.factLocks.conv.lock(key)
-	user, err := m.userOf(ctx, key, created)
-	if err != nil || user == "" {
-		if err != nil {
-			unlockConv()
-			return "", nil, err
-		}
-		return "", unlockConv, nil
+	if user == "" {
+		return unlockConv
 	}
 	unlockUser := m.factLocks.user.lock(Key{Tenant: key.Tenant, ID: user})
-	return user, func() { unlockUser(); unlockConv() }, nil
+	return func() { unlockUser(); unlockConv() }
 }
 
 // lock locks key's stripe and returns its unlock.

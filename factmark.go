@@ -72,9 +72,9 @@ func (m *Memory) extractHeld(ctx context.Context, fm FactMarker, j job, hold hol
 			continue // read the mark again under the lease: the last holder may have moved it
 		}
 		through := min(mk.LastSeq, mk.Seq+maxExtractChunk)
-		msgs := j.carried(mk.Seq+1, through)
+		msgs, rev := j.carried(mk.Seq+1, through), j.rev
 		if msgs == nil {
-			if msgs, err = m.store.Range(ctx, j.key, mk.Seq, int(through-mk.Seq)); err != nil {
+			if msgs, rev, err = m.rangeAt(ctx, j.key, mk.Seq, int(through-mk.Seq)); err != nil {
 				return err
 			}
 			if len(msgs) == 0 {
@@ -88,9 +88,13 @@ func (m *Memory) extractHeld(ctx context.Context, fm FactMarker, j job, hold hol
 				return err
 			}
 		}
-		err = m.storeMarked(ctx, fm, j.key, created, found, mk.Seq, through)
+		err = m.storeMarked(ctx, fm, j.key, created, rev, found, mk.Seq, through)
 		if errors.Is(err, ErrConflict) {
 			continue // another process moved the mark and stored its facts: look again
+		}
+		if errors.Is(err, errRewritten) {
+			j.msgs = nil // rewound or redacted meanwhile: extract them again as they are now
+			continue
 		}
 		if err != nil {
 			return err
@@ -99,16 +103,22 @@ func (m *Memory) extractHeld(ctx context.Context, fm FactMarker, j job, hold hol
 }
 
 // storeMarked stores what the extractors found in the messages after the
-// mark prev through through, and moves the mark. The values compared and
-// the writes go under the fact locks (see extractFrom).
-func (m *Memory) storeMarked(ctx context.Context, fm FactMarker, key Key, created time.Time, found []Fact, prev, through int64) error {
+// mark prev through through, read at the conversation's Revision rev, and
+// moves the mark. If a rewind or a redaction moved the Revision on
+// meanwhile, it stores nothing, not even the mark (a rewind may have put
+// other messages under those seqs), and returns errRewritten (see
+// lockRevision). The values compared and the writes go under the fact
+// locks (see extractFrom).
+func (m *Memory) storeMarked(ctx context.Context, fm FactMarker, key Key, created time.Time, rev int64, found []Fact, prev, through int64) error {
+	conv, unlockRev, err := m.lockRevision(ctx, key, created, rev)
+	if err != nil {
+		return err
+	}
+	defer unlockRev()
 	var nf newFound
 	if len(found) > 0 {
-		user, unlock, err := m.lockFacts(ctx, key, created)
-		if err != nil {
-			return err
-		}
-		defer unlock()
+		user := m.userIn(conv)
+		defer m.lockFacts(key, user)()
 		if nf, err = m.newFacts(ctx, key, created, user, found); err != nil {
 			return err
 		}

@@ -541,7 +541,7 @@ func (m *Memory) appendCounted(ctx context.Context, key Key, prior, msgs []Messa
 		return AppendResult{}, nil, fmt.Errorf("append to %s: %w", key, err)
 	}
 	if !res.Replayed && len(res.Messages) > 0 {
-		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Conversation.User, res.Messages)
+		m.afterAppend(ctx, key, res.Conversation.CreatedAt, res.Conversation.Revision, res.Conversation.User, res.Messages)
 	}
 	return res, read, nil
 }

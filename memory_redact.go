@@ -43,14 +43,13 @@ type RedactOptions struct {
 //
 // Redact drops what this Memory keeps of the conversation between turns
 // (its cached tail, summary and facts); other processes' tail caches see
-// the new Revision on their next read of the conversation. A summary the
-// worker made from the old text is not stored after the redaction (it
-// checks the Revision it read the messages at, in this process under the
-// same lock as the redaction, and summarizes the redacted text instead);
-// with several processes, a write that checked just before another
-// process's redaction may still land, and a fact extractor that read the
-// old text may still store what it derived from it: redact again (or
-// replace the facts) if that matters, once the workers are idle.
+// the new Revision on their next read of the conversation. A summary,
+// facts or vectors the worker made from the old text are not stored after
+// the redaction (it checks the Revision it read the messages at, in this
+// process under the same lock as the redaction, and does the work again
+// from the redacted text); with several processes, a write that checked
+// just before another process's redaction may still land: redact again
+// if that matters, once the workers are idle.
 func (m *Memory) Redact(ctx context.Context, key Key, seq int64, content string, opts RedactOptions) (Conversation, Message, error) {
 	if err := key.Validate(); err != nil {
 		return Conversation{}, Message{}, err

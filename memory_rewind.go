@@ -31,12 +31,12 @@ type RewindOptions struct {
 // cannot rewind wraps ErrInvalid.
 //
 // Rewind drops what this Memory keeps of the conversation between turns
-// (its cached tail, summary and facts). A summarizer or fact extractor
-// that read the rewound messages just before the rewind may still store
-// what it derived from them if appends bring the conversation back past
-// them before it writes; the summary and facts are redone from the
-// conversation as it is at the next summarization or extraction after
-// that.
+// (its cached tail, summary and facts). A summary, facts or vectors the
+// worker made from the rewound messages are not stored after the rewind
+// (it checks the Revision it read the messages at, in this process under
+// the same lock as the rewind, and does the work again from the
+// conversation as it is); with several processes, a write that checked
+// just before another process's rewind may still land.
 func (m *Memory) Rewind(ctx context.Context, key Key, toSeq int64, opts RewindOptions) (Conversation, error) {
 	if err := key.Validate(); err != nil {
 		return Conversation{}, err

@@ -18,8 +18,12 @@ type job struct {
 	user     bool // a user message is among them (extractors only read those)
 	tokens   int  // their non-system tokens, for the hysteresis estimate
 	// msgs are the appended messages themselves, so extraction needs no
-	// read; nil when merged jobs hold too many (extract reads from..to).
+	// read; nil when merged jobs hold too many, or were appended at two
+	// Revisions (extract reads from..to).
 	msgs []Message
+	// rev is the conversation's Revision msgs were appended at: what is
+	// derived from them is stored only while it still is (lockRevision).
+	rev int64
 	// created is the conversation's CreatedAt, which ties cached facts to
 	// this conversation and not to an earlier one with the same ID.
 	created time.Time
@@ -213,12 +217,12 @@ func (m *Memory) run() {
 }
 
 // afterAppend runs or queues the work that new messages bring.
-func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, user string, msgs []Message) {
+func (m *Memory) afterAppend(ctx context.Context, key Key, created time.Time, rev int64, user string, msgs []Message) {
 	m.indexLater(key, created, msgs)
 	if m.summarizer == nil && len(m.extractors) == 0 && m.embedder == nil {
 		return
 	}
-	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq, created: created, owner: user}
+	j := job{key: key, from: msgs[0].Seq, to: msgs[len(msgs)-1].Seq, created: created, rev: rev, owner: user}
 	if len(msgs) <= maxJobMessages {
 		// A copy: the caller owns the messages Append returned.
 		j.msgs = make([]Message, len(msgs))
@@ -371,9 +375,9 @@ func (p *job) merge(j job) {
 		p.from, p.to = min(p.from, j.from), max(p.to, j.to)
 	}
 	p.user, p.tokens = p.user || j.user, p.tokens+j.tokens
-	if p.msgs != nil && j.msgs != nil && len(p.msgs)+len(j.msgs) <= maxJobMessages {
+	if p.msgs != nil && j.msgs != nil && len(p.msgs)+len(j.msgs) <= maxJobMessages && p.rev == j.rev {
 		p.msgs = append(p.msgs, j.msgs...)
-	} else {
+	} else { // read from..to: too many, or p's are of another Revision
 		p.msgs = nil
 	}
 }
@@ -410,8 +414,9 @@ func (m *Memory) process(ctx context.Context, j job) {
 	} else if len(m.extractors) > 0 && j.user {
 		var err error
 		if j.msgs != nil {
-			err = m.extractFrom(xctx, j.key, j.created, j.msgs)
-		} else {
+			err = m.extractFrom(xctx, j.key, j.created, j.rev, j.msgs)
+		}
+		if j.msgs == nil || errors.Is(err, errRewritten) { // read them (again)
 			err = m.extract(xctx, j.key, j.created, j.from, j.to)
 		}
 		m.logExtract(j.key, err)

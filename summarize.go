@@ -31,10 +31,54 @@ func (m *Memory) sameGeneration(ctx context.Context, key Key, created time.Time)
 	return nil
 }
 
-// errRewritten is the error of a derived write (a summary) made from
-// messages that a rewind or a redaction changed since they were read:
-// nothing was stored, and the work is to be done again.
+// errRewritten is the error of a derived write (a summary, facts,
+// vectors) made from messages that a rewind or a redaction changed since
+// they were read: nothing was stored, and the work is to be done again.
 var errRewritten = errors.New("the conversation was rewritten while its messages were worked on")
+
+// rangeAt reads up to limit messages after seq after, as Store.Range
+// does, and the conversation's Revision, read before them: what a worker
+// derives from the messages is stored only if the Revision is still that
+// one (lockRevision). A rewrite between the two reads gives messages
+// newer than the Revision says, and the work is then done again, never
+// stored stale.
+func (m *Memory) rangeAt(ctx context.Context, key Key, after int64, limit int) ([]Message, int64, error) {
+	conv, err := m.store.Conversation(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	msgs, err := m.store.Range(ctx, key, after, limit)
+	return msgs, conv.Revision, err
+}
+
+// lockRevision is what a worker does right before it stores what it
+// derived from messages read at the conversation's Revision rev: it takes
+// the conversation's rewrite lock, which this Memory's Rewind and Redact
+// hold around their change, and reads the conversation again. It returns
+// the conversation and the unlock, to call once the write is made. If a
+// rewind or a redaction moved the Revision on, it returns errRewritten
+// (nothing is to be stored: it could hold text that is gone; the caller
+// does the work again from the messages as they are now), and if the
+// conversation is gone, or is not the one created at created (unless
+// created is zero), it wraps ErrNotFound; on error the lock is released.
+// Another process's rewind or redaction does not take this lock: one that
+// lands between the read and the write is not seen.
+func (m *Memory) lockRevision(ctx context.Context, key Key, created time.Time, rev int64) (Conversation, func(), error) {
+	unlock := m.rewrites.lock(key)
+	conv, err := m.store.Conversation(ctx, key)
+	switch {
+	case err != nil:
+	case !created.IsZero() && !conv.CreatedAt.Equal(created):
+		err = recreated(key)
+	case conv.Revision != rev:
+		err = errRewritten
+	}
+	if err != nil {
+		unlock()
+		return Conversation{}, nil, err
+	}
+	return conv, unlock, nil
+}
 
 // maxSummaryChunk bounds the messages one summarizer call covers, so a
 // conversation far behind (a large import, a worker that was down) catches
@@ -262,13 +306,11 @@ func (m *Memory) summarizeChunk(ctx context.Context, key Key, prev Summary, msgs
 		}
 	}
 	// The revision again, under the lock, now that the summary is made.
-	defer m.rewrites.lock(key)()
-	if conv, err = m.store.Conversation(ctx, key); err != nil {
+	conv, unlock, err := m.lockRevision(ctx, key, created, rev)
+	if err != nil {
 		return err
 	}
-	if conv.Revision != rev {
-		return errRewritten
-	}
+	defer unlock()
 	if gw := m.caps.generations; gw != nil {
 		err = gw.PutSummaryOf(ctx, key, created, s, prev.CoversSeq)
 	} else {
