@@ -244,38 +244,58 @@ func TestResponsesRetryPreviousResponse(t *testing.T) {
 	}
 }
 
-// TestResponsesFailedTurnKeepsOthersReply: an attempt whose input a retry
-// with the same Idempotency-Key lined up with, answered and stored, does
-// not take the retry's answer with it when it fails (its client goes).
+// TestResponsesFailedTurnKeepsOthersReply: an attempt whose input (or
+// branch) a retry with the same Idempotency-Key lined up with, answered
+// and stored, does not take the retry's answer with it when it fails
+// (its client goes): for a new conversation's first turn and a branch.
 func TestResponsesFailedTurnKeepsOthersReply(t *testing.T) {
 	env := newResponsesEnv(t)
-	h := map[string]string{"Idempotency-Key": "race"}
-	body := `{"model":"m","input":"hi","stream":true}`
-	env.up.push(fakeReply{hang: true})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.url+openAIPrefix+"/responses", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+proxyKey)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "race")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	var ids []string
+	for i := range 2 {
+		body := `{"model":"m","input":"step"}`
+		if i > 0 {
+			body = `{"model":"m","input":"step","previous_response_id":"` + ids[0] + `"}`
+		}
+		status, b := env.do(t, "POST", "/responses", body)
+		var r responseObject
+		if err := json.Unmarshal(b, &r); status != http.StatusOK || err != nil {
+			t.Fatalf("%d %s", status, b)
+		}
+		ids = append(ids, r.ID)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() && !strings.Contains(sc.Text(), `"delta":"partial"`) {
-	}
-	// A's input is stored, its upstream hangs: B lines up with it.
-	status, _, b := env.respondWith(t, h, body)
-	if status != http.StatusOK || !strings.Contains(string(b), "response.completed") {
-		t.Fatalf("B: %d %s", status, b)
-	}
-	cancel()
-	waitHandled(t, env)
-	got := env.stored(t, idemConversationID("race"))
-	if len(got) != 2 || got[0].Content != "hi" || got[1].Role != chatmem.RoleAssistant {
-		t.Errorf("after A failed the conversation holds %v, want B's input and reply", got)
+	for _, tc := range []struct {
+		key, body string
+		want      int // messages in the conversation after
+	}{
+		{"race", `{"model":"m","input":"hi","stream":true}`, 2},
+		{"race-branch", `{"model":"m","input":"hi","stream":true,"previous_response_id":"` + ids[0] + `"}`, 4},
+	} {
+		env.up.push(fakeReply{hang: true})
+		ctx, cancel := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, env.url+openAIPrefix+"/responses", strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer "+proxyKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", tc.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() && !strings.Contains(sc.Text(), `"delta":"partial"`) {
+		}
+		// A's input (or branch) is stored, its upstream hangs: B lines
+		// up with it.
+		status, _, b := env.respondWith(t, map[string]string{"Idempotency-Key": tc.key}, tc.body)
+		if status != http.StatusOK || !strings.Contains(string(b), "response.completed") {
+			t.Fatalf("%s: B: %d %s", tc.key, status, b)
+		}
+		cancel()
+		resp.Body.Close()
+		waitHandled(t, env)
+		got := env.stored(t, idemConversationID(tc.key))
+		if len(got) != tc.want || got[tc.want-2].Content != "hi" || got[tc.want-1].Role != chatmem.RoleAssistant {
+			t.Errorf("%s: after A failed the conversation holds %v, want %d messages ending in B's input and reply", tc.key, got, tc.want)
+		}
 	}
 }
 
