@@ -247,9 +247,14 @@ type respTurn struct {
 	// committed: the reply was stored.
 	created, preAppended, committed bool
 	// forkOf is the conversation a branch from an earlier response is
-	// copied from, up to t.last (zero: no branch), and forkUser its user.
+	// copied from, up to forkUpto, the seq of the response branched from
+	// (zero: no branch), and forkUser its user.
 	forkOf   chatmem.Key
+	forkUpto int64
 	forkUser string
+	// replayed: the reply's append found the response another request
+	// with the same Idempotency-Key stored first, which is the answer.
+	replayed bool
 }
 
 // createResponse is POST /openai/v1/responses.
@@ -276,12 +281,33 @@ func (s *Server) createResponse(c *call) error {
 	if err != nil {
 		return err
 	}
+	// The request's policy and fields are checked before anything is
+	// stored (a branch's history, a new conversation's input).
+	p, err := proxyPolicy(c.up, t.headers(c.r.Header))
+	if err != nil {
+		return err
+	}
+	var reserve []chatmem.Message
+	if req.Instructions != nil && *req.Instructions != "" {
+		reserve = []chatmem.Message{{Role: chatmem.RoleSystem, Content: *req.Instructions}}
+	}
+	fields, err := chatFields(req)
+	if err != nil {
+		return err
+	}
 	ctx := c.r.Context()
 	if t.idemKey != "" {
 		t.fingerprint = requestFingerprint(raw)
 		// A retry whose response is stored gets it, and the upstream is
-		// not called again.
+		// not called again. A branch's retry looks in the original first:
+		// the first attempt, made when the response it follows was the
+		// newest, went there.
 		m, err := s.storedResponseUnder(ctx, t)
+		if err == nil && m == nil && t.forkOf.ID != "" {
+			orig := *t
+			orig.key = t.forkOf
+			m, err = s.storedResponseUnder(ctx, &orig)
+		}
 		if err != nil {
 			return err
 		}
@@ -304,18 +330,6 @@ func (s *Server) createResponse(c *call) error {
 		}
 	}
 	started := s.mem.Now()
-	p, err := proxyPolicy(c.up, t.headers(c.r.Header))
-	if err != nil {
-		return err
-	}
-	var reserve []chatmem.Message
-	if req.Instructions != nil && *req.Instructions != "" {
-		reserve = []chatmem.Message{{Role: chatmem.RoleSystem, Content: *req.Instructions}}
-	}
-	fields, err := chatFields(req)
-	if err != nil {
-		return err
-	}
 	var window []chatmem.Message
 	var win chatmem.Window
 	switch {
@@ -569,12 +583,12 @@ func (s *Server) prepareResponse(c *call, req responsesRequest, idemKey string) 
 			// A branch from an earlier response: a conversation of its
 			// own (forkResponse), the original one left as it is.
 			t.forkOf, t.forkUser, t.obj.Conversation, t.created = key, conv.User, nil, true
+			t.forkUpto = prev.Seq
 			t.key.ID = newOpenAIID("conv_")
 			if t.idemKey != "" {
+				// A retry's branch is where its first attempt left it
+				// (forkResponse).
 				t.key.ID = idemConversationID(t.idemKey)
-				if fork, err := s.mem.Conversation(ctx, t.key); err == nil {
-					t.last = fork.LastSeq // a retry's: its response may be stored
-				}
 			}
 		}
 	case t.store && t.idemKey != "":
@@ -744,6 +758,7 @@ func (s *Server) finishResponse(ctx context.Context, t *respTurn, content string
 	t.committed = true
 	stored := res.Messages[len(res.Messages)-1]
 	if res.Replayed {
+		t.replayed = true
 		// A request with the same Idempotency-Key stored its response
 		// first: that one is the answer.
 		var rec responseRecord

@@ -87,12 +87,22 @@ func (s *Server) replayResponse(c *call, t *respTurn, m chatmem.Message) error {
 			ID        string `json:"id"`
 			Arguments string `json:"arguments"`
 			Name      string `json:"name"`
+			CallID    string `json:"call_id"`
+			Role      string `json:"role"`
 			Content   []struct {
 				Text string `json:"text"`
 			} `json:"content"`
 		}
 		_ = json.Unmarshal(raw, &it)
-		w.emit("response.output_item.added", map[string]any{"output_index": i, "item": raw})
+		// Added in progress, as the live stream adds it (streamResponse).
+		added := any(raw)
+		switch it.Type {
+		case "message":
+			added = map[string]any{"type": "message", "id": it.ID, "status": "in_progress", "role": it.Role, "content": []any{}}
+		case "function_call":
+			added = json.RawMessage(functionCallJSON(it.ID, chatmem.ToolCall{ID: it.CallID, Function: chatmem.FunctionCall{Name: it.Name}}, "in_progress"))
+		}
+		w.emit("response.output_item.added", map[string]any{"output_index": i, "item": added})
 		switch it.Type {
 		case "message":
 			for j, part := range it.Content {
@@ -149,12 +159,16 @@ func (s *Server) dropOrphanInput(ctx context.Context, t *respTurn) {
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
-	var err error
-	if t.created {
+	// Conditional on the LastSeq this turn left: a request with the same
+	// Idempotency-Key that lined up with the input (or the branch) and
+	// stored its reply after it keeps it. A conversation the turn created
+	// is deleted once it is empty; an attempt that stores new input in it
+	// between the rewind and the delete loses it (Delete cannot be
+	// conditional), and answers an error, not a reply that is gone.
+	last := t.last
+	_, err := s.mem.Rewind(wctx, t.key, 0, chatmem.RewindOptions{ExpectedLastSeq: &last})
+	if err == nil && t.created {
 		err = s.mem.Delete(wctx, t.key)
-	} else {
-		last := t.last
-		_, err = s.mem.Rewind(wctx, t.key, 0, chatmem.RewindOptions{ExpectedLastSeq: &last})
 	}
 	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "responses: the input of a failed first turn was not taken back",
@@ -169,19 +183,21 @@ func (s *Server) dropOrphanInput(ctx context.Context, t *respTurn) {
 // responses after the one branched from, stays as it was. The copy
 // costs a read and a write of that history, once per branch; the
 // conversation-scoped facts, summary and receipts are not copied.
-// Nothing is copied for a retry whose branch exists (t.last is then
-// not the original's).
+// A retry whose branch exists copies what its first attempt left
+// uncopied; a branch past the response branched from, with no response
+// stored under the key (createResponse looked), is a conflict.
 func (s *Server) forkResponse(ctx context.Context, t *respTurn) error {
-	upto := t.last
+	upto := t.forkUpto
 	var next int64
 	if conv, err := s.mem.Conversation(ctx, t.key); err == nil {
 		next = conv.LastSeq
 	} else if !errors.Is(err, chatmem.ErrNotFound) {
 		return err
 	}
-	if next != 0 && next != upto {
-		return fmt.Errorf("%w: the branch's conversation %q holds %d messages, not the %d it branches from; retry with another Idempotency-Key", chatmem.ErrConflict, t.key.ID, next, upto)
+	if next > upto {
+		return fmt.Errorf("%w: the branch's conversation %q holds %d messages, past the %d it branches from; retry with another Idempotency-Key", chatmem.ErrConflict, t.key.ID, next, upto)
 	}
+	t.last = next // where a failure rewinds from (dropOrphanInput)
 	const chunk = 500
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pendingWriteTimeout)
 	defer cancel()
@@ -205,6 +221,7 @@ func (s *Server) forkResponse(ctx context.Context, t *respTurn) error {
 			return fmt.Errorf("branch from %s: %w", t.forkOf, err)
 		}
 		next = res.Conversation.LastSeq
+		t.last = next
 	}
 	return nil
 }

@@ -246,6 +246,16 @@ func (s *Server) streamResponse(c *call, resp *http.Response, t *respTurn, start
 		}
 		return fail(code, msg)
 	}
+	if t.replayed {
+		// A request with the same Idempotency-Key stored its response
+		// first, and this stream's deltas are not it: the client is told
+		// to retry, which replays the stored response, not given a
+		// response.completed that contradicts what it was sent.
+		w.emit("error", map[string]any{"code": "idempotency_key_in_use", "param": nil,
+			"message": "a request with the same Idempotency-Key stored its response first; this stream's output was not stored, retry the request to get the stored response"})
+		infoOf(ctx).code = "stream_incomplete"
+		return nil
+	}
 	w.emit("response.completed", map[string]any{"response": outputOf(responseRecord{Response: t.obj}, m)})
 	return nil
 }
