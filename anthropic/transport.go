@@ -202,15 +202,9 @@ type anTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-// requestError is a request the transport refuses itself, answered with a
-// 400 invalid_request_error in the OpenAI format.
-type requestError struct{ msg string }
-
-func (e *requestError) Error() string { return e.msg }
-
-func invalidf(format string, args ...any) error {
-	return &requestError{msg: fmt.Sprintf(format, args...)}
-}
+// invalidf is the error of a request the transport refuses itself,
+// answered with a 400 invalid_request_error in the OpenAI format.
+func invalidf(format string, args ...any) error { return chatwire.Invalidf(format, args...) }
 
 // markCacheBreakpoints marks two of the four cache breakpoints Anthropic
 // allows: the end of the system prompt (which caches the tools with it),
@@ -517,10 +511,7 @@ func toolInput(args string) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-func isObject(raw json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(raw, &m) == nil && m != nil
-}
+func isObject(raw json.RawMessage) bool { return chatwire.IsObject(raw) }
 
 // stopSequences returns stop given as a string or an array of strings;
 // empty and whitespace-only sequences are left out (the API refuses them).
@@ -603,65 +594,12 @@ type anUsage struct {
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 }
 
-// ---- OpenAI response ----
-
-type oaCompletion struct {
-	ID      string     `json:"id"`
-	Object  string     `json:"object"`
-	Created int64      `json:"created"`
-	Model   string     `json:"model"`
-	Choices []oaChoice `json:"choices"`
-	Usage   *oaUsage   `json:"usage,omitempty"`
-}
-
-type oaChoice struct {
-	Index        int              `json:"index"`
-	Message      *oaFullMessage   `json:"message,omitempty"`
-	Delta        *oaOutMessage    `json:"delta,omitempty"`
-	Logprobs     *json.RawMessage `json:"logprobs"`
-	FinishReason *string          `json:"finish_reason"`
-}
-
-type oaOutMessage struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []oaOutToolCall `json:"tool_calls,omitempty"`
-}
-
-// oaFullMessage is a chat.completion's message: content and refusal are
-// null, not left out, when absent, as OpenAI sends them.
-type oaFullMessage struct {
-	Role      string          `json:"role"`
-	Content   *string         `json:"content"`
-	Refusal   *string         `json:"refusal"`
-	ToolCalls []oaOutToolCall `json:"tool_calls,omitempty"`
-}
-
-type oaOutToolCall struct {
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type oaUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
-
 // usage maps Anthropic's usage: prompt tokens are all the input tokens,
 // those written to and read from the cache included (Anthropic counts them
 // apart, OpenAI within), the cache reads also as cached_tokens.
-func (u anUsage) openAI() *oaUsage {
+func (u anUsage) openAI() *chatwire.Usage {
 	prompt := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
-	out := &oaUsage{PromptTokens: prompt, CompletionTokens: u.OutputTokens, TotalTokens: prompt + u.OutputTokens}
+	out := &chatwire.Usage{PromptTokens: prompt, CompletionTokens: u.OutputTokens, TotalTokens: prompt + u.OutputTokens}
 	out.PromptTokensDetails.CachedTokens = u.CacheReadInputTokens
 	return out
 }
@@ -689,15 +627,15 @@ func completionID(msgID string) string {
 }
 
 // translateResponse turns a Messages API answer into a chat.completion.
-func translateResponse(msg *anResponse, created int64) *oaCompletion {
+func translateResponse(msg *anResponse, created int64) *chatwire.Completion {
 	var text strings.Builder
-	out := &oaFullMessage{Role: "assistant"}
+	out := &chatwire.FullMessage{Role: "assistant"}
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
-			tc := oaOutToolCall{ID: b.ID, Type: "function"}
+			tc := chatwire.ToolCall{ID: b.ID, Type: "function"}
 			tc.Function.Name = b.Name
 			tc.Function.Arguments = compactJSON(b.Input)
 			out.ToolCalls = append(out.ToolCalls, tc)
@@ -707,12 +645,12 @@ func translateResponse(msg *anResponse, created int64) *oaCompletion {
 		out.Content = &s
 	}
 	fr := finishReason(msg.StopReason)
-	return &oaCompletion{
+	return &chatwire.Completion{
 		ID:      completionID(msg.ID),
 		Object:  "chat.completion",
 		Created: created,
 		Model:   msg.Model,
-		Choices: []oaChoice{{Index: 0, Message: out, FinishReason: &fr}},
+		Choices: []chatwire.Choice{{Index: 0, Message: out, FinishReason: &fr}},
 		Usage:   msg.Usage.openAI(),
 	}
 }
@@ -836,14 +774,9 @@ func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if areq.Stream {
 		includeUsage := oreq.StreamOptions != nil && oreq.StreamOptions.IncludeUsage
-		pr, pw := io.Pipe()
-		go t.relay(resp.Body, pw, includeUsage)
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		r := chatwire.NewResponse(req, http.StatusOK, h, nil)
-		r.Body = &chatwire.StreamBody{PipeReader: pr, Upstream: resp.Body}
-		r.ContentLength = -1
-		return r, nil
+		return chatwire.StreamResponse(req, h, resp.Body, func(src io.ReadCloser, dst *io.PipeWriter) {
+			t.relay(src, dst, includeUsage)
+		}), nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -902,17 +835,8 @@ type streamState struct {
 	includeUsage bool
 }
 
-func (s *streamState) chunk(delta *oaOutMessage, finish *string) *oaCompletion {
-	if delta == nil {
-		delta = &oaOutMessage{}
-	}
-	return &oaCompletion{
-		ID:      s.id,
-		Object:  "chat.completion.chunk",
-		Created: s.created,
-		Model:   s.model,
-		Choices: []oaChoice{{Index: 0, Delta: delta, FinishReason: finish}},
-	}
+func (s *streamState) chunk(delta *chatwire.Delta, finish *string) *chatwire.Completion {
+	return chatwire.Chunk(s.id, s.model, s.created, delta, finish)
 }
 
 // errStreamCut is what the reader of a stream gets when Anthropic's stream
@@ -971,7 +895,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 			s.usage = ev.Message.Usage
 		}
 		empty := ""
-		return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Role: "assistant", Content: &empty}, nil))
+		return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{Role: "assistant", Content: &empty}, nil))
 	case "content_block_start":
 		if ev.ContentBlock == nil {
 			return false, nil
@@ -980,7 +904,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		case "text":
 			if ev.ContentBlock.Text != "" {
 				text := ev.ContentBlock.Text
-				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{Content: &text}, nil))
 			}
 		case "tool_use":
 			// A chat completion's first delta of a tool call carries its
@@ -992,28 +916,28 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 			idx := s.tools
 			s.tools++
 			s.toolIndex[ev.Index] = idx
-			tc := oaOutToolCall{Index: &idx, ID: ev.ContentBlock.ID, Type: "function"}
+			tc := chatwire.ToolCall{Index: &idx, ID: ev.ContentBlock.ID, Type: "function"}
 			tc.Function.Name = ev.ContentBlock.Name
 			// The input comes in input_json_delta events; the start block
 			// holds {} (or, rarely, the whole input, sent here if so).
 			if in := compactJSON(ev.ContentBlock.Input); in != "{}" {
 				tc.Function.Arguments = in
 			}
-			return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
+			return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{ToolCalls: []chatwire.ToolCall{tc}}, nil))
 		}
 	case "content_block_delta":
 		switch ev.Delta.Type {
 		case "text_delta":
 			if ev.Delta.Text != "" {
 				text := ev.Delta.Text
-				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{Content: &text}, nil))
 			}
 		case "input_json_delta":
 			idx, ok := s.toolIndex[ev.Index]
 			if ok && ev.Delta.PartialJSON != "" {
-				tc := oaOutToolCall{Index: &idx}
+				tc := chatwire.ToolCall{Index: &idx}
 				tc.Function.Arguments = ev.Delta.PartialJSON
-				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{ToolCalls: []chatwire.ToolCall{tc}}, nil))
 			}
 		}
 	case "message_delta":
@@ -1041,7 +965,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		}
 		if s.includeUsage {
 			c := s.chunk(nil, nil)
-			c.Choices = []oaChoice{}
+			c.Choices = []chatwire.Choice{}
 			c.Usage = s.usage.openAI()
 			if err := chatwire.WriteData(w, c); err != nil {
 				return true, err
