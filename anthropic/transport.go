@@ -81,71 +81,6 @@ func NewChatCompletionsTransport(opts Options) (http.RoundTripper, error) {
 	}, nil
 }
 
-// ---- OpenAI request ----
-
-type oaRequest struct {
-	Model               string          `json:"model"`
-	Messages            []oaMessage     `json:"messages"`
-	MaxTokens           *int64          `json:"max_tokens"`
-	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	Stop                json.RawMessage `json:"stop"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	N                 *int            `json:"n"`
-	Tools             []oaTool        `json:"tools"`
-	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	User              string          `json:"user"`
-	// PromptCacheKey asks for the request's prefix to be cached (OpenAI's
-	// prompt_cache_key; chatmem's proxy sets it for cache-stable
-	// windows): the transport then marks Anthropic cache breakpoints.
-	PromptCacheKey string `json:"prompt_cache_key"`
-	ResponseFormat *struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-}
-
-type oaMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []oaToolCall    `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
-}
-
-type oaToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type oaTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
-type oaPart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	Refusal  string `json:"refusal"`
-	ImageURL *struct {
-		URL string `json:"url"`
-	} `json:"image_url"`
-}
-
 // ---- Anthropic request ----
 
 type anRequest struct {
@@ -248,8 +183,8 @@ func markStablePrefix(out *anRequest, n int) {
 // translateRequest turns an OpenAI chat completions request body into a
 // Messages API request. defaultModel and defaultMaxTokens stand in for a
 // request that sets neither.
-func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) (*anRequest, *oaRequest, error) {
-	var in oaRequest
+func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) (*anRequest, *chatwire.Request, error) {
+	var in chatwire.Request
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, nil, invalidf("the request body is not a chat completions request: %v", err)
 	}
@@ -297,7 +232,7 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 		var msg anMessage
 		switch m.Role {
 		case "system", "developer":
-			text, err := contentText(m.Content)
+			text, err := chatwire.ContentText(m.Content)
 			if err != nil {
 				return nil, nil, invalidf("messages[%d].content: %v", i, err)
 			}
@@ -312,7 +247,7 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 			}
 			msg = anMessage{Role: "user", Content: blocks}
 		case "assistant":
-			text, err := contentText(m.Content)
+			text, err := chatwire.ContentText(m.Content)
 			if err != nil {
 				return nil, nil, invalidf("messages[%d].content: %v", i, err)
 			}
@@ -337,7 +272,7 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 			if m.ToolCallID == "" {
 				return nil, nil, invalidf("messages[%d].tool_call_id: required for a tool message", i)
 			}
-			text, err := contentText(m.Content)
+			text, err := chatwire.ContentText(m.Content)
 			if err != nil {
 				return nil, nil, invalidf("messages[%d].content: %v", i, err)
 			}
@@ -412,35 +347,6 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 	return out, &in, nil
 }
 
-// contentText returns content given as a string, null or an array of text
-// parts, the parts joined.
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []oaPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("neither a string nor an array of content parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		switch p.Type {
-		case "text":
-			b.WriteString(p.Text)
-		case "refusal":
-			b.WriteString(p.Refusal)
-		default:
-			return "", fmt.Errorf("a %q part is not supported here", p.Type)
-		}
-	}
-	return b.String(), nil
-}
-
 // contentBlocks returns a user message's content as blocks: text, and
 // image_url parts as image blocks (a data: URL as base64, any other URL as
 // a url source). Empty text is left out.
@@ -456,7 +362,7 @@ func contentBlocks(raw json.RawMessage) ([]anBlock, error) {
 		}
 		return []anBlock{{Type: "text", Text: s}}, nil
 	}
-	var parts []oaPart
+	var parts []chatwire.Part
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, errors.New("neither a string nor an array of content parts")
 	}
@@ -773,7 +679,7 @@ func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		h.Set("Request-Id", v)
 	}
 	if areq.Stream {
-		includeUsage := oreq.StreamOptions != nil && oreq.StreamOptions.IncludeUsage
+		includeUsage := oreq.IncludeUsage()
 		return chatwire.StreamResponse(req, h, resp.Body, func(src io.ReadCloser, dst *io.PipeWriter) {
 			t.relay(src, dst, includeUsage)
 		}), nil

@@ -103,39 +103,6 @@ func NewResponsesTransport(opts TransportOptions) (http.RoundTripper, error) {
 
 // ---- Chat Completions request ----
 
-type ccRequest struct {
-	Model               string      `json:"model"`
-	Messages            []ccMessage `json:"messages"`
-	MaxTokens           *int64      `json:"max_tokens"`
-	MaxCompletionTokens *int64      `json:"max_completion_tokens"`
-	Temperature         *float64    `json:"temperature"`
-	TopP                *float64    `json:"top_p"`
-	Stream              bool        `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	Tools             []ccTool        `json:"tools"`
-	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	ReasoningEffort   string          `json:"reasoning_effort"`
-	Verbosity         string          `json:"verbosity"`
-	ResponseFormat    *struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Schema      json.RawMessage `json:"schema"`
-			Strict      *bool           `json:"strict"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-	User                 string          `json:"user"`
-	SafetyIdentifier     string          `json:"safety_identifier"`
-	PromptCacheKey       string          `json:"prompt_cache_key"`
-	PromptCacheRetention string          `json:"prompt_cache_retention"`
-	ServiceTier          string          `json:"service_tier"`
-	Metadata             json.RawMessage `json:"metadata"`
-}
-
 // ccFields are the request fields the transport maps, and the values of
 // some others it accepts because they ask for what the Responses API does
 // anyway; any other field is refused.
@@ -149,49 +116,6 @@ var ccFields = map[string]bool{
 	// Accepted only at their neutral values, checked in translateRequest.
 	"n": true, "store": true, "logprobs": true, "stop": true,
 	"frequency_penalty": true, "presence_penalty": true,
-}
-
-type ccMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []ccToolCall    `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
-}
-
-type ccToolCall struct {
-	// Index is a streamed tool call's position; absent elsewhere.
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type ccTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	} `json:"function"`
-}
-
-type ccPart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	Refusal  string `json:"refusal"`
-	ImageURL *struct {
-		URL    string `json:"url"`
-		Detail string `json:"detail"`
-	} `json:"image_url"`
-	File *struct {
-		FileID   string `json:"file_id"`
-		FileData string `json:"file_data"`
-		Filename string `json:"filename"`
-	} `json:"file"`
 }
 
 // ---- Responses request ----
@@ -307,7 +231,7 @@ func checkFields(fields map[string]json.RawMessage) error {
 
 // translateRequest turns a Chat Completions request body into a Responses
 // request. defaultModel stands in for a request that names none.
-func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest, error) {
+func translateRequest(body []byte, defaultModel string) (*rsRequest, *chatwire.Request, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return nil, nil, invalidf("the request body is not a chat completions request: %v", err)
@@ -315,7 +239,7 @@ func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest,
 	if err := checkFields(fields); err != nil {
 		return nil, nil, err
 	}
-	var in ccRequest
+	var in chatwire.Request
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, nil, invalidf("the request body is not a chat completions request: %v", err)
 	}
@@ -414,7 +338,7 @@ func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest,
 
 // inputItems returns a message's input items; its error starts with the
 // part of the message it is about (".content: ...").
-func inputItems(m ccMessage) ([]rsInputItem, error) {
+func inputItems(m chatwire.Message) ([]rsInputItem, error) {
 	switch m.Role {
 	case "system", "developer", "user":
 		content, empty, err := inputContent(m.Content, m.Role == "user")
@@ -426,7 +350,7 @@ func inputItems(m ccMessage) ([]rsInputItem, error) {
 		}
 		return []rsInputItem{{Type: "message", Role: m.Role, Content: content}}, nil
 	case "assistant":
-		text, err := contentText(m.Content)
+		text, err := chatwire.ContentText(m.Content)
 		if err != nil {
 			return nil, fmt.Errorf(".content: %v", err)
 		}
@@ -449,7 +373,7 @@ func inputItems(m ccMessage) ([]rsInputItem, error) {
 		if m.ToolCallID == "" {
 			return nil, errors.New(".tool_call_id: required for a tool message")
 		}
-		text, err := contentText(m.Content)
+		text, err := chatwire.ContentText(m.Content)
 		if err != nil {
 			return nil, fmt.Errorf(".content: %v", err)
 		}
@@ -470,7 +394,7 @@ func inputContent(raw json.RawMessage, user bool) (content any, empty bool, err 
 	if json.Unmarshal(raw, &s) == nil {
 		return s, false, nil
 	}
-	var parts []ccPart
+	var parts []chatwire.Part
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, false, errors.New("neither a string nor an array of content parts")
 	}
@@ -499,34 +423,6 @@ func inputContent(raw json.RawMessage, user bool) (content any, empty bool, err 
 		}
 	}
 	return out, len(out) == 0, nil
-}
-
-// contentText returns content given as a string, null or an array of text
-// (and refusal) parts, the parts joined.
-func contentText(raw json.RawMessage) (string, error) {
-	if chatwire.IsNull(raw) {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []ccPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("neither a string nor an array of content parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		switch p.Type {
-		case "text":
-			b.WriteString(p.Text)
-		case "refusal":
-			b.WriteString(p.Refusal)
-		default:
-			return "", fmt.Errorf("a %q part is not supported here", p.Type)
-		}
-	}
-	return b.String(), nil
 }
 
 // toolChoice maps tool_choice: "auto", "none" and "required" as they are,
@@ -774,7 +670,7 @@ func (t *responsesTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	h := keptHeaders(resp.Header)
 	if rreq.Stream {
-		includeUsage := creq.StreamOptions != nil && creq.StreamOptions.IncludeUsage
+		includeUsage := creq.IncludeUsage()
 		return chatwire.StreamResponse(req, h, resp.Body, func(src io.ReadCloser, dst *io.PipeWriter) {
 			t.relay(src, dst, includeUsage)
 		}), nil

@@ -1,7 +1,7 @@
 // Package chatwire holds what the transports that answer OpenAI Chat
 // Completions requests from another API (anthropic's Messages, openai's
-// Responses) share of the Chat Completions wire format: its answer
-// types (types.go), its error body, the error type of a status,
+// Responses) share of the Chat Completions wire format: its request and
+// answer types (types.go), its error body, the error type of a status,
 // the synthesized *http.Response, a streamed body that also closes the
 // upstream's, and one server-sent event.
 package chatwire

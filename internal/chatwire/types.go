@@ -3,8 +3,122 @@ package chatwire
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 )
+
+// ---- request ----
+
+// Request is a Chat Completions request, with the fields either transport
+// reads; each maps the ones its upstream has a counterpart for.
+type Request struct {
+	Model               string          `json:"model"`
+	Messages            []Message       `json:"messages"`
+	MaxTokens           *int64          `json:"max_tokens"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	Stop                json.RawMessage `json:"stop"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	N                 *int            `json:"n"`
+	Tools             []Tool          `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	ReasoningEffort   string          `json:"reasoning_effort"`
+	Verbosity         string          `json:"verbosity"`
+	ResponseFormat    *struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+	User             string `json:"user"`
+	SafetyIdentifier string `json:"safety_identifier"`
+	// PromptCacheKey asks for the request's prefix to be cached (chatmem's
+	// proxy sets it for cache-stable windows).
+	PromptCacheKey       string          `json:"prompt_cache_key"`
+	PromptCacheRetention string          `json:"prompt_cache_retention"`
+	ServiceTier          string          `json:"service_tier"`
+	Metadata             json.RawMessage `json:"metadata"`
+}
+
+// IncludeUsage reports whether a streamed answer should end with a usage
+// chunk (stream_options.include_usage).
+func (r *Request) IncludeUsage() bool {
+	return r.StreamOptions != nil && r.StreamOptions.IncludeUsage
+}
+
+// Message is a request message; its content is a string, null or an
+// array of parts (Part), read by each transport as its upstream wants.
+type Message struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []ToolCall      `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+// Tool is a request's tool.
+type Tool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	} `json:"function"`
+}
+
+// Part is a content part of a request message: text, refusal, image_url
+// or file.
+type Part struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL *struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail"`
+	} `json:"image_url"`
+	File *struct {
+		FileID   string `json:"file_id"`
+		FileData string `json:"file_data"`
+		Filename string `json:"filename"`
+	} `json:"file"`
+}
+
+// ContentText returns a message's content given as a string, null or an
+// array of text and refusal parts, the parts joined.
+func ContentText(raw json.RawMessage) (string, error) {
+	if IsNull(raw) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []Part
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", errors.New("neither a string nor an array of content parts")
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			b.WriteString(p.Text)
+		case "refusal":
+			b.WriteString(p.Refusal)
+		default:
+			return "", fmt.Errorf("a %q part is not supported here", p.Type)
+		}
+	}
+	return b.String(), nil
+}
 
 // IsNull reports whether raw is absent or JSON null.
 func IsNull(raw json.RawMessage) bool {
