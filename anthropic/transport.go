@@ -81,71 +81,6 @@ func NewChatCompletionsTransport(opts Options) (http.RoundTripper, error) {
 	}, nil
 }
 
-// ---- OpenAI request ----
-
-type oaRequest struct {
-	Model               string          `json:"model"`
-	Messages            []oaMessage     `json:"messages"`
-	MaxTokens           *int64          `json:"max_tokens"`
-	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	Stop                json.RawMessage `json:"stop"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	N                 *int            `json:"n"`
-	Tools             []oaTool        `json:"tools"`
-	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	User              string          `json:"user"`
-	// PromptCacheKey asks for the request's prefix to be cached (OpenAI's
-	// prompt_cache_key; chatmem's proxy sets it for cache-stable
-	// windows): the transport then marks Anthropic cache breakpoints.
-	PromptCacheKey string `json:"prompt_cache_key"`
-	ResponseFormat *struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Schema json.RawMessage `json:"schema"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-}
-
-type oaMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []oaToolCall    `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
-}
-
-type oaToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type oaTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-	} `json:"function"`
-}
-
-type oaPart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	Refusal  string `json:"refusal"`
-	ImageURL *struct {
-		URL string `json:"url"`
-	} `json:"image_url"`
-}
-
 // ---- Anthropic request ----
 
 type anRequest struct {
@@ -202,15 +137,9 @@ type anTool struct {
 	InputSchema json.RawMessage `json:"input_schema"`
 }
 
-// requestError is a request the transport refuses itself, answered with a
-// 400 invalid_request_error in the OpenAI format.
-type requestError struct{ msg string }
-
-func (e *requestError) Error() string { return e.msg }
-
-func invalidf(format string, args ...any) error {
-	return &requestError{msg: fmt.Sprintf(format, args...)}
-}
+// invalidf is the error of a request the transport refuses itself,
+// answered with a 400 invalid_request_error in the OpenAI format.
+func invalidf(format string, args ...any) error { return chatwire.Invalidf(format, args...) }
 
 // markCacheBreakpoints marks two of the four cache breakpoints Anthropic
 // allows: the end of the system prompt (which caches the tools with it),
@@ -254,8 +183,8 @@ func markStablePrefix(out *anRequest, n int) {
 // translateRequest turns an OpenAI chat completions request body into a
 // Messages API request. defaultModel and defaultMaxTokens stand in for a
 // request that sets neither.
-func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) (*anRequest, *oaRequest, error) {
-	var in oaRequest
+func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) (*anRequest, *chatwire.Request, error) {
+	var in chatwire.Request
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, nil, invalidf("the request body is not a chat completions request: %v", err)
 	}
@@ -303,7 +232,7 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 		var msg anMessage
 		switch m.Role {
 		case "system", "developer":
-			text, err := contentText(m.Content)
+			text, err := chatwire.ContentText(m.Content)
 			if err != nil {
 				return nil, nil, invalidf("messages[%d].content: %v", i, err)
 			}
@@ -318,7 +247,7 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 			}
 			msg = anMessage{Role: "user", Content: blocks}
 		case "assistant":
-			text, err := contentText(m.Content)
+			text, err := chatwire.ContentText(m.Content)
 			if err != nil {
 				return nil, nil, invalidf("messages[%d].content: %v", i, err)
 			}
@@ -343,7 +272,7 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 			if m.ToolCallID == "" {
 				return nil, nil, invalidf("messages[%d].tool_call_id: required for a tool message", i)
 			}
-			text, err := contentText(m.Content)
+			text, err := chatwire.ContentText(m.Content)
 			if err != nil {
 				return nil, nil, invalidf("messages[%d].content: %v", i, err)
 			}
@@ -418,35 +347,6 @@ func translateRequest(body []byte, defaultModel string, defaultMaxTokens int64) 
 	return out, &in, nil
 }
 
-// contentText returns content given as a string, null or an array of text
-// parts, the parts joined.
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []oaPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("neither a string nor an array of content parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		switch p.Type {
-		case "text":
-			b.WriteString(p.Text)
-		case "refusal":
-			b.WriteString(p.Refusal)
-		default:
-			return "", fmt.Errorf("a %q part is not supported here", p.Type)
-		}
-	}
-	return b.String(), nil
-}
-
 // contentBlocks returns a user message's content as blocks: text, and
 // image_url parts as image blocks (a data: URL as base64, any other URL as
 // a url source). Empty text is left out.
@@ -462,7 +362,7 @@ func contentBlocks(raw json.RawMessage) ([]anBlock, error) {
 		}
 		return []anBlock{{Type: "text", Text: s}}, nil
 	}
-	var parts []oaPart
+	var parts []chatwire.Part
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, errors.New("neither a string nor an array of content parts")
 	}
@@ -517,10 +417,7 @@ func toolInput(args string) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-func isObject(raw json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(raw, &m) == nil && m != nil
-}
+func isObject(raw json.RawMessage) bool { return chatwire.IsObject(raw) }
 
 // stopSequences returns stop given as a string or an array of strings;
 // empty and whitespace-only sequences are left out (the API refuses them).
@@ -603,65 +500,12 @@ type anUsage struct {
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 }
 
-// ---- OpenAI response ----
-
-type oaCompletion struct {
-	ID      string     `json:"id"`
-	Object  string     `json:"object"`
-	Created int64      `json:"created"`
-	Model   string     `json:"model"`
-	Choices []oaChoice `json:"choices"`
-	Usage   *oaUsage   `json:"usage,omitempty"`
-}
-
-type oaChoice struct {
-	Index        int              `json:"index"`
-	Message      *oaFullMessage   `json:"message,omitempty"`
-	Delta        *oaOutMessage    `json:"delta,omitempty"`
-	Logprobs     *json.RawMessage `json:"logprobs"`
-	FinishReason *string          `json:"finish_reason"`
-}
-
-type oaOutMessage struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []oaOutToolCall `json:"tool_calls,omitempty"`
-}
-
-// oaFullMessage is a chat.completion's message: content and refusal are
-// null, not left out, when absent, as OpenAI sends them.
-type oaFullMessage struct {
-	Role      string          `json:"role"`
-	Content   *string         `json:"content"`
-	Refusal   *string         `json:"refusal"`
-	ToolCalls []oaOutToolCall `json:"tool_calls,omitempty"`
-}
-
-type oaOutToolCall struct {
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type oaUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-}
-
 // usage maps Anthropic's usage: prompt tokens are all the input tokens,
 // those written to and read from the cache included (Anthropic counts them
 // apart, OpenAI within), the cache reads also as cached_tokens.
-func (u anUsage) openAI() *oaUsage {
+func (u anUsage) openAI() *chatwire.Usage {
 	prompt := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
-	out := &oaUsage{PromptTokens: prompt, CompletionTokens: u.OutputTokens, TotalTokens: prompt + u.OutputTokens}
+	out := &chatwire.Usage{PromptTokens: prompt, CompletionTokens: u.OutputTokens, TotalTokens: prompt + u.OutputTokens}
 	out.PromptTokensDetails.CachedTokens = u.CacheReadInputTokens
 	return out
 }
@@ -689,15 +533,15 @@ func completionID(msgID string) string {
 }
 
 // translateResponse turns a Messages API answer into a chat.completion.
-func translateResponse(msg *anResponse, created int64) *oaCompletion {
+func translateResponse(msg *anResponse, created int64) *chatwire.Completion {
 	var text strings.Builder
-	out := &oaFullMessage{Role: "assistant"}
+	out := &chatwire.FullMessage{Role: "assistant"}
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
-			tc := oaOutToolCall{ID: b.ID, Type: "function"}
+			tc := chatwire.ToolCall{ID: b.ID, Type: "function"}
 			tc.Function.Name = b.Name
 			tc.Function.Arguments = compactJSON(b.Input)
 			out.ToolCalls = append(out.ToolCalls, tc)
@@ -707,12 +551,12 @@ func translateResponse(msg *anResponse, created int64) *oaCompletion {
 		out.Content = &s
 	}
 	fr := finishReason(msg.StopReason)
-	return &oaCompletion{
+	return &chatwire.Completion{
 		ID:      completionID(msg.ID),
 		Object:  "chat.completion",
 		Created: created,
 		Model:   msg.Model,
-		Choices: []oaChoice{{Index: 0, Message: out, FinishReason: &fr}},
+		Choices: []chatwire.Choice{{Index: 0, Message: out, FinishReason: &fr}},
 		Usage:   msg.Usage.openAI(),
 	}
 }
@@ -835,15 +679,10 @@ func (t *chatTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		h.Set("Request-Id", v)
 	}
 	if areq.Stream {
-		includeUsage := oreq.StreamOptions != nil && oreq.StreamOptions.IncludeUsage
-		pr, pw := io.Pipe()
-		go t.relay(resp.Body, pw, includeUsage)
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		r := chatwire.NewResponse(req, http.StatusOK, h, nil)
-		r.Body = &chatwire.StreamBody{PipeReader: pr, Upstream: resp.Body}
-		r.ContentLength = -1
-		return r, nil
+		includeUsage := oreq.IncludeUsage()
+		return chatwire.StreamResponse(req, h, resp.Body, func(src io.ReadCloser, dst *io.PipeWriter) {
+			t.relay(src, dst, includeUsage)
+		}), nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -902,17 +741,8 @@ type streamState struct {
 	includeUsage bool
 }
 
-func (s *streamState) chunk(delta *oaOutMessage, finish *string) *oaCompletion {
-	if delta == nil {
-		delta = &oaOutMessage{}
-	}
-	return &oaCompletion{
-		ID:      s.id,
-		Object:  "chat.completion.chunk",
-		Created: s.created,
-		Model:   s.model,
-		Choices: []oaChoice{{Index: 0, Delta: delta, FinishReason: finish}},
-	}
+func (s *streamState) chunk(delta *chatwire.Delta, finish *string) *chatwire.Completion {
+	return chatwire.Chunk(s.id, s.model, s.created, delta, finish)
 }
 
 // errStreamCut is what the reader of a stream gets when Anthropic's stream
@@ -971,7 +801,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 			s.usage = ev.Message.Usage
 		}
 		empty := ""
-		return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Role: "assistant", Content: &empty}, nil))
+		return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{Role: "assistant", Content: &empty}, nil))
 	case "content_block_start":
 		if ev.ContentBlock == nil {
 			return false, nil
@@ -980,7 +810,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		case "text":
 			if ev.ContentBlock.Text != "" {
 				text := ev.ContentBlock.Text
-				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{Content: &text}, nil))
 			}
 		case "tool_use":
 			// A chat completion's first delta of a tool call carries its
@@ -992,28 +822,28 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 			idx := s.tools
 			s.tools++
 			s.toolIndex[ev.Index] = idx
-			tc := oaOutToolCall{Index: &idx, ID: ev.ContentBlock.ID, Type: "function"}
+			tc := chatwire.ToolCall{Index: &idx, ID: ev.ContentBlock.ID, Type: "function"}
 			tc.Function.Name = ev.ContentBlock.Name
 			// The input comes in input_json_delta events; the start block
 			// holds {} (or, rarely, the whole input, sent here if so).
 			if in := compactJSON(ev.ContentBlock.Input); in != "{}" {
 				tc.Function.Arguments = in
 			}
-			return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
+			return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{ToolCalls: []chatwire.ToolCall{tc}}, nil))
 		}
 	case "content_block_delta":
 		switch ev.Delta.Type {
 		case "text_delta":
 			if ev.Delta.Text != "" {
 				text := ev.Delta.Text
-				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{Content: &text}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{Content: &text}, nil))
 			}
 		case "input_json_delta":
 			idx, ok := s.toolIndex[ev.Index]
 			if ok && ev.Delta.PartialJSON != "" {
-				tc := oaOutToolCall{Index: &idx}
+				tc := chatwire.ToolCall{Index: &idx}
 				tc.Function.Arguments = ev.Delta.PartialJSON
-				return false, chatwire.WriteData(w, s.chunk(&oaOutMessage{ToolCalls: []oaOutToolCall{tc}}, nil))
+				return false, chatwire.WriteData(w, s.chunk(&chatwire.Delta{ToolCalls: []chatwire.ToolCall{tc}}, nil))
 			}
 		}
 	case "message_delta":
@@ -1041,7 +871,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		}
 		if s.includeUsage {
 			c := s.chunk(nil, nil)
-			c.Choices = []oaChoice{}
+			c.Choices = []chatwire.Choice{}
 			c.Usage = s.usage.openAI()
 			if err := chatwire.WriteData(w, c); err != nil {
 				return true, err

@@ -103,39 +103,6 @@ func NewResponsesTransport(opts TransportOptions) (http.RoundTripper, error) {
 
 // ---- Chat Completions request ----
 
-type ccRequest struct {
-	Model               string      `json:"model"`
-	Messages            []ccMessage `json:"messages"`
-	MaxTokens           *int64      `json:"max_tokens"`
-	MaxCompletionTokens *int64      `json:"max_completion_tokens"`
-	Temperature         *float64    `json:"temperature"`
-	TopP                *float64    `json:"top_p"`
-	Stream              bool        `json:"stream"`
-	StreamOptions       *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	Tools             []ccTool        `json:"tools"`
-	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
-	ReasoningEffort   string          `json:"reasoning_effort"`
-	Verbosity         string          `json:"verbosity"`
-	ResponseFormat    *struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Schema      json.RawMessage `json:"schema"`
-			Strict      *bool           `json:"strict"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
-	User                 string          `json:"user"`
-	SafetyIdentifier     string          `json:"safety_identifier"`
-	PromptCacheKey       string          `json:"prompt_cache_key"`
-	PromptCacheRetention string          `json:"prompt_cache_retention"`
-	ServiceTier          string          `json:"service_tier"`
-	Metadata             json.RawMessage `json:"metadata"`
-}
-
 // ccFields are the request fields the transport maps, and the values of
 // some others it accepts because they ask for what the Responses API does
 // anyway; any other field is refused.
@@ -149,49 +116,6 @@ var ccFields = map[string]bool{
 	// Accepted only at their neutral values, checked in translateRequest.
 	"n": true, "store": true, "logprobs": true, "stop": true,
 	"frequency_penalty": true, "presence_penalty": true,
-}
-
-type ccMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	ToolCalls  []ccToolCall    `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
-}
-
-type ccToolCall struct {
-	// Index is a streamed tool call's position; absent elsewhere.
-	Index    *int   `json:"index,omitempty"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type ccTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
-	} `json:"function"`
-}
-
-type ccPart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	Refusal  string `json:"refusal"`
-	ImageURL *struct {
-		URL    string `json:"url"`
-		Detail string `json:"detail"`
-	} `json:"image_url"`
-	File *struct {
-		FileID   string `json:"file_id"`
-		FileData string `json:"file_data"`
-		Filename string `json:"filename"`
-	} `json:"file"`
 }
 
 // ---- Responses request ----
@@ -251,18 +175,9 @@ type rsTool struct {
 
 // requestError is a request the transport refuses itself, answered with a
 // 400 invalid_request_error.
-type requestError struct{ msg string }
+type requestError = chatwire.RequestError
 
-func (e *requestError) Error() string { return e.msg }
-
-func invalidf(format string, args ...any) error {
-	return &requestError{msg: fmt.Sprintf(format, args...)}
-}
-
-func isNull(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) == 0 || string(raw) == "null"
-}
+func invalidf(format string, args ...any) error { return chatwire.Invalidf(format, args...) }
 
 // checkFields refuses a field the Responses API cannot take: one it has
 // no counterpart for, or a value of n, store, logprobs, stop or a penalty
@@ -275,7 +190,7 @@ func checkFields(fields map[string]json.RawMessage) error {
 	slices.Sort(names)
 	for _, k := range names {
 		v := fields[k]
-		if isNull(v) {
+		if chatwire.IsNull(v) {
 			continue
 		}
 		if !ccFields[k] {
@@ -316,7 +231,7 @@ func checkFields(fields map[string]json.RawMessage) error {
 
 // translateRequest turns a Chat Completions request body into a Responses
 // request. defaultModel stands in for a request that names none.
-func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest, error) {
+func translateRequest(body []byte, defaultModel string) (*rsRequest, *chatwire.Request, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return nil, nil, invalidf("the request body is not a chat completions request: %v", err)
@@ -324,7 +239,7 @@ func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest,
 	if err := checkFields(fields); err != nil {
 		return nil, nil, err
 	}
-	var in ccRequest
+	var in chatwire.Request
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, nil, invalidf("the request body is not a chat completions request: %v", err)
 	}
@@ -334,7 +249,7 @@ func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest,
 		User: in.User, SafetyIdentifier: in.SafetyIdentifier, PromptCacheKey: in.PromptCacheKey,
 		PromptCacheRet: in.PromptCacheRetention, ServiceTier: in.ServiceTier,
 	}
-	if !isNull(in.Metadata) {
+	if !chatwire.IsNull(in.Metadata) {
 		out.Metadata = in.Metadata
 	}
 	if out.Model == "" {
@@ -359,7 +274,7 @@ func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest,
 			out.Text = map[string]any{"format": map[string]any{"type": "json_object"}}
 		case "json_schema":
 			js := rf.JSONSchema
-			if js == nil || !isObject(js.Schema) {
+			if js == nil || !chatwire.IsObject(js.Schema) {
 				return nil, nil, invalidf("response_format.json_schema.schema: a JSON object is required")
 			}
 			f := map[string]any{"type": "json_schema", "name": js.Name, "schema": js.Schema}
@@ -400,9 +315,9 @@ func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest,
 			return nil, nil, invalidf("tools[%d].function.name: required", i)
 		}
 		schema := t.Function.Parameters
-		if isNull(schema) {
+		if chatwire.IsNull(schema) {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		} else if !isObject(schema) {
+		} else if !chatwire.IsObject(schema) {
 			return nil, nil, invalidf("tools[%d].function.parameters: not a JSON object", i)
 		}
 		tool := rsTool{Type: "function", Name: t.Function.Name, Description: t.Function.Description, Parameters: schema}
@@ -411,7 +326,7 @@ func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest,
 		}
 		out.Tools = append(out.Tools, tool)
 	}
-	if !isNull(in.ToolChoice) {
+	if !chatwire.IsNull(in.ToolChoice) {
 		choice, err := toolChoice(in.ToolChoice)
 		if err != nil {
 			return nil, nil, err
@@ -423,7 +338,7 @@ func translateRequest(body []byte, defaultModel string) (*rsRequest, *ccRequest,
 
 // inputItems returns a message's input items; its error starts with the
 // part of the message it is about (".content: ...").
-func inputItems(m ccMessage) ([]rsInputItem, error) {
+func inputItems(m chatwire.Message) ([]rsInputItem, error) {
 	switch m.Role {
 	case "system", "developer", "user":
 		content, empty, err := inputContent(m.Content, m.Role == "user")
@@ -435,7 +350,7 @@ func inputItems(m ccMessage) ([]rsInputItem, error) {
 		}
 		return []rsInputItem{{Type: "message", Role: m.Role, Content: content}}, nil
 	case "assistant":
-		text, err := contentText(m.Content)
+		text, err := chatwire.ContentText(m.Content)
 		if err != nil {
 			return nil, fmt.Errorf(".content: %v", err)
 		}
@@ -458,7 +373,7 @@ func inputItems(m ccMessage) ([]rsInputItem, error) {
 		if m.ToolCallID == "" {
 			return nil, errors.New(".tool_call_id: required for a tool message")
 		}
-		text, err := contentText(m.Content)
+		text, err := chatwire.ContentText(m.Content)
 		if err != nil {
 			return nil, fmt.Errorf(".content: %v", err)
 		}
@@ -472,14 +387,14 @@ func inputItems(m ccMessage) ([]rsInputItem, error) {
 // parts (text, and for a user message image_url and file). empty is true
 // for null content or no parts.
 func inputContent(raw json.RawMessage, user bool) (content any, empty bool, err error) {
-	if isNull(raw) {
+	if chatwire.IsNull(raw) {
 		return nil, true, nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s, false, nil
 	}
-	var parts []ccPart
+	var parts []chatwire.Part
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, false, errors.New("neither a string nor an array of content parts")
 	}
@@ -508,39 +423,6 @@ func inputContent(raw json.RawMessage, user bool) (content any, empty bool, err 
 		}
 	}
 	return out, len(out) == 0, nil
-}
-
-// contentText returns content given as a string, null or an array of text
-// (and refusal) parts, the parts joined.
-func contentText(raw json.RawMessage) (string, error) {
-	if isNull(raw) {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []ccPart
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("neither a string nor an array of content parts")
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		switch p.Type {
-		case "text":
-			b.WriteString(p.Text)
-		case "refusal":
-			b.WriteString(p.Refusal)
-		default:
-			return "", fmt.Errorf("a %q part is not supported here", p.Type)
-		}
-	}
-	return b.String(), nil
-}
-
-func isObject(raw json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(raw, &m) == nil && m != nil
 }
 
 // toolChoice maps tool_choice: "auto", "none" and "required" as they are,
@@ -617,61 +499,16 @@ type rsError struct {
 
 // ---- Chat Completions answer ----
 
-type ccCompletion struct {
-	ID      string     `json:"id"`
-	Object  string     `json:"object"`
-	Created int64      `json:"created"`
-	Model   string     `json:"model"`
-	Choices []ccChoice `json:"choices"`
-	Usage   *ccUsage   `json:"usage,omitempty"`
-}
-
-type ccChoice struct {
-	Index        int              `json:"index"`
-	Message      *ccFullMessage   `json:"message,omitempty"`
-	Delta        *ccDelta         `json:"delta,omitempty"`
-	Logprobs     *json.RawMessage `json:"logprobs"`
-	FinishReason *string          `json:"finish_reason"`
-}
-
-type ccDelta struct {
-	Role      string       `json:"role,omitempty"`
-	Content   *string      `json:"content,omitempty"`
-	Refusal   *string      `json:"refusal,omitempty"`
-	ToolCalls []ccToolCall `json:"tool_calls,omitempty"`
-}
-
-// ccFullMessage is a chat.completion's message: content and refusal are
-// null, not left out, when absent, as OpenAI sends them.
-type ccFullMessage struct {
-	Role      string       `json:"role"`
-	Content   *string      `json:"content"`
-	Refusal   *string      `json:"refusal"`
-	ToolCalls []ccToolCall `json:"tool_calls,omitempty"`
-}
-
-type ccUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-}
-
-func (u *rsUsage) chat() *ccUsage {
+func (u *rsUsage) chat() *chatwire.Usage {
 	if u == nil {
 		return nil
 	}
-	out := &ccUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	out := &chatwire.Usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
 	if out.TotalTokens == 0 {
 		out.TotalTokens = u.InputTokens + u.OutputTokens
 	}
 	out.PromptTokensDetails.CachedTokens = u.InputTokensDetails.CachedTokens
-	out.CompletionTokensDetails.ReasoningTokens = u.OutputTokensDetails.ReasoningTokens
+	out.CompletionTokensDetails = &chatwire.CompletionTokensDetails{ReasoningTokens: u.OutputTokensDetails.ReasoningTokens}
 	return out
 }
 
@@ -701,9 +538,9 @@ func completionID(respID string) string {
 }
 
 // translateResponse turns a Responses answer into a chat.completion.
-func translateResponse(r *rsResponse, now int64) *ccCompletion {
+func translateResponse(r *rsResponse, now int64) *chatwire.Completion {
 	var text, refusal strings.Builder
-	msg := &ccFullMessage{Role: "assistant"}
+	msg := &chatwire.FullMessage{Role: "assistant"}
 	for _, it := range r.Output {
 		switch it.Type {
 		case "message":
@@ -716,7 +553,7 @@ func translateResponse(r *rsResponse, now int64) *ccCompletion {
 				}
 			}
 		case "function_call":
-			tc := ccToolCall{ID: it.CallID, Type: "function"}
+			tc := chatwire.ToolCall{ID: it.CallID, Type: "function"}
 			tc.Function.Name, tc.Function.Arguments = it.Name, it.Arguments
 			msg.ToolCalls = append(msg.ToolCalls, tc)
 		}
@@ -732,12 +569,12 @@ func translateResponse(r *rsResponse, now int64) *ccCompletion {
 	if created == 0 {
 		created = now
 	}
-	return &ccCompletion{
+	return &chatwire.Completion{
 		ID:      completionID(r.ID),
 		Object:  "chat.completion",
 		Created: created,
 		Model:   r.Model,
-		Choices: []ccChoice{{Index: 0, Message: msg, FinishReason: &fr}},
+		Choices: []chatwire.Choice{{Index: 0, Message: msg, FinishReason: &fr}},
 		Usage:   r.Usage.chat(),
 	}
 }
@@ -833,15 +670,10 @@ func (t *responsesTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	h := keptHeaders(resp.Header)
 	if rreq.Stream {
-		includeUsage := creq.StreamOptions != nil && creq.StreamOptions.IncludeUsage
-		pr, pw := io.Pipe()
-		go t.relay(resp.Body, pw, includeUsage)
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		r := chatwire.NewResponse(req, http.StatusOK, h, nil)
-		r.Body = &chatwire.StreamBody{PipeReader: pr, Upstream: resp.Body}
-		r.ContentLength = -1
-		return r, nil
+		includeUsage := creq.IncludeUsage()
+		return chatwire.StreamResponse(req, h, resp.Body, func(src io.ReadCloser, dst *io.PipeWriter) {
+			t.relay(src, dst, includeUsage)
+		}), nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -905,17 +737,8 @@ type streamState struct {
 	includeUsage bool
 }
 
-func (s *streamState) chunk(delta *ccDelta, finish *string) *ccCompletion {
-	if delta == nil {
-		delta = &ccDelta{}
-	}
-	return &ccCompletion{
-		ID:      s.id,
-		Object:  "chat.completion.chunk",
-		Created: s.created,
-		Model:   s.model,
-		Choices: []ccChoice{{Index: 0, Delta: delta, FinishReason: finish}},
-	}
+func (s *streamState) chunk(delta *chatwire.Delta, finish *string) *chatwire.Completion {
+	return chatwire.Chunk(s.id, s.model, s.created, delta, finish)
 }
 
 // errStreamCut is what the reader of a stream gets when the upstream's
@@ -962,11 +785,11 @@ func (s *streamState) start(w io.Writer) error {
 	}
 	s.started = true
 	empty := ""
-	return chatwire.WriteData(w, s.chunk(&ccDelta{Role: "assistant", Content: &empty}, nil))
+	return chatwire.WriteData(w, s.chunk(&chatwire.Delta{Role: "assistant", Content: &empty}, nil))
 }
 
-func (s *streamState) toolDelta(w io.Writer, tc ccToolCall) error {
-	return chatwire.WriteData(w, s.chunk(&ccDelta{ToolCalls: []ccToolCall{tc}}, nil))
+func (s *streamState) toolDelta(w io.Writer, tc chatwire.ToolCall) error {
+	return chatwire.WriteData(w, s.chunk(&chatwire.Delta{ToolCalls: []chatwire.ToolCall{tc}}, nil))
 }
 
 // startTool sends a function call's first delta, which carries its id
@@ -979,7 +802,7 @@ func (s *streamState) startTool(w io.Writer, outputIndex int, it *rsItem) (*stre
 	st := &streamTool{index: len(s.tools)}
 	s.tools[outputIndex] = st
 	idx := st.index
-	tc := ccToolCall{Index: &idx, ID: it.CallID, Type: "function"}
+	tc := chatwire.ToolCall{Index: &idx, ID: it.CallID, Type: "function"}
 	tc.Function.Name = it.Name
 	if it.Arguments != "" {
 		tc.Function.Arguments, st.args = it.Arguments, true
@@ -1030,9 +853,9 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 			return false, err
 		}
 		text := ev.Delta
-		d := &ccDelta{Content: &text}
+		d := &chatwire.Delta{Content: &text}
 		if ev.Type == "response.refusal.delta" {
-			d = &ccDelta{Refusal: &text}
+			d = &chatwire.Delta{Refusal: &text}
 		}
 		return false, chatwire.WriteData(w, s.chunk(d, nil))
 	case "response.function_call_arguments.delta":
@@ -1042,7 +865,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		}
 		st.args = true
 		idx := st.index
-		tc := ccToolCall{Index: &idx}
+		tc := chatwire.ToolCall{Index: &idx}
 		tc.Function.Arguments = ev.Delta
 		return false, s.toolDelta(w, tc)
 	case "response.output_item.done":
@@ -1062,7 +885,7 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		if !st.args && ev.Item.Arguments != "" {
 			st.args = true
 			idx := st.index
-			tc := ccToolCall{Index: &idx}
+			tc := chatwire.ToolCall{Index: &idx}
 			tc.Function.Arguments = ev.Item.Arguments
 			return false, s.toolDelta(w, tc)
 		}
@@ -1080,10 +903,10 @@ func (s *streamState) event(data []byte, w io.Writer) (done bool, err error) {
 		}
 		if s.includeUsage {
 			c := s.chunk(nil, nil)
-			c.Choices = []ccChoice{}
+			c.Choices = []chatwire.Choice{}
 			c.Usage = r.Usage.chat()
 			if c.Usage == nil {
-				c.Usage = &ccUsage{}
+				c.Usage = &chatwire.Usage{CompletionTokensDetails: &chatwire.CompletionTokensDetails{}}
 			}
 			if err := chatwire.WriteData(w, c); err != nil {
 				return true, err

@@ -1,8 +1,9 @@
 // Package chatwire holds what the transports that answer OpenAI Chat
 // Completions requests from another API (anthropic's Messages, openai's
-// Responses) share of the Chat Completions wire format: its error body,
-// the error type of a status, the synthesized *http.Response, a streamed
-// body that also closes the upstream's, and one server-sent event.
+// Responses) share of the Chat Completions wire format: its request and
+// answer types (types.go), its error body, the error type of a status,
+// the synthesized *http.Response, a streamed body that also closes the
+// upstream's, and one server-sent event.
 package chatwire
 
 import (
@@ -99,4 +100,18 @@ func WriteData(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "data: %s\n\n", b)
 	return err
+}
+
+// StreamResponse is a streamed answer to req with h: it starts relay,
+// which writes the translated events of upstream to the pipe whose
+// reading end is the answer's body.
+func StreamResponse(req *http.Request, h http.Header, upstream io.ReadCloser, relay func(src io.ReadCloser, dst *io.PipeWriter)) *http.Response {
+	pr, pw := io.Pipe()
+	go relay(upstream, pw)
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	r := NewResponse(req, http.StatusOK, h, nil)
+	r.Body = &StreamBody{PipeReader: pr, Upstream: upstream}
+	r.ContentLength = -1
+	return r
 }
