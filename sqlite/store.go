@@ -400,7 +400,9 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversation, int64, bool, error) {
 	var r conversationRow
 	var num sql.NullInt64
-	err := t.row(selectAppendConversation, key.Tenant, key.ID).Scan(append(r.dest(), &num)...)
+	err := t.row(selectAppendConversation, key.Tenant, key.ID).Scan(&r.c.Tokenizer, &r.c.LastSeq, &r.c.Tokens,
+		&r.c.SystemTokens, &r.c.Turns, &r.created, &r.updated, &r.expires, &r.user, &r.c.Revision, &num)
+	r.c.Key = key
 	c := r.conversation()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -429,8 +431,8 @@ func putConversation(t tx, c chatmem.Conversation, num int64, found bool) error 
 		expires = sql.NullInt64{Int64: c.ExpiresAt.UnixNano(), Valid: true}
 	}
 	if found {
-		_, err := t.exec(updateConversation, c.Key.Tenant, c.Key.ID, c.LastSeq, c.Tokens, c.SystemTokens, c.Turns,
-			c.UpdatedAt.UnixNano(), expires)
+		_, err := t.exec(updateConversation, c.LastSeq, c.Tokens, c.SystemTokens, c.Turns,
+			c.UpdatedAt.UnixNano(), expires, c.Key.Tenant, c.Key.ID)
 		return err
 	}
 	var user sql.NullString
