@@ -175,6 +175,9 @@ func (s *Store) commitLoop() {
 // given up: waiting for the write lock (another process holding it) ends
 // then, as one writer's own wait would. release frees it.
 func waitCtx(group []*writeReq) (ctx context.Context, release func()) {
+	if len(group) == 1 { // a lone writer's wait is its own
+		return group[0].ctx, func() {}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	left := len(group)
 	var mu sync.Mutex
