@@ -42,6 +42,25 @@ const (
 		+created_at f, +updated_at g, +expires_at h, +user_id i, +revision j, +num k
 		FROM conversations WHERE tenant = ? AND id = ?`
 
+	// advanceConversation is the conversation's part of an append without
+	// an idempotency key, in one statement where another append reads the
+	// row (selectAppendConversation) then writes it (updateConversation):
+	// it adds the append's messages (count, tokens, system tokens, turns)
+	// to the totals of a live conversation (not expired at the time bound
+	// 9th) that keeps its seqs within the 10th bound and passes the
+	// append's conditions (the expected last seq, revision, tokenizer and
+	// user, each NULL when there is none), sets its update time and,
+	// unless NULL, its expiry, and returns the new row as
+	// selectAppendConversation reads it. It matches no row otherwise, and
+	// the append then takes the way that reads first (and refuses).
+	advanceConversation = `UPDATE conversations SET last_seq = last_seq + ?, tokens = tokens + ?,
+		system_tokens = system_tokens + ?, turns = turns + ?, updated_at = ?, expires_at = coalesce(?, expires_at)
+		WHERE tenant = ? AND id = ? AND (expires_at IS NULL OR expires_at > ?) AND last_seq <= ? AND num IS NOT NULL
+		AND last_seq IS coalesce(?, last_seq) AND revision IS coalesce(?, revision)
+		AND tokenizer IS coalesce(?, tokenizer) AND user_id IS coalesce(?, user_id)
+		RETURNING +tokenizer a, +last_seq b, +tokens c, +system_tokens d, +turns e,
+		+created_at f, +updated_at g, +expires_at h, +user_id i, +revision j, +num k`
+
 	// insertConversation creates a conversation with number ?12.
 	insertConversation = `INSERT INTO conversations (` + insertCols + `, num)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)`
@@ -230,7 +249,7 @@ const (
 // read pool.
 var (
 	writeStatements = []string{
-		selectAppendConversation, selectLiveConversation, insertConversation, updateConversation, deleteConversation, deleteLiveConversation,
+		selectAppendConversation, advanceConversation, selectLiveConversation, insertConversation, updateConversation, deleteConversation, deleteLiveConversation,
 		sweepExpired, purgeInactive, purgeInactiveTenant,
 		insertMessage, selectRange, selectIdempotencyKey, insertIdempotencyKey,
 		selectSystem, selectTailStart, // AppendTail's reads

@@ -273,9 +273,22 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 		if tail != nil {
 			tail.read = chatmem.TailRead{} // a replay's, and no run's before
 		}
-		conv, num, found, err := currentConversation(t, key, tenant, id, now)
-		if err != nil {
-			return err
+		var conv chatmem.Conversation
+		var num int64
+		var found, advanced bool
+		var err error
+		if opts.IdempotencyKey == "" {
+			// No key to look up first: the row's read, checks and write in
+			// one statement, when it passes them.
+			if conv, num, advanced, err = advance(t, key, tenant, id, opts, now, expires, out); err != nil {
+				return err
+			}
+			found = advanced
+		}
+		if !advanced {
+			if conv, num, found, err = currentConversation(t, key, tenant, id, now); err != nil {
+				return err
+			}
 		}
 		if found && opts.IdempotencyKey != "" {
 			var first, count int64
@@ -352,8 +365,10 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 			conv.ExpiresAt = expires
 		}
 		// The conversation row first: the messages reference it.
-		if err := putConversation(t, conv, tenant, id, num, found); err != nil {
-			return err
+		if !advanced {
+			if err := putConversation(t, conv, tenant, id, num, found); err != nil {
+				return err
+			}
 		}
 		for i, m := range out {
 			r := rows[i]
@@ -425,6 +440,72 @@ func currentConversation(t tx, key chatmem.Key, tenant, id any, now time.Time) (
 		return chatmem.Conversation{}, 0, false, fmt.Errorf("sqlite: conversation %s has no number", key)
 	}
 	return c, num.Int64, true, nil
+}
+
+// advance runs advanceConversation for an append of out without an
+// idempotency key, and returns the conversation as it was before (what
+// currentConversation would have read) and its number; ok is false, and
+// nothing written, for a conversation it leaves to currentConversation
+// (missing, expired, numberless, out of seqs, or failing one of opts'
+// conditions, which that way refuses).
+func advance(t tx, key chatmem.Key, tenant, id any, opts chatmem.AppendOptions, now, expires time.Time,
+	out []chatmem.Message) (c chatmem.Conversation, num int64, ok bool, err error) {
+	var tokens, system, turns int64
+	for _, m := range out {
+		switch m.Role {
+		case chatmem.RoleSystem:
+			system += int64(m.Tokens)
+		case chatmem.RoleUser:
+			turns++
+			tokens += int64(m.Tokens)
+		default:
+			tokens += int64(m.Tokens)
+		}
+	}
+	n := int64(len(out))
+	var exp any // NULL: the expiry stays
+	if !expires.IsZero() {
+		exp = expires.UnixNano()
+	}
+	var wrote bool
+	if t.wrote != nil {
+		wrote = *t.wrote
+	}
+	var lastSeq, revision, tokenizer, user any // NULL: no condition
+	if e := opts.ExpectedLastSeq; e != nil {
+		lastSeq = *e
+	}
+	if e := opts.ExpectedRevision; e != nil {
+		revision = *e
+	}
+	if e := opts.ExpectedTokenizer; e != "" {
+		tokenizer = e
+	}
+	if u := opts.User; u != "" {
+		user = u
+	}
+	var r conversationRow
+	at := any(now.UnixNano())
+	err = t.row(advanceConversation, n, tokens, system, turns, at, exp, tenant, id, at, maxIndexedSeq-n,
+		lastSeq, revision, tokenizer, user).Scan(
+		&r.c.Tokenizer, &r.c.LastSeq, &r.c.Tokens, &r.c.SystemTokens, &r.c.Turns, &r.created, &r.updated, &r.expires,
+		&r.user, &r.c.Revision, &num)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if t.wrote != nil {
+			*t.wrote = wrote // it matched no row
+		}
+		return chatmem.Conversation{}, 0, false, nil
+	case err != nil:
+		return chatmem.Conversation{}, 0, false, err
+	}
+	r.c.Key = key
+	c = r.conversation()
+	c.LastSeq -= n
+	c.Tokens -= tokens
+	c.SystemTokens -= system
+	c.Turns -= turns
+	return c, num, true, nil
 }
 
 // putConversation stores c: its new totals if it exists (found), else the
