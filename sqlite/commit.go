@@ -91,14 +91,18 @@ func (t tx) indexFirst() error {
 // committer is the goroutine that runs the store's writes in groups. It is
 // started by Open and stopped by Close, which waits for it.
 type committer struct {
-	groups  atomic.Int64 // transactions committed, for tests
+	groups atomic.Int64 // transactions committed, for tests
+	// stmts is the map of the running group's statements (groupTx.stmts),
+	// emptied for each transaction and kept for the next: only the
+	// committer's goroutine uses it.
+	stmts   map[string]*sql.Stmt
 	reqs    chan *writeReq
 	quit    chan struct{}
 	stopped chan struct{}
 }
 
 func (s *Store) startCommitter() {
-	s.commit = &committer{reqs: make(chan *writeReq), quit: make(chan struct{}), stopped: make(chan struct{})}
+	s.commit = &committer{stmts: make(map[string]*sql.Stmt), reqs: make(chan *writeReq), quit: make(chan struct{}), stopped: make(chan struct{})}
 	go s.commitLoop()
 }
 
@@ -175,6 +179,9 @@ func (s *Store) commitLoop() {
 // given up: waiting for the write lock (another process holding it) ends
 // then, as one writer's own wait would. release frees it.
 func waitCtx(group []*writeReq) (ctx context.Context, release func()) {
+	if len(group) == 1 { // a lone writer's wait is its own
+		return group[0].ctx, func() {}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	left := len(group)
 	var mu sync.Mutex
@@ -204,7 +211,11 @@ func (s *Store) runGroup(group []*writeReq) {
 	// The transaction outlives any one writer's context: a writer that
 	// goes away must not roll back the others' writes.
 	ctx := context.Background()
-	results := make([]error, len(group))
+	var one [1]error // a lone writer's, without an allocation
+	results := one[:]
+	if len(group) > 1 {
+		results = make([]error, len(group))
+	}
 	redo, err := s.runTx(ctx, group, results, allAppends(group))
 	if redo {
 		clear(results)
@@ -252,7 +263,8 @@ func (s *Store) runTx(ctx context.Context, group []*writeReq, results []error, f
 	}
 	defer c.Close() // after the transaction ends: hands the connection on
 	defer t.Rollback()
-	g := &groupTx{ctx: ctx, t: t, p: s.w, stmts: make(map[string]*sql.Stmt)}
+	clear(s.commit.stmts) // those of the transaction before, closed with it
+	g := &groupTx{ctx: ctx, t: t, p: s.w, stmts: s.commit.stmts}
 	var ran int
 	if fast {
 		ran, redo, err = g.runAppends(group, results)

@@ -32,8 +32,34 @@ const (
 		WHERE tenant = ?1 AND id > ?2 AND ` + liveCond + ` ORDER BY id LIMIT ?4`
 
 	// selectAppendConversation reads what an append needs of a
-	// conversation, expired or not: conversationCols, then its number.
-	selectAppendConversation = `SELECT ` + conversationCols + `, num FROM conversations WHERE tenant = ?1 AND id = ?2`
+	// conversation, expired or not: conversationCols but the key, then its
+	// number. The committer runs it once per append: each column is an
+	// expression (unary +, a no-op) named with one letter, for which the
+	// driver copies neither a declared type (an expression has none) nor
+	// a name (Go keeps one-byte strings without allocating), where it
+	// would copy both for a plain column at every run.
+	selectAppendConversation = `SELECT +tokenizer a, +last_seq b, +tokens c, +system_tokens d, +turns e,
+		+created_at f, +updated_at g, +expires_at h, +user_id i, +revision j, +num k
+		FROM conversations WHERE tenant = ? AND id = ?`
+
+	// advanceConversation is the conversation's part of an append without
+	// an idempotency key, in one statement where another append reads the
+	// row (selectAppendConversation) then writes it (updateConversation):
+	// it adds the append's messages (count, tokens, system tokens, turns)
+	// to the totals of a live conversation (not expired at the time bound
+	// 9th) that keeps its seqs within the 10th bound and passes the
+	// append's conditions (the expected last seq, revision, tokenizer and
+	// user, each NULL when there is none), sets its update time and,
+	// unless NULL, its expiry, and returns the new row as
+	// selectAppendConversation reads it. It matches no row otherwise, and
+	// the append then takes the way that reads first (and refuses).
+	advanceConversation = `UPDATE conversations SET last_seq = last_seq + ?, tokens = tokens + ?,
+		system_tokens = system_tokens + ?, turns = turns + ?, updated_at = ?, expires_at = coalesce(?, expires_at)
+		WHERE tenant = ? AND id = ? AND (expires_at IS NULL OR expires_at > ?) AND last_seq <= ? AND num IS NOT NULL
+		AND last_seq IS coalesce(?, last_seq) AND revision IS coalesce(?, revision)
+		AND tokenizer IS coalesce(?, tokenizer) AND user_id IS coalesce(?, user_id)
+		RETURNING +tokenizer a, +last_seq b, +tokens c, +system_tokens d, +turns e,
+		+created_at f, +updated_at g, +expires_at h, +user_id i, +revision j, +num k`
 
 	// insertConversation creates a conversation with number ?12.
 	insertConversation = `INSERT INTO conversations (` + insertCols + `, num)
@@ -44,9 +70,9 @@ const (
 	// append. A plain UPDATE, not an upsert returning the number: the
 	// append read the row (and the number) already, and the committer runs
 	// this once per append, one after the other.
-	updateConversation = `UPDATE conversations SET last_seq = ?3, tokens = ?4, system_tokens = ?5, turns = ?6,
-		updated_at = ?7, expires_at = ?8
-		WHERE tenant = ?1 AND id = ?2`
+	updateConversation = `UPDATE conversations SET last_seq = ?, tokens = ?, system_tokens = ?, turns = ?,
+		updated_at = ?, expires_at = ?
+		WHERE tenant = ? AND id = ?`
 
 	// nextConversationNum hands out the number of a new conversation.
 	nextConversationNum = `UPDATE counters SET value = value + 1 WHERE name = 'conversation' RETURNING value`
@@ -77,7 +103,7 @@ const (
 const (
 	insertMessage = `INSERT INTO messages (tenant, conv_id, seq, role, content, name, tool_calls, tool_call_id,
 		tokens, tokens_before, turn, created_at, metadata, receipt)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 	// selectReceipts reads up to ?4 receipts of messages with seq > ?3,
 	// along the messages_seq index.
@@ -194,7 +220,7 @@ const (
 	// expired at ?3.
 	selectLiveConversationNum = `SELECT num FROM conversations WHERE tenant = ?1 AND id = ?2 AND ` + liveCond
 
-	insertTerms = `INSERT INTO message_terms (rowid, terms) VALUES (?1, ?2)`
+	insertTerms = `INSERT INTO message_terms (rowid, terms) VALUES (?, ?)`
 
 	// selectPostings reads the newest rowids, at most ?4, in [?2, ?3) of
 	// the rows holding the token ?1 (an FTS5 string, "..."). FTS5 takes
@@ -223,7 +249,7 @@ const (
 // read pool.
 var (
 	writeStatements = []string{
-		selectAppendConversation, selectLiveConversation, insertConversation, updateConversation, deleteConversation, deleteLiveConversation,
+		selectAppendConversation, advanceConversation, selectLiveConversation, insertConversation, updateConversation, deleteConversation, deleteLiveConversation,
 		sweepExpired, purgeInactive, purgeInactiveTenant,
 		insertMessage, selectRange, selectIdempotencyKey, insertIdempotencyKey,
 		selectSystem, selectTailStart, // AppendTail's reads

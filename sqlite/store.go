@@ -266,13 +266,29 @@ func (s *Store) appendTail(ctx context.Context, key chatmem.Key, msgs []chatmem.
 // end, left empty by a replay or a failure).
 func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.Time, out []chatmem.Message,
 	rows []messageRow, terms [][]string, res *chatmem.AppendResult, tail *tailRead) func(tx) error {
+	// The key's strings boxed once for the append's statements, not at
+	// each.
+	var tenant, id any = key.Tenant, key.ID
 	return func(t tx) error {
 		if tail != nil {
 			tail.read = chatmem.TailRead{} // a replay's, and no run's before
 		}
-		conv, num, found, err := currentConversation(t, key, now)
-		if err != nil {
-			return err
+		var conv chatmem.Conversation
+		var num int64
+		var found, advanced bool
+		var err error
+		if opts.IdempotencyKey == "" {
+			// No key to look up first: the row's read, checks and write in
+			// one statement, when it passes them.
+			if conv, num, advanced, err = advance(t, key, tenant, id, opts, now, expires, out); err != nil {
+				return err
+			}
+			found = advanced
+		}
+		if !advanced {
+			if conv, num, found, err = currentConversation(t, key, tenant, id, now); err != nil {
+				return err
+			}
 		}
 		if found && opts.IdempotencyKey != "" {
 			var first, count int64
@@ -349,8 +365,10 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 			conv.ExpiresAt = expires
 		}
 		// The conversation row first: the messages reference it.
-		if err := putConversation(t, conv, num, found); err != nil {
-			return err
+		if !advanced {
+			if err := putConversation(t, conv, tenant, id, num, found); err != nil {
+				return err
+			}
 		}
 		for i, m := range out {
 			r := rows[i]
@@ -358,8 +376,9 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 			if i == len(out)-1 && opts.Receipt != nil {
 				receipt = opts.Receipt
 			}
-			if _, err := t.exec(insertMessage, key.Tenant, key.ID, m.Seq, string(m.Role), m.Content, m.Name,
-				r.toolCalls, m.ToolCallID, m.Tokens, r.tokensBefore, r.turn, m.CreatedAt.UnixNano(), r.metadata, receipt); err != nil {
+			if _, err := t.exec(insertMessage, tenant, id, m.Seq, roleArg(m.Role), m.Content, m.Name,
+				nullString(r.toolCalls), m.ToolCallID, m.Tokens, r.tokensBefore, r.turn, m.CreatedAt.UnixNano(),
+				nullString(r.metadata), receipt); err != nil {
 				return fmt.Errorf("insert message %d: %w", m.Seq, err)
 			}
 		}
@@ -397,10 +416,12 @@ func appendWrite(key chatmem.Key, opts chatmem.AppendOptions, now, expires time.
 // number. An expired conversation is deleted (with its messages, keys,
 // summary and facts) and reported as not found, so that the append starts
 // it afresh.
-func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversation, int64, bool, error) {
+func currentConversation(t tx, key chatmem.Key, tenant, id any, now time.Time) (chatmem.Conversation, int64, bool, error) {
 	var r conversationRow
 	var num sql.NullInt64
-	err := t.row(selectAppendConversation, key.Tenant, key.ID).Scan(append(r.dest(), &num)...)
+	err := t.row(selectAppendConversation, tenant, id).Scan(&r.c.Tokenizer, &r.c.LastSeq, &r.c.Tokens,
+		&r.c.SystemTokens, &r.c.Turns, &r.created, &r.updated, &r.expires, &r.user, &r.c.Revision, &num)
+	r.c.Key = key
 	c := r.conversation()
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -421,16 +442,82 @@ func currentConversation(t tx, key chatmem.Key, now time.Time) (chatmem.Conversa
 	return c, num.Int64, true, nil
 }
 
+// advance runs advanceConversation for an append of out without an
+// idempotency key, and returns the conversation as it was before (what
+// currentConversation would have read) and its number; ok is false, and
+// nothing written, for a conversation it leaves to currentConversation
+// (missing, expired, numberless, out of seqs, or failing one of opts'
+// conditions, which that way refuses).
+func advance(t tx, key chatmem.Key, tenant, id any, opts chatmem.AppendOptions, now, expires time.Time,
+	out []chatmem.Message) (c chatmem.Conversation, num int64, ok bool, err error) {
+	var tokens, system, turns int64
+	for _, m := range out {
+		switch m.Role {
+		case chatmem.RoleSystem:
+			system += int64(m.Tokens)
+		case chatmem.RoleUser:
+			turns++
+			tokens += int64(m.Tokens)
+		default:
+			tokens += int64(m.Tokens)
+		}
+	}
+	n := int64(len(out))
+	var exp any // NULL: the expiry stays
+	if !expires.IsZero() {
+		exp = expires.UnixNano()
+	}
+	var wrote bool
+	if t.wrote != nil {
+		wrote = *t.wrote
+	}
+	var lastSeq, revision, tokenizer, user any // NULL: no condition
+	if e := opts.ExpectedLastSeq; e != nil {
+		lastSeq = *e
+	}
+	if e := opts.ExpectedRevision; e != nil {
+		revision = *e
+	}
+	if e := opts.ExpectedTokenizer; e != "" {
+		tokenizer = e
+	}
+	if u := opts.User; u != "" {
+		user = u
+	}
+	var r conversationRow
+	at := any(now.UnixNano())
+	err = t.row(advanceConversation, n, tokens, system, turns, at, exp, tenant, id, at, maxIndexedSeq-n,
+		lastSeq, revision, tokenizer, user).Scan(
+		&r.c.Tokenizer, &r.c.LastSeq, &r.c.Tokens, &r.c.SystemTokens, &r.c.Turns, &r.created, &r.updated, &r.expires,
+		&r.user, &r.c.Revision, &num)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if t.wrote != nil {
+			*t.wrote = wrote // it matched no row
+		}
+		return chatmem.Conversation{}, 0, false, nil
+	case err != nil:
+		return chatmem.Conversation{}, 0, false, err
+	}
+	r.c.Key = key
+	c = r.conversation()
+	c.LastSeq -= n
+	c.Tokens -= tokens
+	c.SystemTokens -= system
+	c.Turns -= turns
+	return c, num, true, nil
+}
+
 // putConversation stores c: its new totals if it exists (found), else the
-// new conversation with number num.
-func putConversation(t tx, c chatmem.Conversation, num int64, found bool) error {
-	var expires sql.NullInt64
+// new conversation with number num. tenant and id are c's key, boxed.
+func putConversation(t tx, c chatmem.Conversation, tenant, id any, num int64, found bool) error {
+	var expires any // NULL
 	if !c.ExpiresAt.IsZero() {
-		expires = sql.NullInt64{Int64: c.ExpiresAt.UnixNano(), Valid: true}
+		expires = c.ExpiresAt.UnixNano()
 	}
 	if found {
-		_, err := t.exec(updateConversation, c.Key.Tenant, c.Key.ID, c.LastSeq, c.Tokens, c.SystemTokens, c.Turns,
-			c.UpdatedAt.UnixNano(), expires)
+		_, err := t.exec(updateConversation, c.LastSeq, c.Tokens, c.SystemTokens, c.Turns,
+			c.UpdatedAt.UnixNano(), expires, tenant, id)
 		return err
 	}
 	var user sql.NullString
@@ -440,6 +527,33 @@ func putConversation(t tx, c chatmem.Conversation, num int64, found bool) error 
 	_, err := t.exec(insertConversation, c.Key.Tenant, c.Key.ID, c.Tokenizer, c.LastSeq, c.Tokens, c.SystemTokens,
 		c.Turns, c.CreatedAt.UnixNano(), c.UpdatedAt.UnixNano(), expires, user, num)
 	return err
+}
+
+// roleArgs are the roles boxed once, as the append's statement argument.
+var roleArgs = map[chatmem.Role]any{}
+
+func init() {
+	for _, r := range []chatmem.Role{chatmem.RoleSystem, chatmem.RoleUser, chatmem.RoleAssistant, chatmem.RoleTool} {
+		roleArgs[r] = string(r)
+	}
+}
+
+// roleArg returns r as a statement argument, without boxing a known role
+// again.
+func roleArg(r chatmem.Role) any {
+	if a, ok := roleArgs[r]; ok {
+		return a
+	}
+	return string(r)
+}
+
+// nullString returns s as a statement argument: nil (NULL) when it is not
+// valid, which takes no allocation, else its string.
+func nullString(s sql.NullString) any {
+	if !s.Valid {
+		return nil
+	}
+	return s.String
 }
 
 // messageRow holds the columns of a message row that are not Message

@@ -126,6 +126,11 @@ func explain(t *testing.T, db *sql.DB, q string) string {
 	for i := 1; strings.Contains(q, "?"+strconv.Itoa(i)); i++ {
 		args = append(args, 1)
 	}
+	if args == nil { // anonymous parameters, one per ?
+		for range strings.Count(q, "?") {
+			args = append(args, 1)
+		}
+	}
 	rows, err := db.Query("EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		t.Fatalf("EXPLAIN QUERY PLAN %s: %v", oneLine(q), err)
