@@ -135,7 +135,11 @@ func (m *Memory) turnAppend(ctx context.Context, key Key, msgs []Message, opts A
 	case errors.Is(err, ErrConflict):
 		// Appended to meanwhile, or kept under another tokenizer: Append
 		// sorts it out (a conflict of the caller's own ExpectedLastSeq or
-		// user is its error again).
+		// user is its error again). An entry the condition was made from
+		// is behind the store: it goes.
+		if conditional {
+			m.tails.drop(key)
+		}
 		return AppendResult{}, false, nil
 	case err != nil:
 		return AppendResult{}, false, err
