@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/sqlite"
 )
 
@@ -218,20 +219,31 @@ func BenchmarkProxyStream(b *testing.B) {
 
 // BenchmarkProxyHistory times a proxy turn whose request carries the
 // history, as chat apps send it: the newest 59 stored messages and the new
-// user message (60 in all), on a SQLite conversation of 1,000 and of
-// 100,000 stored messages. Reconciling the request reads O(request)
+// user message (60 in all), on a conversation of 1,000 and of 100,000
+// stored messages, on SQLite and on the memory store. Reconciling the request reads O(request)
 // stored messages, so the two cost the same. ns/op is one whole turn (the
 // client, the fake upstream and the commit included) and the same body
 // sent to the fake upstream directly; overhead-p50-µs is the difference
 // of the two medians, as in BenchmarkProxyOverhead.
 func BenchmarkProxyHistory(b *testing.B) {
 	for _, stored := range []int{1_000, 100_000} {
-		b.Run(strconv.Itoa(stored), func(b *testing.B) { benchmarkProxyHistory(b, stored, 60) })
+		for _, name := range []string{"sqlite", "memory"} {
+			b.Run(strconv.Itoa(stored)+"/"+name, func(b *testing.B) { benchmarkProxyHistory(b, stored, 60, name == "memory") })
+		}
 	}
 }
 
-func benchmarkProxyHistory(b *testing.B, stored, request int) {
-	env, store := benchEnv(b)
+func benchmarkProxyHistory(b *testing.B, stored, request int, memory bool) {
+	var env *proxyEnv
+	var store chatmem.Store
+	if memory {
+		store = memstore.New()
+		env = newProxyEnv(b, proxyConfig{store: store})
+		env.up.forget = true
+		env.up.answer = func(n int) string { return fmt.Sprintf("%s (%d)", benchReply, n) }
+	} else {
+		env, store = benchEnv(b)
+	}
 	key := chatmem.Key{Tenant: "acme", ID: "bench"}
 	const batch = 500
 	for i := 0; i < stored; i += batch {

@@ -11,28 +11,35 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/sqlite"
 )
 
 // BenchmarkResponsesTurn times a Responses turn in a conversation of 1,000
-// and of 100,000 items (sqlite store in a temp dir, the default
-// token_budget 4000) against the same request sent to the fake upstream
+// and of 100,000 items (a sqlite store in a temp dir and the memory store,
+// the default token_budget 4000) against the same request sent to the fake upstream
 // directly, one after the other in each iteration, and reports the
 // medians and their difference (overhead-p50: what chatmem adds to a turn,
 // the commit included). The turn's cost depends on the window, not on the
 // conversation's length, so the two sizes should cost the same.
 func BenchmarkResponsesTurn(b *testing.B) {
 	for _, items := range []int{1000, 100_000} {
-		b.Run(fmt.Sprintf("items=%d", items), func(b *testing.B) { benchmarkResponsesTurn(b, items) })
+		for _, name := range []string{"sqlite", "memory"} {
+			b.Run(fmt.Sprintf("items=%d/%s", items, name), func(b *testing.B) { benchmarkResponsesTurn(b, items, name == "memory") })
+		}
 	}
 }
 
-func benchmarkResponsesTurn(b *testing.B, items int) {
-	store, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
+func benchmarkResponsesTurn(b *testing.B, items int, memory bool) {
+	var store chatmem.Store = memstore.New()
+	if !memory {
+		s, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "chatmem.db"), sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		store = s
 	}
-	b.Cleanup(func() { store.Close() })
 	env := newProxyEnv(b, proxyConfig{store: store})
 	env.up.forget = true
 	env.up.answer = func(n int) string { return fmt.Sprintf("%s (%d)", benchReply, n) }
