@@ -55,6 +55,10 @@ type capabilities struct {
 	// rewinder takes a conversation back to an earlier message. Without
 	// it Rewind wraps ErrInvalid.
 	rewinder Rewinder
+	// revisionRewinder pins a rewind to the conversation's Revision.
+	// Without it a Rewind with RewindOptions.ExpectedRevision wraps
+	// ErrInvalid.
+	revisionRewinder RevisionRewinder
 	// redactor replaces the text of a stored message. Without it Redact
 	// wraps ErrInvalid.
 	redactor Redactor
@@ -84,6 +88,7 @@ func capabilitiesOf(store Store) capabilities {
 	c.since, _ = store.(SinceReader)
 	c.tailAppend, _ = store.(TailAppender)
 	c.rewinder, _ = store.(Rewinder)
+	c.revisionRewinder, _ = store.(RevisionRewinder)
 	c.redactor, _ = store.(Redactor)
 	c.usage, _ = store.(UsageStore)
 	c.receipts, _ = store.(ReceiptStore)

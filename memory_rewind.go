@@ -14,6 +14,13 @@ type RewindOptions struct {
 	// Rewind reads the LastSeq first, and still fails with ErrConflict if
 	// an append lands between that read and the rewind.
 	ExpectedLastSeq *int64
+	// ExpectedRevision, if set, makes the rewind fail with ErrConflict
+	// unless the conversation's Revision is *ExpectedRevision, checked in
+	// the same atomic step as the rewind: a rewind decided on a read then
+	// never cuts messages written after it, even if another rewind and
+	// appends brought the conversation back to the same LastSeq. A store
+	// that is not a RevisionRewinder wraps ErrInvalid.
+	ExpectedRevision *int64
 }
 
 // Rewind takes the conversation back to message toSeq, as if the messages
@@ -26,8 +33,8 @@ type RewindOptions struct {
 // conversation after the rewind.
 //
 // toSeq below 0 or past the last seq wraps ErrInvalid, a conversation
-// that does not exist is ErrNotFound, and a LastSeq other than the
-// expected one is ErrConflict; nothing changes on error. A store that
+// that does not exist is ErrNotFound, and a LastSeq or Revision other
+// than the expected one is ErrConflict; nothing changes on error. A store that
 // cannot rewind wraps ErrInvalid.
 //
 // Rewind drops what this Memory keeps of the conversation between turns
@@ -48,6 +55,12 @@ func (m *Memory) Rewind(ctx context.Context, key Key, toSeq int64, opts RewindOp
 	if toSeq < 0 {
 		return Conversation{}, fmt.Errorf("%w: cannot rewind to seq %d", ErrInvalid, toSeq)
 	}
+	var rrw RevisionRewinder
+	if opts.ExpectedRevision != nil {
+		if rrw = m.caps.revisionRewinder; rrw == nil {
+			return Conversation{}, fmt.Errorf("%w: this store cannot check a revision on rewind", ErrInvalid)
+		}
+	}
 	var expected int64
 	if opts.ExpectedLastSeq != nil {
 		expected = *opts.ExpectedLastSeq
@@ -61,7 +74,13 @@ func (m *Memory) Rewind(ctx context.Context, key Key, toSeq int64, opts RewindOp
 	m.forget(key)
 	defer m.forget(key)
 	unlock := m.rewrites.lock(key)
-	conv, err := rw.Rewind(ctx, key, toSeq, expected)
+	var conv Conversation
+	var err error
+	if rrw != nil {
+		conv, err = rrw.RewindRevision(ctx, key, toSeq, expected, *opts.ExpectedRevision)
+	} else {
+		conv, err = rw.Rewind(ctx, key, toSeq, expected)
+	}
 	unlock()
 	if err != nil {
 		return Conversation{}, fmt.Errorf("rewind %s: %w", key, err)

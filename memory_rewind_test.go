@@ -68,6 +68,9 @@ func TestRewindChecks(t *testing.T) {
 		{-1, chatmem.RewindOptions{}, chatmem.ErrInvalid},
 		{4, chatmem.RewindOptions{}, chatmem.ErrInvalid},
 		{1, chatmem.RewindOptions{ExpectedLastSeq: new(int64(2))}, chatmem.ErrConflict},
+		{1, chatmem.RewindOptions{ExpectedRevision: new(int64(1))}, chatmem.ErrConflict},
+		{3, chatmem.RewindOptions{ExpectedRevision: new(int64(1))}, chatmem.ErrConflict},
+		{1, chatmem.RewindOptions{ExpectedRevision: new(int64(-1))}, chatmem.ErrInvalid},
 	} {
 		if _, err := mem.Rewind(ctx, key, c.to, c.opts); !errors.Is(err, c.want) {
 			t.Errorf("Rewind(to %d, %+v) error = %v, want %v", c.to, c.opts, err, c.want)
@@ -78,6 +81,14 @@ func TestRewindChecks(t *testing.T) {
 	}
 	if _, err := mem.Rewind(ctx, chatmem.Key{Tenant: "acme", ID: "../x"}, 0, chatmem.RewindOptions{}); !errors.Is(err, chatmem.ErrInvalid) {
 		t.Errorf("Rewind(../x) error = %v, want ErrInvalid", err)
+	}
+	// A store that rewinds but cannot check a revision refuses one.
+	lastSeqOnly := newCachedMemory(t, struct {
+		chatmem.Store
+		chatmem.Rewinder
+	}{mem.Store(), mem.Store().(chatmem.Rewinder)}, 0)
+	if _, err := lastSeqOnly.Rewind(ctx, key, 1, chatmem.RewindOptions{ExpectedRevision: new(int64(0))}); !errors.Is(err, chatmem.ErrInvalid) {
+		t.Errorf("Rewind(ExpectedRevision) on a store that is no RevisionRewinder error = %v, want ErrInvalid", err)
 	}
 	if msgs, err := mem.Messages(ctx, key, 0, 0); err != nil || len(msgs) != 3 {
 		t.Errorf("Messages after refused rewinds = %d, %v; want all 3", len(msgs), err)

@@ -41,3 +41,19 @@ type Rewinder interface {
 	// concurrent use.
 	Rewind(ctx context.Context, key Key, toSeq, expectedLastSeq int64) (Conversation, error)
 }
+
+// RevisionRewinder is a Rewinder that can also pin a rewind to the
+// conversation's Revision. Memory.Rewind finds it by a type assertion when
+// RewindOptions.ExpectedRevision is set; every store in this module
+// implements it.
+type RevisionRewinder interface {
+	Rewinder
+	// RewindRevision is Rewind that also fails with ErrConflict unless the
+	// conversation's Revision is expectedRevision, checked with
+	// expectedLastSeq in the same atomic step as the rewind (so it also
+	// refuses a rewind to the last seq, which changes nothing). With it a
+	// rewind decided on a read never cuts a branch written after that
+	// read, even one rewound and appended back to the same LastSeq since.
+	// Nothing changes on error.
+	RewindRevision(ctx context.Context, key Key, toSeq, expectedLastSeq, expectedRevision int64) (Conversation, error)
+}

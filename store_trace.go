@@ -123,6 +123,9 @@ func (c capabilities) traced(t Tracer) capabilities {
 	if c.rewinder != nil {
 		c.rewinder = tracedRewinder{c.rewinder, t}
 	}
+	if c.revisionRewinder != nil {
+		c.revisionRewinder = tracedRevisionRewinder{tracedRewinder{c.revisionRewinder, t}, c.revisionRewinder}
+	}
 	return c
 }
 
@@ -351,4 +354,15 @@ type tracedRewinder struct {
 
 func (s tracedRewinder) Rewind(ctx context.Context, key Key, toSeq, expectedLastSeq int64) (Conversation, error) {
 	return traceStoreCall(ctx, s.t, "Rewind", func(ctx context.Context) (Conversation, error) { return s.s.Rewind(ctx, key, toSeq, expectedLastSeq) })
+}
+
+type tracedRevisionRewinder struct {
+	tracedRewinder
+	r RevisionRewinder
+}
+
+func (s tracedRevisionRewinder) RewindRevision(ctx context.Context, key Key, toSeq, expectedLastSeq, expectedRevision int64) (Conversation, error) {
+	return traceStoreCall(ctx, s.t, "RewindRevision", func(ctx context.Context) (Conversation, error) {
+		return s.r.RewindRevision(ctx, key, toSeq, expectedLastSeq, expectedRevision)
+	})
 }

@@ -476,8 +476,15 @@ func (s *Server) lineUp(c *call, t *turn, system []systemMessage, msgs []chatmem
 			if rec.shape == shapeDiverged {
 				to = rec.seq - 1
 			}
-			last := rec.last
-			if _, err := s.mem.Rewind(ctx, t.key, to, chatmem.RewindOptions{ExpectedLastSeq: &last}); err != nil {
+			// At the revision read too, so that it never cuts a branch
+			// another process wrote back to the same LastSeq since (a
+			// store that cannot check it rewinds on LastSeq alone).
+			last, rev := rec.last, rec.revision
+			opts := chatmem.RewindOptions{ExpectedLastSeq: &last}
+			if _, ok := s.mem.Store().(chatmem.RevisionRewinder); ok {
+				opts.ExpectedRevision = &rev
+			}
+			if _, err := s.mem.Rewind(ctx, t.key, to, opts); err != nil {
 				return nil, rec, err
 			}
 			s.metrics.proxyHistory.WithLabelValues("rewound").Inc()

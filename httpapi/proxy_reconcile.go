@@ -64,8 +64,10 @@ type reconciliation struct {
 	// seq is the Seq of the first stored message that differs from the
 	// request (shapeDiverged).
 	seq int64
-	// last is the conversation's LastSeq as reconcile read it
-	// (shapeDiverged, shapeRetry): a rewind is conditional on it.
+	// last and revision are the conversation's LastSeq and Revision as
+	// reconcile read them (shapeDiverged, shapeRetry): a rewind is
+	// conditional on both, so it never cuts a branch written since the
+	// read, even one rewound and appended back to the same LastSeq.
 	last int64
 	// user is the user the conversation belongs to (shapeDiverged): its
 	// fork belongs to the same one.
@@ -149,7 +151,7 @@ func (s *Server) reconcile(ctx context.Context, key chatmem.Key, msgs []chatmem.
 		return reconciliation{shape: shapeNew}, nil
 	}
 	if k := len(tail); k == n+1 && tail[k-1].Role != chatmem.RoleUser && sameMessages(tail[:n], msgs) {
-		return reconciliation{shape: shapeRetry, upto: tail[n-1].Seq, last: conv.LastSeq}, nil
+		return reconciliation{shape: shapeRetry, upto: tail[n-1].Seq, last: conv.LastSeq, revision: conv.Revision}, nil
 	}
 	head := tail
 	if after > 0 {
@@ -172,7 +174,7 @@ func (s *Server) reconcile(ctx context.Context, key chatmem.Key, msgs []chatmem.
 		return reconciliation{shape: shapeNew}, nil
 	}
 	// m < len(head): a message differs, or the request ends first.
-	return reconciliation{shape: shapeDiverged, from: m, seq: head[m].Seq, last: conv.LastSeq, user: conv.User}, nil
+	return reconciliation{shape: shapeDiverged, from: m, seq: head[m].Seq, last: conv.LastSeq, revision: conv.Revision, user: conv.User}, nil
 }
 
 // storedRange reads up to limit stored messages after Seq after, oldest

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/internal/testenv"
+	"github.com/chatmem/chatmem/memstore"
 	"github.com/chatmem/chatmem/redis"
 	"github.com/chatmem/chatmem/sqlite"
 )
@@ -110,4 +111,62 @@ func TestProxyStaleCacheRewound(t *testing.T) {
 			wantBrief(t, "stored", brief(a.stored(t, "c")), normBrief(append(next, "a:answer 3")))
 		})
 	}
+}
+
+// racingStore is a memstore whose first rewind lets another process's
+// rewind and appends in first: the conversation is taken back to seq 2
+// and appended back to its LastSeq on another branch, after the proxy's
+// read and before its rewind.
+type racingStore struct {
+	*memstore.Store
+	raced bool
+}
+
+func (s *racingStore) race(ctx context.Context, key chatmem.Key) error {
+	if s.raced {
+		return nil
+	}
+	s.raced = true
+	conv, err := s.Store.Rewind(ctx, key, 2, 5)
+	if err != nil {
+		return err
+	}
+	_, err = s.Store.Append(ctx, key, chatMsgs("u:my order is the owl clock", "a:the owl clock ships monday", "u:thanks"),
+		chatmem.AppendOptions{ExpectedLastSeq: &conv.LastSeq})
+	return err
+}
+
+func (s *racingStore) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64) (chatmem.Conversation, error) {
+	if err := s.race(ctx, key); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	return s.Store.Rewind(ctx, key, toSeq, expectedLastSeq)
+}
+
+func (s *racingStore) RewindRevision(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq, expectedRevision int64) (chatmem.Conversation, error) {
+	if err := s.race(ctx, key); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	return s.Store.RewindRevision(ctx, key, toSeq, expectedLastSeq, expectedRevision)
+}
+
+// TestProxyRewindAtRevision: between the proxy's read of a conversation
+// and its rewind for a diverging request, another process rewinds it and
+// appends another branch back to the same LastSeq. The proxy's rewind is
+// conditional on the revision it read, so it is refused (409) and the
+// other branch, which the proxy never read, stays whole.
+func TestProxyRewindAtRevision(t *testing.T) {
+	store := &racingStore{Store: memstore.New()}
+	env := newProxyEnv(t, proxyConfig{store: store, policy: chatmem.Policy{Kind: chatmem.PolicyAll}, onDiverge: DivergeRewind})
+	env.seed(t, "c", "u:hi", "a:hello", "u:my order is the bluebird kettle", "a:the bluebird kettle ships today", "u:thanks")
+	edited := []string{"u:hi", "a:hello", "u:my order is the sparrow lamp"}
+	status, _, body := env.post(t, map[string]string{headerConversation: "c"}, reconcileBody(t, edited...))
+	if !store.raced {
+		t.Fatal("the proxy did not rewind")
+	}
+	if status != http.StatusConflict {
+		t.Errorf("edit racing another rewind: status %d, want %d: %s", status, http.StatusConflict, body)
+	}
+	wantBrief(t, "stored", brief(env.stored(t, "c")),
+		normBrief([]string{"u:hi", "a:hello", "u:my order is the owl clock", "a:the owl clock ships monday", "u:thanks"}))
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/chatmem/chatmem/storekit"
 )
 
-var _ chatmem.Rewinder = (*Store)(nil)
+var _ chatmem.RevisionRewinder = (*Store)(nil)
 
 // Rewind deletes the messages after toSeq with what was derived from them,
 // under the write lock; see chatmem.Rewinder. The columns of the message
@@ -19,6 +19,19 @@ var _ chatmem.Rewinder = (*Store)(nil)
 // change); the index, the user's index and the vectors lose the rewound
 // messages' entries.
 func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64) (chatmem.Conversation, error) {
+	return s.rewind(ctx, key, toSeq, expectedLastSeq, nil)
+}
+
+// RewindRevision is Rewind that also checks the conversation's Revision;
+// see chatmem.RevisionRewinder.
+func (s *Store) RewindRevision(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq, expectedRevision int64) (chatmem.Conversation, error) {
+	if err := storekit.CheckRewindRevision(expectedRevision); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	return s.rewind(ctx, key, toSeq, expectedLastSeq, &expectedRevision)
+}
+
+func (s *Store) rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64, expectedRevision *int64) (chatmem.Conversation, error) {
 	if err := ctx.Err(); err != nil {
 		return chatmem.Conversation{}, err
 	}
@@ -32,6 +45,9 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 	defer s.mu.Unlock()
 	if err := storekit.RewindConflict(key, c.meta.LastSeq, expectedLastSeq); err != nil {
 		return chatmem.Conversation{}, err
+	}
+	if expectedRevision != nil && c.meta.Revision != *expectedRevision {
+		return chatmem.Conversation{}, storekit.RevisionConflict(key, c.meta.Revision, *expectedRevision)
 	}
 	if toSeq == c.meta.LastSeq {
 		return c.meta, nil

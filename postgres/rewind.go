@@ -11,7 +11,7 @@ import (
 	"github.com/chatmem/chatmem/storekit"
 )
 
-var _ chatmem.Rewinder = (*Store)(nil)
+var _ chatmem.RevisionRewinder = (*Store)(nil)
 
 // rewindQueries are Rewind's statements; but for lock, each takes named
 // arguments: @tenant, @id (the conversation's), @to (toSeq), @num (the
@@ -28,7 +28,7 @@ func buildRewindQueries(schema string) rewindQueries {
 	q := func(sql string) string { return strings.ReplaceAll(sql, "{s}", s) }
 	return rewindQueries{
 		lock: q(`
-SELECT last_seq, num FROM {s}.conversations
+SELECT last_seq, num, revision FROM {s}.conversations
 WHERE tenant = $1 AND id = $2 AND (expires_at IS NULL OR expires_at > $3)
 FOR NO KEY UPDATE`),
 		// The totals from the rows of the messages kept: the last one's
@@ -77,6 +77,19 @@ WHERE f.tenant = @tenant AND NOT f.current
 // derived from them, in one transaction that holds the conversation's row
 // lock (appends wait for it); see chatmem.Rewinder.
 func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64) (chatmem.Conversation, error) {
+	return s.rewind(ctx, key, toSeq, expectedLastSeq, nil)
+}
+
+// RewindRevision is Rewind that also checks the conversation's Revision;
+// see chatmem.RevisionRewinder.
+func (s *Store) RewindRevision(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq, expectedRevision int64) (chatmem.Conversation, error) {
+	if err := storekit.CheckRewindRevision(expectedRevision); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	return s.rewind(ctx, key, toSeq, expectedLastSeq, &expectedRevision)
+}
+
+func (s *Store) rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64, expectedRevision *int64) (chatmem.Conversation, error) {
 	op := "postgres: rewind " + key.String()
 	if err := storekit.CheckRewind(key, toSeq, expectedLastSeq); err != nil {
 		return chatmem.Conversation{}, err
@@ -85,12 +98,15 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 	now := s.now()
 	var conv chatmem.Conversation
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var last, num int64
-		if err := tx.QueryRow(ctx, rq.lock, key.Tenant, key.ID, now).Scan(&last, &num); err != nil {
+		var last, num, rev int64
+		if err := tx.QueryRow(ctx, rq.lock, key.Tenant, key.ID, now).Scan(&last, &num, &rev); err != nil {
 			return err // pgx.ErrNoRows: wrap makes it ErrNotFound
 		}
 		if err := storekit.RewindConflict(key, last, expectedLastSeq); err != nil {
 			return err
+		}
+		if expectedRevision != nil && rev != *expectedRevision {
+			return storekit.RevisionConflict(key, rev, *expectedRevision)
 		}
 		var err error
 		if toSeq == last {

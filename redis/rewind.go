@@ -5,12 +5,13 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/storekit"
 )
 
-var _ chatmem.Rewinder = (*Store)(nil)
+var _ chatmem.RevisionRewinder = (*Store)(nil)
 
 // rewindScript deletes a conversation's messages after a seq with what was
 // derived from them in its slot, and gives it a new gen: readers that
@@ -18,8 +19,9 @@ var _ chatmem.Rewinder = (*Store)(nil)
 // then know the messages they read may be gone, as after a re-creation.
 //
 // KEYS: the conversation's keys (convKeys). ARGV: now, toSeq, the expected
-// last seq, the new gen. It replies {-1} for a missing or expired
-// conversation, {0, last_seq} when last_seq is not the expected one, {1,
+// last seq, the new gen, the expected revision ("" for any). It replies
+// {-1} for a missing or expired conversation, {0, last_seq} when last_seq
+// is not the expected one, {3, rev} when the revision is not, {1,
 // meta} when toSeq is the last seq (nothing changed), else {2, meta}, meta
 // as HGETALL has it after the rewind.
 //
@@ -28,11 +30,13 @@ var _ chatmem.Rewinder = (*Store)(nil)
 // histories.
 var rewindScript = newScript(luaPrelude + luaPruneFacts + `
 local meta, msgs, cum, users, sys, idem, summary, facts, hist, terms, receipts = unpack(KEYS, 1, 11)
-local now, to, expected, gen = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local now, to, expected, gen, expectedRev = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local m = redis.call('HMGET', meta, 'last_seq', 'expires_at', 'system_tokens', 'ixseq', 'indexed', 'backfilled', 'fact_seq', 'rev')
 if not m[1] or expired(m[2], now) then return {-1} end
 local last = tonumber(m[1])
 if last ~= expected then return {0, last} end
+local rev = tonumber(m[8]) or 0
+if expectedRev and rev ~= expectedRev then return {3, rev} end
 if to == last then return {1, redis.call('HGETALL', meta)} end
 
 -- The totals: system messages and user messages popped from their lists'
@@ -90,7 +94,7 @@ redis.call('HDEL', meta, 'indexed', 'backfilled')
 redis.call('HSET', meta, 'last_seq', seqs, 'tokens', string.format('%d', tokens),
   'system_tokens', string.format('%d', systemTokens), 'turns', redis.call('LLEN', users),
   'updated_at', now, 'gen', gen, 'ixseq', string.format('%d', mark), 'fact_seq', string.format('%d', fseq),
-  'rev', string.format('%d', (tonumber(m[8]) or 0) + 1))
+  'rev', string.format('%d', rev + 1))
 return {2, redis.call('HGETALL', meta)}
 `)
 
@@ -173,11 +177,25 @@ return 0
 // the user's search misses them. A Tail racing the rewind may take one
 // more round trip.
 func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64) (chatmem.Conversation, error) {
+	return s.rewind(ctx, key, toSeq, expectedLastSeq, "")
+}
+
+// RewindRevision is Rewind that also checks the conversation's Revision;
+// see chatmem.RevisionRewinder.
+func (s *Store) RewindRevision(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq, expectedRevision int64) (chatmem.Conversation, error) {
+	if err := storekit.CheckRewindRevision(expectedRevision); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	return s.rewind(ctx, key, toSeq, expectedLastSeq, strconv.FormatInt(expectedRevision, 10))
+}
+
+// rewind is Rewind, and RewindRevision with expectedRevision not "".
+func (s *Store) rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64, expectedRevision string) (chatmem.Conversation, error) {
 	if err := storekit.CheckRewind(key, toSeq, expectedLastSeq); err != nil {
 		return chatmem.Conversation{}, err
 	}
 	gen := rand.Text()
-	reply, err := s.run(ctx, rewindScript, s.convKeys(key), nanos(s.now()), toSeq, expectedLastSeq, gen)
+	reply, err := s.run(ctx, rewindScript, s.convKeys(key), nanos(s.now()), toSeq, expectedLastSeq, gen, expectedRevision)
 	if err != nil {
 		return chatmem.Conversation{}, fmt.Errorf("redis: rewind %s: %w", key, err)
 	}
@@ -192,6 +210,10 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 	case code == 0 && len(r) == 2:
 		last, _ := r[1].(int64)
 		return chatmem.Conversation{}, storekit.RewindConflict(key, last, expectedLastSeq)
+	case code == 3 && len(r) == 2:
+		rev, _ := r[1].(int64)
+		want, _ := strconv.ParseInt(expectedRevision, 10, 64)
+		return chatmem.Conversation{}, storekit.RevisionConflict(key, rev, want)
 	case (code == 1 || code == 2) && len(r) == 2:
 	default:
 		return chatmem.Conversation{}, fmt.Errorf("redis: rewind %s: unexpected script reply %v", key, reply)

@@ -7,7 +7,7 @@ import (
 	"github.com/chatmem/chatmem/storekit"
 )
 
-var _ chatmem.Rewinder = (*Store)(nil)
+var _ chatmem.RevisionRewinder = (*Store)(nil)
 
 // rewindStatements delete what a rewind removes and recompute the totals,
 // in order, each with ?1 tenant, ?2 conversation ID, ?3 toSeq, ?4 the
@@ -53,6 +53,19 @@ var rewindStatements = []string{
 // Its cost is that of the rows it deletes, plus a scan of the
 // conversation's facts and of its system messages.
 func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64) (chatmem.Conversation, error) {
+	return s.rewind(ctx, key, toSeq, expectedLastSeq, nil)
+}
+
+// RewindRevision is Rewind that also checks the conversation's Revision;
+// see chatmem.RevisionRewinder.
+func (s *Store) RewindRevision(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq, expectedRevision int64) (chatmem.Conversation, error) {
+	if err := storekit.CheckRewindRevision(expectedRevision); err != nil {
+		return chatmem.Conversation{}, err
+	}
+	return s.rewind(ctx, key, toSeq, expectedLastSeq, &expectedRevision)
+}
+
+func (s *Store) rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLastSeq int64, expectedRevision *int64) (chatmem.Conversation, error) {
 	if err := storekit.CheckRewind(key, toSeq, expectedLastSeq); err != nil {
 		return chatmem.Conversation{}, err
 	}
@@ -65,6 +78,9 @@ func (s *Store) Rewind(ctx context.Context, key chatmem.Key, toSeq, expectedLast
 		}
 		if err := storekit.RewindConflict(key, c.LastSeq, expectedLastSeq); err != nil {
 			return err
+		}
+		if expectedRevision != nil && c.Revision != *expectedRevision {
+			return storekit.RevisionConflict(key, c.Revision, *expectedRevision)
 		}
 		if toSeq == c.LastSeq {
 			conv = c

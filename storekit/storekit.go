@@ -221,6 +221,16 @@ func CheckRewind(key chatmem.Key, toSeq, expectedLastSeq int64) error {
 	return nil
 }
 
+// CheckRewindRevision checks the expectedRevision of
+// chatmem.RevisionRewinder.RewindRevision before anything is read: below 0
+// wraps chatmem.ErrInvalid.
+func CheckRewindRevision(expectedRevision int64) error {
+	if expectedRevision < 0 {
+		return fmt.Errorf("%w: revision %d", chatmem.ErrInvalid, expectedRevision)
+	}
+	return nil
+}
+
 // RewindConflict returns the error of a rewind whose conversation is at
 // seq last, not at the expected one (nil if it is): it wraps
 // chatmem.ErrConflict. A store calls it inside its transaction with the
@@ -264,8 +274,9 @@ func RedactConflict(key chatmem.Key, last, rev int64, r chatmem.Redaction) error
 	return nil
 }
 
-// RevisionConflict is the error of an append whose conversation is at
-// revision rev, not at AppendOptions.ExpectedRevision (expected): it
+// RevisionConflict is the error of an append or rewind whose
+// conversation is at revision rev, not at the expected one
+// (AppendOptions.ExpectedRevision, RewindRevision's expectedRevision): it
 // wraps chatmem.ErrConflict.
 func RevisionConflict(key chatmem.Key, rev, expected int64) error {
 	return fmt.Errorf("%w: conversation %s was rewritten (revision %d, not the expected %d)", chatmem.ErrConflict, key, rev, expected)

@@ -125,3 +125,56 @@ func testRevisionAfterExpiry(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// testRewindExpectedRevision checks chatmem.RevisionRewinder: a rewind at
+// a stale revision wraps ErrConflict and changes nothing, even when the
+// conversation was rewound and appended back to the LastSeq the caller
+// read (so the LastSeq check alone would pass); a negative revision wraps
+// ErrInvalid; at the current revision the rewind is done as Rewind does
+// it.
+func testRewindExpectedRevision(t *testing.T, h Harness) {
+	s := h.New(t)
+	rw, ok := s.(chatmem.RevisionRewinder)
+	if !ok {
+		t.Skipf("store %T does not implement chatmem.RevisionRewinder", s)
+	}
+	ctx := t.Context()
+	key := randomKey("rewind-rev")
+	mustAppend(t, s, key, rewindFixture(), chatmem.AppendOptions{})
+	read := mustConversation(t, s, key)
+
+	// Another process's rewind and appends bring it back to seq 8.
+	mustRewind(t, s, key, 4, 8)
+	mustAppend(t, s, key, rewindFixture()[4:], chatmem.AppendOptions{ExpectedLastSeq: ptr[int64](4)})
+	now := mustConversation(t, s, key)
+	if now.LastSeq != read.LastSeq || now.Revision == read.Revision {
+		t.Fatalf("after the rewind and appends: %+v; want the LastSeq of %+v at another revision", now, read)
+	}
+	want := takeSnapshot(t, s, key)
+	for _, to := range []int64{2, 8} {
+		_, err := rw.RewindRevision(ctx, key, to, 8, read.Revision)
+		wantErr(t, fmt.Sprintf("RewindRevision(to %d, stale revision %d)", to, read.Revision), err, chatmem.ErrConflict)
+	}
+	_, err := rw.RewindRevision(ctx, key, 2, 7, now.Revision)
+	wantErr(t, "RewindRevision(stale last seq, current revision)", err, chatmem.ErrConflict)
+	_, err = rw.RewindRevision(ctx, key, 2, 8, -1)
+	wantErr(t, "RewindRevision(revision -1)", err, chatmem.ErrInvalid)
+	wantSnapshot(t, "after refused rewinds", s, key, want)
+
+	conv, err := rw.RewindRevision(ctx, key, 8, 8, now.Revision)
+	if err != nil {
+		t.Fatalf("RewindRevision(to the last seq, current revision) error = %v", err)
+	}
+	wantConversation(t, "RewindRevision to the last seq", conv, now)
+	conv, err = rw.RewindRevision(ctx, key, 2, 8, now.Revision)
+	if err != nil {
+		t.Fatalf("RewindRevision(to 2, current revision %d) error = %v", now.Revision, err)
+	}
+	if conv.LastSeq != 2 || conv.Revision != now.Revision+1 {
+		t.Errorf("RewindRevision(to 2) = LastSeq %d, Revision %d; want 2, %d", conv.LastSeq, conv.Revision, now.Revision+1)
+	}
+	wantConversation(t, "Conversation after RewindRevision", mustConversation(t, s, key), conv)
+	wantSeqs(t, "Range after RewindRevision", mustRange(t, s, key, 0, 0), 1, 2)
+	_, err = rw.RewindRevision(ctx, randomKey("missing"), 0, 0, 0)
+	wantErr(t, "RewindRevision of a missing conversation", err, chatmem.ErrNotFound)
+}

@@ -22,6 +22,7 @@ var rewindTests = []subtest{
 	{"UserFacts", testRewindUserFacts},
 	{"ConcurrentAppends", testRewindConcurrentAppends},
 	{"RevisionConflict", testRewindRevisionConflict},
+	{"ExpectedRevision", testRewindExpectedRevision},
 	{"RevisionAfterExpiry", testRevisionAfterExpiry},
 }
 
