@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/chatmem/chatmem"
 	"github.com/chatmem/chatmem/anthropic"
 )
 
@@ -290,55 +288,7 @@ func TestResponsesNodeClientMatrixAnthropic(t *testing.T) {
 func TestResponsesAgentsSessionMatrixAnthropic(t *testing.T) {
 	env, f := newMessagesMatrixEnv(t)
 	lines := runNodeScript(t, env, "agents-session.mjs", filepath.Join("@openai", "agents"))
-	// With store: false, the session's conversation is the only one.
-	page, err := env.mem.Store().List(context.Background(), "acme", chatmem.PageRequest{Limit: 1000})
-	if err != nil || len(page.Conversations) != 1 {
-		t.Errorf("%d conversations (%v), want the session's alone", len(page.Conversations), err)
-	}
-	var res struct {
-		Conversation string `json:"conversation"`
-		Items        []struct {
-			ID        string          `json:"id"`
-			Type      string          `json:"type"`
-			Role      string          `json:"role"`
-			Content   json.RawMessage `json:"content"`
-			CallID    string          `json:"callId"`
-			Name      string          `json:"name"`
-			Arguments string          `json:"arguments"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("agents output: %v\n%q", err, lines)
-	}
-	var items []item
-	for _, m := range env.stored(t, res.Conversation) {
-		items = append(items, messageItems(m)...)
-	}
-	if len(items) != 22 || len(res.Items) != len(items) {
-		t.Fatalf("chatmem stores %d items, the session read %d, want 22", len(items), len(res.Items))
-	}
-	for i, it := range items {
-		var s struct {
-			Type    string `json:"type"`
-			Role    string `json:"role"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-			CallID string `json:"call_id"`
-			Name   string `json:"name"`
-		}
-		_ = json.Unmarshal(it.raw, &s)
-		got := res.Items[i]
-		if s.Type == "function_call_output" {
-			s.Type, s.Name = "function_call_result", s.CallID
-		}
-		if got.ID != it.id || got.Type != s.Type || got.Role != s.Role || got.Name != s.Name || got.CallID != s.CallID {
-			t.Errorf("item %d: the session has %+v, chatmem %s", i, got, it.raw)
-		}
-		if s.Type == "message" && !strings.Contains(string(got.Content), s.Content[0].Text) {
-			t.Errorf("item %d: the session has content %s, chatmem %s", i, got.Content, it.raw)
-		}
-	}
+	wantAgentsSessionStore(t, env, lines)
 	// The tool's call and result went up as tool_use and tool_result.
 	round := false
 	for _, r := range f.requests() {
@@ -349,54 +299,6 @@ func TestResponsesAgentsSessionMatrixAnthropic(t *testing.T) {
 	}
 	if !round {
 		t.Errorf("no upstream request carried the tool round trip")
-	}
-}
-
-// wantAISDKStore checks what TestResponsesAISDK checks of the store: the
-// five responses of testdata/node/ai-sdk-responses.mjs are one
-// conversation holding each turn's message and reply, item by item.
-func wantAISDKStore(t *testing.T, env *proxyEnv, lines []string) {
-	t.Helper()
-	var res struct {
-		IDs   []string `json:"ids"`
-		Texts []string `json:"texts"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || len(res.IDs) != 5 {
-		t.Fatalf("ai-sdk output: %v\n%q", err, lines)
-	}
-	key, _, _ := parseResponseID("acme", res.IDs[0])
-	for i, id := range res.IDs {
-		k, seq, ok := parseResponseID("acme", id)
-		if !ok || k != key || seq != int64(2*i+2) {
-			t.Errorf("response %d: %s, want seq %d of %s", i+1, id, 2*i+2, key.ID)
-		}
-		if want := fmt.Sprintf("answer %d", i+1); res.Texts[i] != want {
-			t.Errorf("turn %d: the SDK read %q, want %q", i+1, res.Texts[i], want)
-		}
-	}
-	var items []item
-	for _, m := range env.stored(t, key.ID) {
-		items = append(items, messageItems(m)...)
-	}
-	if len(items) != 10 {
-		t.Fatalf("%d items stored, want 10", len(items))
-	}
-	for i, it := range items {
-		var s struct {
-			Type    string `json:"type"`
-			Role    string `json:"role"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-		}
-		_ = json.Unmarshal(it.raw, &s)
-		role, text := "user", fmt.Sprintf("turn %d: tell me more", i/2+1)
-		if i%2 == 1 {
-			role, text = "assistant", res.Texts[i/2]
-		}
-		if s.Type != "message" || s.Role != role || len(s.Content) != 1 || s.Content[0].Text != text {
-			t.Errorf("item %d: %s, want a %s message %q", i, it.raw, role, text)
-		}
 	}
 }
 

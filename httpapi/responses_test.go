@@ -522,57 +522,7 @@ func TestResponsesBranch(t *testing.T) {
 func TestResponsesAgentsSession(t *testing.T) {
 	env := newResponsesEnv(t)
 	lines := runNodeScript(t, env, "agents-session.mjs", filepath.Join("@openai", "agents"))
-	// With store: false, the session's conversation is the only one.
-	page, err := env.mem.Store().List(context.Background(), "acme", chatmem.PageRequest{Limit: 1000})
-	if err != nil || len(page.Conversations) != 1 {
-		t.Errorf("%d conversations (%v), want the session's alone", len(page.Conversations), err)
-	}
-	var res struct {
-		Conversation string `json:"conversation"`
-		Items        []struct {
-			ID        string          `json:"id"`
-			Type      string          `json:"type"`
-			Role      string          `json:"role"`
-			Content   json.RawMessage `json:"content"`
-			CallID    string          `json:"callId"`
-			Name      string          `json:"name"`
-			Arguments string          `json:"arguments"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("agents output: %v\n%q", err, lines)
-	}
-	var items []item
-	for _, m := range env.stored(t, res.Conversation) {
-		items = append(items, messageItems(m)...)
-	}
-	// Ten turns: user and assistant each, and the tool's call and output.
-	if len(items) != 22 || len(res.Items) != len(items) {
-		t.Fatalf("chatmem stores %d items, the session read %d, want 22", len(items), len(res.Items))
-	}
-	for i, it := range items {
-		var s struct {
-			Type    string `json:"type"`
-			Role    string `json:"role"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-			CallID string `json:"call_id"`
-			Name   string `json:"name"`
-		}
-		_ = json.Unmarshal(it.raw, &s)
-		got := res.Items[i]
-		if s.Type == "function_call_output" {
-			// The SDK's own name for it, named after the call.
-			s.Type, s.Name = "function_call_result", s.CallID
-		}
-		if got.ID != it.id || got.Type != s.Type || got.Role != s.Role || got.Name != s.Name || got.CallID != s.CallID {
-			t.Errorf("item %d: the session has %+v, chatmem %s", i, got, it.raw)
-		}
-		if s.Type == "message" && !strings.Contains(string(got.Content), s.Content[0].Text) {
-			t.Errorf("item %d: the session has content %s, chatmem %s", i, got.Content, it.raw)
-		}
-	}
+	wantAgentsSessionStore(t, env, lines)
 }
 
 // TestConversationItemsPages: paging through the items, in either order
@@ -648,6 +598,82 @@ func TestConversationItemsPages(t *testing.T) {
 func TestResponsesAISDK(t *testing.T) {
 	env := newResponsesEnv(t)
 	lines := runNodeScript(t, env, "ai-sdk-responses.mjs", filepath.Join("@ai-sdk", "openai"))
+	wantAISDKStore(t, env, lines)
+	reqs := env.up.requests()
+	if len(reqs) != 5 {
+		t.Fatalf("the upstream got %d requests, want 5", len(reqs))
+	}
+	for i, r := range reqs {
+		if n := len(r.messages(t)); n != 2*i+1 {
+			t.Errorf("upstream request %d carried %d messages, want %d", i+1, n, 2*i+1)
+		}
+	}
+}
+
+// wantAgentsSessionStore checks the store after
+// testdata/node/agents-session.mjs ran: the session's conversation is the
+// only one, and its 22 items (ten turns, the tool's call and output) are
+// what chatmem stores, item by item.
+func wantAgentsSessionStore(t *testing.T, env *proxyEnv, lines []string) {
+	t.Helper()
+	// With store: false, the session's conversation is the only one.
+	page, err := env.mem.Store().List(context.Background(), "acme", chatmem.PageRequest{Limit: 1000})
+	if err != nil || len(page.Conversations) != 1 {
+		t.Errorf("%d conversations (%v), want the session's alone", len(page.Conversations), err)
+	}
+	var res struct {
+		Conversation string `json:"conversation"`
+		Items        []struct {
+			ID        string          `json:"id"`
+			Type      string          `json:"type"`
+			Role      string          `json:"role"`
+			Content   json.RawMessage `json:"content"`
+			CallID    string          `json:"callId"`
+			Name      string          `json:"name"`
+			Arguments string          `json:"arguments"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("agents output: %v\n%q", err, lines)
+	}
+	var items []item
+	for _, m := range env.stored(t, res.Conversation) {
+		items = append(items, messageItems(m)...)
+	}
+	// Ten turns: user and assistant each, and the tool's call and output.
+	if len(items) != 22 || len(res.Items) != len(items) {
+		t.Fatalf("chatmem stores %d items, the session read %d, want 22", len(items), len(res.Items))
+	}
+	for i, it := range items {
+		var s struct {
+			Type    string `json:"type"`
+			Role    string `json:"role"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
+		}
+		_ = json.Unmarshal(it.raw, &s)
+		got := res.Items[i]
+		if s.Type == "function_call_output" {
+			// The SDK's own name for it, named after the call.
+			s.Type, s.Name = "function_call_result", s.CallID
+		}
+		if got.ID != it.id || got.Type != s.Type || got.Role != s.Role || got.Name != s.Name || got.CallID != s.CallID {
+			t.Errorf("item %d: the session has %+v, chatmem %s", i, got, it.raw)
+		}
+		if s.Type == "message" && !strings.Contains(string(got.Content), s.Content[0].Text) {
+			t.Errorf("item %d: the session has content %s, chatmem %s", i, got.Content, it.raw)
+		}
+	}
+}
+
+// wantAISDKStore checks the store after testdata/node/ai-sdk-responses.mjs ran: the
+// five responses of testdata/node/ai-sdk-responses.mjs are one
+// conversation holding each turn's message and reply, item by item.
+func wantAISDKStore(t *testing.T, env *proxyEnv, lines []string) {
+	t.Helper()
 	var res struct {
 		IDs   []string `json:"ids"`
 		Texts []string `json:"texts"`
@@ -687,15 +713,6 @@ func TestResponsesAISDK(t *testing.T) {
 		}
 		if s.Type != "message" || s.Role != role || len(s.Content) != 1 || s.Content[0].Text != text {
 			t.Errorf("item %d: %s, want a %s message %q", i, it.raw, role, text)
-		}
-	}
-	reqs := env.up.requests()
-	if len(reqs) != 5 {
-		t.Fatalf("the upstream got %d requests, want 5", len(reqs))
-	}
-	for i, r := range reqs {
-		if n := len(r.messages(t)); n != 2*i+1 {
-			t.Errorf("upstream request %d carried %d messages, want %d", i+1, n, 2*i+1)
 		}
 	}
 }

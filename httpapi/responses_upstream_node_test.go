@@ -87,29 +87,7 @@ func TestResponsesNodeClientResponsesUpstream(t *testing.T) {
 func TestResponsesAgentsSessionResponsesUpstream(t *testing.T) {
 	env, f := newResponsesUpstreamNodeEnv(t)
 	lines := runNodeScript(t, env, "agents-session.mjs", filepath.Join("@openai", "agents"))
-	var res struct {
-		Conversation string `json:"conversation"`
-		Items        []struct {
-			ID     string `json:"id"`
-			Type   string `json:"type"`
-			CallID string `json:"callId"`
-		} `json:"items"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
-		t.Fatalf("agents output: %v\n%q", err, lines)
-	}
-	var items []item
-	for _, m := range env.stored(t, res.Conversation) {
-		items = append(items, messageItems(m)...)
-	}
-	if len(items) != 22 || len(res.Items) != len(items) {
-		t.Fatalf("chatmem stores %d items, the session read %d, want 22", len(items), len(res.Items))
-	}
-	for i, it := range items {
-		if res.Items[i].ID != it.id {
-			t.Errorf("item %d: the session has %+v, chatmem %s", i, res.Items[i], it.raw)
-		}
-	}
+	wantAgentsSessionStore(t, env, lines)
 	wantStoreFalse(t, f)
 }
 
