@@ -31,3 +31,7 @@ const AutoSummaryPercent = autoSummaryPercent
 
 // CPUTime is cpuTime, for the benchmarks of package chatmem_test.
 var CPUTime = cpuTime
+
+// ReceiptDictionary is the dictionary of stored receipts, for tests of
+// the forms stored before.
+func ReceiptDictionary() []byte { return receiptDict }
