@@ -321,7 +321,7 @@ func (s *Server) proxyChat(c *call) error {
 		}
 		s.metrics.proxyUnnamed.WithLabelValues("forwarded").Inc()
 		c.w.Header().Set(headerMemory, "off")
-		return s.forward(c, body, req.stream, nil)
+		return s.forward(c, body, req.model, req.stream, nil)
 	}
 	c.w.Header().Set(headerConversation, id)
 	t := &turn{key: chatmem.Key{Tenant: c.tenant, ID: id}, started: s.mem.Now()}
@@ -354,7 +354,7 @@ func (s *Server) proxyChat(c *call) error {
 			return err
 		}
 		if reply != nil {
-			return s.replay(c, req.stream, modelOf(body), *reply)
+			return s.replay(c, req.stream, req.model, *reply)
 		}
 	}
 	// A replay costs nothing: only a call to the upstream is refused over
@@ -448,7 +448,7 @@ func (s *Server) proxyChat(c *call) error {
 	if w.Receipt != nil {
 		t.receipt = proxyReceipt(w, upto, skipped, system, upstreamBody, at, len(msgsJSON))
 	}
-	return s.forward(c, upstreamBody, req.stream, t)
+	return s.forward(c, upstreamBody, req.model, req.stream, t)
 }
 
 // lineUp reconciles the request's non-system messages (msgs) with the
@@ -765,12 +765,13 @@ func MarshalOpenAIMessage(m chatmem.Message) ([]byte, error) {
 	return json.Marshal(o)
 }
 
-// forward sends body to the upstream and relays its answer; with t, it
-// stores the reply in t's conversation before the client has it whole
-// (commitTurn): a non-streaming response is written after the commit, a
-// stream's ending is held until it (relayStream). Nothing is written
-// after the response, so the handler is done once the client has it.
-func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
+// forward sends body, a request for model, to the upstream and relays
+// its answer; with t, it stores the reply in t's conversation before the
+// client has it whole (commitTurn): a non-streaming response is written
+// after the commit, a stream's ending is held until it (relayStream).
+// Nothing is written after the response, so the handler is done once the
+// client has it.
+func (s *Server) forward(c *call, body []byte, model string, stream bool, t *turn) error {
 	ctx := c.r.Context()
 	accept := "application/json"
 	if stream {
@@ -784,7 +785,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 		return err
 	}
 	defer resp.Body.Close()
-	ci := callInfo{tenant: c.tenant, model: modelOf(body), kind: chatmem.CallChat}
+	ci := callInfo{tenant: c.tenant, model: model, kind: chatmem.CallChat}
 	if t != nil {
 		ci.user, ci.conversation = cmp.Or(t.user, t.owner), t.key.ID
 		t.requestID = resp.Header.Get("X-Request-Id")
@@ -839,7 +840,7 @@ func (s *Server) forward(c *call, body []byte, stream bool, t *turn) error {
 		if stored != nil {
 			// A concurrent request with the same Idempotency-Key stored
 			// its reply first: answer that one, the one kept.
-			return s.replay(c, false, modelOf(body), *stored)
+			return s.replay(c, false, model, *stored)
 		}
 	}
 	h := c.w.Header()

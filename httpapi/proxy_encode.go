@@ -31,6 +31,8 @@ type chatRequest struct {
 	user string
 	// cacheKey reports a prompt_cache_key of the client's own.
 	cacheKey bool
+	// model is the model field ("": none, or not a string).
+	model string
 }
 
 // parseChatRequest reads a chat completions request body: a JSON object,
@@ -88,6 +90,9 @@ func scanChatRequest(body []byte) (r chatRequest, ok bool, _ error) {
 			r.metadata, r.metaStart, r.metaEnd = v, start, end
 		case "prompt_cache_key":
 			r.cacheKey = true
+		case "model":
+			r.model = ""
+			_ = json.Unmarshal(v, &r.model)
 		case "user", "safety_identifier":
 			var u string
 			if json.Unmarshal(v, &u) == nil && (string(name) == "user" || r.user == "") {
@@ -201,6 +206,9 @@ func decodeChatRequest(body []byte) (chatRequest, error) {
 			r.metadata = v
 		case "prompt_cache_key":
 			r.cacheKey = true
+		case "model":
+			r.model = ""
+			_ = json.Unmarshal(v, &r.model)
 		case "user", "safety_identifier":
 			var u string
 			if json.Unmarshal(v, &u) == nil && (name == "user" || r.user == "") {

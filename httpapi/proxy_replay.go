@@ -78,15 +78,6 @@ func sameMessages(stored, sent []chatmem.Message) bool {
 	return true
 }
 
-// modelOf returns the model a request body names, if any.
-func modelOf(body []byte) string {
-	var r struct {
-		Model string `json:"model"`
-	}
-	_ = json.Unmarshal(body, &r)
-	return r.Model
-}
-
 // replay answers a retried request with the reply stored for it, in the
 // shape the request asked for: a chat.completion, or its chunks and data:
 // [DONE]. Idempotent-Replayed: true says so, as the REST API's replays do.
