@@ -143,6 +143,39 @@ func TestInspectorTimeline(t *testing.T) {
 	}
 	b.do(chromedp.Evaluate[chromedp.Void](`document.getElementById("timeline-panel").scrollIntoView()`))
 	b.shot(artifactsDir(t), "inspector-timeline.png", chromedp.Screenshot(chromedp.ID("timeline-panel")))
+
+	// A long conversation: the timeline reads the receipts of its newest
+	// 8,000 messages only, and says so.
+	if b.eval(`document.getElementById("timeline-span").hidden`) != true {
+		t.Errorf("a short conversation's timeline says it shows only part: %q", b.text("#timeline-span"))
+	}
+	for i := 0; i < 8; i++ {
+		batch := make([]chatmem.Message, 1000)
+		for j := range batch {
+			batch[j] = chatmem.Message{Role: chatmem.RoleUser, Content: fmt.Sprintf("filler %d", i*1000+j)}
+			if j%2 == 1 {
+				batch[j].Role = chatmem.RoleAssistant
+			}
+		}
+		if _, err := env.mem.Append(t.Context(), chatmem.Key{Tenant: "acme", ID: "timeline"}, batch, chatmem.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"and now?"}]}` // only the new message
+	if status, _, body := env.post(t, map[string]string{"X-Chatmem-Conversation": "timeline"}, last); status != http.StatusOK {
+		t.Fatalf("turn %d: status %d: %s", turns+1, status, body)
+	}
+	b.do(chromedp.Navigate(env.url + "/"))
+	b.wait(`document.querySelector('#conv-rows button[data-id="timeline"]') !== null`)
+	b.do(chromedp.Click(chromedp.CSS(`#conv-rows button[data-id="timeline"]`)))
+	b.wait(`document.getElementById("timeline").dataset.conv === "timeline"`)
+	seqs := b.eval(`[...document.querySelectorAll("#timeline .turn")].map(e => e.dataset.seq)`).([]any)
+	if want := strconv.Itoa(2*turns + 8000 + 2); len(seqs) != 1 || seqs[0] != want {
+		t.Errorf("the long conversation's timeline shows the turns at %v, want only the newest, at %s", seqs, want)
+	}
+	if span := b.text("#timeline-span"); !strings.Contains(span, "newest 8,000 messages") {
+		t.Errorf("the long conversation's timeline says %q, want it to say it shows the newest 8,000 messages", span)
+	}
 	if p := b.problems(); len(p) > 0 {
 		t.Errorf("page problems: %v", p)
 	}

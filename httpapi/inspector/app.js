@@ -855,16 +855,18 @@ function initUser() {
 // ---- timeline of turns as sent ----------------------------------------
 
 const RECEIPT_CAP = 2000;  // receipts loaded for the timeline (the newest kept)
+const RECEIPT_SPAN = 8000; // newest messages whose receipts are read: a long conversation's are not all
 const HOUR_CAP = 48;       // hours whose memory calls the timeline asks the ledger for
 const HOUR_MS = 3600 * 1000;
 const MEMORY_CALLS = ["summarize", "extract", "embed"];
 const costFmt = new Intl.NumberFormat("en", { maximumSignificantDigits: 3 });
 
-// loadReceipts reads the conversation's receipts, oldest first, keeping
-// the newest RECEIPT_CAP.
-async function loadReceipts(id) {
+// loadReceipts reads the receipts of the conversation's newest
+// RECEIPT_SPAN messages after seq from, oldest first, keeping the newest
+// RECEIPT_CAP.
+async function loadReceipts(id, from) {
   const out = [];
-  let after = 0;
+  let after = from;
   for (;;) {
     const page = await api("GET", convPath(id, "receipts"), { query: { after: after || undefined, limit: MESSAGE_PAGE } });
     out.push(...page.receipts);
@@ -935,7 +937,10 @@ async function loadTimeline() {
   let receipts = [];
   let prices = {};
   try {
-    const [rs, ps] = await Promise.all([loadReceipts(id), api("GET", "/v1/prices").catch(() => ({ prices: {} }))]);
+    const from = Math.max(0, (state.conv.last_seq || 0) - RECEIPT_SPAN);
+    $("timeline-span").hidden = from === 0;
+    $("timeline-span").textContent = `The turns of the newest ${fmtNum(RECEIPT_SPAN)} messages (after #${fmtNum(from)}); the API's receipts list pages through the rest.`;
+    const [rs, ps] = await Promise.all([loadReceipts(id, from), api("GET", "/v1/prices").catch(() => ({ prices: {} }))]);
     receipts = rs;
     prices = ps.prices || {};
   } catch (err) {
