@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/chatwire"
 	"github.com/chatmem/chatmem/internal/sse"
 )
 
@@ -1186,7 +1187,7 @@ func (s *Server) streamError(c *call, rc *http.ResponseController, err error) {
 	var ue *upstreamError
 	if !errors.As(err, &ue) {
 		status, code := classify(err)
-		d = openAIErrorDetail{Message: "the reply could not be stored; retry the request", Type: openAIErrorType(status), Code: code}
+		d = openAIErrorDetail{Message: "the reply could not be stored; retry the request", Type: chatwire.ErrorType(status), Code: code}
 	} else if ue.msg != "" {
 		d.Message = ue.msg
 	}
@@ -1451,7 +1452,7 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 	case status == http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="chatmem"`)
 	}
-	typ := openAIErrorType(status)
+	typ := chatwire.ErrorType(status)
 	if errors.Is(err, chatmem.ErrBudgetExhausted) {
 		typ = "insufficient_quota" // OpenAI's type for a quota used up
 	}
@@ -1460,21 +1461,6 @@ func (s *Server) writeOpenAIError(w http.ResponseWriter, r *http.Request, err er
 
 // paramMessages is the param a history_diverged error names.
 var paramMessages = "messages"
-
-// openAIErrorType is the OpenAI error type for a status.
-func openAIErrorType(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusNotFound:
-		return "not_found_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
-}
 
 // codeForStatus is the error code of the table for an upstream status
 // without an error body: the table's code for it, else invalid_request for
