@@ -168,8 +168,9 @@ func TestBrowserRefusedOnEveryMutatingRoute(t *testing.T) {
 				t.Errorf("%s %s, %s: the answer leaks %q", br.method, br.path, a.name, l)
 			}
 			if rt.Pattern == chatCompletionsPattern {
-				if !strings.Contains(string(r.body), `"type":"invalid_request_error"`) {
-					t.Errorf("%s %s, %s: %s, want OpenAI's error shape", br.method, br.path, a.name, r.body)
+				wantType := map[int]string{http.StatusForbidden: "permission_error", http.StatusUnsupportedMediaType: "invalid_request_error"}[a.status]
+				if !strings.Contains(string(r.body), `"type":"`+wantType+`"`) {
+					t.Errorf("%s %s, %s: %s, want OpenAI's error shape with type %s", br.method, br.path, a.name, r.body, wantType)
 				}
 			} else {
 				wantCode := map[int]string{http.StatusForbidden: "forbidden", http.StatusUnsupportedMediaType: "unsupported_media_type"}[a.status]
