@@ -373,3 +373,40 @@ func cloneMessages(ms []Message) []Message {
 	}
 	return out
 }
+
+// FuzzDecodeReceipt: any bytes, as a store may hand back, either decode
+// to a receipt or fail with ErrInvalid, never panic or grow past the
+// bound of a receipt's JSON; what decodes encodes again to a receipt that
+// decodes the same.
+func FuzzDecodeReceipt(f *testing.F) {
+	r := &Receipt{
+		Policy: ReceiptPolicy{Kind: PolicyTokenBudget, Budget: 4000}, Tokenizer: "o200k_base",
+		Sent:     []SentSpan{{Part: PartRecent, From: 1, To: 9, Hash: "00ff"}},
+		Upstream: &UpstreamUse{Model: "gpt-4o-mini", InputTokens: 40, RequestID: "req_1"},
+	}
+	enc, err := EncodeReceipt(r)
+	if err != nil {
+		f.Fatal(err)
+	}
+	plain, _ := json.Marshal(r)
+	for _, seed := range [][]byte{enc, plain, {receiptZstd}, {receiptDeflate1}, {receiptZstd, 0x28, 0xb5, 0x2f, 0xfd}, nil, []byte("{}"), enc[:len(enc)/2]} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := DecodeReceipt(b)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("DecodeReceipt(%x): %v, not ErrInvalid", b, err)
+			}
+			return
+		}
+		again, err := EncodeReceipt(&got)
+		if err != nil {
+			t.Fatalf("EncodeReceipt of a decoded receipt: %v", err)
+		}
+		back, err := DecodeReceipt(again)
+		if err != nil || !reflect.DeepEqual(back, got) {
+			t.Fatalf("re-encoded receipt reads back as %+v (%v), want %+v", back, err, got)
+		}
+	})
+}

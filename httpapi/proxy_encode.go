@@ -91,8 +91,7 @@ func scanChatRequest(body []byte) (r chatRequest, ok bool, _ error) {
 		case "prompt_cache_key":
 			r.cacheKey = true
 		case "model":
-			r.model = ""
-			_ = json.Unmarshal(v, &r.model)
+			_ = json.Unmarshal(v, &r.model) // as into a struct: the last string wins
 		case "user", "safety_identifier":
 			var u string
 			if json.Unmarshal(v, &u) == nil && (string(name) == "user" || r.user == "") {
@@ -207,8 +206,7 @@ func decodeChatRequest(body []byte) (chatRequest, error) {
 		case "prompt_cache_key":
 			r.cacheKey = true
 		case "model":
-			r.model = ""
-			_ = json.Unmarshal(v, &r.model)
+			_ = json.Unmarshal(v, &r.model) // as into a struct: the last string wins
 		case "user", "safety_identifier":
 			var u string
 			if json.Unmarshal(v, &u) == nil && (name == "user" || r.user == "") {

@@ -92,6 +92,7 @@ func TestScanChatRequest(t *testing.T) {
 		`{"a":1,"a":2,"messages":[{"role":"user","content":"dup"}]}`,
 		`{}`, ` {} `, `[]`, `null`, `{`, ``, `{"messages":[]} {}`, `{"mess\u0061ges":[1]}`, `{"messages":[1],}`,
 		`{"x":true,"y":false,"z":null,"messages":[{"role":"user","content":"\\"}]}`,
+		`{"model":"a","model":7,"model":null,"messages":[]}`, `{"model":"gpt-\u00e9","model":"b\"c","messages":[]}`, `{"model":{"x":1}}`,
 	} {
 		want, wantErr := decodeChatRequest([]byte(body))
 		got, ok, err := scanChatRequest([]byte(body))
@@ -108,9 +109,16 @@ func TestScanChatRequest(t *testing.T) {
 		if err != nil {
 			continue
 		}
+		var named struct { // the model as json.Unmarshal reads it, which the usage ledger counts under
+			Model string `json:"model"`
+		}
+		_ = json.Unmarshal([]byte(body), &named)
+		if got.model != named.Model {
+			t.Errorf("%s: model %q, json.Unmarshal reads %q", body, got.model, named.Model)
+		}
 		if !bytes.Equal(got.messages, want.messages) || got.start != want.start || got.end != want.end || got.stream != want.stream ||
 			!bytes.Equal(got.metadata, want.metadata) || got.metaStart != want.metaStart || got.metaEnd != want.metaEnd ||
-			got.user != want.user || got.cacheKey != want.cacheKey || !bytes.Equal(got.body, want.body) {
+			got.user != want.user || got.cacheKey != want.cacheKey || got.model != want.model || !bytes.Equal(got.body, want.body) {
 			t.Errorf("%s: scan read %+v, the decoder %+v", body, got, want)
 		}
 	}
