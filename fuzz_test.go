@@ -1,6 +1,8 @@
 package chatmem
 
 import (
+	"bytes"
+	"compress/flate"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -389,7 +391,11 @@ func FuzzDecodeReceipt(f *testing.F) {
 		f.Fatal(err)
 	}
 	plain, _ := json.Marshal(r)
-	for _, seed := range [][]byte{enc, plain, {receiptZstd}, {receiptDeflate1}, {receiptZstd, 0x28, 0xb5, 0x2f, 0xfd}, nil, []byte("{}"), enc[:len(enc)/2]} {
+	deflated := bytes.NewBuffer([]byte{receiptDeflate1}) // the form receipts were first stored in
+	zw, _ := flate.NewWriterDict(deflated, flate.BestCompression, receiptDict)
+	zw.Write(plain)
+	zw.Close()
+	for _, seed := range [][]byte{enc, plain, deflated.Bytes(), {receiptZstd}, {receiptDeflate1}, {receiptZstd, 0x28, 0xb5, 0x2f, 0xfd}, nil, []byte("{}"), enc[:len(enc)/2]} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

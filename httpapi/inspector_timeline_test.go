@@ -173,6 +173,9 @@ func TestInspectorTimeline(t *testing.T) {
 	if want := strconv.Itoa(2*turns + 8000 + 2); len(seqs) != 1 || seqs[0] != want {
 		t.Errorf("the long conversation's timeline shows the turns at %v, want only the newest, at %s", seqs, want)
 	}
+	if b.eval(`document.getElementById("timeline-span").hidden`) != false {
+		t.Error("the long conversation's timeline does not show that it shows only part of it")
+	}
 	if span := b.text("#timeline-span"); !strings.Contains(span, "newest 8,000 messages") {
 		t.Errorf("the long conversation's timeline says %q, want it to say it shows the newest 8,000 messages", span)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/chatmem/chatmem"
@@ -31,7 +32,9 @@ type chatRequest struct {
 	user string
 	// cacheKey reports a prompt_cache_key of the client's own.
 	cacheKey bool
-	// model is the model field ("": none, or not a string).
+	// model is the model field as a transport's json.Unmarshal into a
+	// struct reads it (a key of any case, the last string): the model the
+	// upstream is asked for, which the usage ledger counts under.
 	model string
 }
 
@@ -80,6 +83,9 @@ func scanChatRequest(body []byte) (r chatRequest, ok bool, _ error) {
 		start := skipSpace(body, i+1)
 		end := skipValue(body, start)
 		v := body[start:end]
+		if bytes.EqualFold(name, []byte("model")) {
+			_ = json.Unmarshal(v, &r.model) // as into a struct, as transports read it: any case, the last string wins
+		}
 		bit := 0
 		switch string(name) {
 		case "messages":
@@ -90,8 +96,6 @@ func scanChatRequest(body []byte) (r chatRequest, ok bool, _ error) {
 			r.metadata, r.metaStart, r.metaEnd = v, start, end
 		case "prompt_cache_key":
 			r.cacheKey = true
-		case "model":
-			_ = json.Unmarshal(v, &r.model) // as into a struct: the last string wins
 		case "user", "safety_identifier":
 			var u string
 			if json.Unmarshal(v, &u) == nil && (string(name) == "user" || r.user == "") {
@@ -188,6 +192,9 @@ func decodeChatRequest(body []byte) (chatRequest, error) {
 		if err := dec.Decode(&v); err != nil {
 			return r, errBody
 		}
+		if strings.EqualFold(name, "model") {
+			_ = json.Unmarshal(v, &r.model) // as scanChatRequest
+		}
 		bit := 0
 		switch name {
 		case "messages":
@@ -205,8 +212,6 @@ func decodeChatRequest(body []byte) (chatRequest, error) {
 			r.metadata = v
 		case "prompt_cache_key":
 			r.cacheKey = true
-		case "model":
-			_ = json.Unmarshal(v, &r.model) // as into a struct: the last string wins
 		case "user", "safety_identifier":
 			var u string
 			if json.Unmarshal(v, &u) == nil && (name == "user" || r.user == "") {

@@ -93,6 +93,7 @@ func TestScanChatRequest(t *testing.T) {
 		`{}`, ` {} `, `[]`, `null`, `{`, ``, `{"messages":[]} {}`, `{"mess\u0061ges":[1]}`, `{"messages":[1],}`,
 		`{"x":true,"y":false,"z":null,"messages":[{"role":"user","content":"\\"}]}`,
 		`{"model":"a","model":7,"model":null,"messages":[]}`, `{"model":"gpt-\u00e9","model":"b\"c","messages":[]}`, `{"model":{"x":1}}`,
+		`{"Model":"claude-opus","messages":[]}`, `{"model":"cheap","MODEL":"claude-opus","messages":[]}`,
 	} {
 		want, wantErr := decodeChatRequest([]byte(body))
 		got, ok, err := scanChatRequest([]byte(body))
