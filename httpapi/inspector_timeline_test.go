@@ -173,6 +173,9 @@ func TestInspectorTimeline(t *testing.T) {
 	if want := strconv.Itoa(2*turns + 8000 + 2); len(seqs) != 1 || seqs[0] != want {
 		t.Errorf("the long conversation's timeline shows the turns at %v, want only the newest, at %s", seqs, want)
 	}
+	if heads := b.eval(`[...document.querySelectorAll("#timeline .hour")].map(e => e.dataset.hour)`).([]any); len(heads) != 1 || heads[0] == "" {
+		t.Errorf("the long conversation's newest turn is under the hours %v, want the hour its reply was stored in (the page loads only the oldest messages)", heads)
+	}
 	if b.eval(`document.getElementById("timeline-span").hidden`) != false {
 		t.Error("the long conversation's timeline does not show that it shows only part of it")
 	}

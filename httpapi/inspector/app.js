@@ -876,6 +876,22 @@ async function loadReceipts(id, from) {
   }
 }
 
+// replyTimes adds to at (seq to time) the times of the receipts' replies
+// that the page has not loaded (a long conversation's newest), reading
+// the messages of their span: at most RECEIPT_SPAN.
+async function replyTimes(id, receipts, at) {
+  const missing = receipts.map((r) => r.seq).filter((q) => !at.has(q));
+  if (missing.length === 0) return;
+  let after = Math.min(...missing) - 1;
+  const last = Math.max(...missing);
+  while (after < last) {
+    const page = await api("GET", convPath(id, "messages"), { query: { after: after || undefined, limit: MESSAGE_PAGE } });
+    for (const m of page.messages) at.set(m.seq, Date.parse(m.created_at));
+    if (page.next_after === null || page.next_after === undefined) return;
+    after = page.next_after;
+  }
+}
+
 // sentSeqs is the set of the conversation's own stored messages a
 // receipt sent (recalled ones from other conversations aside).
 function sentSeqs(r) {
@@ -949,6 +965,12 @@ async function loadTimeline() {
   }
   if (!state.conv || state.conv.id !== id) return;
   const at = new Map(state.messages.map((m) => [m.seq, Date.parse(m.created_at)]));
+  try {
+    await replyTimes(id, receipts, at);
+  } catch (err) {
+    showError("timeline-error", err); // the turns show without their hours
+  }
+  if (!state.conv || state.conv.id !== id) return;
   // The hours the turns fall in, newest HOUR_CAP, and the ledger's counts.
   const hours = [...new Set(receipts.map((r) => at.get(r.seq)).filter((t) => !isNaN(t) && t !== undefined).map(hourOf))].sort((a, b) => a - b);
   const asked = hours.slice(-HOUR_CAP);
