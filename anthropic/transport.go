@@ -443,34 +443,19 @@ func stopSequences(raw json.RawMessage) ([]string, error) {
 }
 
 // toolChoice maps OpenAI's tool_choice: "auto" → auto, "none" → none,
-// "required" → any, {"type":"function","function":{"name"}} → tool.
+// "required" → any, {"type":"function","function":{"name"}} → tool; none
+// (absent or null) → nil.
 func toolChoice(raw json.RawMessage) (map[string]any, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+	mode, name, err := chatwire.ParseToolChoice(raw)
+	switch {
+	case err != nil || mode == "":
+		return nil, err
+	case mode == "required":
+		return map[string]any{"type": "any"}, nil
+	case mode == "function":
+		return map[string]any{"type": "tool", "name": name}, nil
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		switch s {
-		case "auto":
-			return map[string]any{"type": "auto"}, nil
-		case "none":
-			return map[string]any{"type": "none"}, nil
-		case "required":
-			return map[string]any{"type": "any"}, nil
-		}
-		return nil, invalidf("tool_choice: %q is not supported", s)
-	}
-	var obj struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "function" || obj.Function.Name == "" {
-		return nil, invalidf("tool_choice: not a supported choice")
-	}
-	return map[string]any{"type": "tool", "name": obj.Function.Name}, nil
+	return map[string]any{"type": mode}, nil
 }
 
 // ---- Anthropic response ----

@@ -428,24 +428,14 @@ func inputContent(raw json.RawMessage, user bool) (content any, empty bool, err 
 // toolChoice maps tool_choice: "auto", "none" and "required" as they are,
 // {"type":"function","function":{"name"}} to {"type":"function","name"}.
 func toolChoice(raw json.RawMessage) (any, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		switch s {
-		case "auto", "none", "required":
-			return s, nil
-		}
-		return nil, invalidf("tool_choice: %q is not supported", s)
+	mode, name, err := chatwire.ParseToolChoice(raw)
+	switch {
+	case err != nil || mode == "":
+		return nil, err
+	case mode == "function":
+		return map[string]string{"type": "function", "name": name}, nil
 	}
-	var obj struct {
-		Type     string `json:"type"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "function" || obj.Function.Name == "" {
-		return nil, invalidf("tool_choice: not a supported choice (auto, none, required or a function)")
-	}
-	return map[string]string{"type": "function", "name": obj.Function.Name}, nil
+	return mode, nil
 }
 
 // ---- Responses answer ----

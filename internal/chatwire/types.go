@@ -228,3 +228,31 @@ func Chunk(id, model string, created int64, delta *Delta, finish *string) *Compl
 		Choices: []Choice{{Index: 0, Delta: delta, FinishReason: finish}},
 	}
 }
+
+// ParseToolChoice reads a Chat Completions tool_choice: mode is "auto",
+// "none" or "required", or "function" with the function's name; an
+// absent or null choice is mode "". Anything else is a RequestError,
+// since each upstream maps only these.
+func ParseToolChoice(raw json.RawMessage) (mode, name string, err error) {
+	if IsNull(raw) {
+		return "", "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto", "none", "required":
+			return s, "", nil
+		}
+		return "", "", Invalidf("tool_choice: %q is not supported", s)
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "function" || obj.Function.Name == "" {
+		return "", "", Invalidf("tool_choice: not a supported choice (auto, none, required or a function)")
+	}
+	return "function", obj.Function.Name, nil
+}
