@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chatmem/chatmem"
+	"github.com/chatmem/chatmem/internal/chatwire"
 )
 
 // responsesRequest is what the Responses API reads of POST /responses.
@@ -770,22 +771,11 @@ func (s *Server) finishResponse(ctx context.Context, t *respTurn, content string
 	return stored, nil
 }
 
-// chatTool is a Chat Completions function tool.
-type chatTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
-		Parameters  json.RawMessage `json:"parameters,omitempty"`
-		Strict      *bool           `json:"strict,omitempty"`
-	} `json:"function"`
-}
-
 // chatRequestBody is the Chat Completions request for a response.
 type chatRequestBody struct {
 	Model             string          `json:"model"`
 	Messages          json.RawMessage `json:"messages"`
-	Tools             []chatTool      `json:"tools,omitempty"`
+	Tools             []chatwire.Tool `json:"tools,omitempty"`
 	ToolChoice        any             `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
 	Temperature       *float64        `json:"temperature,omitempty"`
@@ -832,7 +822,7 @@ func chatFields(req responsesRequest) (*chatRequestBody, error) {
 		if tl.Name == "" {
 			return nil, fmt.Errorf("%w: tools[%d]: a function tool needs a name", chatmem.ErrInvalid, i)
 		}
-		var ct chatTool
+		var ct chatwire.Tool
 		ct.Type = "function"
 		ct.Function.Name, ct.Function.Description, ct.Function.Parameters, ct.Function.Strict = tl.Name, tl.Description, tl.Parameters, tl.Strict
 		body.Tools = append(body.Tools, ct)

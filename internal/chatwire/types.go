@@ -64,14 +64,16 @@ type Message struct {
 	ToolCallID string          `json:"tool_call_id"`
 }
 
-// Tool is a request's tool.
+// Tool is a request's tool, as transports read it and as chatmem's
+// Responses API writes it for a Chat Completions upstream (the fields it
+// lacks left out).
 type Tool struct {
 	Type     string `json:"type"`
 	Function struct {
 		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      *bool           `json:"strict"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+		Strict      *bool           `json:"strict,omitempty"`
 	} `json:"function"`
 }
 
